@@ -1,0 +1,43 @@
+// Runs the real pulumi CLI (the one `npm run setup` chose) with sparkform's offline settings,
+// echoing its output into the test log so a failure can be read without re-running.
+import { execa } from "execa";
+import { pulumiBinary, pulumiEnv } from "../../tools/pulumi/env";
+
+export interface PulumiRun {
+  exitCode: number;
+  output: string;
+}
+
+export interface PulumiCli {
+  run(args: string[], opts?: { expectFailure?: boolean; stdin?: string }): Promise<PulumiRun>;
+  env: NodeJS.ProcessEnv;
+}
+
+/** A CLI bound to one project directory and extra environment (e.g. a private backend). */
+export function pulumiCli(cwd: string, extraEnv: NodeJS.ProcessEnv = {}): PulumiCli {
+  const env = { ...pulumiEnv(), ...extraEnv };
+  const bin = pulumiBinary();
+  return {
+    env,
+    async run(args, opts = {}) {
+      const result = await execa(bin, [...args, "--non-interactive"], {
+        cwd,
+        env,
+        extendEnv: false,
+        all: true,
+        reject: false,
+        input: opts.stdin,
+      });
+      const output = result.all ?? "";
+      console.log(`$ pulumi ${args.join(" ")}  [exit ${result.exitCode}]\n${output}`);
+      const failed = result.exitCode !== 0;
+      if (failed !== Boolean(opts.expectFailure)) {
+        throw new Error(
+          `pulumi ${args.join(" ")} ${failed ? "failed" : "succeeded"} (exit ${result.exitCode}), ` +
+            `expected ${opts.expectFailure ? "failure" : "success"}:\n${output}`,
+        );
+      }
+      return { exitCode: result.exitCode ?? -1, output };
+    },
+  };
+}

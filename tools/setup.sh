@@ -1,0 +1,91 @@
+#!/usr/bin/env bash
+# npm run setup: make a Pulumi CLI, its Node.js language host and the Node launchers available
+# to `npm run pulumi` and the tests, offline.
+#
+# A user's own `pulumi` (>= the pinned SDK version, with its language host beside it) is used
+# as it is. Otherwise the CLI and language host are built from their Go modules through the Go
+# module proxy (pinned in tools/*/go.mod) into a cache directory keyed by everything that goes
+# into them, so a second run takes seconds. The result is recorded in .sparkform/toolchain.env,
+# which tools/pulumi-env.ts reads.
+set -euo pipefail
+
+repo=$(cd "$(dirname "$0")/.." && pwd)
+tools="$repo/tools"
+# shellcheck source=versions.env
+. "$tools/versions.env"
+state="$repo/.sparkform"
+cache="${SPARKFORM_CACHE_DIR:-$HOME/.cache/sparkform}"
+mkdir -p "$state"
+
+say() { printf 'setup: %s\n' "$*"; }
+fail() {
+  printf 'setup: error: %s\n' "$*" >&2
+  exit 1
+}
+
+version_ge() { # version_ge A B: A >= B (dotted numbers, leading v ignored)
+  [ "$(printf '%s\n%s\n' "${1#v}" "${2#v}" | sort -V | head -n1)" = "${2#v}" ]
+}
+
+record() { # record SOURCE BINDIR VERSION
+  local tmp="$state/toolchain.env.tmp"
+  printf 'SPARKFORM_PULUMI_SOURCE=%s\nSPARKFORM_PULUMI_BIN_DIR=%s\nSPARKFORM_PULUMI_VERSION=%s\n' \
+    "$1" "$2" "$3" >"$tmp"
+  mv "$tmp" "$state/toolchain.env"
+  say "pulumi $3 ($1) in $2"
+}
+
+# 1. A suitable CLI already on PATH?
+if [ -z "${SPARKFORM_BUILD_PULUMI:-}" ] && user_pulumi=$(command -v pulumi 2>/dev/null); then
+  user_version=$(pulumi version 2>/dev/null || true)
+  user_dir=$(dirname "$(readlink -f "$user_pulumi")")
+  if version_ge "$user_version" "$PULUMI_VERSION" && [ -x "$user_dir/pulumi-language-nodejs" ]; then
+    record user "$user_dir" "${user_version#v}"
+    exit 0
+  fi
+  say "ignoring $user_pulumi ($user_version): need >= v$PULUMI_VERSION with pulumi-language-nodejs beside it"
+fi
+
+# 2. Go, to build from modules. The machine images have it; install Debian's only if missing.
+export PATH="/usr/local/go/bin:$PATH"
+if ! command -v go >/dev/null 2>&1; then
+  say "go not found; installing Debian's golang-go"
+  if [ "$(id -u)" -ne 0 ]; then fail "Go is missing and installing it needs root: apt-get install golang-go (or install the Pulumi CLI: https://www.pulumi.com/docs/install/)"; fi
+  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq golang-go >/dev/null
+fi
+go_version=$(go env GOVERSION)
+# go.mod files say go 1.25; Go >= 1.21 fetches that toolchain from the module proxy itself.
+version_ge "${go_version#go}" "1.21" || fail "$go_version is too old to build Pulumi $PULUMI_VERSION; need Go >= 1.21"
+
+# 3. Cached build, keyed by the pinned module files, the launchers and the Go version.
+key=$(cd "$tools" && cat versions.env language-nodejs/main.go \
+  pulumi-cli/go.mod pulumi-cli/go.sum language-nodejs/go.mod language-nodejs/go.sum \
+  language-nodejs-upstream/go.mod language-nodejs-upstream/go.sum launchers/* |
+  { cat; echo "$go_version $(go env GOOS GOARCH)"; } | sha256sum | cut -c1-16)
+bin="$cache/pulumi/v$PULUMI_VERSION-$key/bin"
+if [ -x "$bin/pulumi" ] && [ -x "$bin/pulumi-language-nodejs" ]; then
+  say "cached build reused"
+  record built "$bin" "$PULUMI_VERSION"
+  exit 0
+fi
+
+work=$(mktemp -d "$cache/pulumi/.build-XXXXXX" 2>/dev/null || { mkdir -p "$cache/pulumi" && mktemp -d "$cache/pulumi/.build-XXXXXX"; })
+trap 'rm -rf "$work"' EXIT
+export GOFLAGS="-mod=mod -trimpath"
+version_flag="-X github.com/pulumi/pulumi/sdk/v3/go/common/version.Version"
+start=$SECONDS
+say "building pulumi v$PULUMI_VERSION from github.com/pulumi/pulumi/pkg/v3 (several minutes on 2 cores)"
+(cd "$tools/pulumi-cli" && go build -ldflags "$version_flag=v$PULUMI_VERSION" -o "$work/pulumi" \
+  github.com/pulumi/pulumi/pkg/v3/cmd/pulumi)
+say "building the Node.js language host (upstream from sdk/v3 v$LANGUAGE_NODEJS_UPSTREAM_SDK, wrapped)"
+(cd "$tools/language-nodejs-upstream" && go build -ldflags "$version_flag=v$LANGUAGE_NODEJS_UPSTREAM_SDK" \
+  -o "$work/pulumi-language-nodejs-upstream" github.com/pulumi/pulumi/sdk/v3/nodejs/cmd/pulumi-language-nodejs)
+(cd "$tools/language-nodejs" && go build -o "$work/pulumi-language-nodejs" .)
+cp -P "$tools"/launchers/* "$work/"
+say "built in $((SECONDS - start)) s"
+
+mkdir -p "$(dirname "$bin")"
+rm -rf "$bin"
+mv "$work" "$bin"
+trap - EXIT
+record built "$bin" "$PULUMI_VERSION"
