@@ -1,0 +1,414 @@
+// The SSH transport against a real sshd: a throwaway one on 127.0.0.1 with its own host
+// key and authorized key (the simulated cluster was not ready when this was written; the
+// same assertions can move onto it). Real ssh, real rsync, real ssh-agent.
+import { execFileSync, spawn, type ChildProcess } from "node:child_process";
+import * as fs from "node:fs";
+import * as net from "node:net";
+import * as os from "node:os";
+import * as path from "node:path";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { controlPath, sessionDir } from "../../components/transport/control-master";
+import {
+  close,
+  forwardAgentOnce,
+  rsync,
+  run,
+  RemoteCommandError,
+  type SshTarget,
+} from "../../components/transport/ssh";
+
+const SSHD = "/usr/sbin/sshd";
+const haveSshd = fs.existsSync(SSHD) && fs.existsSync("/usr/bin/rsync");
+
+let dir: string;
+let sshd: ChildProcess | undefined;
+let agent: { pid: number; sock: string } | undefined;
+let node: SshTarget;
+let clientKeyText: string;
+
+function keygen(file: string): string {
+  execFileSync("ssh-keygen", ["-q", "-t", "ed25519", "-N", "", "-C", "", "-f", file]);
+  return fs.readFileSync(`${file}.pub`, "utf8").trim();
+}
+
+async function freePort(): Promise<number> {
+  return new Promise((resolve) => {
+    const s = net.createServer().listen(0, "127.0.0.1", () => {
+      const port = (s.address() as net.AddressInfo).port;
+      s.close(() => resolve(port));
+    });
+  });
+}
+
+async function waitForPort(port: number): Promise<void> {
+  for (let i = 0; i < 100; i++) {
+    const ok = await new Promise<boolean>((resolve) => {
+      const c = net.connect(port, "127.0.0.1", () => {
+        c.destroy();
+        resolve(true);
+      });
+      c.on("error", () => resolve(false));
+    });
+    if (ok) return;
+    await new Promise((r) => setTimeout(r, 100));
+  }
+  throw new Error(`sshd did not listen on ${port}`);
+}
+
+async function caught(p: Promise<unknown>): Promise<RemoteCommandError> {
+  try {
+    await p;
+  } catch (e) {
+    if (e instanceof RemoteCommandError) return e;
+    throw e;
+  }
+  throw new Error("expected a RemoteCommandError");
+}
+
+const HOSTILE = [
+  "",
+  "two words",
+  "it's",
+  '"q"',
+  "$(id)",
+  "`id`",
+  "a;b && c | d",
+  "line1\nline2",
+  "tab\there",
+  "*",
+  "~",
+  "-rf",
+  "--",
+  "ünïcödé 🚀",
+  "\\",
+  "%h",
+];
+
+describe.skipIf(!haveSshd)("ssh transport against a local sshd", () => {
+  beforeAll(async () => {
+    dir = fs.mkdtempSync("/tmp/sf-it-");
+    const hostPub = keygen(path.join(dir, "host"));
+    const clientPub = keygen(path.join(dir, "client"));
+    clientKeyText = fs.readFileSync(path.join(dir, "client"), "utf8");
+    fs.writeFileSync(path.join(dir, "authorized_keys"), `${clientPub}\n`, { mode: 0o600 });
+    const port = await freePort();
+    fs.writeFileSync(
+      path.join(dir, "sshd_config"),
+      [
+        `Port ${port}`,
+        "ListenAddress 127.0.0.1",
+        `HostKey ${dir}/host`,
+        `AuthorizedKeysFile ${dir}/authorized_keys`,
+        `PidFile ${dir}/sshd.pid`,
+        "StrictModes no",
+        "UsePAM no",
+        "PasswordAuthentication no",
+        "KbdInteractiveAuthentication no",
+        "PermitRootLogin prohibit-password",
+        "AllowAgentForwarding yes",
+        "AllowTcpForwarding yes",
+        "LogLevel ERROR",
+      ].join("\n") + "\n",
+    );
+    fs.mkdirSync("/run/sshd", { recursive: true, mode: 0o755 });
+    sshd = spawn(SSHD, ["-D", "-e", "-f", path.join(dir, "sshd_config")], { stdio: "ignore" });
+    await waitForPort(port);
+    node = {
+      name: "local",
+      host: "127.0.0.1",
+      port,
+      user: os.userInfo().username,
+      hostKey: hostPub,
+      identityFile: path.join(dir, "client"),
+    };
+  });
+
+  afterAll(() => {
+    close();
+    if (agent) process.kill(agent.pid);
+    sshd?.kill();
+    if (dir) fs.rmSync(dir, { recursive: true, force: true });
+  });
+
+  it("runs a command, and hostile arguments arrive intact as argv", async () => {
+    const r = await run(node, ["printf", "%s\\0", ...HOSTILE], { step: "argv round trip" });
+    expect(r.exitCode).toBe(0);
+    expect(r.stdout.split("\0").slice(0, -1)).toEqual(HOSTILE);
+  });
+
+  it("runs under the environment contract: empty env, explicit PATH, non-login", async () => {
+    const r = await run(
+      node,
+      {
+        script: 'env | LC_ALL=C sort; echo "args=$#:$1"',
+        args: ["$HOME"],
+        env: { CUDA_HOME: "/usr/local/cuda", CACHE: { home: ".cache/x y" } },
+        path: [{ home: ".asdf/bin" }],
+      },
+      { step: "env" },
+    );
+    const env = Object.fromEntries(
+      r.stdout
+        .trim()
+        .split("\n")
+        .filter((l) => l.includes("=") && !l.startsWith("args="))
+        .map((l) => [l.slice(0, l.indexOf("=")), l.slice(l.indexOf("=") + 1)]),
+    );
+    const home = os.homedir();
+    expect(env.PATH).toBe(
+      `${home}/.asdf/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin`,
+    );
+    expect(env).toMatchObject({
+      HOME: home,
+      LANG: "C.UTF-8",
+      CUDA_HOME: "/usr/local/cuda",
+      CACHE: `${home}/.cache/x y`,
+      USER: node.user,
+    });
+    // Nothing from the ssh session or a profile leaks in.
+    expect(Object.keys(env).sort()).toEqual(expect.arrayContaining(["HOME", "PATH"]));
+    for (const leaked of ["SSH_CONNECTION", "SSH_CLIENT", "MAIL", "SHELL", "TERM"])
+      expect(env).not.toHaveProperty(leaked);
+    expect(r.stdout).toContain("args=1:$HOME");
+  });
+
+  it("delivers secret env on stdin, then the caller's stdin intact", async () => {
+    const secret = "hf_s3cr3t 'quoted' $(x)";
+    const r = await run(
+      node,
+      {
+        script: 'printf "%s|" "$TOKEN"; cat',
+        env: { TOKEN: { secret } },
+        stdin: "line one\nline two\n",
+      },
+      { step: "secret" },
+    );
+    expect(r.stdout).toBe(`${secret}|line one\nline two\n`);
+  });
+
+  it("streams output lines as they arrive", async () => {
+    const lines: string[] = [];
+    await run(
+      node,
+      { script: "echo one; echo two >&2; echo three" },
+      { step: "stream", onLine: (l, s) => lines.push(`${s}:${l}`) },
+    );
+    expect(lines).toEqual(expect.arrayContaining(["stdout:one", "stderr:two", "stdout:three"]));
+  });
+
+  it("fails with a message naming node, step, command and last output lines", async () => {
+    const e = await caught(
+      run(
+        node,
+        { script: 'for i in $(seq 1 30); do echo "line $i"; done; echo "boom" >&2; exit 3' },
+        { step: "build" },
+      ),
+    );
+    expect(e.kind).toBe("exit");
+    expect(e.exitCode).toBe(3);
+    expect(e.message).toMatch(
+      /^\[local\] step "build" failed with exit code 3\n {2}command: sh -c 'for i in/,
+    );
+    // The last 20 lines of both streams in arrival order (ssh may reorder across streams
+    // by a line or two, hence no exact boundary on "boom").
+    const tail = e.message.split("  last output lines:\n")[1] ?? "";
+    expect(tail.split("\n")).toHaveLength(20);
+    expect(tail).toContain("    boom");
+    expect(tail).toContain("    line 30");
+    expect(tail).not.toContain("line 10\n");
+  });
+
+  it("treats okExitCodes as results", async () => {
+    const r = await run(node, ["test", "-e", "/nonexistent"], {
+      step: "probe",
+      okExitCodes: [0, 1],
+    });
+    expect(r.exitCode).toBe(1);
+  });
+
+  it("times out with a clear message", async () => {
+    const e = await caught(run(node, ["sleep", "10"], { step: "slow", timeoutMs: 1000 }));
+    expect(e.kind).toBe("timeout");
+    expect(e.message).toMatch(
+      /^\[local\] step "slow" timed out after 1000 milliseconds\n {2}command: sleep 10/,
+    );
+  });
+
+  it("refuses a host whose key is not the pinned one", async () => {
+    const other = keygen(path.join(dir, "other"));
+    const e = await caught(
+      run({ ...node, name: "impostor", hostKey: other }, ["true"], { step: "connect" }),
+    );
+    expect(e.kind).toBe("host-key");
+    expect(e.message).toContain(
+      `[impostor] step "connect" could not connect to ${node.user}@127.0.0.1:${node.port}: host key verification failed`,
+    );
+    expect(e.message).toContain("host key checking is never disabled");
+  });
+
+  it("fails fast on a port where nothing listens", async () => {
+    const t0 = Date.now();
+    const e = await caught(
+      run({ ...node, name: "down", port: await freePort() }, ["true"], { step: "connect" }),
+    );
+    expect(Date.now() - t0).toBeLessThan(5000);
+    expect(e.kind).toBe("unreachable");
+    expect(e.message).toMatch(/^\[down\] step "connect" could not connect to .*: unreachable\n/);
+    expect(e.message).toContain("Connection refused");
+  });
+
+  it("fails within ConnectTimeout on an address that does not answer", async () => {
+    const t0 = Date.now();
+    // TEST-NET-1: never routed; either no route at once, or silence until ConnectTimeout.
+    const e = await caught(
+      run({ ...node, name: "void", host: "192.0.2.1", port: 22 }, ["true"], {
+        step: "connect",
+        connectTimeoutS: 2,
+      }),
+    );
+    expect(Date.now() - t0).toBeLessThan(8000);
+    expect(e.kind).toBe("unreachable");
+    expect(e.message).toContain('[void] step "connect" could not connect to');
+  });
+
+  it("uses a private key given as a secret string and never shows it", async () => {
+    const viaSecret: SshTarget = {
+      ...node,
+      name: "secret-key",
+      identityFile: undefined,
+      privateKey: clientKeyText,
+    };
+    const ok = await run(viaSecret, ["echo", "hi"], { step: "secret key" });
+    expect(ok.stdout).toBe("hi\n");
+    // The node echoes the key back and fails: the message must not carry it.
+    const keyLine = clientKeyText.split("\n")[1] ?? "";
+    const e = await caught(
+      run(
+        viaSecret,
+        { script: 'cat "$1"; exit 4', args: [path.join(dir, "client")] },
+        { step: "leak" },
+      ),
+    );
+    expect(e.message).not.toContain(keyLine);
+    expect(e.message).not.toContain(clientKeyText);
+    expect(e.message).toContain("***");
+    // A key the node does not accept: an auth failure, still without the key.
+    const wrongKey =
+      (keygen(path.join(dir, "wrong")), fs.readFileSync(path.join(dir, "wrong"), "utf8"));
+    const bad = await caught(
+      run({ ...viaSecret, name: "wrong-key", privateKey: wrongKey }, ["true"], { step: "connect" }),
+    );
+    expect(bad.kind).toBe("auth");
+    expect(bad.message).not.toContain(wrongKey.split("\n")[1] ?? "");
+  });
+
+  it("multiplexes over one ControlMaster per node, and close() ends it", async () => {
+    await run(node, ["true"], { step: "warm" });
+    expect(fs.statSync(controlPath(node)).isSocket()).toBe(true);
+    expect(fs.statSync(sessionDir()).mode & 0o777).toBe(0o700);
+    const t0 = Date.now();
+    for (let i = 0; i < 5; i++) await run(node, ["true"], { step: "reuse" });
+    const perCall = (Date.now() - t0) / 5;
+    expect(perCall).toBeLessThan(500);
+    const d = sessionDir();
+    close();
+    expect(fs.existsSync(d)).toBe(false);
+    expect((await run(node, ["echo", "again"], { step: "after close" })).stdout).toBe("again\n");
+  });
+
+  it("reaches the node through a pinned jump host", async () => {
+    const viaJump: SshTarget = {
+      ...node,
+      name: "behind-jump",
+      jump: {
+        host: "127.0.0.1",
+        port: node.port,
+        user: node.user,
+        hostKey: node.hostKey,
+        identityFile: node.identityFile,
+      },
+    };
+    expect((await run(viaJump, ["echo", "hopped"], { step: "jump" })).stdout).toBe("hopped\n");
+    const other = keygen(path.join(dir, "other-jump"));
+    const e = await caught(
+      run({ ...viaJump, name: "bad-jump", jump: { ...viaJump.jump!, hostKey: other } }, ["true"], {
+        step: "jump",
+      }),
+    );
+    expect(e.message).toMatch(/Host key verification failed|unreachable|host key/);
+  });
+
+  it("rsyncs a tree with hostile names both ways, with --delete and excludes", async () => {
+    const src = path.join(dir, "tree src");
+    fs.mkdirSync(path.join(src, "sub dir"), { recursive: true });
+    fs.mkdirSync(path.join(src, "vendor", ".git"), { recursive: true });
+    const names = ["a b.txt", "it's.txt", "$(id).txt", "-rf", "ünï.txt", "*"];
+    for (const n of names) fs.writeFileSync(path.join(src, "sub dir", n), n);
+    fs.writeFileSync(path.join(src, "vendor", ".git", "HEAD"), "x");
+    const remoteDir = `${path.relative(os.homedir(), dir)}/remote tree`;
+    // Seed a stale file that --delete must remove.
+    await run(
+      node,
+      { script: 'mkdir -p "$1" && touch "$1/stale"', args: [path.join(dir, "remote tree")] },
+      { step: "seed" },
+    );
+    await rsync(
+      node,
+      `${src}/`,
+      { remote: `~/${remoteDir}` },
+      { step: "sync tree", delete: true, excludes: ["vendor/.git"] },
+    );
+    const listing = (
+      await run(
+        node,
+        {
+          script: 'cd "$1" && find . -type f | LC_ALL=C sort',
+          args: [path.join(dir, "remote tree")],
+        },
+        { step: "list" },
+      )
+    ).stdout;
+    expect(listing.trim().split("\n")).toEqual(names.map((n) => `./sub dir/${n}`).sort());
+    const back = path.join(dir, "back");
+    await rsync(node, { remote: `~/${remoteDir}/sub dir/` }, `${back}/`, { step: "pull" });
+    expect(fs.readdirSync(back).sort()).toEqual([...names].sort());
+    expect(fs.readFileSync(path.join(back, "$(id).txt"), "utf8")).toBe("$(id).txt");
+  });
+
+  it("rejects option-like and wildcard rsync operands before running anything", async () => {
+    await expect(rsync(node, "-e sh", { remote: "x" }, { step: "bad" })).rejects.toThrow(
+      /starts with "-"/,
+    );
+    await expect(rsync(node, "/tmp/x", { remote: "~/a*" }, { step: "bad" })).rejects.toThrow(
+      /wildcard/,
+    );
+    await expect(
+      run({ ...node, host: "-oProxyCommand=sh" }, ["true"], { step: "bad" }),
+    ).rejects.toThrow(/starts with "-"/);
+  });
+
+  it("forwards the agent for one command only", async () => {
+    const out = execFileSync("ssh-agent", ["-s"], { encoding: "utf8" });
+    const sock = /SSH_AUTH_SOCK=([^;]+);/.exec(out)?.[1] ?? "";
+    const pid = Number(/SSH_AGENT_PID=(\d+);/.exec(out)?.[1]);
+    agent = { pid, sock };
+    execFileSync("ssh-add", ["-q", path.join(dir, "client")], {
+      env: { ...process.env, SSH_AUTH_SOCK: sock },
+    });
+    const saved = process.env.SSH_AUTH_SOCK;
+    process.env.SSH_AUTH_SOCK = sock;
+    try {
+      const fwd = await forwardAgentOnce(node, ["ssh-add", "-l"], { step: "forwarded" });
+      expect(fwd.stdout).toContain("ED25519");
+      // The multiplexed path never forwards: ssh-add finds no agent there.
+      const plain = await run(
+        node,
+        { script: 'ssh-add -l; echo "rc=$?"' },
+        { step: "plain", okExitCodes: [0] },
+      );
+      expect(plain.stdout).toMatch(/rc=2/);
+    } finally {
+      process.env.SSH_AUTH_SOCK = saved;
+    }
+  });
+});
