@@ -186,22 +186,25 @@ describe("rsyncRshQuote (rsync's -e splitter, not a shell)", () => {
       mode: 0o755,
     });
     // rsync limits the number of words it passes on ("argc overflow" at about 130 words in all), so in chunks.
-    for (let i = 0; i < words.length; i += 30) {
-      const chunk = words.slice(i, i + 30);
-      fs.rmSync(log, { force: true });
-      try {
-        execFileSync("rsync", ["-e", rsyncRshJoin([fake, ...chunk]), "--", "dummyhost:x", dir], {
-          env: { PATH: "/usr/bin:/bin", SF_ARGV_LOG: log },
-          stdio: ["ignore", "ignore", "pipe"],
-        });
-      } catch {
-        // expected: the fake ssh exits 1
+    try {
+      for (let i = 0; i < words.length; i += 30) {
+        const chunk = words.slice(i, i + 30);
+        fs.rmSync(log, { force: true });
+        try {
+          execFileSync("rsync", ["-e", rsyncRshJoin([fake, ...chunk]), "--", "dummyhost:x", dir], {
+            env: { PATH: "/usr/bin:/bin", SF_ARGV_LOG: log },
+            stdio: ["ignore", "ignore", "pipe"],
+          });
+        } catch {
+          // expected: the fake ssh exits 1
+        }
+        const got = fs.readFileSync(log, "utf8").split("\0");
+        expect(got.slice(0, chunk.length)).toEqual(chunk);
+        expect(got[chunk.length]).toBe("dummyhost");
       }
-      const got = fs.readFileSync(log, "utf8").split("\0");
-      expect(got.slice(0, chunk.length)).toEqual(chunk);
-      expect(got[chunk.length]).toBe("dummyhost");
+    } finally {
+      fs.rmSync(dir, { recursive: true, force: true });
     }
-    fs.rmSync(dir, { recursive: true, force: true });
   });
 
   it("doubles quotes instead of shell escapes, and refuses newlines", () => {
