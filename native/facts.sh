@@ -351,7 +351,7 @@ netdevs_json() {
 		addrs=$(addresses_json "$name")
 		[ "$addrs" = null ] && addresses_json "$name" >/dev/null
 		reasons=
-		[ "$(num "$speed")" = null ] && reasons="speed not reported (interface down or virtual)"
+		[ "$(num "$speed")" = null ] && reasons="speed not reported by the driver (usual when down, virtual or paravirtual)"
 		[ -n "$ADDR_REASON" ] && reasons="${reasons:+$reasons; }$ADDR_REASON"
 		printf '%s{"name":%s,"mac":%s,"mtu":%s,"speedMbps":%s,"operstate":%s,"virtual":%s,"addresses":%s,"reason":%s}' \
 			"$sep" "$(js "$name")" "$(jsn "$mac")" "$(num "$mtu")" "$(num "$speed")" "$(jsn "$oper")" "$virtual" "$addrs" \
