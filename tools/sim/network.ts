@@ -1,0 +1,303 @@
+// Networks: the management bridge on the host, one namespace per node with a veth onto the
+// bridge, and the fabric — a veth pair straight between two node namespaces, or for N > 2 a
+// bridge (the "switch") inside a namespace of its own. The host gets no route to the fabric:
+// only an `unreachable` route, so that trying fails at once instead of leaking to a gateway.
+import * as fs from "node:fs";
+import { ipJson, run, runRaw } from "./exec";
+import { fabricIface, fabricMtu, mgmtIface, names, routeProto } from "./paths";
+import type { SimState } from "./state";
+import { readRegistry } from "./state";
+
+export interface Subnets {
+  mgmt: string; // a.b.c.0/24
+  fabric: string;
+}
+
+/** `a.b.c.0/24` + host number → `a.b.c.n`. */
+export function hostIn(subnet: string, n: number): string {
+  const base = subnet.split("/")[0] ?? "";
+  return base.replace(/\.\d+$/, `.${n}`);
+}
+
+export const controlHost = 1;
+export const mgmtHost = (index: number) => 10 + index; // spark-1 → .11
+export const fabricHost = (index: number) => index; // spark-2 → .2
+
+function ipToInt(ip: string): number {
+  return ip.split(".").reduce((acc, o) => acc * 256 + Number(o), 0);
+}
+
+function parseCidr(cidr: string): [number, number] | undefined {
+  const [ip, lenStr] = cidr.split("/");
+  if (!ip || !/^\d+\.\d+\.\d+\.\d+$/.test(ip)) return undefined;
+  const len = lenStr === undefined ? 32 : Number(lenStr);
+  const size = 2 ** (32 - len);
+  const start = Math.floor(ipToInt(ip) / size) * size;
+  return [start, start + size - 1];
+}
+
+export function overlaps(a: string, b: string): boolean {
+  const x = parseCidr(a);
+  const y = parseCidr(b);
+  if (!x || !y) return false;
+  return x[0] <= y[1] && y[0] <= x[1];
+}
+
+/** Candidate /24s from private ranges, in an order that starts at an offset taken from the run id. */
+function candidates(runId: string, prefixes: readonly string[]): string[] {
+  const out: string[] = [];
+  const seed = Number.parseInt(runId.slice(0, 4), 16) % 256;
+  for (const prefix of prefixes) {
+    for (let i = 0; i < 256; i++) out.push(`${prefix}.${(seed + i) % 256}.0/24`);
+  }
+  return out;
+}
+
+const mgmtPrefixes = ["10.213", "172.29", "10.187"];
+const fabricPrefixes = ["10.214", "172.30", "10.188"];
+
+/** Picks two free /24s: none overlaps a host route (any table), an address, or another run. */
+export async function chooseSubnets(runId: string): Promise<Subnets> {
+  type Route = { dst?: string };
+  type Addr = { addr_info?: Array<{ family?: string; local?: string; prefixlen?: number }> };
+  const taken: string[] = [];
+  for (const r of await ipJson<Route>(["-4", "route", "show", "table", "all"])) {
+    if (r.dst && r.dst !== "default") taken.push(r.dst);
+  }
+  for (const l of await ipJson<Addr>(["-4", "addr", "show"])) {
+    for (const a of l.addr_info ?? []) {
+      if (a.local) taken.push(`${a.local}/${a.prefixlen ?? 32}`);
+    }
+  }
+  for (const e of readRegistry()) taken.push(e.mgmtSubnet, e.fabricSubnet);
+  const free = (prefixes: readonly string[]) =>
+    candidates(runId, prefixes).find((c) => !taken.some((t) => overlaps(c, t)));
+  const mgmt = free(mgmtPrefixes);
+  const fabric = free(fabricPrefixes);
+  if (!mgmt || !fabric) throw new Error("sim: no free private /24 left for the sim's networks");
+  return { mgmt, fabric };
+}
+
+function writeSysctl(key: string, value: string): void {
+  try {
+    fs.writeFileSync(`/proc/sys/${key.replace(/\./g, "/")}`, value);
+  } catch {
+    /* IPv6 may be off altogether: nothing to silence then */
+  }
+}
+
+const ipn = (ns: string, ...args: string[]) => run("ip", ["-n", ns, ...args]);
+
+/** Creates the bridge, the namespaces, the mgmt veths and the fabric; records names in `s`. */
+export async function createNetwork(s: SimState): Promise<void> {
+  const br = s.bridge;
+  const prefix = s.mgmtSubnet.split("/")[1];
+  await run("ip", ["link", "add", br, "type", "bridge"]);
+  writeSysctl(`net.ipv6.conf.${br}.disable_ipv6`, "1");
+  await run("ip", ["addr", "add", `${s.controlAddress}/${prefix}`, "dev", br]);
+  await run("ip", ["link", "set", br, "up"]);
+  await run("ip", ["route", "add", "unreachable", s.fabricSubnet, "proto", String(routeProto)]);
+  for (const n of s.nodes) {
+    await run("ip", ["netns", "add", n.netns]);
+    await ipn(n.netns, "link", "set", "lo", "up");
+    await run("ip", [
+      "link",
+      "add",
+      n.hostVeth,
+      "type",
+      "veth",
+      "peer",
+      "name",
+      mgmtIface,
+      "netns",
+      n.netns,
+    ]);
+    writeSysctl(`net.ipv6.conf.${n.hostVeth}.disable_ipv6`, "1");
+    await run("ip", ["link", "set", n.hostVeth, "master", br, "up"]);
+    await ipn(
+      n.netns,
+      "addr",
+      "add",
+      `${hostIn(s.mgmtSubnet, mgmtHost(n.index))}/24`,
+      "dev",
+      mgmtIface,
+    );
+    await ipn(n.netns, "link", "set", mgmtIface, "up");
+  }
+  if (s.nodes.length === 2) {
+    const [a, b] = s.nodes as [SimState["nodes"][0], SimState["nodes"][0]];
+    await run("ip", [
+      "link",
+      "add",
+      fabricIface,
+      "netns",
+      a.netns,
+      "mtu",
+      String(fabricMtu),
+      "type",
+      "veth",
+      "peer",
+      "name",
+      fabricIface,
+      "netns",
+      b.netns,
+      "mtu",
+      String(fabricMtu),
+    ]);
+  } else if (s.nodes.length > 2) {
+    const sw = names.fabricNetns(s.runId);
+    s.fabricNetns = sw;
+    await run("ip", ["netns", "add", sw]);
+    await ipn(sw, "link", "set", "lo", "up");
+    await ipn(sw, "link", "add", "switch0", "mtu", String(fabricMtu), "type", "bridge");
+    await ipn(sw, "link", "set", "switch0", "up");
+    for (const n of s.nodes) {
+      const port = switchPort(n.index);
+      await run("ip", [
+        "link",
+        "add",
+        port,
+        "netns",
+        sw,
+        "mtu",
+        String(fabricMtu),
+        "type",
+        "veth",
+        "peer",
+        "name",
+        fabricIface,
+        "netns",
+        n.netns,
+        "mtu",
+        String(fabricMtu),
+      ]);
+      await ipn(sw, "link", "set", port, "master", "switch0", "up");
+    }
+  }
+  for (const n of s.nodes) {
+    if (s.nodes.length < 2) break;
+    await ipn(
+      n.netns,
+      "addr",
+      "add",
+      `${hostIn(s.fabricSubnet, fabricHost(n.index))}/24`,
+      "dev",
+      fabricIface,
+    );
+    await ipn(n.netns, "link", "set", fabricIface, "up");
+  }
+}
+
+export const switchPort = (index: number) => `port${index}`;
+
+/**
+ * Cuts or restores the fabric between two nodes. Point-to-point: both ends go down/up. With a
+ * switch, one side must be `switch`: that node's switch port goes down/up (the node sees its
+ * carrier go).
+ */
+export async function setFabricLink(
+  s: SimState,
+  a: string,
+  b: string,
+  state: "up" | "down",
+): Promise<void> {
+  const node = (name: string) => {
+    const n = s.nodes.find((x) => x.name === name);
+    if (!n)
+      throw new Error(
+        `sim: no node ${JSON.stringify(name)} (nodes: ${s.nodes.map((x) => x.name).join(", ")})`,
+      );
+    return n;
+  };
+  if (s.fabricNetns) {
+    const ends = [a, b].filter((x) => x !== "switch");
+    if (ends.length !== 1 || (a !== "switch" && b !== "switch")) {
+      throw new Error(
+        `sim: with ${s.nodes.length} nodes the fabric is a switch; cut one node's port with \`sim link <node> switch ${state}\``,
+      );
+    }
+    const n = node(ends[0] as string);
+    await ipn(s.fabricNetns, "link", "set", switchPort(n.index), state);
+  } else {
+    if (a === b) throw new Error("sim: a link needs two different nodes");
+    const x = node(a);
+    const y = node(b);
+    for (const n of [x, y]) await ipn(n.netns, "link", "set", fabricIface, state);
+  }
+  const key = [a, b].sort().join("|");
+  s.cutLinks = s.cutLinks.filter((k) => k !== key);
+  if (state === "down") s.cutLinks.push(key);
+}
+
+/** The fabric interface's state inside a node's namespace: "UP", "DOWN", "LOWERLAYERDOWN", … */
+export async function fabricOperState(netns: string): Promise<string> {
+  const r = await runRaw("ip", ["-n", netns, "-j", "link", "show", fabricIface]);
+  if (r.exitCode !== 0) return "absent";
+  const [l] = JSON.parse(r.stdout) as Array<{ operstate?: string; mtu?: number }>;
+  return l?.operstate ?? "unknown";
+}
+
+export async function listNetns(): Promise<string[]> {
+  const r = await runRaw("ip", ["-j", "netns", "list"]);
+  if (r.exitCode !== 0 || !r.stdout.trim()) return [];
+  return (JSON.parse(r.stdout) as Array<{ name: string }>).map((x) => x.name);
+}
+
+export async function listLinks(): Promise<string[]> {
+  return (await ipJson<{ ifname: string }>(["link", "show"])).map((l) => l.ifname);
+}
+
+export interface RouteEntry {
+  dst?: string;
+  type?: string;
+  protocol?: string;
+}
+
+export async function listSimRoutes(): Promise<RouteEntry[]> {
+  const r = await runRaw("ip", [
+    "-j",
+    "-4",
+    "route",
+    "show",
+    "table",
+    "all",
+    "proto",
+    String(routeProto),
+  ]);
+  if (r.exitCode !== 0 || !r.stdout.trim()) return [];
+  return JSON.parse(r.stdout) as RouteEntry[];
+}
+
+/** Removes what createNetwork made (best effort, every step tried); returns what it removed. */
+export async function destroyNetwork(p: {
+  bridge?: string;
+  netns: string[];
+  hostVeths: string[];
+  fabricSubnet?: string;
+}): Promise<string[]> {
+  const removed: string[] = [];
+  const existingNs = new Set(await listNetns());
+  for (const ns of p.netns) {
+    if (!existingNs.has(ns)) continue;
+    const r = await runRaw("ip", ["netns", "del", ns]);
+    if (r.exitCode === 0) removed.push(`netns ${ns}`);
+  }
+  const links = new Set(await listLinks());
+  for (const l of [...p.hostVeths, ...(p.bridge ? [p.bridge] : [])]) {
+    if (!links.has(l)) continue;
+    const r = await runRaw("ip", ["link", "del", l]);
+    if (r.exitCode === 0) removed.push(`link ${l}`);
+  }
+  if (p.fabricSubnet) {
+    const r = await runRaw("ip", [
+      "route",
+      "del",
+      "unreachable",
+      p.fabricSubnet,
+      "proto",
+      String(routeProto),
+    ]);
+    if (r.exitCode === 0) removed.push(`route unreachable ${p.fabricSubnet}`);
+  }
+  return removed;
+}
