@@ -1,3 +1,22 @@
 // The sparkform program: one SparkCluster per stack, configured from stacks/Pulumi.<stack>.yaml.
-// Components land here as their issues do (nodes, toolchain, tree sync, build, model, workers).
-export {};
+import * as pulumi from "@pulumi/pulumi";
+import { SparkCluster } from "./components/cluster";
+import { configKeys, parseClusterConfig } from "./components/config";
+
+const config = new pulumi.Config("sparkform");
+// Structured keys are YAML objects; the rest are plain strings (getObject would try JSON).
+const structured = new Set<string>(["nodes", "toolchain", "tree"]);
+const raw = Object.fromEntries(
+  configKeys.map((k) => [k, structured.has(k) ? config.getObject<unknown>(k) : config.get(k)]),
+);
+const privateKey = config.getSecret("privateKey");
+
+const cluster = new SparkCluster(pulumi.getStack(), {
+  config: parseClusterConfig(raw),
+  projectDir: __dirname,
+  ...(privateKey ? { privateKey } : {}),
+});
+
+export const facts = cluster.facts;
+export const toolchain = cluster.toolchain;
+export const tree = cluster.tree;

@@ -1,0 +1,181 @@
+import * as pulumi from "@pulumi/pulumi";
+import { existsSync, statSync } from "node:fs";
+import * as path from "node:path";
+import type { ClusterConfig, NodeConfig } from "./config";
+import { SparkNode } from "./node/spark-node";
+import { Toolchain } from "./toolchain/toolchain";
+import type { SshTarget } from "./transport/ssh";
+import { validateTarget } from "./transport/connection";
+import { localTreeDigest } from "./tree/digest";
+import { TreeSync } from "./tree/tree-sync";
+
+export interface SparkClusterArgs {
+  /** The validated `sparkform:` stack configuration. */
+  readonly config: ClusterConfig;
+  /** Private key text for every node (a Pulumi secret), if not given as a file. */
+  readonly privateKey?: pulumi.Output<string>;
+  /** Directory that relative paths in the config are relative to (the project). */
+  readonly projectDir: string;
+}
+
+/**
+ * A cluster of Sparks: one SparkNode per node, then the toolchain copied from the source
+ * node, then the working tree synced to every node and proven by digest.
+ */
+export class SparkCluster extends pulumi.ComponentResource {
+  /** Fact sheet per node name. */
+  readonly facts: pulumi.Output<Record<string, unknown>>;
+  /** Toolchain digest and probe output per node name (when a toolchain is configured). */
+  readonly toolchain?: pulumi.Output<
+    Record<string, { digest: string; probe: string; copiedBy: string }>
+  >;
+  /** Tree digest, file count and bytes per node name, with the control node's digest. */
+  readonly tree?: pulumi.Output<{
+    expected: { digest: string; files: number; bytes: number };
+    nodes: Record<string, { digest: string; files: number; bytes: number }>;
+  }>;
+
+  constructor(name: string, args: SparkClusterArgs, opts?: pulumi.ComponentResourceOptions) {
+    super("sparkform:index:SparkCluster", name, {}, opts);
+    const { config } = args;
+    const secret = args.privateKey !== undefined;
+    // A private key rides in each resource's target: keep those encrypted in state.
+    const childOpts = (extra: pulumi.CustomResourceOptions = {}): pulumi.CustomResourceOptions => ({
+      parent: this,
+      ...extra,
+      additionalSecretOutputs: secret ? ["target"] : [],
+    });
+
+    const targets = new Map<string, pulumi.Output<SshTarget>>();
+    for (const node of config.nodes) {
+      const plain = toTarget(node, config);
+      // Fails at preview, before anything connects, naming the node and field.
+      try {
+        validateTarget(plain);
+      } catch (err) {
+        throw new pulumi.ResourceError(`sparkform:nodes ${(err as Error).message}`, this);
+      }
+      targets.set(
+        node.name,
+        args.privateKey
+          ? args.privateKey.apply((privateKey) => ({ ...plain, privateKey }))
+          : pulumi.output(plain),
+      );
+    }
+    const target = (n: string) => targets.get(n) as pulumi.Output<SshTarget>;
+
+    const nodes = config.nodes.map(
+      (node) =>
+        new SparkNode(
+          `${name}-${node.name}`,
+          { target: target(node.name), diskPaths: ["~/models", config.tree?.dest ?? "~"] },
+          childOpts(),
+        ),
+    );
+    this.facts = pulumi
+      .all(nodes.map((n) => n.facts))
+      .apply((fs) => Object.fromEntries(config.nodes.map((n, i) => [n.name, fs[i]])));
+
+    let toolchains: Toolchain[] = [];
+    if (config.toolchain) {
+      const tc = config.toolchain;
+      const sourceName = tc.source ?? config.nodes[0]?.name ?? "";
+      const sourceNode = config.nodes.find((n) => n.name === sourceName);
+      if (!sourceNode) {
+        throw new pulumi.ResourceError(
+          `sparkform:toolchain.source ${JSON.stringify(sourceName)} is not one of the nodes (${config.nodes.map((n) => n.name).join(", ")})`,
+          this,
+        );
+      }
+      const common = { path: tc.path, binDirs: tc.binDirs, probe: tc.probe, expect: tc.expect };
+      const sourceIndex = config.nodes.indexOf(sourceNode);
+      const source = new Toolchain(
+        `${name}-toolchain-${sourceNode.name}`,
+        { ...common, target: target(sourceNode.name) },
+        childOpts({ dependsOn: [nodes[sourceIndex] as SparkNode] }),
+      );
+      toolchains = config.nodes.map((node, i) =>
+        node === sourceNode
+          ? source
+          : new Toolchain(
+              `${name}-toolchain-${node.name}`,
+              {
+                ...common,
+                target: target(node.name),
+                source: target(sourceNode.name).apply((t) => ({
+                  target: t,
+                  ...(sourceNode.fabricAddress ? { fabricAddress: sourceNode.fabricAddress } : {}),
+                })),
+                expectedDigest: source.digest,
+              },
+              childOpts({ dependsOn: [nodes[i] as SparkNode, source] }),
+            ),
+      );
+      this.toolchain = pulumi
+        .all(toolchains.map((t) => pulumi.all([t.digest, t.probeOutput, t.copiedBy])))
+        .apply((rows) =>
+          Object.fromEntries(
+            config.nodes.map((n, i) => {
+              const [digest, probe, copiedBy] = rows[i] as [string, string, string];
+              return [n.name, { digest, probe, copiedBy }];
+            }),
+          ),
+        );
+    }
+
+    if (config.tree) {
+      const tree = config.tree;
+      const source = path.resolve(args.projectDir, tree.source);
+      if (!existsSync(source) || !statSync(source).isDirectory()) {
+        throw new pulumi.ResourceError(
+          `sparkform:tree.source ${JSON.stringify(tree.source)} is not a directory (resolved to ${source}): ` +
+            `point it at the working tree to sync`,
+          this,
+        );
+      }
+      // Once per program run, for all nodes: the control node's side of the proof.
+      const expected = localTreeDigest(source, tree.exclude);
+      const syncs = config.nodes.map(
+        (node, i) =>
+          new TreeSync(
+            `${name}-tree-${node.name}`,
+            {
+              target: target(node.name),
+              source,
+              dest: tree.dest,
+              exclude: tree.exclude,
+              expectedDigest: expected.digest,
+            },
+            childOpts({
+              dependsOn: [nodes[i] as SparkNode, ...(toolchains[i] ? [toolchains[i]] : [])],
+            }),
+          ),
+      );
+      this.tree = pulumi
+        .all(syncs.map((s) => pulumi.all([s.digest, s.files, s.bytes])))
+        .apply((rows) => ({
+          expected: { digest: expected.digest, files: expected.files, bytes: expected.bytes },
+          nodes: Object.fromEntries(
+            config.nodes.map((n, i) => {
+              const [digest, files, bytes] = rows[i] as [string, number, number];
+              return [n.name, { digest, files, bytes }];
+            }),
+          ),
+        }));
+    }
+
+    this.registerOutputs({ facts: this.facts, toolchain: this.toolchain, tree: this.tree });
+  }
+}
+
+function toTarget(node: NodeConfig, config: ClusterConfig): SshTarget {
+  return {
+    name: node.name,
+    host: node.host,
+    port: node.port,
+    user: node.user,
+    hostKey: node.hostKey,
+    ...(config.sshKeyPath ? { identityFile: config.sshKeyPath } : {}),
+    ...(config.sshConfigPath ? { sshConfigPath: config.sshConfigPath } : {}),
+  };
+}

@@ -1,0 +1,77 @@
+// SparkNode's dynamic-provider implementation (loaded by providers/delegate.ts): connect,
+// run native/facts.sh, validate its JSON. `refresh` re-measures, so a changed kernel or
+// driver shows up as a diff in the refresh.
+import type * as pulumi from "@pulumi/pulumi";
+import { run, type SshTarget } from "../transport/ssh";
+import { parseFacts, type SparkNodeFacts } from "./facts";
+
+export interface SparkNodeInputs {
+  kind: "SparkNode";
+  providerVersion: string;
+  target: SshTarget;
+  /** native/facts.sh, as text (read by the program: the provider runs from state). */
+  factsScript: string;
+  /** Directories whose free space the fact sheet reports (model and tree directories). */
+  diskPaths: string[];
+}
+
+export interface SparkNodeOutputs extends SparkNodeInputs {
+  facts: SparkNodeFacts;
+}
+
+async function measure(inputs: SparkNodeInputs): Promise<SparkNodeFacts> {
+  const result = await run(
+    inputs.target,
+    { script: inputs.factsScript, args: inputs.diskPaths, display: "native/facts.sh" },
+    { step: "fact sheet", timeoutMs: 60_000 },
+  );
+  return parseFacts(result.stdout, inputs.target.name);
+}
+
+/**
+ * Free memory and free disk change all the time; a refresh that reported them would never
+ * pass `--expect-no-changes`. They are measured at `up`, and refresh keeps those values
+ * unless a stable fact changed.
+ */
+export function withVolatileFrom(fresh: SparkNodeFacts, old: SparkNodeFacts): SparkNodeFacts {
+  const stable = (f: SparkNodeFacts) =>
+    JSON.stringify({
+      ...f,
+      memory: { ...f.memory, availableBytes: null },
+      disk: f.disk.map((d) => ({ ...d, freeBytes: null })),
+    });
+  return stable(fresh) === stable(old) ? old : fresh;
+}
+
+export async function create(
+  inputs: SparkNodeInputs,
+): Promise<pulumi.dynamic.CreateResult<SparkNodeOutputs>> {
+  return { id: inputs.target.name, outs: { ...inputs, facts: await measure(inputs) } };
+}
+
+export async function read(
+  id: string,
+  props: SparkNodeOutputs,
+): Promise<pulumi.dynamic.ReadResult<SparkNodeOutputs>> {
+  const facts = withVolatileFrom(await measure(props), props.facts);
+  return { id, props: { ...props, facts } };
+}
+
+export async function diff(
+  _id: string,
+  olds: SparkNodeOutputs,
+  news: SparkNodeInputs,
+): Promise<pulumi.dynamic.DiffResult> {
+  const changed = (["providerVersion", "target", "factsScript", "diskPaths"] as const).filter(
+    (k) => JSON.stringify(olds[k]) !== JSON.stringify(news[k]),
+  );
+  return { changes: changed.length > 0, replaces: [] };
+}
+
+export async function update(
+  _id: string,
+  _olds: SparkNodeOutputs,
+  news: SparkNodeInputs,
+): Promise<pulumi.dynamic.UpdateResult<SparkNodeOutputs>> {
+  return { outs: { ...news, facts: await measure(news) } };
+}

@@ -1,0 +1,43 @@
+import * as pulumi from "@pulumi/pulumi";
+import { readFileSync } from "node:fs";
+import * as path from "node:path";
+import { delegatingProvider } from "../providers/delegate";
+import type { SshTarget } from "../transport/ssh";
+import { FACTS_SCRIPT_PATH, type SparkNodeFacts } from "./facts";
+
+/** Bump when the provider's behaviour changes, so `up` rewrites it in state. */
+export const SPARK_NODE_PROVIDER_VERSION = "1";
+
+export interface SparkNodeArgs {
+  /** How the control node reaches the node; host key pinned, checking never disabled. */
+  readonly target: pulumi.Input<SshTarget>;
+  /** Directories whose free space the fact sheet reports. Default: `~/models`, `~`. */
+  readonly diskPaths?: pulumi.Input<pulumi.Input<string>[]>;
+}
+
+const provider = delegatingProvider(path.join(__dirname, "provider.ts"));
+
+/**
+ * One Spark: its SSH connection and a fact sheet (arch, kernel, distro, memory from
+ * /proc/meminfo, CPU clusters, CUDA, RDMA devices, free disk), re-measured on refresh.
+ */
+export class SparkNode extends pulumi.dynamic.Resource {
+  declare readonly facts: pulumi.Output<SparkNodeFacts>;
+  declare readonly target: pulumi.Output<SshTarget>;
+
+  constructor(name: string, args: SparkNodeArgs, opts?: pulumi.CustomResourceOptions) {
+    super(
+      provider,
+      name,
+      {
+        kind: "SparkNode",
+        providerVersion: SPARK_NODE_PROVIDER_VERSION,
+        target: args.target,
+        factsScript: readFileSync(FACTS_SCRIPT_PATH, "utf8"),
+        diskPaths: args.diskPaths ?? ["~/models", "~"],
+        facts: undefined,
+      },
+      opts,
+    );
+  }
+}

@@ -1,0 +1,247 @@
+// Toolchain's dynamic-provider implementation: make one node's toolchain directory identical to
+// the source node's. Node to node over the fabric with the control node's agent forwarded for
+// that one command (nodes hold no keys for each other), else relayed through the control node.
+// Proven by digest on both sides and by the version probe run from the copied prefix, with the
+// install directories put on PATH directly (no shims: asdf's shims need the asdf binary).
+import type * as pulumi from "@pulumi/pulumi";
+import { mkdtempSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import * as path from "node:path";
+import { parseTreeDigest, type TreeDigest } from "../tree/digest";
+import { hostKeyAlias, knownHostsLine } from "../transport/connection";
+import { rsyncRshJoin } from "../transport/quote";
+import { peerSshArgv } from "../transport/ssh-options";
+import {
+  agentAvailable,
+  forwardAgentOnce,
+  rsync,
+  run,
+  type PathEntry,
+  type SshTarget,
+} from "../transport/ssh";
+
+export interface ToolchainSource {
+  target: SshTarget;
+  /** The source's address as the other nodes reach it (fabric), if it has one. */
+  fabricAddress?: string;
+}
+
+export interface ToolchainInputs {
+  kind: "Toolchain";
+  providerVersion: string;
+  target: SshTarget;
+  /** The node to copy from; absent on the source node itself. */
+  source?: ToolchainSource;
+  /** The toolchain directory (absolute or ~/...), the same on every node. */
+  path: string;
+  binDirs: string[];
+  probe: string[];
+  expect: string;
+  /** The source node's digest (absent on the source node itself). */
+  expectedDigest?: string;
+  digestScript: string;
+}
+
+export interface ToolchainOutputs extends ToolchainInputs {
+  /** The node's digest of the directory ("" when missing). */
+  digest: string;
+  files: number;
+  bytes: number;
+  probeOutput: string;
+  /** How the directory got here: "present", "fabric" (node to node) or "relay" (via control). */
+  copiedBy: "present" | "fabric" | "relay";
+}
+
+const rel = (p: string) => (p === "~" ? "." : p.replace(/^~\//, ""));
+
+async function digestOf(
+  target: SshTarget,
+  inputs: ToolchainInputs,
+): Promise<TreeDigest | undefined> {
+  const result = await run(
+    target,
+    {
+      script: 'exec python3 - "$@"',
+      args: [inputs.path],
+      stdin: inputs.digestScript,
+      display: `tree digest ${inputs.path}`,
+    },
+    { step: "toolchain digest", timeoutMs: 10 * 60_000, okExitCodes: [0, 3] },
+  );
+  return result.exitCode === 3
+    ? undefined
+    : parseTreeDigest(result.stdout, `node "${target.name}"`);
+}
+
+async function probe(inputs: ToolchainInputs): Promise<string> {
+  const dirs: PathEntry[] = inputs.binDirs.map((d) =>
+    inputs.path.startsWith("/")
+      ? path.posix.join(inputs.path, d)
+      : { home: path.posix.join(rel(inputs.path), d) },
+  );
+  const result = await run(
+    inputs.target,
+    { script: 'exec "$@" 2>&1', args: inputs.probe, path: dirs },
+    { step: "toolchain version probe", timeoutMs: 60_000 },
+  );
+  const out = result.stdout.trim();
+  if (!out.includes(inputs.expect)) {
+    throw new Error(
+      `[${inputs.target.name}] toolchain probe \`${inputs.probe.join(" ")}\` printed ${JSON.stringify(out)}, ` +
+        `which does not contain ${JSON.stringify(inputs.expect)}: the toolchain under ${inputs.path} is not the expected one`,
+    );
+  }
+  return out;
+}
+
+async function copyOverFabric(inputs: ToolchainInputs, source: ToolchainSource): Promise<void> {
+  const knownHosts = `.cache/sparkform/known_hosts.${source.target.name}`;
+  const rsh = rsyncRshJoin(
+    peerSshArgv(source.target, source.fabricAddress ?? source.target.host, knownHosts),
+  );
+  await forwardAgentOnce(
+    inputs.target,
+    {
+      script: [
+        "set -e",
+        'mkdir -p .cache/sparkform "$4"',
+        'printf "%s" "$1" > "$2"',
+        "trap 'rm -f \"$2\"' EXIT",
+        'rsync -a -s --delete -e "$3" -- "$5" "$4/"',
+      ].join("\n"),
+      args: [
+        knownHostsLine(hostKeyAlias(source.target.name), source.target.hostKey),
+        knownHosts,
+        rsh,
+        rel(inputs.path),
+        `${source.target.user}@${source.fabricAddress ?? source.target.host}:${rel(inputs.path)}/`,
+      ],
+      display: `rsync ${source.target.name}:${inputs.path} over the fabric`,
+    },
+    { step: `copy toolchain from ${source.target.name}`, timeoutMs: 30 * 60_000 },
+  );
+}
+
+async function copyViaControl(inputs: ToolchainInputs, source: ToolchainSource): Promise<void> {
+  const staging = mkdtempSync(path.join(tmpdir(), "sparkform-toolchain-"));
+  try {
+    await rsync(source.target, { remote: `${inputs.path}/` }, `${staging}/`, {
+      step: `fetch toolchain from ${source.target.name}`,
+      delete: true,
+    });
+    await run(inputs.target, ["mkdir", "-p", "--", rel(inputs.path)], {
+      step: "create toolchain directory",
+    });
+    await rsync(
+      inputs.target,
+      `${staging}/`,
+      { remote: `${inputs.path}/` },
+      {
+        step: `push toolchain from ${source.target.name}`,
+        delete: true,
+      },
+    );
+  } finally {
+    rmSync(staging, { recursive: true, force: true });
+  }
+}
+
+async function converge(inputs: ToolchainInputs): Promise<ToolchainOutputs> {
+  let copiedBy: ToolchainOutputs["copiedBy"] = "present";
+  let mine = await digestOf(inputs.target, inputs);
+  const source = inputs.source;
+  if (!source) {
+    if (!mine) {
+      throw new Error(
+        `[${inputs.target.name}] has no toolchain at ${inputs.path}, and it is the node the others copy from. ` +
+          `Install it there first (Spark: asdf with Erlang/Elixir under ~/.asdf — \`asdf install\` in the project; ` +
+          `Ubuntu's own elixir 1.14 is too old for mix.exs), or name another node in sparkform:toolchain.source.`,
+      );
+    }
+  } else if (mine?.digest !== inputs.expectedDigest) {
+    if (agentAvailable()) {
+      await copyOverFabric(inputs, source);
+      copiedBy = "fabric";
+    } else {
+      await copyViaControl(inputs, source);
+      copiedBy = "relay";
+    }
+    mine = await digestOf(inputs.target, inputs);
+    if (mine?.digest !== inputs.expectedDigest) {
+      throw new Error(
+        `[${inputs.target.name}] toolchain copy from ${source.target.name} did not converge: digest ` +
+          `${mine?.digest ?? "(missing)"} != ${inputs.expectedDigest}. If the copy keeps failing, install it ` +
+          `on ${inputs.target.name} by hand under ${inputs.path} (the same asdf install path), then run up again.`,
+      );
+    }
+  }
+  return {
+    ...inputs,
+    digest: mine?.digest ?? "",
+    files: mine?.files ?? 0,
+    bytes: mine?.bytes ?? 0,
+    probeOutput: await probe(inputs),
+    copiedBy,
+  };
+}
+
+export async function create(
+  inputs: ToolchainInputs,
+): Promise<pulumi.dynamic.CreateResult<ToolchainOutputs>> {
+  return { id: `${inputs.target.name}:${inputs.path}`, outs: await converge(inputs) };
+}
+
+/** Refresh: re-digest; a deleted or changed toolchain is drift. */
+export async function read(
+  id: string,
+  props: ToolchainOutputs,
+): Promise<pulumi.dynamic.ReadResult<ToolchainOutputs>> {
+  const d = await digestOf(props.target, props);
+  return {
+    id,
+    props: { ...props, digest: d?.digest ?? "", files: d?.files ?? 0, bytes: d?.bytes ?? 0 },
+  };
+}
+
+export async function diff(
+  _id: string,
+  olds: ToolchainOutputs,
+  news: ToolchainInputs,
+): Promise<pulumi.dynamic.DiffResult> {
+  const keys = [
+    "providerVersion",
+    "target",
+    "source",
+    "path",
+    "binDirs",
+    "probe",
+    "expect",
+    "expectedDigest",
+    "digestScript",
+  ] as const;
+  const changed = keys.some((k) => JSON.stringify(olds[k]) !== JSON.stringify(news[k]));
+  // The source node's desired state is "present"; every other node's is "equal to the source".
+  const drifted = news.source ? olds.digest !== news.expectedDigest : olds.digest === "";
+  return { changes: changed || drifted, replaces: [] };
+}
+
+export async function update(
+  _id: string,
+  _olds: ToolchainOutputs,
+  news: ToolchainInputs,
+): Promise<pulumi.dynamic.UpdateResult<ToolchainOutputs>> {
+  return { outs: await converge(news) };
+}
+
+/** Destroy removes only a copy this resource made; the source's toolchain is never touched. */
+async function deleteToolchain(_id: string, props: ToolchainOutputs): Promise<void> {
+  if (props.copiedBy === "present" || !props.source) return;
+  await run(
+    props.target,
+    ["rm", "-rf", "--", props.path.startsWith("/") ? props.path : rel(props.path)],
+    {
+      step: "remove copied toolchain",
+    },
+  );
+}
+export { deleteToolchain as delete };

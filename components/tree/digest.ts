@@ -1,0 +1,91 @@
+// The tree digest (native/tree-digest.py, algorithm sparkform-tree-v1): the same script runs on
+// the control node and, fed through ssh, on every node, so both sides compute it identically.
+import { execFileSync } from "node:child_process";
+import { readFileSync } from "node:fs";
+import * as path from "node:path";
+import type { Exclusion } from "../config";
+
+export const TREE_DIGEST_SCRIPT_PATH = path.join(__dirname, "..", "..", "native", "tree-digest.py");
+export const TREE_DIGEST_ALGORITHM = "sparkform-tree-v1";
+
+export interface TreeDigest {
+  algorithm: string;
+  digest: string;
+  files: number;
+  dirs: number;
+  symlinks: number;
+  bytes: number;
+  /** [path, type, mode, value] per entry; only when asked for. */
+  manifest?: [string, string, string, string][];
+}
+
+export function treeDigestScript(): string {
+  return readFileSync(TREE_DIGEST_SCRIPT_PATH, "utf8");
+}
+
+/** The script's arguments for a set of exclusions (after the root). */
+export function exclusionArgs(exclude: readonly Pick<Exclusion, "path" | "name">[]): string[] {
+  return exclude.flatMap((e) =>
+    e.path !== undefined ? ["--exclude-path", e.path] : ["--exclude-name", e.name ?? ""],
+  );
+}
+
+/** The same exclusions as rsync filter rules: anchored for paths, anywhere for names. */
+export function rsyncExcludes(exclude: readonly Pick<Exclusion, "path" | "name">[]): string[] {
+  return exclude.map((e) =>
+    e.path !== undefined ? `/${e.path.replace(/\/+$/, "")}` : (e.name ?? ""),
+  );
+}
+
+/** Parse the script's output (untrusted when it comes from a node). */
+export function parseTreeDigest(stdout: string, where: string): TreeDigest {
+  let data: unknown;
+  try {
+    data = JSON.parse(stdout.trim());
+  } catch {
+    throw new Error(
+      `tree digest on ${where} printed no JSON: ${JSON.stringify(stdout.slice(0, 200))}`,
+    );
+  }
+  const d = data as Partial<TreeDigest> & { error?: string };
+  if (d.error === "missing")
+    throw new Error(`tree digest on ${where}: the directory does not exist`);
+  if (
+    d.algorithm !== TREE_DIGEST_ALGORITHM ||
+    typeof d.digest !== "string" ||
+    !/^[0-9a-f]{64}$/.test(d.digest) ||
+    ![d.files, d.dirs, d.symlinks, d.bytes].every((n) => Number.isInteger(n) && (n as number) >= 0)
+  ) {
+    throw new Error(
+      `tree digest on ${where} is not ${TREE_DIGEST_ALGORITHM} output: ${JSON.stringify(stdout.slice(0, 200))}`,
+    );
+  }
+  return d as TreeDigest;
+}
+
+/** Digest of a directory on the control node. */
+export function localTreeDigest(
+  root: string,
+  exclude: readonly Pick<Exclusion, "path" | "name">[],
+  manifest = false,
+): TreeDigest {
+  const out = execFileSync(
+    "python3",
+    [TREE_DIGEST_SCRIPT_PATH, root, ...exclusionArgs(exclude), ...(manifest ? ["--manifest"] : [])],
+    { encoding: "utf8", maxBuffer: 256 * 1024 * 1024 },
+  );
+  return parseTreeDigest(out, "the control node");
+}
+
+/** The first `limit` paths whose entries differ between two manifests, in path order. */
+export function differingPaths(
+  a: NonNullable<TreeDigest["manifest"]>,
+  b: NonNullable<TreeDigest["manifest"]>,
+  limit = 10,
+): string[] {
+  const index = (m: typeof a) => new Map(m.map(([p, ...rest]) => [p, rest.join("\0")]));
+  const ia = index(a);
+  const ib = index(b);
+  const paths = [...new Set([...ia.keys(), ...ib.keys()])].sort();
+  return paths.filter((p) => ia.get(p) !== ib.get(p)).slice(0, limit);
+}

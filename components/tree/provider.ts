@@ -1,0 +1,145 @@
+// TreeSync's dynamic-provider implementation: rsync the control node's tree to one node, then
+// prove the node holds exactly the synced file set by digest (tree/digest.ts).
+import type * as pulumi from "@pulumi/pulumi";
+import type { Exclusion } from "../config";
+import { rsync, run, type SshTarget } from "../transport/ssh";
+import {
+  differingPaths,
+  exclusionArgs,
+  localTreeDigest,
+  parseTreeDigest,
+  rsyncExcludes,
+  type TreeDigest,
+} from "./digest";
+
+export interface TreeSyncInputs {
+  kind: "TreeSync";
+  providerVersion: string;
+  target: SshTarget;
+  /** Absolute directory on the control node. */
+  source: string;
+  /** Directory on the node (absolute or ~/...). */
+  dest: string;
+  exclude: Exclusion[];
+  /** The control node's digest of `source` over the synced file set, at program time. */
+  expectedDigest: string;
+  /** native/tree-digest.py as text, run on the node with python3. */
+  digestScript: string;
+}
+
+export interface TreeSyncOutputs extends TreeSyncInputs {
+  /** The node's digest of `dest` ("" when the directory is missing). */
+  digest: string;
+  files: number;
+  bytes: number;
+}
+
+async function remoteDigest(
+  inputs: TreeSyncInputs,
+  manifest: boolean,
+): Promise<TreeDigest | undefined> {
+  const result = await run(
+    inputs.target,
+    {
+      // The script arrives on stdin, so the node runs the very same code as the control node.
+      script: 'exec python3 - "$@"',
+      args: [inputs.dest, ...exclusionArgs(inputs.exclude), ...(manifest ? ["--manifest"] : [])],
+      stdin: inputs.digestScript,
+      display: `python3 native/tree-digest.py ${inputs.dest}`,
+    },
+    { step: "tree digest", timeoutMs: 10 * 60_000, okExitCodes: [0, 3] },
+  );
+  if (result.exitCode === 3) return undefined;
+  return parseTreeDigest(result.stdout, `node "${inputs.target.name}"`);
+}
+
+function outputs(inputs: TreeSyncInputs, d: TreeDigest | undefined): TreeSyncOutputs {
+  return { ...inputs, digest: d?.digest ?? "", files: d?.files ?? 0, bytes: d?.bytes ?? 0 };
+}
+
+async function sync(inputs: TreeSyncInputs): Promise<TreeSyncOutputs> {
+  await run(inputs.target, ["mkdir", "-p", "--", inputs.dest.replace(/^~\//, "")], {
+    step: "create tree directory",
+  });
+  await rsync(
+    inputs.target,
+    `${inputs.source.replace(/\/+$/, "")}/`,
+    { remote: `${inputs.dest}/` },
+    {
+      step: "rsync tree",
+      delete: true,
+      compress: true,
+      excludes: rsyncExcludes(inputs.exclude),
+    },
+  );
+  const got = await remoteDigest(inputs, false);
+  if (got?.digest !== inputs.expectedDigest) {
+    // Name the paths, so the operator sees what differs (an edit during the sync, a file the
+    // node's user cannot read, a filesystem that drops modes).
+    const mine = localTreeDigest(inputs.source, inputs.exclude, true);
+    const theirs = await remoteDigest(inputs, true);
+    const paths = differingPaths(mine.manifest ?? [], theirs?.manifest ?? []);
+    throw new Error(
+      `[${inputs.target.name}] tree ${inputs.dest} does not match the control node after rsync: ` +
+        `digest ${got?.digest || "(missing)"} != ${inputs.expectedDigest}` +
+        (mine.digest !== inputs.expectedDigest
+          ? " (the source changed during the sync: run up again)"
+          : "") +
+        `\n  differing paths (first ${paths.length}): ${paths.join(", ") || "(none listed)"}`,
+    );
+  }
+  return outputs(inputs, got);
+}
+
+export async function create(
+  inputs: TreeSyncInputs,
+): Promise<pulumi.dynamic.CreateResult<TreeSyncOutputs>> {
+  return { id: `${inputs.target.name}:${inputs.dest}`, outs: await sync(inputs) };
+}
+
+/** Refresh: re-digest the node's copy; an edited, added or removed file changes it. */
+export async function read(
+  id: string,
+  props: TreeSyncOutputs,
+): Promise<pulumi.dynamic.ReadResult<TreeSyncOutputs>> {
+  return { id, props: outputs(props, await remoteDigest(props, false)) };
+}
+
+export async function diff(
+  _id: string,
+  olds: TreeSyncOutputs,
+  news: TreeSyncInputs,
+): Promise<pulumi.dynamic.DiffResult> {
+  const inputsChanged = (
+    ["providerVersion", "target", "source", "exclude", "expectedDigest", "digestScript"] as const
+  ).some((k) => JSON.stringify(olds[k]) !== JSON.stringify(news[k]));
+  const drifted = olds.digest !== news.expectedDigest;
+  return {
+    changes: inputsChanged || drifted || olds.dest !== news.dest,
+    replaces: olds.dest !== news.dest ? ["dest"] : [],
+    deleteBeforeReplace: false,
+  };
+}
+
+export async function update(
+  _id: string,
+  _olds: TreeSyncOutputs,
+  news: TreeSyncInputs,
+): Promise<pulumi.dynamic.UpdateResult<TreeSyncOutputs>> {
+  return { outs: await sync(news) };
+}
+
+/** Destroy removes the synced tree (it was created by this resource), never a home or root. */
+export async function deleteTree(_id: string, props: TreeSyncOutputs): Promise<void> {
+  const rel = props.dest.replace(/^~\/?/, "");
+  if (rel.split("/").filter(Boolean).length < 2 && !props.dest.startsWith("/")) {
+    throw new Error(`[${props.target.name}] refusing to delete ${props.dest}: too close to $HOME`);
+  }
+  if (props.dest.startsWith("/") && props.dest.split("/").filter(Boolean).length < 2) {
+    throw new Error(`[${props.target.name}] refusing to delete ${props.dest}: too close to /`);
+  }
+  await run(props.target, ["rm", "-rf", "--", props.dest.startsWith("~/") ? rel : props.dest], {
+    step: "remove tree",
+  });
+}
+export { deleteTree as delete };

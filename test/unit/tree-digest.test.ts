@@ -1,0 +1,111 @@
+// native/tree-digest.py on real directories: what changes the digest and what does not.
+import {
+  chmodSync,
+  mkdirSync,
+  mkdtempSync,
+  rmSync,
+  symlinkSync,
+  utimesSync,
+  writeFileSync,
+} from "node:fs";
+import { tmpdir } from "node:os";
+import * as path from "node:path";
+import { afterEach, beforeEach, describe, expect, it } from "vitest";
+import { differingPaths, localTreeDigest, rsyncExcludes } from "../../components/tree/digest";
+
+let root: string;
+const digest = (exclude: { path?: string; name?: string }[] = []) =>
+  localTreeDigest(root, exclude).digest;
+
+beforeEach(() => {
+  root = mkdtempSync(path.join(tmpdir(), "tree-digest-"));
+  mkdirSync(path.join(root, "src/sub"), { recursive: true });
+  mkdirSync(path.join(root, "vendor/llama.cpp/.git"), { recursive: true });
+  writeFileSync(path.join(root, "src/a.c"), "int a;\n");
+  writeFileSync(path.join(root, "src/sub/b.o"), "obj");
+  writeFileSync(path.join(root, "vendor/llama.cpp/.git/HEAD"), "ref: main\n");
+  symlinkSync("src/a.c", path.join(root, "link"));
+});
+afterEach(() => rmSync(root, { recursive: true, force: true }));
+
+describe("sparkform-tree-v1", () => {
+  it("counts files, dirs, symlinks and bytes", () => {
+    const d = localTreeDigest(root, []);
+    expect(d).toMatchObject({
+      algorithm: "sparkform-tree-v1",
+      files: 3,
+      dirs: 5,
+      symlinks: 1,
+      bytes: 7 + 3 + 10,
+    });
+    expect(d.digest).toMatch(/^[0-9a-f]{64}$/);
+  });
+
+  it("changes with content, executable bit, link target, added and removed entries", () => {
+    const base = digest();
+    const variants: [string, () => void, () => void][] = [
+      [
+        "content",
+        () => writeFileSync(path.join(root, "src/a.c"), "int b;\n"),
+        () => writeFileSync(path.join(root, "src/a.c"), "int a;\n"),
+      ],
+      [
+        "exec bit",
+        () => chmodSync(path.join(root, "src/a.c"), 0o755),
+        () => chmodSync(path.join(root, "src/a.c"), 0o644),
+      ],
+      [
+        "link",
+        () => {
+          rmSync(path.join(root, "link"));
+          symlinkSync("src", path.join(root, "link"));
+        },
+        () => {
+          rmSync(path.join(root, "link"));
+          symlinkSync("src/a.c", path.join(root, "link"));
+        },
+      ],
+      [
+        "added",
+        () => writeFileSync(path.join(root, "new"), ""),
+        () => rmSync(path.join(root, "new")),
+      ],
+      [
+        "empty dir",
+        () => mkdirSync(path.join(root, "empty")),
+        () => rmSync(path.join(root, "empty"), { recursive: true }),
+      ],
+    ];
+    for (const [what, change, undo] of variants) {
+      change();
+      expect(digest(), what).not.toBe(base);
+      undo();
+      expect(digest(), `${what} undone`).toBe(base);
+    }
+  });
+
+  it("ignores timestamps and non-executable mode bits", () => {
+    const base = digest();
+    utimesSync(path.join(root, "src/a.c"), 1, 1);
+    chmodSync(path.join(root, "src/a.c"), 0o600);
+    expect(digest()).toBe(base);
+  });
+
+  it("skips excluded paths (and everything under them) and excluded names", () => {
+    const excl = [{ path: "vendor/llama.cpp/.git" }, { name: "*.o" }];
+    const base = digest(excl);
+    writeFileSync(path.join(root, "vendor/llama.cpp/.git/HEAD"), "changed");
+    writeFileSync(path.join(root, "src/sub/b.o"), "changed");
+    expect(digest(excl)).toBe(base);
+    expect(localTreeDigest(root, excl)).toMatchObject({ files: 1 });
+    expect(rsyncExcludes(excl)).toEqual(["/vendor/llama.cpp/.git", "*.o"]);
+  });
+
+  it("lists the paths that differ between two manifests", () => {
+    const before = localTreeDigest(root, [], true).manifest ?? [];
+    writeFileSync(path.join(root, "src/a.c"), "x");
+    writeFileSync(path.join(root, "zz"), "");
+    const after = localTreeDigest(root, [], true).manifest ?? [];
+    expect(differingPaths(before, after)).toEqual(["src/a.c", "zz"]);
+  });
+});
