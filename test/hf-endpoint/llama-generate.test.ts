@@ -1,0 +1,169 @@
+// Loadability proof: the generated model loads and generates with real llama.cpp (the source
+// node-llama-cpp bundles, built for this host), greedy tokens are reproducible, and they are the
+// same when every layer runs on a local ggml-rpc-server — the property Serving relies on.
+import { spawn, spawnSync, type ChildProcess } from "node:child_process";
+import * as fs from "node:fs";
+import * as net from "node:net";
+import * as os from "node:os";
+import * as path from "node:path";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { writeTinyLlamaGguf } from "../../tools/gguf/make-model";
+import { BYTE_TOKEN_OFFSET, TINY_LLAMA_DIMS } from "../../tools/gguf/tiny-llama";
+import { buildLlamaHost, type LlamaHostBuild } from "../../tools/llama";
+
+let build: LlamaHostBuild;
+let tmp: string;
+let model: string;
+const started: ChildProcess[] = [];
+
+beforeAll(async () => {
+  build = await buildLlamaHost();
+  console.log(
+    `llama.cpp ${build.commit} (${build.tag}): ${build.built ? "built" : "cached"} in ${build.seconds.toFixed(1)} s`,
+  );
+  tmp = fs.mkdtempSync(path.join(os.tmpdir(), "sparkform-llama-"));
+  model = writeTinyLlamaGguf(path.join(tmp, "tiny-llama-f16.gguf")).path;
+});
+
+afterAll(async () => {
+  for (const p of started) await stop(p);
+  if (tmp) fs.rmSync(tmp, { recursive: true, force: true });
+});
+
+const N_PREDICT = 16;
+
+/**
+ * Greedy completion. stdout is the generated pieces followed by "\n\n" (printed at the end);
+ * -v puts the layer placement on stderr. Every token is a byte token, so the bytes are the
+ * tokens: id = byte + 3.
+ */
+function complete(extra: string[] = []): { tokens: number[]; err: string } {
+  const args = [
+    ...["-m", model, "-p", "hello", "-n", String(N_PREDICT), "--temp", "0", "--top-k", "1"],
+    ...[
+      "--seed",
+      "1",
+      "-c",
+      "256",
+      "-t",
+      "2",
+      "-no-cnv",
+      "--no-display-prompt",
+      "--no-warmup",
+      "-v",
+    ],
+    ...extra,
+  ];
+  const r = spawnSync(build.bin.llamaCompletion, args, { timeout: 120_000, maxBuffer: 64 << 20 });
+  const err = r.stderr.toString("utf8");
+  if (r.status !== 0)
+    throw new Error(`llama-completion exited ${r.status} ${r.signal ?? ""}\n${err.slice(-3000)}`);
+  const out = r.stdout;
+  expect(out.subarray(-2).toString("latin1")).toBe("\n\n");
+  return { tokens: [...out.subarray(0, -2)].map((b) => b + BYTE_TOKEN_OFFSET), err };
+}
+
+async function startRpcServer(): Promise<string> {
+  const port = await freePort();
+  const server = spawn(build.bin.rpcServer, ["-H", "127.0.0.1", "-p", String(port)], {
+    stdio: ["ignore", "ignore", "ignore"],
+  });
+  started.push(server);
+  await waitForPort(port, 20_000);
+  return `127.0.0.1:${port}`;
+}
+
+/** Device of each repeating layer, from llama.cpp's "layer N assigned to device X" lines. */
+function placement(err: string): string[] {
+  const out: string[] = [];
+  for (const m of err.matchAll(/layer +(\d+) assigned to device (\S+?),/g))
+    out[Number(m[1])] = m[2] ?? "";
+  return out.slice(0, TINY_LLAMA_DIMS.nLayer);
+}
+
+describe("tiny llama GGUF on llama.cpp", () => {
+  let reference: number[];
+
+  it("builds the host binaries", () => {
+    for (const p of Object.values(build.bin)) expect(fs.existsSync(p)).toBe(true);
+    expect(build.commit).toMatch(/^[0-9a-f]{40}$/);
+  });
+
+  it("loads and generates the same greedy tokens twice on one node", () => {
+    const a = complete(["-ngl", "0"]);
+    const b = complete(["-ngl", "0"]);
+    expect(placement(a.err).every((d) => d === "CPU")).toBe(true);
+    expect(a.tokens.length).toBe(N_PREDICT);
+    expect(a.tokens.every((t) => t >= BYTE_TOKEN_OFFSET)).toBe(true);
+    expect(new Set(a.tokens).size).toBeGreaterThan(1);
+    console.log(`single-node tokens: ${JSON.stringify(a.tokens)}`);
+    expect(b.tokens).toEqual(a.tokens);
+    reference = a.tokens;
+  });
+
+  it("generates the same tokens with all layers on a local ggml-rpc-server", async () => {
+    const rpc = await startRpcServer();
+    const r = complete(["--rpc", rpc, "-ngl", "99"]);
+    expect(placement(r.err)).toEqual(Array(TINY_LLAMA_DIMS.nLayer).fill("RPC0"));
+    console.log(`one rpc server:     ${JSON.stringify(r.tokens)}`);
+    expect(r.tokens).toEqual(reference);
+  });
+
+  it("generates the same tokens with the layers split over two ggml-rpc-servers", async () => {
+    const a = await startRpcServer();
+    const b = await startRpcServer();
+    const r = complete([
+      "--rpc",
+      `${a},${b}`,
+      "-ngl",
+      "99",
+      "--split-mode",
+      "layer",
+      "--tensor-split",
+      "1,1",
+    ]);
+    const devices = placement(r.err);
+    expect(new Set(devices)).toEqual(new Set(["RPC0", "RPC1"]));
+    expect(r.err).toContain(`[${a}] model buffer size`);
+    expect(r.err).toContain(`[${b}] model buffer size`);
+    console.log(`two rpc servers:    ${JSON.stringify(r.tokens)} (${devices.join(",")})`);
+    expect(r.tokens).toEqual(reference);
+  });
+});
+
+function freePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const s = net.createServer();
+    s.once("error", reject);
+    s.listen(0, "127.0.0.1", () => {
+      const { port } = s.address() as net.AddressInfo;
+      s.close(() => resolve(port));
+    });
+  });
+}
+
+async function waitForPort(port: number, ms: number): Promise<void> {
+  const deadline = Date.now() + ms;
+  while (Date.now() < deadline) {
+    const ok = await new Promise<boolean>((r) => {
+      const c = net.connect(port, "127.0.0.1");
+      c.once("connect", () => {
+        c.destroy();
+        r(true);
+      });
+      c.once("error", () => r(false));
+    });
+    if (ok) return;
+    await new Promise((r) => setTimeout(r, 100));
+  }
+  throw new Error(`nothing listens on 127.0.0.1:${port} after ${ms} ms`);
+}
+
+async function stop(p: ChildProcess): Promise<void> {
+  if (p.exitCode !== null || p.signalCode !== null) return;
+  const exited = new Promise<void>((r) => p.once("exit", () => r()));
+  p.kill("SIGTERM");
+  const t = setTimeout(() => p.kill("SIGKILL"), 5000);
+  await exited;
+  clearTimeout(t);
+}
