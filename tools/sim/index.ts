@@ -113,16 +113,24 @@ export async function simUp(opts: SimUpOptions = {}): Promise<SimCluster> {
     const existing = readState();
     if (existing) {
       const c = readSimCluster();
-      if (existing.phase === "ready" && c?.runId === existing.runId) {
+      const alive = await networkAlive(existing);
+      if (existing.phase === "ready" && c?.runId === existing.runId && !alive) {
+        log(
+          `sim: run ${existing.runId} is recorded but its networks are gone (host rebooted?); recreating`,
+        );
+      } else if (existing.phase === "ready" && c?.runId === existing.runId) {
         if (opts.nodes !== undefined && existing.nodeCount !== count) {
           throw new Error(
             `sim: already up with ${existing.nodeCount} nodes (run ${existing.runId}); run \`sim down\` first to change that`,
           );
         }
         log(`sim: already up (run ${existing.runId}, ${c.nodes.length} nodes); nothing changed`);
+        for (const n of existing.nodes) {
+          if (!nodePid(n)) log(`sim: ${n.name} is stopped; \`sim start ${n.name}\` boots it`);
+        }
         return c;
       }
-      log(`sim: removing the unfinished run ${existing.runId}`);
+      if (existing.phase !== "ready") log(`sim: removing the unfinished run ${existing.runId}`);
       await teardown(existing, log);
     }
     const started = Date.now();
@@ -159,6 +167,13 @@ export async function simUp(opts: SimUpOptions = {}): Promise<SimCluster> {
   });
 }
 
+/** Whether a recorded run's bridge and namespaces still exist (they do not survive a reboot). */
+async function networkAlive(s: SimState): Promise<boolean> {
+  const links = new Set(await listLinks());
+  const netns = new Set(await listNetns());
+  return links.has(s.bridge) && s.nodes.every((n) => netns.has(n.netns));
+}
+
 async function newRunId(): Promise<string> {
   const used = new Set(readRegistry().map((e) => e.runId));
   for (const l of [...(await listLinks()), ...(await listNetns())]) {
@@ -179,7 +194,8 @@ function initialState(
   imageRootfs: string,
   subnets: { mgmt: string; fabric: string },
 ): SimState {
-  const rootMode = overlaySupported() ? "overlay" : "copy";
+  const forced = process.env.SPARKFORM_SIM_ROOT_MODE;
+  const rootMode = forced === "copy" || !overlaySupported() ? "copy" : "overlay";
   const nodes: NodeRuntime[] = [];
   for (let i = 1; i <= count; i++) {
     const name = `spark-${i}`;

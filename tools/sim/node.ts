@@ -24,7 +24,7 @@ export async function prepareRoot(s: SimState, n: NodeRuntime): Promise<void> {
   if (s.rootMode === "overlay" && n.upper && n.work) {
     ensureDir(n.upper);
     ensureDir(n.work);
-    await run("mount", [
+    const r = await runRaw("mount", [
       "-t",
       "overlay",
       n.machine, // the mount's source names it: `sim down` finds orphans by this
@@ -32,10 +32,15 @@ export async function prepareRoot(s: SimState, n: NodeRuntime): Promise<void> {
       `lowerdir=${s.imageRootfs},upperdir=${n.upper},workdir=${n.work}`,
       n.root,
     ]);
-    n.mounted = true;
-  } else {
-    await run("cp", ["--reflink=auto", "-a", `${s.imageRootfs}/.`, n.root]);
+    if (r.exitCode === 0) {
+      n.mounted = true;
+      return;
+    }
+    // e.g. the state dir is itself on overlayfs (a container): fall back to a copy.
+    n.upper = undefined;
+    n.work = undefined;
   }
+  await run("cp", ["--reflink=auto", "-a", `${s.imageRootfs}/.`, n.root]);
 }
 
 export interface NodeFiles {
