@@ -20,8 +20,8 @@ if (!isRoot) {
 }
 
 // A state dir of our own (the image cache stays the shared one).
-const stateDir = fs.mkdtempSync(path.join(os.tmpdir(), "sparkform-sim-test-"));
-process.env.SPARKFORM_STATE_DIR = stateDir;
+const stateDir = isRoot ? fs.mkdtempSync(path.join(os.tmpdir(), "sparkform-sim-test-")) : "";
+if (isRoot) process.env.SPARKFORM_STATE_DIR = stateDir;
 process.env.SPARKFORM_SIM_QUIET = "1";
 
 /** The CLI exactly as a user runs it (`npx sparkform sim …`). */
