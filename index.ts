@@ -1,7 +1,7 @@
 // The sparkform program: one SparkCluster per stack, configured from stacks/Pulumi.<stack>.yaml.
 import * as pulumi from "@pulumi/pulumi";
 import { SparkCluster } from "./components/cluster";
-import { configKeys, parseClusterConfig } from "./components/config";
+import { ConfigError, configKeys, parseClusterConfig } from "./components/config";
 
 const config = new pulumi.Config("sparkform");
 // Structured keys are YAML objects; the rest are plain strings (getObject would try JSON).
@@ -11,8 +11,18 @@ const raw = Object.fromEntries(
 );
 const privateKey = config.getSecret("privateKey");
 
+function clusterConfig() {
+  try {
+    return parseClusterConfig(raw);
+  } catch (err) {
+    // A user error: RunError prints the message without a stack trace.
+    if (err instanceof ConfigError) throw new pulumi.RunError(err.message);
+    throw err;
+  }
+}
+
 const cluster = new SparkCluster(pulumi.getStack(), {
-  config: parseClusterConfig(raw),
+  config: clusterConfig(),
   projectDir: __dirname,
   ...(privateKey ? { privateKey } : {}),
 });

@@ -64,6 +64,8 @@ export class SparkCluster extends pulumi.ComponentResource {
     }
     const target = (n: string) => targets.get(n) as pulumi.Output<SshTarget>;
 
+    // Everything after the fact sheets depends on ALL of them: one unreachable node or wrong
+    // host key stops the run before any node is changed.
     const nodes = config.nodes.map(
       (node) =>
         new SparkNode(
@@ -88,13 +90,12 @@ export class SparkCluster extends pulumi.ComponentResource {
         );
       }
       const common = { path: tc.path, binDirs: tc.binDirs, probe: tc.probe, expect: tc.expect };
-      const sourceIndex = config.nodes.indexOf(sourceNode);
       const source = new Toolchain(
         `${name}-toolchain-${sourceNode.name}`,
         { ...common, target: target(sourceNode.name) },
-        childOpts({ dependsOn: [nodes[sourceIndex] as SparkNode] }),
+        childOpts({ dependsOn: nodes }),
       );
-      toolchains = config.nodes.map((node, i) =>
+      toolchains = config.nodes.map((node) =>
         node === sourceNode
           ? source
           : new Toolchain(
@@ -108,7 +109,7 @@ export class SparkCluster extends pulumi.ComponentResource {
                 })),
                 expectedDigest: source.digest,
               },
-              childOpts({ dependsOn: [nodes[i] as SparkNode, source] }),
+              childOpts({ dependsOn: [...nodes, source] }),
             ),
       );
       this.toolchain = pulumi
@@ -147,7 +148,7 @@ export class SparkCluster extends pulumi.ComponentResource {
               expectedDigest: expected.digest,
             },
             childOpts({
-              dependsOn: [nodes[i] as SparkNode, ...(toolchains[i] ? [toolchains[i]] : [])],
+              dependsOn: [...nodes, ...(toolchains[i] ? [toolchains[i]] : [])],
             }),
           ),
       );

@@ -21,8 +21,11 @@ const remotePath = z
   .refine((p) => p.startsWith("/") || p === "~" || p.startsWith("~/"), {
     message: "must be absolute or start with ~/",
   })
-  .refine((p) => !/[\n\0]/.test(p) && !p.split("/").includes(".."), {
-    message: "must not contain newlines or '..'",
+  .refine((p) => !p.split("/").includes(".."), { message: "must not contain '..'" })
+  // Paths end up in remote commands (quoted) and rsync arguments: keep them boring, so a
+  // typo or a pasted shell fragment is an error here rather than a strange directory there.
+  .refine((p) => /^[A-Za-z0-9._/~+@-]+$/.test(p), {
+    message: "may contain only letters, digits and . _ / ~ + @ -",
   });
 
 export const nodeSchema = z.strictObject({

@@ -23,6 +23,10 @@ export interface ProviderImpl<I, O> {
 export function delegatingProvider(implFile: string): pulumi.dynamic.ResourceProvider {
   // These functions are serialized: they may refer only to `implFile` and to each other.
   const load = (): ProviderImpl<unknown, unknown> => {
+    // execa is an ES module: load it with node's own require(esm) first, because tsx's CommonJS
+    // hook would compile it to CommonJS and then fail on its dependencies' import-only exports.
+    // eslint-disable-next-line @typescript-eslint/no-require-imports
+    require("execa");
     // eslint-disable-next-line @typescript-eslint/no-require-imports
     require("tsx/cjs");
     // eslint-disable-next-line @typescript-eslint/no-require-imports

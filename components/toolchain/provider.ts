@@ -96,9 +96,13 @@ async function probe(inputs: ToolchainInputs): Promise<string> {
 
 async function copyOverFabric(inputs: ToolchainInputs, source: ToolchainSource): Promise<void> {
   const knownHosts = `.cache/sparkform/known_hosts.${source.target.name}`;
-  const rsh = rsyncRshJoin(
-    peerSshArgv(source.target, source.fabricAddress ?? source.target.host, knownHosts),
+  const peerArgv = peerSshArgv(
+    source.target,
+    source.fabricAddress ?? source.target.host,
+    knownHosts,
   );
+  // rsync appends the host (from user@host:path) itself: drop the argv's own "-- host".
+  const rsh = rsyncRshJoin(peerArgv.slice(0, peerArgv.lastIndexOf("--")));
   await forwardAgentOnce(
     inputs.target,
     {

@@ -9,7 +9,10 @@ export interface PulumiRun {
 }
 
 export interface PulumiCli {
-  run(args: string[], opts?: { expectFailure?: boolean; stdin?: string }): Promise<PulumiRun>;
+  run(
+    args: string[],
+    opts?: { expectFailure?: boolean; stdin?: string; env?: NodeJS.ProcessEnv },
+  ): Promise<PulumiRun>;
   env: NodeJS.ProcessEnv;
 }
 
@@ -22,7 +25,7 @@ export function pulumiCli(cwd: string, extraEnv: NodeJS.ProcessEnv = {}): Pulumi
     async run(args, opts = {}) {
       const result = await execa(bin, [...args, "--non-interactive"], {
         cwd,
-        env,
+        env: { ...env, ...opts.env },
         extendEnv: false,
         all: true,
         reject: false,

@@ -40,7 +40,7 @@ describe("parseClusterConfig", () => {
     ],
     [
       { nodes: [node], tree: { source: ".", dest: "~/../etc" } },
-      "sparkform:tree.dest: must not contain newlines or '..'",
+      "sparkform:tree.dest: must not contain '..'",
     ],
     [
       {
@@ -59,6 +59,10 @@ describe("parseClusterConfig", () => {
         tree: { source: ".", dest: "~/x", exclude: [{ path: "a", name: "b", reason: "r" }] },
       },
       "sparkform:tree.exclude[0]: give exactly one of path or name",
+    ],
+    [
+      { nodes: [node], tree: { source: ".", dest: "~/x$(reboot)" } },
+      "sparkform:tree.dest: may contain only letters, digits and . _ / ~ + @ -",
     ],
     [{ nodes: [node], surprise: 1 }, 'sparkform:: Unrecognized key: "surprise"'],
   ])("rejects %j", (raw, message) => {

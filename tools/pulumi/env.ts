@@ -20,7 +20,9 @@ export interface PulumiToolchain {
 
 /** Reads what `npm run setup` recorded; throws with the fix when setup has not run. */
 export function readToolchain(): PulumiToolchain {
-  const file = path.join(stateDir(), "toolchain.env");
+  // Always the checkout's own: setup records the toolchain once per checkout, whatever state
+  // directory a test or the simulated cluster uses.
+  const file = path.join(repoRoot, ".sparkform", "toolchain.env");
   if (!existsSync(file)) {
     throw new Error(
       `no Pulumi toolchain recorded in ${file}: run \`npm run setup\` first ` +

@@ -64,9 +64,43 @@ export function renderStackConfig(c: SimCluster | undefined): string {
   return lines.join("\n");
 }
 
+/**
+ * The `local` stack's own settings, which do not change with the sim's addresses: the toolchain
+ * the sim provides on spark-1 (copied to the others) and the tree every node gets — the
+ * llama.cpp source that `npm run local` extracts from node-llama-cpp's bundle.
+ */
+export function renderLocalSettings(c: SimCluster | undefined): string {
+  const tc = c?.toolchain;
+  const binDir = tc ? path.posix.relative(tc.path, tc.bin) : "installs/sparktool/1.0.0/bin";
+  const home = (p: string) => p.replace(/^\/home\/[^/]+/, "~");
+  return [
+    "  sparkform:toolchain:",
+    `    path: ${q(tc ? home(tc.path) : "~/.sparktool")}`,
+    `    binDirs: [${q(binDir)}]`,
+    `    probe: ${JSON.stringify((tc?.probe ?? "sparktool --version").split(" "))}`,
+    `    expect: ${q(tc?.expect ?? "sparktool 1.0.0")}`,
+    "  sparkform:tree:",
+    '    source: ".sparkform/llama.cpp"',
+    '    dest: "~/src/llama.cpp"',
+    "    exclude:",
+    '      - path: ".git"',
+    '        reason: "history the build does not need (the runbook: 36 MB); the commit is passed explicitly"',
+    "",
+  ].join("\n");
+}
+
 export function writeStackFile(file: string, c: SimCluster | undefined): void {
   fs.mkdirSync(path.dirname(file), { recursive: true });
   const tmp = `${file}.tmp.${process.pid}`;
-  fs.writeFileSync(tmp, renderStackConfig(c));
+  // `pulumi stack init` put the stack's secrets settings in this file: keep them, or the
+  // stack could no longer decrypt its state.
+  const kept = fs.existsSync(file)
+    ? fs
+        .readFileSync(file, "utf8")
+        .split("\n")
+        .filter((l) => /^(encryptionsalt|secretsprovider|encryptedkey):/.test(l))
+    : [];
+  const head = kept.length > 0 ? `${kept.join("\n")}\n` : "";
+  fs.writeFileSync(tmp, head + renderStackConfig(c) + renderLocalSettings(c));
   fs.renameSync(tmp, file);
 }

@@ -1,0 +1,326 @@
+// SparkNode, Toolchain and TreeSync end to end: the real pulumi CLI runs the sparkform program
+// against a simulated pair; assertions read the nodes themselves and the stack's state.
+import { execFileSync, spawn, type ChildProcess } from "node:child_process";
+import {
+  chmodSync,
+  existsSync,
+  mkdirSync,
+  mkdtempSync,
+  readFileSync,
+  rmSync,
+  symlinkSync,
+  writeFileSync,
+} from "node:fs";
+import { tmpdir } from "node:os";
+import * as path from "node:path";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { parseFacts } from "../../components/node/facts";
+import { localTreeDigest } from "../../components/tree/digest";
+import { repoRoot } from "../../tools/pulumi/env";
+import { simDown, simExec, simUp } from "../../tools/sim/index";
+import { renderStackConfig } from "../../tools/sim/stack";
+import type { SimCluster } from "../../tools/sim/state";
+import { type PulumiCli, pulumiCli } from "../helpers/pulumi-cli";
+
+const isRoot = process.getuid?.() === 0;
+const work = mkdtempSync(path.join(tmpdir(), "sparkform-e2e-"));
+process.env.SPARKFORM_STATE_DIR = path.join(work, "state");
+process.env.SPARKFORM_SIM_QUIET = "1";
+
+const stack = `e2e-${process.pid}`;
+const treeDir = path.join(work, "tree");
+const treeDest = `~/src/e2e-${process.pid}`;
+const exclude = [
+  { path: ".git", reason: "history the build does not need" },
+  { name: "*.o", reason: "build output" },
+];
+const toolchainSettings = [
+  "  sparkform:toolchain:",
+  "    path: ~/.sparktool",
+  "    binDirs: [installs/sparktool/1.0.0/bin]",
+  "    probe: [sparktool, --version]",
+  "    expect: sparktool 1.0.0",
+];
+
+let cluster: SimCluster;
+let agent: ChildProcess | undefined;
+let agentSocket = "";
+let cli: PulumiCli;
+
+function makeTree(): void {
+  mkdirSync(path.join(treeDir, "src/nested"), { recursive: true });
+  mkdirSync(path.join(treeDir, ".git"), { recursive: true });
+  mkdirSync(path.join(treeDir, "bin"));
+  writeFileSync(path.join(treeDir, "src/main.c"), "int main(void) { return 0; }\n");
+  writeFileSync(path.join(treeDir, "src/nested/data.bin"), Buffer.alloc(300_000, 7));
+  writeFileSync(path.join(treeDir, "src/stale.o"), "object");
+  writeFileSync(path.join(treeDir, ".git/HEAD"), "ref: refs/heads/main\n");
+  writeFileSync(path.join(treeDir, "bin/run"), "#!/bin/sh\necho run\n");
+  chmodSync(path.join(treeDir, "bin/run"), 0o755);
+  symlinkSync("src/main.c", path.join(treeDir, "main-link"));
+}
+
+/** The stack config file: the sim's node values plus this test's tree and toolchain. */
+function writeStackConfig(name: string, edit: (text: string) => string = (t) => t): void {
+  const file = path.join(repoRoot, "stacks", `Pulumi.${name}.yaml`);
+  const salt = existsSync(file)
+    ? readFileSync(file, "utf8")
+        .split("\n")
+        .filter((l) => l.startsWith("encryptionsalt:"))
+    : [];
+  const settings = [
+    ...toolchainSettings,
+    "  sparkform:tree:",
+    `    source: ${JSON.stringify(treeDir)}`,
+    `    dest: ${JSON.stringify(treeDest)}`,
+    `    exclude: ${JSON.stringify(exclude)}`,
+  ];
+  const text = `${[...salt, renderStackConfig(cluster).trimEnd(), ...settings].join("\n")}\n`;
+  writeFileSync(file, edit(text));
+}
+
+interface StateResource {
+  urn: string;
+  outputs?: Record<string, unknown>;
+}
+
+async function resources(name = stack): Promise<StateResource[]> {
+  const out = await cli.run(["stack", "export", "-s", name]);
+  return (
+    (JSON.parse(out.output) as { deployment: { resources?: StateResource[] } }).deployment
+      .resources ?? []
+  );
+}
+
+async function outputsOf(suffix: string): Promise<Record<string, unknown>> {
+  const r = (await resources()).find((x) => x.urn.endsWith(`::${stack}-${suffix}`));
+  if (!r?.outputs) throw new Error(`no state for ${suffix}`);
+  return r.outputs;
+}
+
+async function onNode(node: string, script: string): Promise<string> {
+  const r = await simExec(node, ["sh", "-c", script]);
+  return r.stdout.trim();
+}
+
+const withAgent = () => ({ env: { SSH_AUTH_SOCK: agentSocket } });
+
+describe.skipIf(!isRoot)("sparkform on a simulated pair (real pulumi CLI)", () => {
+  beforeAll(async () => {
+    cluster = await simUp({ nodes: 2 });
+    makeTree();
+    agentSocket = path.join(work, "agent.sock");
+    agent = spawn("ssh-agent", ["-D", "-a", agentSocket], { stdio: "ignore" });
+    for (let i = 0; i < 50 && !existsSync(agentSocket); i++)
+      await new Promise((r) => setTimeout(r, 100));
+    execFileSync("ssh-add", [cluster.sshKeyPath], {
+      env: { ...process.env, SSH_AUTH_SOCK: agentSocket },
+      stdio: "ignore",
+    });
+    // A private backend; no agent by default (each test says whether it forwards one).
+    cli = pulumiCli(repoRoot, {
+      PULUMI_BACKEND_URL: `file://${path.join(work, "backend")}`,
+      SSH_AUTH_SOCK: "",
+    });
+    mkdirSync(path.join(work, "backend"));
+    await cli.run(["stack", "init", stack, "--secrets-provider", "passphrase"]);
+    writeStackConfig(stack);
+  });
+
+  afterAll(async () => {
+    if (cli) {
+      await cli.run(["destroy", "--yes", "-s", stack]).catch(() => undefined);
+      await cli.run(["stack", "rm", "--yes", "--force", "-s", stack]).catch(() => undefined);
+    }
+    rmSync(path.join(repoRoot, "stacks", `Pulumi.${stack}.yaml`), { force: true });
+    agent?.kill();
+    await simDown().catch(() => undefined);
+    rmSync(work, { recursive: true, force: true });
+  });
+
+  it("up: facts from both nodes, the toolchain copied node to node, the tree proven on both", async () => {
+    await cli.run(
+      ["up", "--yes", "-s", stack, "--policy-pack", path.join(repoRoot, "policies")],
+      withAgent(),
+    );
+    const out = JSON.parse((await cli.run(["stack", "output", "--json", "-s", stack])).output) as {
+      facts: Record<string, unknown>;
+      toolchain: Record<string, { digest: string; probe: string; copiedBy: string }>;
+      tree: {
+        expected: { digest: string; files: number };
+        nodes: Record<string, { digest: string; files: number }>;
+      };
+    };
+    for (const node of ["spark-1", "spark-2"]) {
+      const facts = parseFacts(JSON.stringify(out.facts[node]), node); // schema-valid
+      expect(facts.hostname).toBe(node);
+      expect(facts.memory.totalBytes).toBeGreaterThan(0);
+    }
+    expect(out.toolchain["spark-1"]).toMatchObject({
+      copiedBy: "present",
+      probe: "sparktool 1.0.0",
+    });
+    expect(out.toolchain["spark-2"]).toMatchObject({
+      copiedBy: "fabric",
+      probe: "sparktool 1.0.0",
+    });
+    expect(out.toolchain["spark-2"]?.digest).toBe(out.toolchain["spark-1"]?.digest);
+    // The copy runs from the copied prefix on spark-2 itself.
+    expect(
+      await onNode(
+        "spark-2",
+        "/home/spark/.sparktool/installs/sparktool/1.0.0/bin/sparktool --version",
+      ),
+    ).toBe("sparktool 1.0.0");
+
+    const control = localTreeDigest(treeDir, exclude);
+    expect(out.tree.expected).toMatchObject({ digest: control.digest, files: 3 });
+    expect(out.tree.nodes["spark-1"]).toMatchObject({ digest: control.digest, files: 3 });
+    expect(out.tree.nodes["spark-2"]).toMatchObject({ digest: control.digest, files: 3 });
+    const dest = `/home/spark/src/e2e-${process.pid}`;
+    expect(await onNode("spark-2", `test -x ${dest}/bin/run && readlink ${dest}/main-link`)).toBe(
+      "src/main.c",
+    );
+    expect(await onNode("spark-2", `ls -A ${dest}`)).not.toMatch(/\.git/);
+  });
+
+  it("is converged: a second up changes nothing and refresh --expect-no-changes passes", async () => {
+    const again = await cli.run(["up", "--yes", "-s", stack], withAgent());
+    expect(again.output).toMatch(/\b8 unchanged/);
+    expect(again.output).not.toMatch(/\bupdated\b/);
+    await cli.run(["refresh", "--yes", "--expect-no-changes", "-s", stack]);
+    await cli.run(["preview", "--expect-no-changes", "-s", stack]);
+  });
+
+  it("a byte changed on spark-2 is drift on that node's TreeSync only; up repairs it", async () => {
+    const file = `/home/spark/src/e2e-${process.pid}/src/main.c`;
+    await onNode("spark-2", `printf X | dd of=${file} bs=1 seek=4 conv=notrunc status=none`);
+    await cli.run(["refresh", "--yes", "-s", stack]);
+    const expected = localTreeDigest(treeDir, exclude).digest;
+    expect((await outputsOf("tree-spark-2")).digest).not.toBe(expected);
+    expect((await outputsOf("tree-spark-1")).digest).toBe(expected);
+    const preview = await cli.run(["preview", "--expect-no-changes", "-s", stack], {
+      expectFailure: true,
+    });
+    expect(preview.output).toMatch(
+      new RegExp(`~\\s+pulumi-nodejs:dynamic:Resource\\s+${stack}-tree-spark-2\\s+update`),
+    );
+    expect(preview.output).not.toMatch(new RegExp(`${stack}-tree-spark-1\\s+update`));
+    expect(preview.output).not.toMatch(/toolchain-spark-\d\s+update/);
+    await cli.run(["up", "--yes", "-s", stack]);
+    expect(await onNode("spark-2", `cat ${file}`)).toBe("int main(void) { return 0; }");
+    expect((await outputsOf("tree-spark-2")).digest).toBe(expected);
+    await cli.run(["refresh", "--yes", "--expect-no-changes", "-s", stack]);
+  });
+
+  it("a deleted toolchain on spark-2 is drift; up copies it again (relayed without an agent)", async () => {
+    await onNode("spark-2", "rm -rf /home/spark/.sparktool");
+    await cli.run(["refresh", "--yes", "-s", stack]);
+    expect((await outputsOf("toolchain-spark-2")).digest).toBe("");
+    const preview = await cli.run(["preview", "--expect-no-changes", "-s", stack], {
+      expectFailure: true,
+    });
+    expect(preview.output).toMatch(new RegExp(`${stack}-toolchain-spark-2\\s+update`));
+    await cli.run(["up", "--yes", "-s", stack]);
+    const tc = await outputsOf("toolchain-spark-2");
+    expect(tc).toMatchObject({ copiedBy: "relay", probeOutput: "sparktool 1.0.0" });
+    expect(tc.digest).toBe((await outputsOf("toolchain-spark-1")).digest);
+    await cli.run(["refresh", "--yes", "--expect-no-changes", "-s", stack]);
+  });
+
+  describe("bad input fails before anything changes on a node", () => {
+    const bad = `${stack}-bad`;
+    const badDest = `/home/spark/src/e2e-${process.pid}-bad`;
+    const configFor = (edit: (t: string) => string) =>
+      writeStackConfig(bad, (t) => edit(t).replaceAll(treeDest, `${treeDest}-bad`));
+    const nothingChanged = async () => {
+      for (const node of ["spark-1", "spark-2"]) {
+        expect(await onNode(node, `test -e ${badDest} && echo present || echo absent`)).toBe(
+          "absent",
+        );
+      }
+    };
+
+    beforeAll(async () => {
+      await cli.run(["stack", "init", bad, "--secrets-provider", "passphrase"]);
+    });
+    afterAll(async () => {
+      await cli.run(["stack", "rm", "--yes", "--force", "-s", bad]).catch(() => undefined);
+      rmSync(path.join(repoRoot, "stacks", `Pulumi.${bad}.yaml`), { force: true });
+    });
+
+    it("an unknown host key", async () => {
+      const wrongKey = execFileSync(
+        "sh",
+        ["-c", `ssh-keygen -q -t ed25519 -N '' -f ${work}/wrong && cat ${work}/wrong.pub`],
+        {
+          encoding: "utf8",
+        },
+      )
+        .trim()
+        .split(" ")
+        .slice(0, 2)
+        .join(" ");
+      const spark2Key = cluster.nodes[1]?.hostKey ?? "";
+      configFor((t) => t.replace(spark2Key, wrongKey));
+      const up = await cli.run(["up", "--yes", "-s", bad], { expectFailure: true });
+      expect(up.output).toContain("[spark-2]");
+      expect(up.output).toMatch(/host key verification failed/i);
+      await nothingChanged();
+    });
+
+    it("a host that does not answer", async () => {
+      const spark2 = cluster.nodes[1]?.mgmtAddress ?? "";
+      const silent = spark2.replace(/\.\d+$/, ".99");
+      configFor((t) => t.replace(`"${spark2}"`, `"${silent}"`));
+      const started = Date.now();
+      const up = await cli.run(["up", "--yes", "-s", bad], { expectFailure: true });
+      expect(up.output).toContain("[spark-2]");
+      expect(up.output).toMatch(/unreachable|No route to host|timed out/i);
+      expect(Date.now() - started).toBeLessThan(90_000);
+      await nothingChanged();
+    });
+
+    it("a tree path that does not exist", async () => {
+      configFor((t) => t.replace(JSON.stringify(treeDir), JSON.stringify(`${treeDir}-missing`)));
+      const preview = await cli.run(["preview", "-s", bad], { expectFailure: true });
+      expect(preview.output).toContain(
+        `sparkform:tree.source "${treeDir}-missing" is not a directory`,
+      );
+      await nothingChanged();
+    });
+
+    it("config values with shell metacharacters", async () => {
+      const marker = `/tmp/sparkform-pwned-${process.pid}`;
+      configFor((t) => t.replace('user: "spark"', `user: "spark;touch ${marker}"`));
+      let preview = await cli.run(["preview", "-s", bad], { expectFailure: true });
+      expect(preview.output).toContain("sparkform:nodes[0].user: is not a valid user name");
+      configFor((t) =>
+        t.replace(JSON.stringify(treeDest), JSON.stringify(`${treeDest}$(touch ${marker})`)),
+      );
+      preview = await cli.run(["preview", "-s", bad], { expectFailure: true });
+      expect(preview.output).toContain("sparkform:tree.dest: may contain only letters, digits");
+      expect(existsSync(marker)).toBe(false);
+      for (const node of ["spark-1", "spark-2"]) {
+        expect(await onNode(node, `test -e ${marker} && echo present || echo absent`)).toBe(
+          "absent",
+        );
+      }
+      await nothingChanged();
+    });
+  });
+
+  it("destroy removes the synced trees and the copied toolchain, not the source's", async () => {
+    await cli.run(["destroy", "--yes", "-s", stack]);
+    const dest = `/home/spark/src/e2e-${process.pid}`;
+    for (const node of ["spark-1", "spark-2"]) {
+      expect(await onNode(node, `test -e ${dest} && echo present || echo absent`)).toBe("absent");
+    }
+    expect(
+      await onNode("spark-2", "test -e /home/spark/.sparktool && echo present || echo absent"),
+    ).toBe("absent");
+    expect(
+      await onNode("spark-1", "test -e /home/spark/.sparktool && echo present || echo absent"),
+    ).toBe("present");
+  });
+});
