@@ -2,6 +2,7 @@
 // prove the node holds exactly the synced file set by digest (tree/digest.ts).
 import type * as pulumi from "@pulumi/pulumi";
 import type { Exclusion } from "../config";
+import { progress, since } from "../providers/progress";
 import { rsync, run, type SshTarget } from "../transport/ssh";
 import {
   differingPaths,
@@ -61,6 +62,7 @@ async function sync(inputs: TreeSyncInputs): Promise<TreeSyncOutputs> {
   await run(inputs.target, ["mkdir", "-p", "--", inputs.dest.replace(/^~\//, "")], {
     step: "create tree directory",
   });
+  const start = Date.now();
   await rsync(
     inputs.target,
     `${inputs.source.replace(/\/+$/, "")}/`,
@@ -72,7 +74,13 @@ async function sync(inputs: TreeSyncInputs): Promise<TreeSyncOutputs> {
       excludes: rsyncExcludes(inputs.exclude),
     },
   );
+  await progress(`[${inputs.target.name}] tree ${inputs.dest}: rsync done in ${since(start)}`);
   const got = await remoteDigest(inputs, false);
+  await progress(
+    `[${inputs.target.name}] tree ${inputs.dest}: ${got?.files ?? 0} files, ` +
+      `${((got?.bytes ?? 0) / 1e6).toFixed(1)} MB, digest ${got?.digest.slice(0, 12) ?? "(missing)"} ` +
+      `${got?.digest === inputs.expectedDigest ? "matches" : "DIFFERS from"} the control node (${since(start)})`,
+  );
   if (got?.digest !== inputs.expectedDigest) {
     // Name the paths, so the operator sees what differs (an edit during the sync, a file the
     // node's user cannot read, a filesystem that drops modes).
