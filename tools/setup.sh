@@ -35,6 +35,23 @@ record() { # record SOURCE BINDIR VERSION
   say "pulumi $3 ($1) in $2"
 }
 
+# 0. Debian packages the control node runs: ssh and rsync (the transport), python3 (the tree
+#    digest), a C/C++ toolchain with cmake and ccache (host builds of llama.cpp for the tests),
+#    openssh-server (the transport's tests start a throwaway sshd). The simulated cluster
+#    installs its own (debootstrap, systemd-container) when it starts.
+control_packages="openssh-client openssh-server rsync python3 git curl g++ make cmake ninja-build ccache binutils"
+missing=$(for p in $control_packages; do dpkg -s "$p" >/dev/null 2>&1 || printf '%s ' "$p"; done)
+if [ -n "$missing" ]; then
+  if [ "$(id -u)" -eq 0 ] && command -v apt-get >/dev/null 2>&1; then
+    say "installing Debian packages: $missing"
+    apt-get update -qq
+    # shellcheck disable=SC2086
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $missing >/dev/null
+  else
+    say "warning: missing Debian packages (install them as root): $missing"
+  fi
+fi
+
 # 1. A suitable CLI already on PATH?
 if [ -z "${SPARKFORM_BUILD_PULUMI:-}" ] && user_pulumi=$(command -v pulumi 2>/dev/null); then
   user_version=$(pulumi version 2>/dev/null || true)
