@@ -1,7 +1,9 @@
 // The sparkform policy pack: `pulumi preview --policy-pack policies`.
 import { PolicyPack } from "@pulumi/policy";
+import { toolchainsIdentical, treesIdentical } from "./consistency";
 import { digestPinned } from "./digests";
+import { hostKeyPinned } from "./transport";
 
 new PolicyPack("sparkform", {
-  policies: [digestPinned],
+  policies: [digestPinned, hostKeyPinned, treesIdentical, toolchainsIdentical],
 });

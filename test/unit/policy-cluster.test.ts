@@ -1,0 +1,98 @@
+// The cluster policies, called directly with crafted resources (awsguard's way).
+import type {
+  PolicyResource,
+  ResourceValidationArgs,
+  StackValidationArgs,
+  StackValidationPolicy,
+} from "@pulumi/policy";
+import { describe, expect, it } from "vitest";
+import { toolchainsIdentical, treesIdentical } from "../../policies/consistency";
+import { hostKeyPinned } from "../../policies/transport";
+
+const TYPE = "pulumi-nodejs:dynamic:Resource";
+const d = (c: string) => c.repeat(64);
+
+function stackViolations(
+  policy: StackValidationPolicy,
+  resources: Partial<PolicyResource>[],
+): string[] {
+  const found: string[] = [];
+  const args = { resources } as unknown as StackValidationArgs;
+  void policy.validateStack(args, (message: string) => found.push(message));
+  return found;
+}
+
+function hostKeyViolations(props: Record<string, unknown>): string[] {
+  const found: string[] = [];
+  const validate = hostKeyPinned.validateResource;
+  if (typeof validate !== "function") throw new Error("one validateResource");
+  void validate({ type: TYPE, props } as unknown as ResourceValidationArgs, (m: string) =>
+    found.push(m),
+  );
+  return found;
+}
+
+const tree = (node: string, digest: unknown, expectedDigest = d("a")) => ({
+  type: TYPE,
+  name: `t-${node}`,
+  props: { kind: "TreeSync", target: { name: node }, digest, expectedDigest },
+});
+const tool = (node: string, digest: unknown) => ({
+  type: TYPE,
+  name: `tc-${node}`,
+  props: { kind: "Toolchain", target: { name: node }, digest },
+});
+
+describe("trees-identical", () => {
+  it("passes when every node has the control node's digest", () => {
+    expect(
+      stackViolations(treesIdentical, [tree("spark-1", d("a")), tree("spark-2", d("a"))]),
+    ).toEqual([]);
+  });
+  it("names the node whose tree differs or is missing", () => {
+    expect(
+      stackViolations(treesIdentical, [tree("spark-1", d("a")), tree("spark-2", d("b"))]),
+    ).toEqual([
+      `The tree on spark-2 has digest ${d("b")}, not the control node's ${d("a")}: run \`pulumi up\` to re-sync it before building or serving.`,
+    ]);
+    expect(stackViolations(treesIdentical, [tree("spark-2", "")])[0]).toContain(
+      "has digest (missing)",
+    );
+  });
+  it("skips resources this run will change (no measured digest yet)", () => {
+    expect(stackViolations(treesIdentical, [tree("spark-2", undefined)])).toEqual([]);
+  });
+});
+
+describe("toolchains-identical", () => {
+  it("passes on equal digests and reports different ones", () => {
+    expect(
+      stackViolations(toolchainsIdentical, [tool("spark-1", d("c")), tool("spark-2", d("c"))]),
+    ).toEqual([]);
+    expect(
+      stackViolations(toolchainsIdentical, [tool("spark-1", d("c")), tool("spark-2", "")]),
+    ).toEqual([
+      "Toolchains differ between nodes: spark-1=cccccccccccc, spark-2=(missing). Run `pulumi up` to copy the source node's toolchain again.",
+    ]);
+  });
+});
+
+describe("host-key-pinned", () => {
+  const key = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIF5v+xSO82JcfPix7waw9pF5HOEzIfQUzm7yPg2PSNPy";
+  it("accepts a pinned key (a comment after it is fine)", () => {
+    expect(
+      hostKeyViolations({
+        kind: "SparkNode",
+        target: { name: "spark-1", hostKey: `${key} root@spark-1` },
+      }),
+    ).toEqual([]);
+  });
+  it.each([[""], ["none"], ["ssh-ed25519"], [undefined]])("reports %j", (hostKey) => {
+    expect(hostKeyViolations({ kind: "TreeSync", target: { name: "spark-2", hostKey } })).toEqual([
+      "Pin the host key of node spark-2: set its hostKey in sparkform:nodes to the line from /etc/ssh/ssh_host_ed25519_key.pub on that node (host key checking is never disabled).",
+    ]);
+  });
+  it("ignores resources that are not sparkform's", () => {
+    expect(hostKeyViolations({ target: { hostKey: "" } })).toEqual([]);
+  });
+});
