@@ -2,6 +2,7 @@
 // Hugging Face-compatible endpoint, exercised over real HTTP on 127.0.0.1.
 import { createHash } from "node:crypto";
 import * as fs from "node:fs";
+import { spawn, spawnSync } from "node:child_process";
 import * as http from "node:http";
 import * as os from "node:os";
 import * as path from "node:path";
@@ -377,3 +378,124 @@ function rawGet(
     req.on("error", reject);
   });
 }
+
+describe("HF endpoint CLI and bind address", () => {
+  it("binds the given address", async () => {
+    const ep = await startHfEndpoint({ root, host: "127.0.0.2", port: 0 });
+    try {
+      expect(ep.url).toBe(`http://127.0.0.2:${ep.port}`);
+      const r = await fetch(`${ep.url}/api/models/${published.repo}/revision/main`);
+      expect(((await r.json()) as { sha: string }).sha).toBe(published.commit);
+      expect(ep.log()[0]?.remote).toBe("127.0.0.1");
+    } finally {
+      await ep.close();
+    }
+  });
+
+  it("main.ts prints its URL, takes the token from a file and stops on SIGTERM", async () => {
+    const cliRoot = path.join(tmp, "cli-hub");
+    const tokenFile = path.join(tmp, "token");
+    fs.writeFileSync(tokenFile, "hf_cliToken\n", { mode: 0o600 });
+    const tsx = path.join(__dirname, "../../node_modules/.bin/tsx");
+    const main = path.join(__dirname, "../../tools/hf-endpoint/main.ts");
+    const child = spawn(
+      tsx,
+      [main, "--root", cliRoot, "--port", "0", "--token-file", tokenFile, "--publish-test-model"],
+      {
+        stdio: ["ignore", "pipe", "pipe"],
+      },
+    );
+    try {
+      const line = await new Promise<string>((resolve, reject) => {
+        let buf = "";
+        child.stdout.on("data", (b: Buffer) => {
+          buf += b.toString();
+          if (buf.includes("\n")) resolve(buf.split("\n")[0] ?? "");
+        });
+        child.once("exit", (code) => reject(new Error(`main.ts exited ${code}`)));
+      });
+      const info = JSON.parse(line) as {
+        url: string;
+        commit: string;
+        sha256: string;
+        auth: boolean;
+      };
+      expect(info).toMatchObject({
+        commit: published.commit,
+        sha256: TINY_LLAMA_SHA256,
+        auth: true,
+      });
+      const url = `${info.url}/${published.repo}/resolve/main/${published.model.path}`;
+      expect((await fetch(url, { method: "HEAD" })).status).toBe(401);
+      const ok = await fetch(url, {
+        method: "HEAD",
+        headers: { Authorization: "Bearer hf_cliToken" },
+      });
+      expect(ok.headers.get("x-linked-size")).toBe(String(modelBytes.length));
+    } finally {
+      const exited = new Promise((r) => child.once("exit", r));
+      child.kill("SIGTERM");
+      await exited;
+    }
+  });
+});
+
+// What the Model component's node-side download will meet, with curl as the client.
+const hasCurl = spawnSync("curl", ["--version"]).status === 0;
+describe.skipIf(!hasCurl)("curl against the endpoint", () => {
+  const token = "hf_curlToken";
+  let ep: HfEndpoint;
+  let url: string;
+  beforeAll(async () => {
+    ep = await startHfEndpoint({ root, port: 0, token });
+    url = `${ep.url}/${published.repo}/resolve/${published.commit}/${published.model.path}`;
+  });
+  afterAll(() => ep.close());
+
+  /**
+   * curl with the token in a header file (never on the command line). Asynchronous: the
+   * endpoint runs in this process, so a synchronous spawn would deadlock it.
+   */
+  async function curl(args: string[]): Promise<number> {
+    const hdr = path.join(tmp, "curl-auth");
+    fs.writeFileSync(hdr, `Authorization: Bearer ${token}\n`, { mode: 0o600 });
+    try {
+      const child = spawn(
+        "curl",
+        ["-sS", "-f", "--max-time", "60", "-H", `@${hdr}`, ...args, url],
+        {
+          stdio: "ignore",
+        },
+      );
+      return await new Promise<number>((resolve) =>
+        child.once("exit", (code) => resolve(code ?? -1)),
+      );
+    } finally {
+      fs.rmSync(hdr, { force: true });
+    }
+  }
+
+  it("resumes a cut download from the .part with a Range request", async () => {
+    const part = path.join(tmp, "curl.gguf.part");
+    fs.rmSync(part, { force: true });
+    const half = Math.floor(modelBytes.length / 2);
+    ep.setFaults({ cutAfterBytes: half });
+    ep.clearLog();
+    expect(await curl(["-o", part])).not.toBe(0);
+    expect(fs.statSync(part).size).toBe(half);
+    expect(await curl(["-C", "-", "-o", part])).toBe(0);
+    expect(sha256(fs.readFileSync(part))).toBe(TINY_LLAMA_SHA256);
+    expect(ep.log().map((e) => [e.status, e.range, e.bytes, e.complete])).toEqual([
+      [200, null, half, false],
+      [206, `bytes=${half}-`, modelBytes.length - half, true],
+    ]);
+  });
+
+  it("refuses to resume when the server ignores Range", async () => {
+    const part = path.join(tmp, "curl2.gguf.part");
+    fs.writeFileSync(part, modelBytes.subarray(0, 1000));
+    ep.setFaults({ ignoreRange: true });
+    expect(await curl(["-C", "-", "-o", part])).toBe(33); // CURLE_RANGE_ERROR
+    expect(fs.statSync(part).size).toBe(1000);
+  });
+});
