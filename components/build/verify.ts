@@ -17,7 +17,7 @@
 // and build.ninja snippets. The CUDA check in particular is tested that way only: this
 // machine has no nvcc, so no real ggml-cuda can be configured here (the ARM integration test
 // configures one when nvcc is present).
-import Ajv, { type ErrorObject } from "ajv";
+import { nodeJsonParser } from "../schema/node-json";
 import * as path from "node:path";
 import {
   type BuildFlags,
@@ -128,9 +128,6 @@ export const evidenceSchema = obj({
   },
 });
 
-const ajv = new Ajv({ strict: true, allErrors: false, allowUnionTypes: true });
-const validate = ajv.compile<BuildEvidence>(evidenceSchema);
-
 /** Build evidence that failed to parse or validate; `path` is the JSON pointer of the failure. */
 export class EvidenceError extends Error {
   override name = "EvidenceError";
@@ -143,40 +140,14 @@ export class EvidenceError extends Error {
   }
 }
 
-function describeError(e: ErrorObject): { path: string; detail: string } {
-  const p = e.instancePath;
-  if (e.keyword === "additionalProperties") {
-    return {
-      path: p,
-      detail: `unexpected property ${JSON.stringify(e.params.additionalProperty)}`,
-    };
-  }
-  if (e.keyword === "required") {
-    return { path: `${p}/${String(e.params.missingProperty)}`, detail: "is missing" };
-  }
-  return { path: p, detail: e.message ?? e.keyword };
-}
+const parseBuildEvidence = nodeJsonParser<BuildEvidence>(
+  evidenceSchema,
+  (node, path, detail) => new EvidenceError(node, path, detail),
+);
 
 /** Parse and validate verify-build.sh output from `nodeName`; throws EvidenceError. */
 export function parseEvidence(stdout: string, nodeName: string): BuildEvidence {
-  const text = stdout.trim();
-  let data: unknown;
-  try {
-    data = JSON.parse(text);
-  } catch (err) {
-    const head = text.length > 120 ? `${text.slice(0, 120)}...` : text;
-    throw new EvidenceError(
-      nodeName,
-      "",
-      `not one JSON object (${(err as Error).message}); output began: ${JSON.stringify(head)}`,
-    );
-  }
-  if (!validate(data)) {
-    const first = validate.errors?.[0];
-    const { path: p, detail } = first ? describeError(first) : { path: "", detail: "invalid" };
-    throw new EvidenceError(nodeName, p, detail);
-  }
-  return data;
+  return parseBuildEvidence(stdout, nodeName);
 }
 
 /** Arguments for verify-build.sh (run it with the transport as `sh <script> <args…>`). */

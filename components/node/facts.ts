@@ -3,7 +3,7 @@
 // (a compromised or merely odd node can print anything), so it is validated strictly:
 // known fields only, bounded sizes, and "null only together with a reason".
 
-import Ajv, { type ErrorObject } from "ajv";
+import { nodeJsonParser } from "../schema/node-json";
 import * as path from "node:path";
 
 /** Bump together with SCHEMA_VERSION in native/facts.sh. */
@@ -219,9 +219,6 @@ export const factsSchema = obj({
   },
 });
 
-const ajv = new Ajv({ strict: true, allErrors: false, allowUnionTypes: true });
-const validate = ajv.compile<SparkNodeFacts>(factsSchema);
-
 /** A fact sheet that failed to parse or validate; `path` is the JSON pointer of the failure. */
 export class FactsError extends Error {
   override name = "FactsError";
@@ -234,38 +231,12 @@ export class FactsError extends Error {
   }
 }
 
-function describe(e: ErrorObject): { path: string; detail: string } {
-  const p = e.instancePath;
-  if (e.keyword === "additionalProperties") {
-    return {
-      path: p,
-      detail: `unexpected property ${JSON.stringify(e.params.additionalProperty)}`,
-    };
-  }
-  if (e.keyword === "required") {
-    return { path: `${p}/${String(e.params.missingProperty)}`, detail: "is missing" };
-  }
-  return { path: p, detail: e.message ?? e.keyword };
-}
+const parseSparkNodeFacts = nodeJsonParser<SparkNodeFacts>(
+  factsSchema,
+  (node, path, detail) => new FactsError(node, path, detail),
+);
 
 /** Parse and validate facts.sh output from `nodeName`; throws FactsError naming node and path. */
 export function parseFacts(stdout: string, nodeName: string): SparkNodeFacts {
-  const text = stdout.trim();
-  let data: unknown;
-  try {
-    data = JSON.parse(text);
-  } catch (err) {
-    const head = text.length > 120 ? `${text.slice(0, 120)}...` : text;
-    throw new FactsError(
-      nodeName,
-      "",
-      `not one JSON object (${(err as Error).message}); output began: ${JSON.stringify(head)}`,
-    );
-  }
-  if (!validate(data)) {
-    const first = validate.errors?.[0];
-    const { path: p, detail } = first ? describe(first) : { path: "", detail: "invalid" };
-    throw new FactsError(nodeName, p, detail);
-  }
-  return data;
+  return parseSparkNodeFacts(stdout, nodeName);
 }

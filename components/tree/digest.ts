@@ -4,6 +4,7 @@ import { execFileSync } from "node:child_process";
 import { readFileSync } from "node:fs";
 import * as path from "node:path";
 import type { Exclusion } from "../config";
+import { nodeJsonParser } from "../schema/node-json";
 
 export const TREE_DIGEST_SCRIPT_PATH = path.join(__dirname, "..", "..", "native", "tree-digest.py");
 export const TREE_DIGEST_ALGORITHM = "sparkform-tree-v1";
@@ -37,30 +38,49 @@ export function rsyncExcludes(exclude: readonly Pick<Exclusion, "path" | "name">
   );
 }
 
+const SHA256 = { type: "string", pattern: "^[0-9a-f]{64}$" } as const;
+const COUNT = { type: "integer", minimum: 0 } as const;
+
+/** What tree-digest.py prints: the summary, or `{error: "missing"}` (exit 3). */
+export const treeDigestSchema = {
+  type: "object",
+  properties: {
+    algorithm: { const: TREE_DIGEST_ALGORITHM },
+    digest: SHA256,
+    files: COUNT,
+    dirs: COUNT,
+    symlinks: COUNT,
+    bytes: COUNT,
+    manifest: {
+      type: "array",
+      items: {
+        type: "array",
+        minItems: 4,
+        maxItems: 4,
+        items: [
+          { type: "string" },
+          { enum: ["f", "l", "d"] },
+          { enum: ["x", "-"] },
+          { type: "string" },
+        ],
+      },
+    },
+  },
+  required: ["algorithm", "digest", "files", "dirs", "symlinks", "bytes"],
+  additionalProperties: false,
+} as const;
+
+const parseDigest = nodeJsonParser<TreeDigest>(
+  treeDigestSchema,
+  (where, path, detail) =>
+    new Error(
+      `tree digest from ${where} is not ${TREE_DIGEST_ALGORITHM} output at ${path || "/"}: ${detail}`,
+    ),
+);
+
 /** Parse the script's output (untrusted when it comes from a node). */
 export function parseTreeDigest(stdout: string, where: string): TreeDigest {
-  let data: unknown;
-  try {
-    data = JSON.parse(stdout.trim());
-  } catch {
-    throw new Error(
-      `tree digest on ${where} printed no JSON: ${JSON.stringify(stdout.slice(0, 200))}`,
-    );
-  }
-  const d = data as Partial<TreeDigest> & { error?: string };
-  if (d.error === "missing")
-    throw new Error(`tree digest on ${where}: the directory does not exist`);
-  if (
-    d.algorithm !== TREE_DIGEST_ALGORITHM ||
-    typeof d.digest !== "string" ||
-    !/^[0-9a-f]{64}$/.test(d.digest) ||
-    ![d.files, d.dirs, d.symlinks, d.bytes].every((n) => Number.isInteger(n) && (n as number) >= 0)
-  ) {
-    throw new Error(
-      `tree digest on ${where} is not ${TREE_DIGEST_ALGORITHM} output: ${JSON.stringify(stdout.slice(0, 200))}`,
-    );
-  }
-  return d as TreeDigest;
+  return parseDigest(stdout, where);
 }
 
 /** Digest of a directory on the control node. */

@@ -11,7 +11,12 @@ import {
 import { tmpdir } from "node:os";
 import * as path from "node:path";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
-import { differingPaths, localTreeDigest, rsyncExcludes } from "../../components/tree/digest";
+import {
+  differingPaths,
+  localTreeDigest,
+  parseTreeDigest,
+  rsyncExcludes,
+} from "../../components/tree/digest";
 
 let root: string;
 const digest = (exclude: { path?: string; name?: string }[] = []) =>
@@ -107,5 +112,34 @@ describe("sparkform-tree-v1", () => {
     writeFileSync(path.join(root, "zz"), "");
     const after = localTreeDigest(root, [], true).manifest ?? [];
     expect(differingPaths(before, after)).toEqual(["src/a.c", "zz"]);
+  });
+});
+
+describe("parseTreeDigest (node output is untrusted)", () => {
+  const good = {
+    algorithm: "sparkform-tree-v1",
+    digest: "a".repeat(64),
+    files: 1,
+    dirs: 0,
+    symlinks: 0,
+    bytes: 3,
+  };
+  it("accepts the script's summary", () => {
+    expect(parseTreeDigest(JSON.stringify(good), 'node "spark-2"')).toEqual(good);
+  });
+  it.each([
+    [{ ...good, algorithm: "v0" }, "at /algorithm: must be equal to constant"],
+    [{ ...good, digest: "x" }, "at /digest: must match pattern"],
+    [{ ...good, files: -1 }, "at /files: must be >= 0"],
+    [{ ...good, extra: 1 }, 'at /: unexpected property "extra"'],
+  ])("rejects %j", (value, message) => {
+    expect(() => parseTreeDigest(JSON.stringify(value), 'node "spark-2"')).toThrow(
+      `tree digest from node "spark-2" is not sparkform-tree-v1 output ${message}`,
+    );
+  });
+  it("rejects output that is not JSON", () => {
+    expect(() => parseTreeDigest("Traceback (most recent call last):", "the control node")).toThrow(
+      /not one JSON object/,
+    );
   });
 });
