@@ -1,0 +1,215 @@
+import * as pulumi from "@pulumi/pulumi";
+import * as path from "node:path";
+import { delegatingProvider } from "../providers/delegate";
+import type { SshTarget } from "../transport/ssh";
+import { fetchScriptDigest, type ModelFile, type ModelSource, type NodeFile } from "./provider";
+import {
+  modelDir,
+  ModelResolveError,
+  PUBLIC_HUB,
+  resolveModel,
+  type GgufSummary,
+  type ResolvedModel,
+} from "./resolve";
+
+/** Bump when the provider's behaviour changes, so `up` rewrites it in state. */
+export const MODEL_PROVIDER_VERSION = "1";
+
+export interface ModelReplicaArgs {
+  readonly target: pulumi.Input<SshTarget>;
+  readonly repo: pulumi.Input<string>;
+  readonly commit: pulumi.Input<string>;
+  /** Where models live on the node (default `~/models`). */
+  readonly modelsDir: string;
+  readonly files: pulumi.Input<ModelFile[]>;
+  readonly verify: "fast" | "full";
+  readonly retries: number;
+  /** The node to copy from; omit on the node that downloads from the hub. */
+  readonly source?: pulumi.Input<ModelSource>;
+  /** Bearer token for the endpoint (only the downloading node needs it); a secret. */
+  readonly token?: pulumi.Input<string>;
+  /** Bytes to leave free on the node's filesystem (default 0). */
+  readonly reserveBytes?: number;
+}
+
+const provider = delegatingProvider(path.join(__dirname, "provider.ts"));
+
+/** One model revision's files on one node, SHA-256-verified there. */
+export class ModelReplica extends pulumi.dynamic.Resource {
+  declare readonly nodeFiles: pulumi.Output<NodeFile[]>;
+  declare readonly fetchedBy: pulumi.Output<"hub" | "fabric" | "relay" | "present">;
+  declare readonly created: pulumi.Output<string[]>;
+  declare readonly dir: pulumi.Output<string>;
+
+  constructor(name: string, args: ModelReplicaArgs, opts?: pulumi.CustomResourceOptions) {
+    super(
+      provider,
+      name,
+      {
+        kind: "ModelReplica",
+        providerVersion: MODEL_PROVIDER_VERSION,
+        target: args.target,
+        repo: args.repo,
+        commit: args.commit,
+        modelsDir: args.modelsDir,
+        dir: pulumi.all([args.repo, args.commit]).apply(([r, c]) => modelDir(args.modelsDir, r, c)),
+        files: args.files,
+        verify: args.verify,
+        retries: args.retries,
+        source: args.source,
+        token: args.token ? pulumi.secret(args.token) : undefined,
+        scriptDigest: fetchScriptDigest(),
+        reserveBytes: args.reserveBytes ?? 0,
+        nodeFiles: undefined,
+        fetchedBy: undefined,
+        created: undefined,
+      },
+      opts,
+    );
+  }
+}
+
+/** A node that gets the model. */
+export interface ModelNode {
+  /** The node's name in the stack (`spark-1`): resource names and messages. */
+  readonly name: string;
+  readonly target: pulumi.Input<SshTarget>;
+  /** The node's fabric address, which the other nodes copy from. */
+  readonly fabricAddress?: string;
+}
+
+export interface ModelArgs {
+  /** Hugging Face repo id, `org/name`. */
+  readonly repo: string;
+  /** A 40-hex commit, or (with `allowBranch`) a branch or tag name. */
+  readonly revision: string;
+  /** Files of the model; one shard of a split GGUF stands for all its shards. */
+  readonly files: readonly string[];
+  /** Expected SHA-256 per file; must agree with the hub (fail closed). */
+  readonly sha256?: Readonly<Record<string, string>>;
+  /** Allow `revision` to be a branch/tag (default false). */
+  readonly allowBranch?: boolean;
+  /** HF_ENDPOINT-style base URL (default https://huggingface.co). */
+  readonly endpoint?: string;
+  /** Bearer token (`config.getSecret("hfToken")`). */
+  readonly token?: pulumi.Input<string>;
+  /** Refresh check: "fast" (size + mtime, default) or "full" (re-hash). */
+  readonly verify?: "fast" | "full";
+  /** Where models live on the nodes (default `~/models`). */
+  readonly modelsDir?: string;
+  /** Resumed retries within one `up` after an interrupted download (default 2). */
+  readonly retries?: number;
+  /** Bytes each node must keep free beyond the model (default 0). */
+  readonly reserveBytes?: number;
+  /** The nodes; the first downloads from the hub, the others copy from it over the fabric. */
+  readonly nodes: readonly ModelNode[];
+}
+
+/**
+ * A model from a Hugging Face endpoint on every node at `<modelsDir>/<repo>/<commit>/<file>`:
+ * resolved to a commit and SHA-256s on the control node (preview included), downloaded once by
+ * the first node, fanned out node to node, verified on every node.
+ */
+export class Model extends pulumi.ComponentResource {
+  /** The commit the revision resolved to. */
+  readonly commit: pulumi.Output<string>;
+  /** Path, size and SHA-256 of each file (from the hub). */
+  readonly files: pulumi.Output<Array<{ path: string; size: number; sha256: string }>>;
+  readonly totalBytes: pulumi.Output<number>;
+  /** The GGUF header summary (undefined when the model has no .gguf file). */
+  readonly gguf: pulumi.Output<GgufSummary | undefined>;
+  /** Per node: the directory, how the files got there, and the files as measured. */
+  readonly nodes: pulumi.Output<
+    Record<string, { dir: string; fetchedBy: string; files: NodeFile[] }>
+  >;
+  readonly replicas: ModelReplica[];
+
+  constructor(name: string, args: ModelArgs, opts?: pulumi.ComponentResourceOptions) {
+    super("sparkform:index:Model", name, {}, opts);
+    if (args.nodes.length === 0) {
+      throw new pulumi.ResourceError("Model: [nodes] must name at least one node", this);
+    }
+    const endpoint = args.endpoint ?? PUBLIC_HUB;
+    // Tokens have no whitespace; a trailing newline (config set from a file) would break the header.
+    const token = args.token
+      ? pulumi.secret(pulumi.output(args.token).apply((t) => t.trim()))
+      : undefined;
+    // Resolved at every preview and up (so a moved branch shows up as a replace), on the control
+    // node. The result holds no credential, so it need not stay secret with the token.
+    const resolved: pulumi.Output<ResolvedModel> = pulumi.unsecret(
+      pulumi.output(token).apply(async (token) => {
+        try {
+          return await resolveModel({
+            endpoint,
+            ...(token ? { token } : {}),
+            repo: args.repo,
+            revision: args.revision,
+            files: args.files,
+            sha256: args.sha256 ?? {},
+            allowBranch: args.allowBranch ?? false,
+          });
+        } catch (err) {
+          if (err instanceof ModelResolveError) throw new pulumi.ResourceError(err.message, this);
+          throw err;
+        }
+      }),
+    );
+    this.commit = resolved.commit;
+    this.files = resolved.files.apply((fs) =>
+      fs.map((f) => ({ path: f.path, size: f.size, sha256: f.sha256 })),
+    );
+    this.totalBytes = resolved.totalBytes;
+    this.gguf = resolved.apply((r) => r.gguf);
+
+    const common = {
+      repo: resolved.repo,
+      commit: resolved.commit,
+      modelsDir: args.modelsDir ?? "~/models",
+      files: resolved.files.apply((fs) => fs.map((f) => ({ ...f }))),
+      verify: args.verify ?? "fast",
+      retries: args.retries ?? 2,
+      ...(args.reserveBytes !== undefined ? { reserveBytes: args.reserveBytes } : {}),
+    };
+    // Targets may carry a private key: keep them encrypted in state.
+    const secretOpts = { additionalSecretOutputs: ["target", "source"] };
+    const [first, ...rest] = args.nodes;
+    const firstNode = first as ModelNode;
+    const source = new ModelReplica(
+      `${name}-${firstNode.name}`,
+      { ...common, target: firstNode.target, ...(token ? { token } : {}) },
+      { parent: this, ...secretOpts },
+    );
+    const sourceSpec = pulumi.output(firstNode.target).apply((t): ModelSource => ({
+      target: t,
+      ...(firstNode.fabricAddress ? { fabricAddress: firstNode.fabricAddress } : {}),
+    }));
+    this.replicas = [
+      source,
+      ...rest.map(
+        (node) =>
+          new ModelReplica(
+            `${name}-${node.name}`,
+            { ...common, target: node.target, source: sourceSpec },
+            { parent: this, dependsOn: [source], ...secretOpts },
+          ),
+      ),
+    ];
+    this.nodes = pulumi
+      .all(this.replicas.map((r) => pulumi.all([r.dir, r.fetchedBy, r.nodeFiles])))
+      .apply((rows) =>
+        Object.fromEntries(
+          args.nodes.map((n, i) => {
+            const [dir, fetchedBy, files] = rows[i] as [string, string, NodeFile[]];
+            return [n.name, { dir, fetchedBy, files }];
+          }),
+        ),
+      );
+    this.registerOutputs({
+      commit: this.commit,
+      files: this.files,
+      totalBytes: this.totalBytes,
+      gguf: this.gguf,
+      nodes: this.nodes,
+    });
+  }
+}

@@ -1,0 +1,489 @@
+// ModelReplica's dynamic-provider implementation: the files of one model revision on one node,
+// at `<modelsDir>/<repo>/<commit>/<file>`, each verified by SHA-256 on that node.
+//
+// The first node downloads from the hub endpoint itself (native/model-fetch.py: `.part` +
+// Range resume, fail-closed SHA-256, atomic rename + fsync, free-space check). Every other node
+// copies from it node to node over the fabric, the control node's agent forwarded for that one
+// command (else relayed through the control node), into the `.part`, and verifies it itself.
+// `read` re-measures (size + mtime, or a full re-hash with verify "full"); `diff` calls any file
+// that is not known to hold the hub's bytes drift; `update` repairs only those files.
+import type * as pulumi from "@pulumi/pulumi";
+import { createHash } from "node:crypto";
+import { mkdirSync, mkdtempSync, readFileSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import * as path from "node:path";
+import { progress, since } from "../providers/progress";
+import { hostKeyAlias, knownHostsLine } from "../transport/connection";
+import { rsyncRshJoin } from "../transport/quote";
+import { peerSshArgv } from "../transport/ssh-options";
+import {
+  agentAvailable,
+  forwardAgentOnce,
+  rsync,
+  run,
+  type EnvValue,
+  type SshTarget,
+} from "../transport/ssh";
+
+export const FETCH_SCRIPT = path.join(__dirname, "..", "..", "native", "model-fetch.py");
+
+export function fetchScript(): string {
+  return readFileSync(FETCH_SCRIPT, "utf8");
+}
+
+export function fetchScriptDigest(): string {
+  return createHash("sha256").update(fetchScript()).digest("hex");
+}
+
+export interface ModelFile {
+  path: string;
+  size: number;
+  sha256: string;
+  /** Download URL at the pinned commit (no credentials). */
+  url: string;
+}
+
+export interface ModelSource {
+  target: SshTarget;
+  /** The source's address as the other nodes reach it (fabric), if it has one. */
+  fabricAddress?: string;
+}
+
+export interface ModelReplicaInputs {
+  kind: "ModelReplica";
+  providerVersion: string;
+  target: SshTarget;
+  repo: string;
+  commit: string;
+  modelsDir: string;
+  /** `<modelsDir>/<repo>/<commit>` */
+  dir: string;
+  files: ModelFile[];
+  verify: "fast" | "full";
+  retries: number;
+  /** The node to copy from; absent on the node that downloads from the hub. */
+  source?: ModelSource;
+  /** Bearer token for the endpoint (a secret input; never in outputs, argv or messages). */
+  token?: string;
+  /** SHA-256 of native/model-fetch.py: a changed script is an update. */
+  scriptDigest: string;
+  /** Refuse a download that would leave less than this many bytes free. */
+  reserveBytes: number;
+}
+
+/** A file as measured on the node. `sha256` is the hash known for exactly these bytes ("" if not). */
+export interface NodeFile {
+  path: string;
+  present: boolean;
+  size: number;
+  mtimeNs: string;
+  sha256: string;
+  partBytes: number;
+}
+
+export interface ModelReplicaOutputs extends Omit<ModelReplicaInputs, "token"> {
+  nodeFiles: NodeFile[];
+  /** How the files got here in the last create/update. */
+  fetchedBy: "hub" | "fabric" | "relay" | "present";
+  /** Files this resource put in place (the only ones delete removes). */
+  created: string[];
+}
+
+interface ScriptLine {
+  kind: string;
+  data: Record<string, unknown>;
+}
+
+function parseLine(line: string): ScriptLine | undefined {
+  const m = /^@(\w+) (.*)$/.exec(line.trim());
+  if (!m) return undefined;
+  try {
+    return { kind: m[1] ?? "", data: JSON.parse(m[2] ?? "") as Record<string, unknown> };
+  } catch {
+    return undefined;
+  }
+}
+
+const MiB = 1024 * 1024;
+const mib = (n: number) => `${(n / MiB).toFixed(1)} MiB`;
+const rel = (p: string) => (p === "~" ? "." : p.replace(/^~\//, ""));
+
+function label(i: Pick<ModelReplicaInputs, "target" | "repo">): string {
+  return `[${i.target.name}] model ${i.repo}`;
+}
+
+/** Spec for the script: files with what the last measurement proved (trusted mtimes). */
+function scriptSpec(
+  inputs: ModelReplicaInputs,
+  known: readonly NodeFile[] | undefined,
+  files: readonly ModelFile[] = inputs.files,
+): Record<string, unknown> {
+  return {
+    dir: inputs.dir,
+    repo: inputs.repo,
+    retries: inputs.retries,
+    reserveBytes: inputs.reserveBytes,
+    progressEvery: 1,
+    files: files.map((f) => {
+      const k = known?.find((n) => n.path === f.path);
+      const trusted = k?.present && k.size === f.size && k.sha256 === f.sha256 && k.mtimeNs;
+      return trusted ? { ...f, trustMtimeNs: k.mtimeNs } : f;
+    }),
+  };
+}
+
+async function runScript(
+  inputs: ModelReplicaInputs,
+  command: "fetch" | "prepare" | "place" | "measure" | "remove",
+  spec: Record<string, unknown>,
+  opts: { step: string; token?: string; onLine?: (l: ScriptLine) => void; timeoutMs?: number },
+): Promise<ScriptLine[]> {
+  const env: Record<string, EnvValue> = opts.token ? { HF_TOKEN: { secret: opts.token } } : {};
+  const result = await run(
+    inputs.target,
+    {
+      // The script arrives on stdin after the secret line, so the node runs this checkout's code.
+      script: 'exec python3 - "$@"',
+      args: [command, JSON.stringify(spec)],
+      env,
+      stdin: fetchScript(),
+      display: `python3 native/model-fetch.py ${command} ${inputs.dir}`,
+    },
+    {
+      step: opts.step,
+      timeoutMs: opts.timeoutMs ?? 24 * 3600_000,
+      onLine: (line, stream) => {
+        if (stream !== "stdout" || !opts.onLine) return;
+        const parsed = parseLine(line);
+        if (parsed) opts.onLine(parsed);
+      },
+    },
+  );
+  return result.stdout
+    .split("\n")
+    .map(parseLine)
+    .filter((l): l is ScriptLine => l !== undefined);
+}
+
+function resultOf(lines: ScriptLine[]): Record<string, unknown> {
+  const r = [...lines].reverse().find((l) => l.kind === "result");
+  if (!r) throw new Error("model-fetch.py printed no @result line; this is a sparkform bug");
+  return r.data;
+}
+
+/** Measured files, with the known hash carried over where size and mtime did not change. */
+function nodeFilesFrom(
+  measured: NodeFile[],
+  inputs: ModelReplicaInputs,
+  known: readonly NodeFile[] | undefined,
+  verified: ReadonlySet<string>,
+  hashed: boolean,
+): NodeFile[] {
+  return inputs.files.map((f) => {
+    const m = measured.find((x) => x.path === f.path);
+    const base: NodeFile = m ?? {
+      path: f.path,
+      present: false,
+      size: 0,
+      mtimeNs: "",
+      sha256: "",
+      partBytes: 0,
+    };
+    if (!base.present) return { ...base, sha256: "" };
+    if (hashed) return base;
+    if (verified.has(f.path)) return { ...base, sha256: f.sha256 };
+    const k = known?.find((x) => x.path === f.path);
+    const same = k?.present && k.size === base.size && k.mtimeNs === base.mtimeNs;
+    return { ...base, sha256: same ? k.sha256 : "" };
+  });
+}
+
+async function measure(
+  inputs: ModelReplicaInputs,
+  known: readonly NodeFile[] | undefined,
+  hash: boolean,
+  verified: ReadonlySet<string> = new Set(),
+): Promise<NodeFile[]> {
+  const lines = await runScript(
+    inputs,
+    "measure",
+    { dir: inputs.dir, files: inputs.files.map((f) => ({ path: f.path })), hash },
+    { step: hash ? "model re-hash" : "model measure" },
+  );
+  return nodeFilesFrom(resultOf(lines).files as NodeFile[], inputs, known, verified, hash);
+}
+
+function reporter(inputs: ModelReplicaInputs): (l: ScriptLine) => void {
+  const lastTenth = new Map<string, number>();
+  return (l) => {
+    const d = l.data;
+    const file = String(d.file ?? "");
+    if (l.kind === "progress") {
+      const done = Number(d.done);
+      const total = Number(d.total);
+      const pct = total > 0 ? Math.floor((100 * done) / total) : 100;
+      const eta = d.eta === null ? "?" : `${Number(d.eta).toFixed(0)} s`;
+      const msg =
+        `${label(inputs)} ${file}: ${pct}% (${mib(done)} of ${mib(total)}) ` +
+        `at ${mib(Number(d.rate))}/s, ETA ${eta}`;
+      void progress(msg, { ephemeral: true });
+      // A lasting line every 10%, so non-interactive logs show the download moving too.
+      const tenth = Math.floor(pct / 10);
+      if (tenth !== lastTenth.get(file) && pct < 100) {
+        lastTenth.set(file, tenth);
+        void progress(msg);
+      }
+    } else if (l.kind === "event") {
+      const what: Record<string, string> = {
+        resume: `resuming the .part from byte ${String(d.from)}`,
+        restart: `the server ignored Range (asked from byte ${String(d.ignoredRangeFrom)}): restarting from byte 0`,
+        retry: `interrupted (${String(d.error)}); retry ${String(d.attempt)}`,
+        placed: "SHA-256 verified, renamed into place",
+        "discard-wrong-file": "the file in place has wrong bytes: fetching it again",
+        "wrong-file-to-part": "the file in place has wrong bytes: repairing it from the peer",
+      };
+      const text = what[String(d.event)];
+      if (text) void progress(`${label(inputs)} ${file}: ${text}`);
+    }
+  };
+}
+
+async function fetchFromHub(
+  inputs: ModelReplicaInputs,
+  known: readonly NodeFile[] | undefined,
+): Promise<{ placed: string[] }> {
+  const start = Date.now();
+  const lines = await runScript(inputs, "fetch", scriptSpec(inputs, known), {
+    step: `download ${inputs.repo}@${inputs.commit.slice(0, 12)} from the hub`,
+    ...(inputs.token ? { token: inputs.token } : {}),
+    onLine: reporter(inputs),
+  });
+  const placed = lines
+    .filter((l) => l.kind === "event" && l.data.event === "placed")
+    .map((l) => String(l.data.file));
+  if (placed.length > 0) {
+    const bytes = inputs.files
+      .filter((f) => placed.includes(f.path))
+      .reduce((a, f) => a + f.size, 0);
+    const s = (Date.now() - start) / 1000;
+    await progress(
+      `${label(inputs)}: downloaded ${placed.length} file(s), ${mib(bytes)} from the hub in ` +
+        `${s.toFixed(1)} s (${mib(bytes / Math.max(s, 0.001))}/s), SHA-256 verified`,
+    );
+  }
+  return { placed };
+}
+
+async function copyOverFabric(
+  inputs: ModelReplicaInputs,
+  source: ModelSource,
+  todo: readonly string[],
+): Promise<void> {
+  const knownHosts = `.cache/sparkform/known_hosts.${source.target.name}`;
+  const peerHost = source.fabricAddress ?? source.target.host;
+  const peerArgv = peerSshArgv(source.target, peerHost, knownHosts);
+  // rsync appends the host (from user@host:path) itself: drop the argv's own "-- host".
+  const rsh = rsyncRshJoin(peerArgv.slice(0, peerArgv.lastIndexOf("--")));
+  await forwardAgentOnce(
+    inputs.target,
+    {
+      script: [
+        "set -e",
+        'mkdir -p .cache/sparkform "$4"',
+        'printf "%s" "$1" > "$2"',
+        "trap 'rm -f \"$2\"' EXIT",
+        "kh=$2 rsh=$3 dst=$4 src=$5",
+        "shift 5",
+        'for f in "$@"; do',
+        '  mkdir -p "$(dirname "$dst/$f")"',
+        // -I: never trust size+mtime (a wrong file kept its size); --inplace: the .part (a wrong
+        // file's bytes, or an interrupted copy) is the delta basis, so only changed blocks move.
+        '  rsync -s -I --inplace --partial -e "$rsh" -- "$src/$f" "$dst/$f.part"',
+        "done",
+      ].join("\n"),
+      args: [
+        knownHostsLine(hostKeyAlias(source.target.name), source.target.hostKey),
+        knownHosts,
+        rsh,
+        rel(inputs.dir),
+        `${source.target.user}@${peerHost}:${rel(inputs.dir)}`,
+        ...todo,
+      ],
+      display: `rsync ${source.target.name}:${inputs.dir} over the fabric`,
+    },
+    { step: `copy model from ${source.target.name}`, timeoutMs: 24 * 3600_000 },
+  );
+}
+
+async function copyViaControl(
+  inputs: ModelReplicaInputs,
+  source: ModelSource,
+  todo: readonly string[],
+): Promise<void> {
+  const staging = mkdtempSync(path.join(tmpdir(), "sparkform-model-"));
+  try {
+    for (const f of todo) {
+      const local = path.join(staging, ...f.split("/"));
+      mkdirSync(path.dirname(local), { recursive: true });
+      await rsync(source.target, { remote: `${inputs.dir}/${f}` }, local, {
+        step: `fetch model file from ${source.target.name}`,
+        compress: false,
+      });
+      await rsync(
+        inputs.target,
+        local,
+        { remote: `${inputs.dir}/${f}.part` },
+        {
+          step: `push model file from ${source.target.name}`,
+          compress: false,
+          extraArgs: ["-I", "--inplace"],
+        },
+      );
+    }
+  } finally {
+    rmSync(staging, { recursive: true, force: true });
+  }
+}
+
+async function copyFromPeer(
+  inputs: ModelReplicaInputs,
+  source: ModelSource,
+  known: readonly NodeFile[] | undefined,
+): Promise<{ placed: string[]; by: ModelReplicaOutputs["fetchedBy"] }> {
+  const prep = resultOf(
+    await runScript(inputs, "prepare", scriptSpec(inputs, known), {
+      step: "model free-space check",
+      onLine: reporter(inputs),
+    }),
+  );
+  const todo = (prep.todo as string[]) ?? [];
+  if (todo.length === 0) return { placed: [], by: "present" };
+  const start = Date.now();
+  let by: "fabric" | "relay";
+  if (agentAvailable()) {
+    await copyOverFabric(inputs, source, todo);
+    by = "fabric";
+  } else {
+    await copyViaControl(inputs, source, todo);
+    by = "relay";
+  }
+  const files = inputs.files.filter((f) => todo.includes(f.path));
+  await runScript(
+    inputs,
+    "place",
+    { ...scriptSpec(inputs, undefined, files) },
+    {
+      step: "model verify copy",
+      onLine: reporter(inputs),
+    },
+  );
+  const bytes = files.reduce((a, f) => a + f.size, 0);
+  await progress(
+    `${label(inputs)}: copied ${files.length} file(s), ${mib(bytes)} from ${source.target.name} ` +
+      `${by === "fabric" ? "over the fabric" : "relayed through the control node"} in ${since(start)}, ` +
+      `SHA-256 verified on ${inputs.target.name}`,
+  );
+  return { placed: files.map((f) => f.path), by };
+}
+
+async function converge(
+  inputs: ModelReplicaInputs,
+  olds: ModelReplicaOutputs | undefined,
+): Promise<ModelReplicaOutputs> {
+  const known = olds?.nodeFiles;
+  let placed: string[];
+  let by: ModelReplicaOutputs["fetchedBy"];
+  if (inputs.source) {
+    ({ placed, by } = await copyFromPeer(inputs, inputs.source, known));
+  } else {
+    ({ placed } = await fetchFromHub(inputs, known));
+    by = placed.length > 0 ? "hub" : "present";
+  }
+  // The script succeeded: every file was either placed just now (hashed on the node) or found
+  // in place and proven (hashed, or its size and mtime unchanged since the last proof).
+  const nodeFiles = await measure(inputs, known, false, new Set(inputs.files.map((f) => f.path)));
+  const created = [...new Set([...(olds?.created ?? []), ...placed])].filter((p) =>
+    inputs.files.some((f) => f.path === p),
+  );
+  const { token: _token, ...rest } = inputs;
+  return {
+    ...rest,
+    nodeFiles,
+    fetchedBy: olds && placed.length === 0 ? olds.fetchedBy : by,
+    created,
+  };
+}
+
+export async function create(
+  inputs: ModelReplicaInputs,
+): Promise<pulumi.dynamic.CreateResult<ModelReplicaOutputs>> {
+  return { id: `${inputs.target.name}:${inputs.dir}`, outs: await converge(inputs, undefined) };
+}
+
+/** Refresh: size + mtime (verify "fast") or a full re-hash (verify "full") of every file. */
+export async function read(
+  id: string,
+  props: ModelReplicaOutputs,
+): Promise<pulumi.dynamic.ReadResult<ModelReplicaOutputs>> {
+  const nodeFiles = await measure(props, props.nodeFiles, props.verify === "full");
+  return { id, props: { ...props, nodeFiles } };
+}
+
+/** Files that are not known to hold the hub's bytes on the node. */
+export function driftedFiles(
+  olds: Pick<ModelReplicaOutputs, "nodeFiles">,
+  news: Pick<ModelReplicaInputs, "files">,
+): string[] {
+  return news.files
+    .filter((f) => {
+      const n = olds.nodeFiles?.find((x) => x.path === f.path);
+      return !n || !n.present || n.size !== f.size || n.sha256 !== f.sha256;
+    })
+    .map((f) => f.path);
+}
+
+export async function diff(
+  _id: string,
+  olds: ModelReplicaOutputs,
+  news: ModelReplicaInputs,
+): Promise<pulumi.dynamic.DiffResult> {
+  const replaceKeys = ["repo", "commit", "modelsDir", "dir"] as const;
+  const replaces: string[] = replaceKeys.filter((k) => olds[k] !== news[k]);
+  if (olds.target?.name !== news.target.name) replaces.push("target");
+  const updateKeys = ["providerVersion", "files", "verify", "scriptDigest"] as const;
+  const changed = updateKeys.filter((k) => JSON.stringify(olds[k]) !== JSON.stringify(news[k]));
+  const drifted = driftedFiles(olds, news).length > 0;
+  return {
+    changes: replaces.length > 0 || changed.length > 0 || drifted,
+    replaces,
+    deleteBeforeReplace: false,
+  };
+}
+
+export async function update(
+  _id: string,
+  olds: ModelReplicaOutputs,
+  news: ModelReplicaInputs,
+): Promise<pulumi.dynamic.UpdateResult<ModelReplicaOutputs>> {
+  const outs = await converge(news, olds);
+  // Files dropped from the model that this resource created.
+  const dropped = olds.created.filter((p) => !news.files.some((f) => f.path === p));
+  if (dropped.length > 0) await removeFiles(olds, dropped);
+  return { outs };
+}
+
+async function removeFiles(props: ModelReplicaOutputs, files: readonly string[]): Promise<void> {
+  await runScript(
+    props,
+    "remove",
+    { dir: props.dir, root: props.modelsDir, files: files.map((p) => ({ path: p })) },
+    { step: "remove model files" },
+  );
+}
+
+/** Destroy removes only the files this resource put in place (and their `.part`). */
+async function deleteReplica(_id: string, props: ModelReplicaOutputs): Promise<void> {
+  if (!props.created || props.created.length === 0) return;
+  await removeFiles(props, props.created);
+}
+export { deleteReplica as delete };
