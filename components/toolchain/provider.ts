@@ -150,8 +150,15 @@ async function copyViaControl(inputs: ToolchainInputs, source: ToolchainSource):
   }
 }
 
-async function converge(inputs: ToolchainInputs): Promise<ToolchainOutputs> {
-  let copiedBy: ToolchainOutputs["copiedBy"] = "present";
+/**
+ * `previous` is the state before an update: a copy this resource made stays recorded as its
+ * own (so destroy removes it) when a later update finds it already in place.
+ */
+async function converge(
+  inputs: ToolchainInputs,
+  previous?: ToolchainOutputs,
+): Promise<ToolchainOutputs> {
+  let copiedBy: ToolchainOutputs["copiedBy"] = previous?.copiedBy ?? "present";
   let mine = await digestOf(inputs.target, inputs);
   const source = inputs.source;
   if (!source) {
@@ -231,10 +238,10 @@ export async function diff(
 
 export async function update(
   _id: string,
-  _olds: ToolchainOutputs,
+  olds: ToolchainOutputs,
   news: ToolchainInputs,
 ): Promise<pulumi.dynamic.UpdateResult<ToolchainOutputs>> {
-  return { outs: await converge(news) };
+  return { outs: await converge(news, olds) };
 }
 
 /** Destroy removes only a copy this resource made; the source's toolchain is never touched. */

@@ -228,6 +228,26 @@ describe.skipIf(!isRoot)("sparkform on a simulated pair (real pulumi CLI)", () =
     await cli.run(["refresh", "--yes", "--expect-no-changes", "-s", stack]);
   });
 
+  it("a private key given as a secret connects, and never appears in output or state", async () => {
+    const key = readFileSync(cluster.sshKeyPath, "utf8");
+    const keyBody = key.split("\n")[1] ?? ""; // a line of the base64 body
+    expect(keyBody.length).toBeGreaterThan(20);
+    writeStackConfig(stack, (t) => t.replace(/^ {2}sparkform:sshKeyPath: .*\n/m, ""));
+    await cli.run(["config", "set", "--secret", "-s", stack, "sparkform:privateKey"], {
+      stdin: key,
+    });
+    const up = await cli.run(["up", "--yes", "-s", stack]);
+    expect(up.output).toMatch(/updated/); // every resource's connection changed
+    const state = (await cli.run(["stack", "export", "-s", stack])).output;
+    expect(state).not.toContain(keyBody);
+    expect(up.output).not.toContain(keyBody);
+    const tree = (await resources()).find((r) => r.urn.endsWith(`::${stack}-tree-spark-2`));
+    expect(JSON.stringify(tree?.outputs?.target)).toContain("4dabf18193072939515e22adb298388d"); // the secret sig
+    // Back to the key file for the tests that follow.
+    writeStackConfig(stack);
+    await cli.run(["up", "--yes", "-s", stack]);
+  });
+
   describe("bad input fails before anything changes on a node", () => {
     const bad = `${stack}-bad`;
     const badDest = `/home/spark/src/e2e-${process.pid}-bad`;
