@@ -1,0 +1,134 @@
+// The stack's `sparkform:build` section: which flags, targets and artifacts NativeBuild uses.
+//
+//   sparkform:build:
+//     preset: spark            # spark (default) or sim: the flag defaults below
+//     flags:                   # overrides on the preset, named after the env variables;
+//       LLAMA_BACKEND: cpu     # null removes a preset value
+//     targets: [ggml-rpc-server, llama-completion]
+//     artifacts: [bin/ggml-rpc-server, bin/llama-completion, ggml/src/libggml-cpu.a]
+//     commit: <40 hex>         # default: the commit of the tree's .git on the control node
+//     cacheFrom: spark-1       # the node whose compiler cache seeds the others (default: the
+//                              # first node); `none` builds every node on its own
+//     jobs: 20                 # ninja -j (default: ninja's own)
+//
+// Presets (runbook "Build flags"):
+//   spark  LLAMA_BACKEND=cuda LLAMA_CPU_ARM_ARCH=armv9.2-a+dotprod+i8mm+fp16+bf16+sve2
+//          LLAMA_CUDA_ARCH=121a-real CUDA_HOME=/usr/local/cuda LLAMA_RPC=1
+//   sim    LLAMA_BACKEND=cpu LLAMA_CPU_X86_MARCH=x86-64-v3 LLAMA_RPC=1
+// Validation is flags.ts's: e.g. a CPU arch without a CUDA arch on a CUDA build is refused
+// with the runbook's reason, before anything runs.
+import { spawnSync } from "node:child_process";
+import { z } from "zod";
+import {
+  type BuildFlags,
+  checkBuildFlags,
+  SIM_X86_MARCH,
+  SPARK_CPU_ARM_ARCH,
+  SPARK_CUDA_ARCH,
+  SPARK_CUDA_HOME,
+} from "./flags";
+import { checkArtifact, checkTarget, DEFAULT_ARTIFACTS, DEFAULT_TARGETS } from "./plan";
+
+export const BUILD_PRESETS = {
+  spark: {
+    LLAMA_BACKEND: "cuda",
+    LLAMA_CPU_ARM_ARCH: SPARK_CPU_ARM_ARCH,
+    LLAMA_CUDA_ARCH: SPARK_CUDA_ARCH,
+    CUDA_HOME: SPARK_CUDA_HOME,
+    LLAMA_RPC: "1",
+  },
+  sim: { LLAMA_BACKEND: "cpu", LLAMA_CPU_X86_MARCH: SIM_X86_MARCH, LLAMA_RPC: "1" },
+} as const satisfies Record<string, Partial<BuildFlags>>;
+
+const safe = (check: (v: string) => string) => (v: string) => {
+  try {
+    check(v);
+    return true;
+  } catch {
+    return false;
+  }
+};
+
+export const buildConfigSchema = z.strictObject({
+  preset: z.enum(["spark", "sim"]).default("spark"),
+  flags: z.record(z.string(), z.string().nullable()).default({}),
+  targets: z
+    .array(
+      z.string().refine(safe(checkTarget), {
+        message: "is not a cmake target name (letters, digits, _ . + -)",
+      }),
+    )
+    .min(1)
+    .default([...DEFAULT_TARGETS]),
+  artifacts: z
+    .array(
+      z.string().refine(safe(checkArtifact), {
+        message:
+          "must be a path relative to the build directory, without '..' (e.g. bin/ggml-rpc-server)",
+      }),
+    )
+    .min(1)
+    .default([...DEFAULT_ARTIFACTS]),
+  commit: z
+    .string()
+    .regex(/^[0-9a-f]{40}$/, "must be the full 40-hex llama.cpp commit")
+    .optional(),
+  cacheFrom: z.string().min(1).optional(),
+  jobs: z.number().int().min(1).max(512).optional(),
+});
+
+export type BuildConfig = z.infer<typeof buildConfigSchema>;
+
+export class BuildConfigError extends Error {
+  override name = "BuildConfigError";
+}
+
+/** Validate the raw `sparkform:build` value; throws BuildConfigError naming each key. */
+export function parseBuildConfig(raw: unknown): BuildConfig {
+  const r = buildConfigSchema.safeParse(raw ?? {});
+  if (r.success) return r.data;
+  const lines = r.error.issues.map(
+    (i) =>
+      `  sparkform:build${i.path.map((p) => (typeof p === "number" ? `[${p}]` : `.${String(p)}`)).join("")}: ${i.message}`,
+  );
+  throw new BuildConfigError(`invalid stack configuration:\n${lines.join("\n")}`);
+}
+
+/**
+ * The build contract for this config and commit: the preset, then the overrides (null
+ * removes a preset value), validated by flags.ts. Errors name `sparkform:build.flags.<VAR>`.
+ */
+export function buildFlagsFromConfig(config: BuildConfig, commit: string): BuildFlags {
+  const merged: Record<string, string> = { ...BUILD_PRESETS[config.preset] };
+  for (const [k, v] of Object.entries(config.flags)) {
+    if (v === null) delete merged[k];
+    else merged[k] = v;
+  }
+  merged.LLAMA_COMMIT = config.commit ?? commit;
+  const r = checkBuildFlags(merged);
+  // `in`, not `r.ok`: the narrowing must also hold under Pulumi's non-strict ts-node.
+  if (!("issues" in r)) return r.flags;
+  throw new BuildConfigError(
+    `invalid stack configuration (sparkform:build, preset ${config.preset}):\n` +
+      r.issues.map((l) => `  sparkform:build.flags.${l}`).join("\n"),
+  );
+}
+
+/**
+ * The commit of a checkout on the control node (the synced tree has no .git on the nodes, so
+ * the control node says which commit it is). Throws when `dir` is not a git checkout and no
+ * `sparkform:build.commit` is set.
+ */
+export function treeCommit(dir: string): string {
+  const r = spawnSync("git", ["-C", dir, "rev-parse", "--verify", "HEAD^{commit}"], {
+    encoding: "utf8",
+  });
+  const commit = (r.stdout ?? "").trim();
+  if (r.status !== 0 || !/^[0-9a-f]{40}$/.test(commit)) {
+    throw new BuildConfigError(
+      `cannot tell the llama.cpp commit of ${dir} (git: ${(r.stderr ?? String(r.error ?? "")).trim() || "no commit"}); ` +
+        "set sparkform:build.commit to the full 40-hex commit",
+    );
+  }
+  return commit;
+}

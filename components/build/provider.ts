@@ -1,0 +1,483 @@
+// NativeBuild's dynamic-provider implementation: build llama.cpp on one node in the synced tree
+// under the environment contract, verify the result (verify.ts + native/verify-build.sh), and
+// install the artifacts atomically; refresh re-digests the installed artifacts.
+//
+// Phases, each a progress line with its elapsed time:
+//   probe      $HOME, the tools, the compiler version; the tree must be there
+//   cache      (nodes after the first) seed the compiler cache from a peer that has built:
+//              node to node over the fabric with the control node's agent forwarded for that
+//              one command, else relayed through the control node; best effort
+//   configure  cmake -G Ninja into the build directory of the flags' key
+//   build      cmake --build --target …, through ccache
+//   verify     verify-build.sh on the build directory; every check must pass
+//   install    copy into a new store entry, swap the out/<key> symlink (plan.ts)
+import type * as pulumi from "@pulumi/pulumi";
+import { mkdtempSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import * as path from "node:path";
+import { progress, since } from "../providers/progress";
+import { hostKeyAlias, knownHostsLine } from "../transport/connection";
+import { rsyncRshJoin } from "../transport/quote";
+import { peerSshArgv } from "../transport/ssh-options";
+import {
+  agentAvailable,
+  forwardAgentOnce,
+  RemoteCommandError,
+  rsync,
+  run,
+  type SshTarget,
+} from "../transport/ssh";
+import { type BuildFlags, parseBuildFlags, targetIsa } from "./flags";
+import {
+  BUILD_SCRIPT,
+  type BuildPlan,
+  buildPlan,
+  CCACHE_REL,
+  type CacheStats,
+  compilerTail,
+  DELETE_SCRIPT,
+  DIGEST_SCRIPT,
+  INSTALL_SCRIPT,
+  ninjaProgress,
+  parseCcacheStats,
+  parseDigests,
+  PROBE_SCRIPT,
+  REQUIRED_TOOLS,
+  VERIFY_RUNNER,
+} from "./plan";
+import { type Check, evaluate, formatVerdict, parseEvidence, verifyScriptArgs } from "./verify";
+
+/** A node whose compiler cache seeds this one's (it has built the same tree and flags). */
+export interface CacheSource {
+  target: SshTarget;
+  /** The peer's address on the fabric as this node reaches it, if it has one. */
+  fabricAddress?: string;
+}
+
+export interface NativeBuildInputs {
+  kind: "NativeBuild";
+  providerVersion: string;
+  target: SshTarget;
+  /** The synced tree on the node (absolute or ~/...). */
+  tree: string;
+  /** TreeSync's digest of the tree: a new digest is a rebuild. */
+  treeDigest: string;
+  flags: BuildFlags;
+  targets: string[];
+  /** Artifact paths relative to the build directory. */
+  artifactPaths: string[];
+  /** ninja parallelism; 0 = ninja's default. */
+  jobs: number;
+  cacheFrom?: CacheSource;
+  /** native/verify-build.sh as text. */
+  verifyScript: string;
+}
+
+export interface NativeBuildOutputs extends NativeBuildInputs {
+  buildKey: string;
+  commit: string;
+  buildDir: string;
+  /** The stable directory of the installed artifacts (a symlink swapped on every install). */
+  installDir: string;
+  /** Verification: every check passed when the resource exists. */
+  checks: Check[];
+  /** Signature-instruction counts in the CPU library (verify-build.sh). */
+  instructions: Record<string, number>;
+  cpuLibrary: { path: string; sha256: string };
+  /** Artifact digests as installed by the last build (the desired state). */
+  installed: Record<string, string>;
+  /** Artifact digests as last measured on the node ("" = missing); refresh re-measures. */
+  artifacts: Record<string, string>;
+  compiler: string;
+  cache: { hits: number; misses: number; seededBy: "none" | "fabric" | "relay" | "failed" };
+  seconds: Record<string, number>;
+}
+
+const rel = (p: string) => p.replace(/^~\/?/, "");
+const tag = (t: SshTarget) => `[${t.name}] build`;
+
+interface Probe {
+  home: string;
+  compiler: string;
+}
+
+async function probe(inputs: NativeBuildInputs): Promise<Probe> {
+  const r = await run(
+    inputs.target,
+    {
+      script: PROBE_SCRIPT,
+      args: [inputs.tree.startsWith("~/") ? rel(inputs.tree) : inputs.tree, ...REQUIRED_TOOLS],
+      display: "probe build tools",
+    },
+    { step: "build probe", timeoutMs: 60_000, okExitCodes: [0, 3, 4] },
+  );
+  if (r.exitCode === 3) {
+    throw new Error(
+      `${tag(inputs.target)}: ${r.stderr.trim()} on the node; the build needs ${REQUIRED_TOOLS.join(", ")} ` +
+        "(Debian/Ubuntu: build-essential cmake ninja-build ccache binutils)",
+    );
+  }
+  if (r.exitCode === 4) {
+    throw new Error(
+      `${tag(inputs.target)}: ${r.stderr.trim()}: the llama.cpp tree is not on the node; ` +
+        "it is synced by TreeSync, which this build must depend on",
+    );
+  }
+  const [home = "", compiler = ""] = r.stdout.split("\n");
+  return { home: home.trim(), compiler: compiler.trim() };
+}
+
+async function step(
+  inputs: NativeBuildInputs,
+  plan: BuildPlan,
+  name: string,
+  command: { script: string; args: string[]; stdin?: string; display: string },
+  opts: { timeoutMs: number; onLine?: (l: string) => void },
+) {
+  return run(
+    inputs.target,
+    { ...command, env: plan.env, path: plan.path },
+    { step: name, timeoutMs: opts.timeoutMs, ...(opts.onLine ? { onLine: opts.onLine } : {}) },
+  );
+}
+
+// ---- the compiler cache from a peer ---------------------------------------------------------
+
+async function seedOverFabric(target: SshTarget, source: CacheSource): Promise<void> {
+  const knownHosts = `.cache/sparkform/known_hosts.${source.target.name}`;
+  const peerHost = source.fabricAddress ?? source.target.host;
+  const peerArgv = peerSshArgv(source.target, peerHost, knownHosts);
+  const rsh = rsyncRshJoin(peerArgv.slice(0, peerArgv.lastIndexOf("--")));
+  await forwardAgentOnce(
+    target,
+    {
+      script: [
+        "set -e",
+        'mkdir -p .cache/sparkform "$4"',
+        'printf "%s" "$1" > "$2"',
+        "trap 'rm -f \"$2\"' EXIT",
+        // No --delete: the node keeps its own entries; ccache evicts by size on its own.
+        'rsync -a -s -e "$3" -- "$5" "$4/"',
+      ].join("\n"),
+      args: [
+        knownHostsLine(hostKeyAlias(source.target.name), source.target.hostKey),
+        knownHosts,
+        rsh,
+        CCACHE_REL,
+        `${source.target.user}@${peerHost}:${CCACHE_REL}/`,
+      ],
+      display: `rsync ${source.target.name}:~/${CCACHE_REL} over the fabric`,
+    },
+    { step: `seed compiler cache from ${source.target.name}`, timeoutMs: 20 * 60_000 },
+  );
+}
+
+async function seedViaControl(target: SshTarget, source: CacheSource): Promise<void> {
+  const staging = mkdtempSync(path.join(tmpdir(), "sparkform-ccache-"));
+  try {
+    await rsync(source.target, { remote: `~/${CCACHE_REL}/` }, `${staging}/`, {
+      step: `fetch compiler cache from ${source.target.name}`,
+    });
+    await run(target, ["mkdir", "-p", "--", CCACHE_REL], { step: "create compiler cache" });
+    await rsync(
+      target,
+      `${staging}/`,
+      { remote: `~/${CCACHE_REL}/` },
+      {
+        step: `push compiler cache from ${source.target.name}`,
+      },
+    );
+  } finally {
+    rmSync(staging, { recursive: true, force: true });
+  }
+}
+
+/**
+ * Copy the peer's compiler cache into this node's. Safe to share: ccache keys every entry by
+ * the compiler's content, the arguments and the preprocessed input, so an entry is used only
+ * for a compilation that would produce the same object; this node still compiles, links and
+ * verifies its own build. A failed seed only costs time (a cold build), never correctness.
+ */
+async function seedCache(
+  inputs: NativeBuildInputs,
+): Promise<NativeBuildOutputs["cache"]["seededBy"]> {
+  const source = inputs.cacheFrom;
+  if (!source) return "none";
+  const start = Date.now();
+  try {
+    if (agentAvailable()) {
+      await seedOverFabric(inputs.target, source);
+      await progress(
+        `${tag(inputs.target)}: compiler cache seeded from ${source.target.name} over the fabric in ${since(start)}`,
+      );
+      return "fabric";
+    }
+  } catch (err) {
+    await progress(
+      `${tag(inputs.target)}: seeding over the fabric failed (${firstLine(err)}); relaying through the control node`,
+    );
+  }
+  try {
+    await seedViaControl(inputs.target, source);
+    await progress(
+      `${tag(inputs.target)}: compiler cache seeded from ${source.target.name} via the control node in ${since(start)}`,
+    );
+    return "relay";
+  } catch (err) {
+    await progress(
+      `${tag(inputs.target)}: could not seed the compiler cache from ${source.target.name} (${firstLine(err)}); building cold`,
+    );
+    return "failed";
+  }
+}
+
+function firstLine(err: unknown): string {
+  return String(err instanceof Error ? err.message : err).split("\n")[0] ?? "";
+}
+
+// ---- the build ----------------------------------------------------------------------------------
+
+async function converge(inputs: NativeBuildInputs): Promise<NativeBuildOutputs> {
+  const t0 = Date.now();
+  const flags = parseBuildFlags(inputs.flags);
+  const who = tag(inputs.target);
+  const seconds: Record<string, number> = {};
+  const timed = async <T>(name: string, f: () => Promise<T>): Promise<T> => {
+    const s = Date.now();
+    try {
+      return await f();
+    } finally {
+      seconds[name] = Math.round((Date.now() - s) / 100) / 10;
+    }
+  };
+
+  const { home, compiler } = await timed("probe", () => probe(inputs));
+  const plan = buildPlan({
+    home,
+    tree: inputs.tree,
+    flags,
+    targets: inputs.targets,
+    artifacts: inputs.artifactPaths,
+    ...(inputs.jobs > 0 ? { jobs: inputs.jobs } : {}),
+  });
+  await progress(
+    `${who}: key ${plan.key}, commit ${flags.LLAMA_COMMIT.slice(0, 12)}, ${compiler}, targets ${inputs.targets.join(" ")}`,
+  );
+
+  const seededBy = await timed("cache", () => seedCache(inputs));
+
+  await timed("configure", () =>
+    step(
+      inputs,
+      plan,
+      "configure",
+      {
+        script: 'mkdir -p -- "$1" && shift && exec "$@"',
+        args: [plan.buildDir, ...plan.configure],
+        display: plan.configure.join(" "),
+      },
+      { timeoutMs: 10 * 60_000 },
+    ),
+  );
+  await progress(`${who}: configure done in ${seconds.configure} s (${plan.buildDir})`);
+
+  const lines: string[] = [];
+  let lastShown = Date.now();
+  const onLine = (l: string) => {
+    lines.push(l);
+    if (lines.length > 400) lines.shift();
+    const p = ninjaProgress(l);
+    if (p && Date.now() - lastShown > 5_000) {
+      lastShown = Date.now();
+      void progress(`${who}: [${p.done}/${p.total}] ${since(t0)}`, { ephemeral: true });
+    }
+  };
+  let buildOut: string;
+  try {
+    buildOut = (
+      await timed("build", () =>
+        step(
+          inputs,
+          plan,
+          "build",
+          { script: BUILD_SCRIPT, args: plan.build, display: plan.build.join(" ") },
+          { timeoutMs: 90 * 60_000, onLine },
+        ),
+      )
+    ).stdout;
+  } catch (err) {
+    if (!(err instanceof RemoteCommandError)) throw err;
+    throw new Error(
+      `${who} failed on ${inputs.target.name} after ${since(t0)} (${err.kind}${err.exitCode !== undefined ? `, exit ${err.exitCode}` : ""}): ` +
+        `${plan.build.join(" ")}\n` +
+        `--- last compiler output ---\n${compilerTail(lines.length ? lines : err.outputTail.split("\n"))}\n---\n` +
+        `The previously installed artifacts in ${plan.installDir} are unchanged.`,
+    );
+  }
+  const stats: CacheStats = parseCcacheStats(buildOut) ?? { hits: 0, misses: 0 };
+  await progress(
+    `${who}: build done in ${seconds.build} s (ccache ${stats.hits} hits, ${stats.misses} misses)`,
+  );
+
+  const verifyOut = await timed("verify", () =>
+    step(
+      inputs,
+      plan,
+      "verify",
+      {
+        script: VERIFY_RUNNER,
+        args: verifyScriptArgs({
+          buildDir: plan.buildDir,
+          isa: targetIsa(flags),
+          artifacts: inputs.artifactPaths,
+        }),
+        stdin: inputs.verifyScript,
+        display: `sh native/verify-build.sh ${plan.buildDir}`,
+      },
+      { timeoutMs: 10 * 60_000 },
+    ),
+  );
+  const evidence = parseEvidence(verifyOut.stdout, inputs.target.name);
+  const verdict = evaluate(evidence, flags);
+  if (!verdict.ok) {
+    throw new Error(
+      `${who} on ${inputs.target.name} does not verify; nothing was installed (${plan.installDir} is unchanged):\n` +
+        formatVerdict(verdict, plan.buildDir),
+    );
+  }
+  await progress(
+    `${who}: verified in ${seconds.verify} s: ${verdict.checks.map((c) => c.detail).join("; ")}`,
+  );
+
+  const installOut = await timed("install", () =>
+    step(
+      inputs,
+      plan,
+      "install",
+      {
+        script: INSTALL_SCRIPT,
+        args: [plan.outDir, plan.key, plan.buildDir, ...inputs.artifactPaths],
+        display: `install ${inputs.artifactPaths.join(" ")} into ${plan.installDir}`,
+      },
+      { timeoutMs: 10 * 60_000 },
+    ),
+  );
+  const installed = parseDigests(installOut.stdout, inputs.artifactPaths);
+  // The copies must be the verified files: the same digests verify-build.sh reported.
+  for (const a of evidence.artifacts) {
+    if (installed[a.path] !== a.sha256) {
+      throw new Error(
+        `${who}: ${a.path} changed between verification (${a.sha256 ?? "missing"}) and install (${installed[a.path] || "missing"}); run up again`,
+      );
+    }
+  }
+  seconds.total = Math.round((Date.now() - t0) / 100) / 10;
+  await progress(
+    `${who}: installed ${inputs.artifactPaths.length} artifacts in ${plan.installDir} (total ${seconds.total} s)`,
+  );
+
+  return {
+    ...inputs,
+    buildKey: plan.key,
+    commit: flags.LLAMA_COMMIT,
+    buildDir: plan.buildDir,
+    installDir: plan.installDir,
+    checks: verdict.checks.map((c) => ({ ...c })),
+    instructions: { ...(evidence.library.counts ?? {}) },
+    cpuLibrary: { path: evidence.library.path ?? "", sha256: evidence.library.sha256 ?? "" },
+    installed,
+    artifacts: { ...installed },
+    compiler,
+    cache: { ...stats, seededBy },
+    seconds,
+  };
+}
+
+async function measure(props: NativeBuildOutputs): Promise<Record<string, string>> {
+  const r = await run(
+    props.target,
+    {
+      script: DIGEST_SCRIPT,
+      args: [props.installDir, ...props.artifactPaths],
+      display: `sha256sum in ${props.installDir}`,
+    },
+    { step: "artifact digest", timeoutMs: 5 * 60_000 },
+  );
+  return parseDigests(r.stdout, props.artifactPaths);
+}
+
+export async function create(
+  inputs: NativeBuildInputs,
+): Promise<pulumi.dynamic.CreateResult<NativeBuildOutputs>> {
+  return { id: `${inputs.target.name}:native-build`, outs: await converge(inputs) };
+}
+
+/** Refresh: re-digest the installed artifacts; a deleted or modified one is drift. */
+export async function read(
+  id: string,
+  props: NativeBuildOutputs,
+): Promise<pulumi.dynamic.ReadResult<NativeBuildOutputs>> {
+  return { id, props: { ...props, artifacts: await measure(props) } };
+}
+
+/** The inputs whose change means a rebuild (cacheFrom is how, not what: not among them). */
+export const REBUILD_KEYS = [
+  "providerVersion",
+  "target",
+  "tree",
+  "treeDigest",
+  "flags",
+  "targets",
+  "artifactPaths",
+  "jobs",
+  "verifyScript",
+] as const;
+
+/** Artifacts whose measured digest differs from the installed one (deleted or modified). */
+export function driftedArtifacts(
+  olds: Pick<NativeBuildOutputs, "installed" | "artifacts" | "artifactPaths">,
+): string[] {
+  return (olds.artifactPaths ?? []).filter(
+    (a) => !olds.installed?.[a] || olds.artifacts?.[a] !== olds.installed[a],
+  );
+}
+
+export async function diff(
+  _id: string,
+  olds: NativeBuildOutputs,
+  news: NativeBuildInputs,
+): Promise<pulumi.dynamic.DiffResult> {
+  const changed = REBUILD_KEYS.filter((k) => JSON.stringify(olds[k]) !== JSON.stringify(news[k]));
+  const drifted = driftedArtifacts(olds).length > 0;
+  return {
+    changes: changed.length > 0 || drifted,
+    replaces: [],
+    ...(changed.length > 0 || drifted
+      ? { diffs: [...changed, ...(drifted ? ["artifacts"] : [])] }
+      : {}),
+  };
+}
+
+export async function update(
+  _id: string,
+  _olds: NativeBuildOutputs,
+  news: NativeBuildInputs,
+): Promise<pulumi.dynamic.UpdateResult<NativeBuildOutputs>> {
+  return { outs: await converge(news) };
+}
+
+/** Destroy removes this key's build directory and installed artifacts; the compiler cache stays. */
+async function deleteBuild(_id: string, props: NativeBuildOutputs): Promise<void> {
+  const marker = "/.cache/sparkform/llama-build/";
+  if (!props.buildDir?.includes(marker) || !props.installDir?.includes(marker)) return;
+  await run(
+    props.target,
+    {
+      script: DELETE_SCRIPT,
+      args: [props.buildDir, path.posix.dirname(props.installDir), props.buildKey],
+      display: `rm -rf ${props.buildDir} ${props.installDir}`,
+    },
+    { step: "remove build", timeoutMs: 5 * 60_000 },
+  );
+}
+export { deleteBuild as delete };

@@ -1,0 +1,304 @@
+// NativeBuild end to end: the real pulumi CLI runs test/e2e/native-build/ (TreeSync + NativeBuild
+// per node) against a simulated pair; assertions read the stack's outputs and the nodes.
+//
+// The first build on spark-1 is cold (a fresh simulated node has an empty compiler cache) unless
+// SPARKFORM_E2E_NODE_CCACHE names a directory on the control node: then spark-1's cache is
+// seeded from it before the first `up` and saved back after, to make repeated runs fast while
+// developing. spark-2 is always seeded from spark-1 by NativeBuild itself.
+import { execFileSync, spawn, type ChildProcess } from "node:child_process";
+import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import * as path from "node:path";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { extractLlamaSource } from "../../tools/llama/index";
+import { simDown, simExec, simUp } from "../../tools/sim/index";
+import { renderStackConfig } from "../../tools/sim/stack";
+import type { SimCluster } from "../../tools/sim/state";
+import { type PulumiCli, pulumiCli } from "../helpers/pulumi-cli";
+
+const isRoot = process.getuid?.() === 0;
+const work = mkdtempSync(path.join(tmpdir(), "sparkform-nb-"));
+process.env.SPARKFORM_STATE_DIR = path.join(work, "state");
+process.env.SPARKFORM_SIM_QUIET = "1";
+
+const projectDir = path.join(__dirname, "native-build");
+const stack = `nb-${process.pid}`;
+const treeDir = path.join(work, "llama.cpp");
+const treeDest = "~/src/llama.cpp";
+const rpcSource = path.join(treeDir, "tools/rpc/rpc-server.cpp");
+const RPC = "bin/ggml-rpc-server";
+const CLIENT = "bin/llama-completion";
+const LIB = "ggml/src/libggml-cpu.a";
+const warmCache = process.env.SPARKFORM_E2E_NODE_CCACHE;
+/** A cold llama.cpp build on a simulated node sharing 2 busy cores can take well over 10 min. */
+const COLD_BUILD_MS = 45 * 60_000;
+const REBUILD_MS = 20 * 60_000;
+
+let cluster: SimCluster;
+let agent: ChildProcess | undefined;
+let agentSocket = "";
+let cli: PulumiCli;
+let commit = "";
+
+interface NodeResult {
+  buildKey: string;
+  commit: string;
+  installDir: string;
+  checks: { name: string; ok: boolean; detail: string }[];
+  instructions: Record<string, number>;
+  artifacts: Record<string, string>;
+  cache: { hits: number; misses: number; seededBy: string };
+  seconds: Record<string, number>;
+}
+
+function writeStackConfig(name: string, build: string[]): void {
+  const file = path.join(projectDir, `Pulumi.${name}.yaml`);
+  const salt = existsSync(file)
+    ? readFileSync(file, "utf8")
+        .split("\n")
+        .filter((l) => l.startsWith("encryptionsalt:"))
+    : [];
+  const settings = [
+    "  sparkform:tree:",
+    `    source: ${JSON.stringify(treeDir)}`,
+    `    dest: ${JSON.stringify(treeDest)}`,
+    '    exclude: [{path: ".git", reason: "history the build does not need"}]',
+    "  sparkform:build:",
+    ...build,
+  ];
+  writeFileSync(
+    file,
+    `${[...salt, renderStackConfig(cluster).trimEnd(), ...settings].join("\n")}\n`,
+  );
+}
+
+const SIM_BUILD = ["    preset: sim", `    artifacts: [${RPC}, ${CLIENT}, ${LIB}]`];
+
+async function results(): Promise<Record<string, NodeResult>> {
+  const out = await cli.run(["stack", "output", "--json", "-s", stack]);
+  return (JSON.parse(out.output) as { result: Record<string, NodeResult> }).result;
+}
+
+async function onNode(node: string, script: string): Promise<string> {
+  const r = await simExec(node, ["sh", "-c", script]);
+  return r.stdout.trim();
+}
+
+function rsyncNodeCache(direction: "to" | "from"): void {
+  if (!warmCache) return;
+  mkdirSync(warmCache, { recursive: true });
+  const remote = "spark@spark-1:.cache/sparkform/ccache/";
+  const args = ["-a", "-e", `ssh -F ${cluster.sshConfigPath}`];
+  if (direction === "to") {
+    execFileSync("ssh", [
+      "-F",
+      cluster.sshConfigPath,
+      "spark-1",
+      "mkdir -p .cache/sparkform/ccache",
+    ]);
+    execFileSync("rsync", [...args, `${warmCache}/`, remote]);
+  } else {
+    execFileSync("rsync", [...args, remote, `${warmCache}/`]);
+  }
+}
+
+const log = (s: string) => process.stderr.write(`[native-build] ${s}\n`);
+
+describe.skipIf(!isRoot)("NativeBuild on a simulated pair (real pulumi CLI)", () => {
+  beforeAll(async () => {
+    cluster = await simUp({ nodes: 2 });
+    commit = extractLlamaSource(treeDir).commit;
+    agentSocket = path.join(work, "agent.sock");
+    agent = spawn("ssh-agent", ["-D", "-a", agentSocket], { stdio: "ignore" });
+    for (let i = 0; i < 50 && !existsSync(agentSocket); i++)
+      await new Promise((r) => setTimeout(r, 100));
+    execFileSync("ssh-add", [cluster.sshKeyPath], {
+      env: { ...process.env, SSH_AUTH_SOCK: agentSocket },
+      stdio: "ignore",
+    });
+    mkdirSync(path.join(work, "backend"));
+    cli = pulumiCli(projectDir, {
+      PULUMI_BACKEND_URL: `file://${path.join(work, "backend")}`,
+      SSH_AUTH_SOCK: agentSocket,
+    });
+    await cli.run(["stack", "init", stack, "--secrets-provider", "passphrase"]);
+    writeStackConfig(stack, SIM_BUILD);
+    rsyncNodeCache("to");
+  });
+
+  afterAll(async () => {
+    if (cli) {
+      await cli.run(["destroy", "--yes", "-s", stack]).catch(() => undefined);
+      await cli.run(["stack", "rm", "--yes", "--force", "-s", stack]).catch(() => undefined);
+    }
+    rmSync(path.join(projectDir, `Pulumi.${stack}.yaml`), { force: true });
+    agent?.kill();
+    await simDown().catch(() => undefined);
+    rmSync(work, { recursive: true, force: true });
+  });
+
+  let first: Record<string, NodeResult> = {};
+
+  it(
+    "up: builds on both nodes, verified, with artifact digests equal across nodes",
+    async () => {
+      let up;
+      try {
+        up = await cli.run(["up", "--yes", "-s", stack]);
+      } finally {
+        rsyncNodeCache("from");
+      }
+      first = await results();
+      const [a, b] = [first["spark-1"], first["spark-2"]] as [NodeResult, NodeResult];
+      for (const r of [a, b]) {
+        expect(r.commit).toBe(commit);
+        expect(r.checks.map((c) => [c.name, c.ok])).toEqual([
+          ["cpu-march", true],
+          ["cpu-instructions", true],
+          ["artifacts", true],
+        ]);
+        expect(r.checks[0]?.detail).toBe("ggml-cpu: -march=x86-64-v3");
+        for (const k of ["avx2", "fma", "f16c"]) expect(r.instructions[k]).toBeGreaterThan(0);
+        for (const p of [RPC, CLIENT, LIB]) expect(r.artifacts[p]).toMatch(/^[0-9a-f]{64}$/);
+      }
+      // Byte-identical builds: same key, same commit, same digests on both nodes.
+      expect(b.buildKey).toBe(a.buildKey);
+      expect(b.artifacts).toEqual(a.artifacts);
+      // spark-2 built after spark-1, from spark-1's compiler cache copied over the fabric.
+      expect(a.cache.seededBy).toBe("none");
+      expect(b.cache.seededBy).toBe("fabric");
+      expect(b.cache.hits).toBeGreaterThan(0);
+      expect(b.cache.misses).toBe(0);
+      log(`spark-1: ${JSON.stringify(a.seconds)} ccache ${JSON.stringify(a.cache)}`);
+      log(`spark-2: ${JSON.stringify(b.seconds)} ccache ${JSON.stringify(b.cache)}`);
+      // A line per phase with its elapsed time.
+      for (const phase of [
+        "configure done in",
+        "build done in",
+        "verified in",
+        "installed 3 artifacts",
+      ]) {
+        expect(up.output).toContain(`[spark-2] build: ${phase}`);
+      }
+      // The installed binaries run, and carry the commit passed explicitly (the tree has no .git).
+      const version = await onNode("spark-2", `${b.installDir}/${CLIENT} --version 2>&1 || true`);
+      expect(version).toContain(commit);
+      expect(await onNode("spark-2", `ls -A /home/spark/src/llama.cpp`)).not.toMatch(/\.git\b/);
+    },
+    COLD_BUILD_MS,
+  );
+
+  it("changing nothing rebuilds nothing", async () => {
+    const again = await cli.run(["up", "--yes", "-s", stack]);
+    expect(again.output).toMatch(/\b5 unchanged/);
+    expect(again.output).not.toMatch(/\bupdated\b/);
+    await cli.run(["refresh", "--yes", "--expect-no-changes", "-s", stack]);
+    await cli.run(["preview", "--expect-no-changes", "-s", stack]);
+  });
+
+  let second: Record<string, NodeResult> = {};
+
+  it(
+    "one source file changed on the control node: up re-syncs and rebuilds both nodes",
+    async () => {
+      const original = readFileSync(rpcSource, "utf8");
+      writeFileSync(
+        rpcSource,
+        original.replace(
+          "show this help message and exit",
+          "show this help message and exit (e2e)",
+        ),
+      );
+      const up = await cli.run(["up", "--yes", "-s", stack]);
+      for (const n of ["tree-spark-1", "tree-spark-2", "build-spark-1", "build-spark-2"]) {
+        expect(up.output).toMatch(
+          new RegExp(`~\\s+pulumi-nodejs:dynamic:Resource\\s+${n}\\s+updated`),
+        );
+      }
+      second = await results();
+      const [a, b] = [second["spark-1"], second["spark-2"]] as [NodeResult, NodeResult];
+      expect(a.artifacts[RPC]).not.toBe(first["spark-1"]?.artifacts[RPC]);
+      expect(a.artifacts[CLIENT]).toBe(first["spark-1"]?.artifacts[CLIENT]);
+      expect(b.artifacts).toEqual(a.artifacts);
+      log(`rebuild spark-1: ${JSON.stringify(a.seconds)} ccache ${JSON.stringify(a.cache)}`);
+      log(`rebuild spark-2: ${JSON.stringify(b.seconds)} ccache ${JSON.stringify(b.cache)}`);
+      const help = await onNode("spark-2", `${b.installDir}/${RPC} --help 2>&1 || true`);
+      expect(help).toContain("show this help message and exit (e2e)");
+    },
+    REBUILD_MS,
+  );
+
+  it(
+    "a build that fails reports the compiler output and leaves the installed artifacts",
+    async () => {
+      const good = readFileSync(rpcSource, "utf8");
+      writeFileSync(rpcSource, `${good}\nthis is not C++;\n`);
+      const up = await cli.run(["up", "--yes", "-s", stack], { expectFailure: true });
+      expect(up.output).toContain("last compiler output");
+      expect(up.output).toMatch(/FAILED: .*rpc-server\.cpp\.o/);
+      expect(up.output).toMatch(/rpc-server\.cpp:\d+:\d+: error:/);
+      expect(up.output).toContain("are unchanged");
+      const installDir = second["spark-1"]?.installDir ?? "";
+      expect(await onNode("spark-1", `sha256sum ${installDir}/${RPC} | cut -c1-64`)).toBe(
+        second["spark-1"]?.artifacts[RPC],
+      );
+      writeFileSync(rpcSource, good);
+      await cli.run(["up", "--yes", "-s", stack]);
+      expect((await results())["spark-1"]?.artifacts).toEqual(second["spark-1"]?.artifacts);
+    },
+    REBUILD_MS,
+  );
+
+  it(
+    "the rpc server deleted on spark-2: refresh shows drift, up rebuilds it",
+    async () => {
+      const installDir = second["spark-2"]?.installDir ?? "";
+      await onNode("spark-2", `rm -f ${installDir}/${RPC}`);
+      const refresh = await cli.run(["refresh", "--yes", "-s", stack]);
+      expect(refresh.output).toMatch(/build-spark-2\s+updated/);
+      expect((await results())["spark-2"]?.artifacts[RPC]).toBe("");
+      const preview = await cli.run(["preview", "--expect-no-changes", "-s", stack], {
+        expectFailure: true,
+      });
+      expect(preview.output).toMatch(/~\s+pulumi-nodejs:dynamic:Resource\s+build-spark-2\s+update/);
+      expect(preview.output).not.toMatch(/build-spark-1\s+update/);
+      await cli.run(["up", "--yes", "-s", stack]);
+      const now = await results();
+      expect(now["spark-2"]?.artifacts).toEqual(second["spark-2"]?.artifacts);
+      expect(now["spark-2"]?.artifacts).toEqual(now["spark-1"]?.artifacts);
+      await cli.run(["refresh", "--yes", "--expect-no-changes", "-s", stack]);
+    },
+    REBUILD_MS,
+  );
+
+  it("a CPU arch without a CUDA arch on a CUDA build is refused before anything runs", async () => {
+    const bad = `${stack}-bad`;
+    await cli.run(["stack", "init", bad, "--secrets-provider", "passphrase"]);
+    try {
+      writeStackConfig(bad, ["    preset: spark", "    flags: {LLAMA_CUDA_ARCH: null}"]);
+      const preview = await cli.run(["preview", "-s", bad], { expectFailure: true });
+      expect(preview.output).toContain(
+        "sparkform:build.flags.LLAMA_CUDA_ARCH is required with LLAMA_CPU_ARM_ARCH on a CUDA build",
+      );
+      expect(preview.output).toContain("seven-architecture fat binary");
+      expect(preview.output).not.toMatch(/\btree-spark-1\b.*create/);
+    } finally {
+      await cli.run(["stack", "rm", "--yes", "--force", "-s", bad]).catch(() => undefined);
+      rmSync(path.join(projectDir, `Pulumi.${bad}.yaml`), { force: true });
+    }
+  });
+
+  it("destroy removes the build directories and installed artifacts, keeps the compiler cache", async () => {
+    const installDir = second["spark-1"]?.installDir ?? "";
+    await cli.run(["destroy", "--yes", "-s", stack]);
+    for (const node of ["spark-1", "spark-2"]) {
+      expect(await onNode(node, `ls /home/spark/.cache/sparkform/llama-build/`)).toBe("out");
+      expect(await onNode(node, `test -e ${installDir} && echo present || echo absent`)).toBe(
+        "absent",
+      );
+      expect(await onNode(node, "test -d /home/spark/.cache/sparkform/ccache && echo kept")).toBe(
+        "kept",
+      );
+    }
+  });
+});

@@ -1,0 +1,409 @@
+// NativeBuild's pure half (components/build/plan.ts) and its node-side scripts, run here with
+// the local sh; the config section (components/build/config.ts); the provider's diff.
+import { execFileSync, spawnSync } from "node:child_process";
+import {
+  existsSync,
+  mkdirSync,
+  mkdtempSync,
+  readFileSync,
+  readlinkSync,
+  rmSync,
+  writeFileSync,
+} from "node:fs";
+import { tmpdir } from "node:os";
+import * as path from "node:path";
+import { afterAll, describe, expect, it } from "vitest";
+import {
+  BUILD_PRESETS,
+  buildFlagsFromConfig,
+  parseBuildConfig,
+  treeCommit,
+} from "../../components/build/config";
+import { simBuildFlags, sparkBuildFlags } from "../../components/build/flags";
+import {
+  absoluteOnNode,
+  artifactSetDigest,
+  buildPlan,
+  checkArtifact,
+  checkTarget,
+  compilerTail,
+  DEFAULT_ARTIFACTS,
+  DEFAULT_TARGETS,
+  DELETE_SCRIPT,
+  DIGEST_SCRIPT,
+  INSTALL_SCRIPT,
+  mergeLanguageFlags,
+  ninjaProgress,
+  parseCcacheStats,
+  parseDigests,
+} from "../../components/build/plan";
+import { diff, driftedArtifacts, type NativeBuildOutputs } from "../../components/build/provider";
+
+const COMMIT = "80fb11ac73e66d89eae2c6a91d8a77428fa733ed";
+const HOME = "/home/spark";
+
+describe("buildPlan", () => {
+  it("renders the simulated nodes' build exactly", () => {
+    const flags = simBuildFlags(COMMIT);
+    const plan = buildPlan({
+      home: HOME,
+      tree: "~/src/llama.cpp",
+      flags,
+      targets: DEFAULT_TARGETS,
+      artifacts: DEFAULT_ARTIFACTS,
+    });
+    const bd = `${HOME}/.cache/sparkform/llama-build/llama_build-cpu-${plan.key}`;
+    expect(plan.buildDir).toBe(bd);
+    expect(plan.installDir).toBe(`${HOME}/.cache/sparkform/llama-build/out/${plan.key}`);
+    expect(plan.configure).toEqual([
+      "cmake",
+      "-S",
+      `${HOME}/src/llama.cpp`,
+      "-B",
+      bd,
+      "-G",
+      "Ninja",
+      "-DCMAKE_BUILD_TYPE=Release",
+      "-DBUILD_SHARED_LIBS=OFF",
+      "-DLLAMA_CURL=OFF",
+      "-DLLAMA_OPENSSL=OFF",
+      "-DLLAMA_BUILD_TESTS=OFF",
+      "-DLLAMA_BUILD_EXAMPLES=OFF",
+      "-DLLAMA_BUILD_SERVER=OFF",
+      "-DGGML_CCACHE=OFF",
+      "-DCMAKE_C_COMPILER_LAUNCHER=ccache",
+      "-DCMAKE_CXX_COMPILER_LAUNCHER=ccache",
+      "-DGGML_NATIVE=OFF",
+      "-DGGML_RPC=ON",
+      `-DCMAKE_C_FLAGS=-march=x86-64-v3 -ffile-prefix-map=${HOME}/src/llama.cpp=llama.cpp -ffile-prefix-map=${bd}=llama-build`,
+      `-DCMAKE_CXX_FLAGS=-march=x86-64-v3 -ffile-prefix-map=${HOME}/src/llama.cpp=llama.cpp -ffile-prefix-map=${bd}=llama-build`,
+      `-DLLAMA_BUILD_COMMIT=${COMMIT}`,
+      "-DLLAMA_BUILD_NUMBER=0",
+    ]);
+    expect(plan.build).toEqual([
+      "cmake",
+      "--build",
+      bd,
+      "--target",
+      "ggml-rpc-server",
+      "llama-completion",
+    ]);
+    expect(plan.env).toEqual({
+      LLAMA_BACKEND: "cpu",
+      LLAMA_CPU_X86_MARCH: "x86-64-v3",
+      LLAMA_RPC: "1",
+      LLAMA_COMMIT: COMMIT,
+      CCACHE_DIR: `${HOME}/.cache/sparkform/ccache`,
+      CCACHE_BASEDIR: HOME,
+      CCACHE_COMPILERCHECK: "content",
+      CCACHE_NOHASHDIR: "1",
+      SOURCE_DATE_EPOCH: "0",
+    });
+    expect(plan.path).toEqual([]);
+  });
+
+  it("renders a Spark (CUDA, aarch64) build: CUDA on PATH, prefix maps in new language flags", () => {
+    const plan = buildPlan({
+      home: "/home/me",
+      tree: "/srv/llama.cpp/",
+      flags: sparkBuildFlags(COMMIT),
+      targets: ["ggml-rpc-server"],
+      artifacts: ["bin/ggml-rpc-server"],
+      jobs: 20,
+    });
+    expect(plan.buildDir).toMatch(/\/llama_build-cuda-[0-9a-f]{12}$/);
+    expect(plan.configure).toContain("-DGGML_CUDA=ON");
+    expect(plan.configure).toContain("-DCMAKE_CUDA_ARCHITECTURES=121a-real");
+    expect(plan.configure).toContain("-DGGML_CPU_ARM_ARCH=armv9.2-a+dotprod+i8mm+fp16+bf16+sve2");
+    expect(plan.configure).toContain(
+      `-DCMAKE_C_FLAGS=-ffile-prefix-map=/srv/llama.cpp=llama.cpp -ffile-prefix-map=${plan.buildDir}=llama-build`,
+    );
+    expect(plan.build).toEqual([
+      "cmake",
+      "--build",
+      plan.buildDir,
+      "--parallel",
+      "20",
+      "--target",
+      "ggml-rpc-server",
+    ]);
+    expect(plan.path).toEqual(["/usr/local/cuda/bin"]);
+    expect(plan.env.CUDA_HOME).toBe("/usr/local/cuda");
+    expect(plan.env.LLAMA_CUDA_ARCH).toBe("121a-real");
+  });
+
+  it("the build directory follows the flags; targets do not change it", () => {
+    const base = { home: HOME, tree: "~/t", artifacts: ["bin/x"] };
+    const a = buildPlan({ ...base, flags: simBuildFlags(COMMIT), targets: ["a"] });
+    const b = buildPlan({ ...base, flags: simBuildFlags(COMMIT), targets: ["b"] });
+    const c = buildPlan({
+      ...base,
+      flags: simBuildFlags(COMMIT, { LLAMA_CPU_X86_MARCH: "alderlake" }),
+      targets: ["a"],
+    });
+    expect(b.buildDir).toBe(a.buildDir);
+    expect(c.buildDir).not.toBe(a.buildDir);
+  });
+
+  it.each([
+    [{ home: "relative" }, /\$HOME "relative" is not absolute/],
+    [{ targets: [] }, /at least one build target/],
+    [{ targets: ["a;rm -rf /"] }, /is not a cmake target name/],
+    [{ artifacts: ["../etc/passwd"] }, /must be a path relative to the build directory/],
+    [{ tree: "src" }, /"src" must be absolute or start with ~\//],
+  ])("rejects %j", (over, msg) => {
+    expect(() =>
+      buildPlan({
+        home: HOME,
+        tree: "~/t",
+        flags: simBuildFlags(COMMIT),
+        targets: ["t"],
+        artifacts: ["bin/x"],
+        ...over,
+      }),
+    ).toThrow(msg);
+  });
+});
+
+describe("small helpers", () => {
+  it.each([
+    ["~", HOME],
+    ["~/src/llama.cpp", `${HOME}/src/llama.cpp`],
+    ["/opt/x/", "/opt/x"],
+    ["/opt//x", "/opt/x"],
+  ])("absoluteOnNode(%s)", (p, want) => expect(absoluteOnNode(p, HOME)).toBe(want));
+
+  it.each(["bin/ggml-rpc-server", "ggml/src/libggml-cpu.a", "lib/libllama.so.0"])(
+    "accepts artifact %s",
+    (a) => expect(checkArtifact(a)).toBe(a),
+  );
+  it.each(["/abs", "a/../b", "./a", "a/-rf", "a b", "a/*", ""])("rejects artifact %j", (a) =>
+    expect(() => checkArtifact(a)).toThrow(/must be a path relative/),
+  );
+  it.each(["ggml-rpc-server", "llama-completion", "ggml_cpu", "x.y+z"])("accepts target %s", (t) =>
+    expect(checkTarget(t)).toBe(t),
+  );
+  it.each(["-all", "a b", "$(x)", ""])("rejects target %j", (t) =>
+    expect(() => checkTarget(t)).toThrow(/is not a cmake target name/),
+  );
+
+  it("mergeLanguageFlags appends to existing flags and creates missing ones", () => {
+    expect(mergeLanguageFlags(["-DA=1", "-DCMAKE_C_FLAGS=-march=v3"], ["-x", "-y"])).toEqual([
+      "-DA=1",
+      "-DCMAKE_C_FLAGS=-march=v3 -x -y",
+      "-DCMAKE_CXX_FLAGS=-x -y",
+    ]);
+  });
+
+  it("parseDigests: exactly the asked paths, missing as empty", () => {
+    const h = "a".repeat(64);
+    expect(parseDigests(`${h}  bin/a\n-  bin/b\n`, ["bin/a", "bin/b"])).toEqual({
+      "bin/a": h,
+      "bin/b": "",
+    });
+    expect(() => parseDigests(`${h}  bin/a\n`, ["bin/a", "bin/c"])).toThrow(
+      "no digest reported for artifact bin/c",
+    );
+  });
+
+  it("parseCcacheStats", () => {
+    const text =
+      "==> ccache statistics\ncache_miss\t3\ndirect_cache_hit\t100\npreprocessed_cache_hit\t7\n";
+    expect(parseCcacheStats(text)).toEqual({ hits: 107, misses: 3 });
+    expect(parseCcacheStats("nothing")).toBeUndefined();
+  });
+
+  it("ninjaProgress", () => {
+    expect(ninjaProgress("[12/345] Building CXX object x.o")).toEqual({ done: 12, total: 345 });
+    expect(ninjaProgress("FAILED: x.o")).toBeUndefined();
+  });
+
+  it("compilerTail starts at ninja's FAILED line, else takes the last lines", () => {
+    const lines = [
+      "[1/3] Building CXX object a.o",
+      "FAILED: tools/rpc/CMakeFiles/rpc-server.dir/rpc-server.cpp.o",
+      "/home/spark/src/llama.cpp/tools/rpc/rpc-server.cpp:9:1: error: 'this' does not name a type",
+      "ninja: build stopped: subcommand failed.",
+      "==> ccache statistics",
+      "cache_miss\t1",
+    ];
+    expect(compilerTail(lines)).toBe(lines.slice(1, 4).join("\n"));
+    expect(compilerTail(["a", "b", "c"], 2)).toBe("b\nc");
+  });
+
+  it("artifactSetDigest is independent of key order", () => {
+    expect(artifactSetDigest({ a: "1", b: "2" })).toBe(artifactSetDigest({ b: "2", a: "1" }));
+    expect(artifactSetDigest({ a: "1" })).not.toBe(artifactSetDigest({ a: "2" }));
+  });
+});
+
+describe("node-side scripts (run with the local sh)", () => {
+  const dir = mkdtempSync(path.join(tmpdir(), "sparkform-plan-"));
+  afterAll(() => rmSync(dir, { recursive: true, force: true }));
+  const sh = (script: string, args: string[]) =>
+    spawnSync("sh", ["-c", script, "sparkform", ...args], { encoding: "utf8" });
+  const build = path.join(dir, "build");
+  const out = path.join(dir, "out");
+  const sha = (s: string) => execFileSync("sha256sum", { input: s, encoding: "utf8" }).slice(0, 64);
+
+  it("install swaps the out/<key> symlink to a new store entry and prunes the old one", () => {
+    mkdirSync(path.join(build, "bin"), { recursive: true });
+    writeFileSync(path.join(build, "bin/a"), "one", { mode: 0o755 });
+    writeFileSync(path.join(build, "lib.a"), "lib");
+    let r = sh(INSTALL_SCRIPT, [out, "k1", build, "bin/a", "lib.a"]);
+    expect(r.status, r.stderr).toBe(0);
+    expect(parseDigests(r.stdout, ["bin/a", "lib.a"])).toEqual({
+      "bin/a": sha("one"),
+      "lib.a": sha("lib"),
+    });
+    const firstTarget = readlinkSync(path.join(out, "k1"));
+    expect(firstTarget).toMatch(/^\.store\/k1-[0-9a-f]{12}$/);
+    expect(spawnSync("test", ["-x", path.join(out, "k1/bin/a")]).status).toBe(0);
+
+    writeFileSync(path.join(build, "bin/a"), "two", { mode: 0o755 });
+    r = sh(INSTALL_SCRIPT, [out, "k1", build, "bin/a", "lib.a"]);
+    expect(r.status, r.stderr).toBe(0);
+    expect(readFileSync(path.join(out, "k1/bin/a"), "utf8")).toBe("two");
+    expect(readlinkSync(path.join(out, "k1"))).not.toBe(firstTarget);
+    expect(existsSync(path.join(out, firstTarget))).toBe(false);
+    expect(
+      execFileSync("ls", ["-A", path.join(out, ".store")], { encoding: "utf8" })
+        .trim()
+        .split("\n"),
+    ).toHaveLength(1);
+  });
+
+  it("install of a missing artifact fails and leaves the installed ones in place", () => {
+    const r = sh(INSTALL_SCRIPT, [out, "k1", build, "bin/a", "bin/missing"]);
+    expect(r.status).not.toBe(0);
+    expect(readFileSync(path.join(out, "k1/bin/a"), "utf8")).toBe("two");
+    expect(
+      execFileSync("ls", ["-A", path.join(out, ".store")], { encoding: "utf8" })
+        .trim()
+        .split("\n"),
+    ).toHaveLength(1);
+  });
+
+  it("digest reports missing files and a missing directory", () => {
+    let r = sh(DIGEST_SCRIPT, [path.join(out, "k1"), "bin/a", "bin/gone"]);
+    expect(parseDigests(r.stdout, ["bin/a", "bin/gone"])).toEqual({
+      "bin/a": sha("two"),
+      "bin/gone": "",
+    });
+    r = sh(DIGEST_SCRIPT, [path.join(out, "nope"), "bin/a"]);
+    expect(parseDigests(r.stdout, ["bin/a"])).toEqual({ "bin/a": "" });
+  });
+
+  it("delete removes the build directory, the link and the store entries of the key", () => {
+    const r = sh(DELETE_SCRIPT, [build, out, "k1"]);
+    expect(r.status, r.stderr).toBe(0);
+    expect(existsSync(build)).toBe(false);
+    expect(existsSync(path.join(out, "k1"))).toBe(false);
+    expect(execFileSync("ls", ["-A", path.join(out, ".store")], { encoding: "utf8" })).toBe("");
+  });
+});
+
+describe("sparkform:build config", () => {
+  it("defaults to the Spark preset, the rpc server and a --rpc client", () => {
+    const c = parseBuildConfig(undefined);
+    expect(c).toEqual({
+      preset: "spark",
+      flags: {},
+      targets: ["ggml-rpc-server", "llama-completion"],
+      artifacts: ["bin/ggml-rpc-server", "bin/llama-completion", "ggml/src/libggml-cpu.a"],
+    });
+    expect(buildFlagsFromConfig(c, COMMIT)).toEqual(sparkBuildFlags(COMMIT));
+    expect(BUILD_PRESETS.spark.LLAMA_CPU_ARM_ARCH).toBe("armv9.2-a+dotprod+i8mm+fp16+bf16+sve2");
+  });
+
+  it("the sim preset gives the simulated nodes' flags; overrides apply on top", () => {
+    const c = parseBuildConfig({ preset: "sim", flags: { LLAMA_CPU_X86_MARCH: "alderlake" } });
+    expect(buildFlagsFromConfig(c, COMMIT)).toEqual(
+      simBuildFlags(COMMIT, { LLAMA_CPU_X86_MARCH: "alderlake" }),
+    );
+    expect(
+      buildFlagsFromConfig(parseBuildConfig({ preset: "sim", commit: "f".repeat(40) }), COMMIT),
+    ).toMatchObject({ LLAMA_COMMIT: "f".repeat(40) });
+  });
+
+  it("a CPU arch without a CUDA arch on a CUDA build is refused, with the runbook's reason", () => {
+    const c = parseBuildConfig({ flags: { LLAMA_CUDA_ARCH: null } });
+    expect(() => buildFlagsFromConfig(c, COMMIT)).toThrow(
+      /sparkform:build\.flags\.LLAMA_CUDA_ARCH is required with LLAMA_CPU_ARM_ARCH on a CUDA build \(LLAMA_BACKEND=cuda\): .*seven-architecture fat binary/,
+    );
+  });
+
+  it.each([
+    [{ preset: "laptop" }, /sparkform:build\.preset: /],
+    [{ targets: ["a b"] }, /sparkform:build\.targets\[0\]: is not a cmake target name/],
+    [{ artifacts: ["/bin/sh"] }, /sparkform:build\.artifacts\[0\]: must be a path relative/],
+    [{ commit: "abc" }, /sparkform:build\.commit: must be the full 40-hex/],
+    [{ colour: "red" }, /sparkform:build: Unrecognized key/],
+  ])("rejects %j", (raw, msg) => expect(() => parseBuildConfig(raw)).toThrow(msg));
+
+  it("treeCommit reads a checkout's HEAD and says what to set otherwise", () => {
+    const d = mkdtempSync(path.join(tmpdir(), "sparkform-commit-"));
+    try {
+      expect(() => treeCommit(d)).toThrow(/set sparkform:build\.commit/);
+      const g = (...a: string[]) => execFileSync("git", ["-C", d, ...a], { encoding: "utf8" });
+      g("init", "-q");
+      writeFileSync(path.join(d, "f"), "x");
+      g("add", "f");
+      g("-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "x");
+      expect(treeCommit(d)).toBe(g("rev-parse", "HEAD").trim());
+    } finally {
+      rmSync(d, { recursive: true, force: true });
+    }
+  });
+});
+
+describe("provider diff", () => {
+  const flags = simBuildFlags(COMMIT);
+  const inputs = {
+    kind: "NativeBuild" as const,
+    providerVersion: "1",
+    target: { name: "spark-2", host: "h", port: 22, user: "spark", hostKey: "ssh-ed25519 AAAA" },
+    tree: "~/src/llama.cpp",
+    treeDigest: "d1",
+    flags,
+    targets: ["ggml-rpc-server"],
+    artifactPaths: ["bin/ggml-rpc-server"],
+    jobs: 0,
+    verifyScript: "#!/bin/sh",
+  };
+  const olds = {
+    ...inputs,
+    installed: { "bin/ggml-rpc-server": "a".repeat(64) },
+    artifacts: { "bin/ggml-rpc-server": "a".repeat(64) },
+  } as unknown as NativeBuildOutputs;
+
+  it("no change when inputs match and the artifacts are as installed", async () => {
+    expect(await diff("id", olds, inputs)).toEqual({ changes: false, replaces: [] });
+  });
+  it("how the cache is seeded is not a reason to rebuild", async () => {
+    const news = { ...inputs, cacheFrom: { target: inputs.target } };
+    expect((await diff("id", olds, news)).changes).toBe(false);
+  });
+  it.each([
+    [{ treeDigest: "d2" }, ["treeDigest"]],
+    [{ flags: simBuildFlags(COMMIT, { LLAMA_CPU_X86_MARCH: "znver3" }) }, ["flags"]],
+    [{ targets: ["ggml-rpc-server", "llama-completion"] }, ["targets"]],
+  ])("rebuilds when %j changes", async (over, diffs) => {
+    expect(await diff("id", olds, { ...inputs, ...over })).toEqual({
+      changes: true,
+      replaces: [],
+      diffs,
+    });
+  });
+  it("rebuilds when an artifact was deleted or modified on the node", async () => {
+    for (const measured of ["", "b".repeat(64)]) {
+      const drifted = { ...olds, artifacts: { "bin/ggml-rpc-server": measured } };
+      expect(driftedArtifacts(drifted)).toEqual(["bin/ggml-rpc-server"]);
+      expect(await diff("id", drifted, inputs)).toEqual({
+        changes: true,
+        replaces: [],
+        diffs: ["artifacts"],
+      });
+    }
+  });
+});
