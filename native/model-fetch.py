@@ -294,7 +294,8 @@ def download_once(spec, f, token, prog):
             out.truncate()
             try:
                 while done < size:
-                    b = resp.read(min(CHUNK, size - done))
+                    # read1: what has arrived (up to CHUNK), so progress moves on slow links.
+                    b = resp.read1(min(CHUNK, size - done))
                     if not b:
                         break
                     out.write(b)
@@ -345,11 +346,11 @@ def cmd_fetch(spec):
             os.unlink(dest)
         todo.append(f)
     if todo:
-        os.makedirs(base_dir(spec), exist_ok=True)
-        for f in todo:
-            os.makedirs(os.path.dirname(dest_of(spec, f)), exist_ok=True)
+        # Before anything is created or downloaded.
         need, free = check_space(spec, todo)
         emit("event", {"event": "space", "need": need, "free": free})
+        for f in todo:
+            os.makedirs(os.path.dirname(dest_of(spec, f)), exist_ok=True)
     retries = int(spec.get("retries", 2))
     every = float(spec.get("progressEvery", 1.0))
     for f in todo:

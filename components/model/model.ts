@@ -6,6 +6,7 @@ import { fetchScriptDigest, type ModelFile, type ModelSource, type NodeFile } fr
 import {
   modelDir,
   ModelResolveError,
+  defaultGgufCacheDir,
   PUBLIC_HUB,
   resolveModel,
   type GgufSummary,
@@ -147,6 +148,7 @@ export class Model extends pulumi.ComponentResource {
             files: args.files,
             sha256: args.sha256 ?? {},
             allowBranch: args.allowBranch ?? false,
+            cacheDir: defaultGgufCacheDir(),
           });
         } catch (err) {
           if (err instanceof ModelResolveError) throw new pulumi.ResourceError(err.message, this);

@@ -104,8 +104,18 @@ function parseLine(line: string): ScriptLine | undefined {
   }
 }
 
-const MiB = 1024 * 1024;
-const mib = (n: number) => `${(n / MiB).toFixed(1)} MiB`;
+/** Bytes in binary units: "512 B", "655.9 KiB", "1.2 GiB". */
+export function human(n: number): string {
+  const units = ["B", "KiB", "MiB", "GiB", "TiB"];
+  let v = n;
+  let i = 0;
+  while (Math.abs(v) >= 1024 && i < units.length - 1) {
+    v /= 1024;
+    i++;
+  }
+  return i === 0 ? `${Math.round(v)} B` : `${v.toFixed(1)} ${units[i]}`;
+}
+const mib = human;
 const rel = (p: string) => (p === "~" ? "." : p.replace(/^~\//, ""));
 
 function label(i: Pick<ModelReplicaInputs, "target" | "repo">): string {

@@ -2,6 +2,9 @@
 // sha, each file's size and SHA-256 from the hub's metadata (LFS oid), checked against the
 // stack's expected SHA-256; and the GGUF header read with range requests. Plain data in and
 // out; the only I/O is HTTP to the endpoint, through @huggingface/hub and @huggingface/gguf.
+import { createHash } from "node:crypto";
+import * as fs from "node:fs";
+import * as path from "node:path";
 import { gguf, GGMLFileQuantizationType, GGMLQuantizationType } from "@huggingface/gguf";
 import { HubApiError, modelInfo, pathsInfo } from "@huggingface/hub";
 
@@ -20,6 +23,11 @@ export interface ResolveRequest {
   readonly allowBranch: boolean;
   /** For tests: a fetch to use instead of the global one. */
   readonly fetch?: typeof fetch;
+  /**
+   * Keep GGUF header summaries here, keyed by the files' SHA-256s (content-addressed, so never
+   * stale): later previews do not read the headers again. Default: no cache.
+   */
+  readonly cacheDir?: string;
 }
 
 export interface ResolvedFile {
@@ -207,7 +215,40 @@ export async function resolveModel(req: ResolveRequest): Promise<ResolvedModel> 
   };
   const ggufs = files.filter((f) => f.path.endsWith(".gguf"));
   if (ggufs.length === 0) return resolved;
-  return { ...resolved, gguf: await readGgufSummary(ggufs, req) };
+  return { ...resolved, gguf: await cachedGgufSummary(ggufs, req) };
+}
+
+/** The default cache of GGUF header summaries on the control node. */
+export function defaultGgufCacheDir(): string {
+  const base = process.env.XDG_CACHE_HOME ?? path.join(process.env.HOME ?? "/tmp", ".cache");
+  return path.join(base, "sparkform", "gguf-headers");
+}
+
+async function cachedGgufSummary(
+  shards: readonly ResolvedFile[],
+  req: ResolveRequest,
+): Promise<GgufSummary> {
+  if (!req.cacheDir) return readGgufSummary(shards, req);
+  const key = createHash("sha256")
+    .update(shards.map((s) => `${s.sha256} ${s.size}\n`).join(""))
+    .digest("hex");
+  const file = path.join(req.cacheDir, `${key}.json`);
+  try {
+    const cached = JSON.parse(fs.readFileSync(file, "utf8")) as GgufSummary;
+    if (typeof cached.architecture === "string" && cached.shards === shards.length) return cached;
+  } catch {
+    // absent or unreadable: read the headers again
+  }
+  const summary = await readGgufSummary(shards, req);
+  try {
+    fs.mkdirSync(req.cacheDir, { recursive: true });
+    const tmp = `${file}.${process.pid}.tmp`;
+    fs.writeFileSync(tmp, JSON.stringify(summary));
+    fs.renameSync(tmp, file);
+  } catch {
+    // a cache that cannot be written only costs the next preview a header read
+  }
+  return summary;
 }
 
 function num(v: unknown): number | undefined {

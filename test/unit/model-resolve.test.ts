@@ -148,6 +148,17 @@ describe("resolveModel against the endpoint", () => {
     expect(files.every((e) => e.range?.startsWith("bytes=0-"))).toBe(true);
   });
 
+  it("caches the GGUF summary by content: a second resolve reads no header", async () => {
+    const cacheDir = path.join(tmp, "cache");
+    const a = await resolveModel(req({ cacheDir }));
+    expect(ep.log().some((e) => e.path.includes("/resolve/"))).toBe(true);
+    expect(fs.readdirSync(cacheDir)).toHaveLength(1);
+    ep.clearLog();
+    const b = await resolveModel(req({ cacheDir }));
+    expect(b.gguf).toEqual(a.gguf);
+    expect(ep.log().some((e) => e.path.includes("/resolve/"))).toBe(false);
+  });
+
   it("a branch only with allowBranch; then the commit it points at is recorded", async () => {
     await expect(resolveModel(req({ revision: "main" }))).rejects.toThrow(
       `sparkform:model.revision "main" is a branch or tag (today it is commit ${pub.commit})`,
