@@ -172,8 +172,16 @@ export class Model extends pulumi.ComponentResource {
       retries: args.retries ?? 2,
       ...(args.reserveBytes !== undefined ? { reserveBytes: args.reserveBytes } : {}),
     };
-    // Targets may carry a private key: keep them encrypted in state.
-    const secretOpts = { additionalSecretOutputs: ["target", "source"] };
+    // Targets may carry a private key: keep them encrypted in state. The component's own
+    // dependsOn (e.g. the SparkNodes) holds for every replica.
+    const secretOpts = {
+      additionalSecretOutputs: ["target", "source"],
+      ...(opts?.dependsOn ? { dependsOn: opts.dependsOn } : {}),
+    };
+    const given = opts?.dependsOn;
+    const extraDeps = (
+      Array.isArray(given) ? given : given ? [given] : []
+    ) as pulumi.Input<pulumi.Resource>[];
     const [first, ...rest] = args.nodes;
     const firstNode = first as ModelNode;
     const source = new ModelReplica(
@@ -192,7 +200,11 @@ export class Model extends pulumi.ComponentResource {
           new ModelReplica(
             `${name}-${node.name}`,
             { ...common, target: node.target, source: sourceSpec },
-            { parent: this, dependsOn: [source], ...secretOpts },
+            {
+              parent: this,
+              ...secretOpts,
+              dependsOn: [...extraDeps, source],
+            },
           ),
       ),
     ];

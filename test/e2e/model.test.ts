@@ -9,6 +9,7 @@ import { tmpdir } from "node:os";
 import * as path from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import {
+  publishRepo,
   publishTestModel,
   startHfEndpoint,
   type HfEndpoint,
@@ -358,6 +359,55 @@ describe.skipIf(!isRoot)("Model on a simulated pair (real pulumi CLI, local HF e
       await cli.run(["stack", "rm", "--yes", "--force", "-s", small]).catch(() => undefined);
       rmSync(path.join(project, `Pulumi.${small}.yaml`), { force: true });
     }
+  });
+
+  it("a followed branch records its commit; the branch moving shows in preview as a replace", async () => {
+    await pulumi(["config", "set", "--path", "sparkform:model.revision", "main", "-s", stack]);
+    await pulumi(["config", "set", "--path", "sparkform:model.allowBranch", "true", "-s", stack]);
+    await pulumi(["preview", "--expect-no-changes", "-s", stack]); // main is still that commit
+    const moved = publishTestModel(path.join(work, "hub"), {
+      files: [
+        { path: pub.model.path, source: path.join(pub.dir, pub.model.path) },
+        { path: "README.md", bytes: Buffer.from("moved\n") },
+      ],
+    });
+    expect(moved.commit).not.toBe(pub.commit);
+    try {
+      const preview = await pulumi(["preview", "--expect-no-changes", "-s", stack], {
+        expectFailure: true,
+      });
+      for (const node of ["spark-1", "spark-2"]) {
+        expect(preview.output).toMatch(
+          new RegExp(`\\+-\\s+pulumi-nodejs:dynamic:Resource\\s+${stack}-model-${node}\\s+replace`),
+        );
+      }
+    } finally {
+      publishRepo(path.join(work, "hub"), {
+        repo: pub.repo,
+        files: [],
+        branch: "main",
+        commit: pub.commit,
+      });
+      await pulumi([
+        "config",
+        "set",
+        "--path",
+        "sparkform:model.revision",
+        pub.commit,
+        "-s",
+        stack,
+      ]);
+      await pulumi([
+        "config",
+        "set",
+        "--path",
+        "sparkform:model.allowBranch",
+        "false",
+        "-s",
+        stack,
+      ]);
+    }
+    await pulumi(["preview", "--expect-no-changes", "-s", stack]);
   });
 
   it("the token is in no Pulumi output and not in plain state", async () => {
