@@ -2,6 +2,7 @@
 import * as pulumi from "@pulumi/pulumi";
 import { SparkCluster } from "./components/cluster";
 import { ConfigError, configKeys, parseClusterConfig } from "./components/config";
+import { parseModelConfig } from "./components/model/config";
 
 const config = new pulumi.Config("sparkform");
 // Structured keys are YAML objects; the rest are plain strings (getObject would try JSON).
@@ -10,10 +11,15 @@ const raw = Object.fromEntries(
   configKeys.map((k) => [k, structured.has(k) ? config.getObject<unknown>(k) : config.get(k)]),
 );
 const privateKey = config.getSecret("privateKey");
+const hfToken = config.getSecret("hfToken");
+const modelRaw = config.getObject<unknown>("model");
 
 function clusterConfig() {
   try {
-    return parseClusterConfig(raw);
+    return {
+      config: parseClusterConfig(raw),
+      ...(modelRaw === undefined ? {} : { model: parseModelConfig(modelRaw) }),
+    };
   } catch (err) {
     // A user error: RunError prints the message without a stack trace.
     if (err instanceof ConfigError) throw new pulumi.RunError(err.message);
@@ -22,7 +28,8 @@ function clusterConfig() {
 }
 
 const cluster = new SparkCluster(pulumi.getStack(), {
-  config: clusterConfig(),
+  ...clusterConfig(),
+  ...(hfToken ? { hfToken } : {}),
   projectDir: __dirname,
   ...(privateKey ? { privateKey } : {}),
 });
@@ -30,3 +37,11 @@ const cluster = new SparkCluster(pulumi.getStack(), {
 export const facts = cluster.facts;
 export const toolchain = cluster.toolchain;
 export const tree = cluster.tree;
+export const model = cluster.model
+  ? {
+      commit: cluster.model.commit,
+      files: cluster.model.files,
+      gguf: cluster.model.gguf,
+      nodes: cluster.model.nodes,
+    }
+  : undefined;

@@ -2,6 +2,8 @@ import * as pulumi from "@pulumi/pulumi";
 import { existsSync, statSync } from "node:fs";
 import * as path from "node:path";
 import type { ClusterConfig, NodeConfig } from "./config";
+import type { ModelConfig } from "./model/config";
+import { Model } from "./model/model";
 import { SparkNode } from "./node/spark-node";
 import { Toolchain } from "./toolchain/toolchain";
 import type { SshTarget } from "./transport/ssh";
@@ -14,6 +16,10 @@ export interface SparkClusterArgs {
   readonly config: ClusterConfig;
   /** Private key text for every node (a Pulumi secret), if not given as a file. */
   readonly privateKey?: pulumi.Output<string>;
+  /** The validated `sparkform:model` section, if the stack has a model. */
+  readonly model?: ModelConfig;
+  /** Hugging Face token (a Pulumi secret): only the downloading node sees it. */
+  readonly hfToken?: pulumi.Output<string>;
   /** Directory that relative paths in the config are relative to (the project). */
   readonly projectDir: string;
 }
@@ -34,6 +40,8 @@ export class SparkCluster extends pulumi.ComponentResource {
     expected: { digest: string; files: number; bytes: number };
     nodes: Record<string, { digest: string; files: number; bytes: number }>;
   }>;
+  /** The model: commit, files with SHA-256, GGUF header summary, and where each node has it. */
+  readonly model?: Model;
 
   constructor(name: string, args: SparkClusterArgs, opts?: pulumi.ComponentResourceOptions) {
     super("sparkform:index:SparkCluster", name, {}, opts);
@@ -165,7 +173,45 @@ export class SparkCluster extends pulumi.ComponentResource {
         }));
     }
 
-    this.registerOutputs({ facts: this.facts, toolchain: this.toolchain, tree: this.tree });
+    if (args.model) {
+      const m = args.model;
+      const names = m.nodes ?? config.nodes.map((n) => n.name);
+      const unknown = names.filter((n) => !targets.has(n));
+      if (unknown.length > 0) {
+        throw new pulumi.ResourceError(
+          `sparkform:model.nodes names ${unknown.join(", ")}, not among sparkform:nodes (${config.nodes.map((n) => n.name).join(", ")})`,
+          this,
+        );
+      }
+      this.model = new Model(
+        `${name}-model`,
+        {
+          repo: m.repo,
+          revision: m.revision,
+          files: m.files,
+          sha256: m.sha256,
+          allowBranch: m.allowBranch,
+          endpoint: m.endpoint,
+          verify: m.verify,
+          modelsDir: m.modelsDir,
+          retries: m.retries,
+          ...(args.hfToken ? { token: args.hfToken } : {}),
+          nodes: names.map((n) => {
+            const fabric = config.nodes.find((x) => x.name === n)?.fabricAddress;
+            return { name: n, target: target(n), ...(fabric ? { fabricAddress: fabric } : {}) };
+          }),
+        },
+        // The component passes dependsOn on to every replica.
+        { parent: this, dependsOn: nodes },
+      );
+    }
+
+    this.registerOutputs({
+      facts: this.facts,
+      toolchain: this.toolchain,
+      tree: this.tree,
+      model: this.model?.commit,
+    });
   }
 }
 

@@ -124,6 +124,11 @@ export async function simUp(opts: SimUpOptions = {}): Promise<SimCluster> {
             `sim: already up with ${existing.nodeCount} nodes (run ${existing.runId}); run \`sim down\` first to change that`,
           );
         }
+        // The stack file is rewritten every time: its settings may be newer than the run.
+        writeStackFile(path.join(existing.stateDir, "Pulumi.local.yaml"), c);
+        if (c.stackConfigPath !== path.join(existing.stateDir, "Pulumi.local.yaml")) {
+          writeStackFile(c.stackConfigPath, c);
+        }
         log(`sim: already up (run ${existing.runId}, ${c.nodes.length} nodes); nothing changed`);
         for (const n of existing.nodes) {
           if (!nodePid(n)) log(`sim: ${n.name} is stopped; \`sim start ${n.name}\` boots it`);

@@ -64,6 +64,17 @@ export function renderStackConfig(c: SimCluster | undefined): string {
   return lines.join("\n");
 }
 
+/** Port of the local Hugging Face endpoint on the control node's sim address. */
+export const LOCAL_HUB_PORT = 18765;
+
+/** The test model the local endpoint publishes (tools/hf-endpoint, deterministic). */
+export const LOCAL_MODEL = {
+  repo: "sparkform/tiny-llama",
+  commit: "3d929a5908b7606094fca1505a5be4a35532e7bd",
+  file: "tiny-llama-f16.gguf",
+  sha256: "a88d1492281e8bf9afdbf8779e26fd7cc908910a5c1d0a0adcac8259f22e93d8",
+} as const;
+
 /**
  * The `local` stack's own settings, which do not change with the sim's addresses: the toolchain
  * the sim provides on spark-1 (copied to the others) and the tree every node gets — the
@@ -85,6 +96,14 @@ export function renderLocalSettings(c: SimCluster | undefined): string {
     "    exclude:",
     '      - path: ".git"',
     '        reason: "history the build does not need (the runbook: 36 MB); the commit is passed explicitly"',
+    // The tiny test model, served by the local Hugging Face endpoint that `npm run local`
+    // starts on the control node's sim address; commit and SHA-256 pinned as for a real model.
+    "  sparkform:model:",
+    `    repo: ${q(LOCAL_MODEL.repo)}`,
+    `    revision: ${q(LOCAL_MODEL.commit)}`,
+    `    files: [${q(LOCAL_MODEL.file)}]`,
+    `    sha256: {${q(LOCAL_MODEL.file)}: ${q(LOCAL_MODEL.sha256)}}`,
+    `    endpoint: ${q(`http://${c?.controlAddress ?? "127.0.0.1"}:${LOCAL_HUB_PORT}`)}`,
     "",
   ].join("\n");
 }
