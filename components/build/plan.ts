@@ -231,7 +231,7 @@ export const VERIFY_RUNNER =
   't=$(mktemp) || exit 1; cat >"$t"; sh "$t" "$@"; rc=$?; rm -f "$t"; exit $rc';
 
 /**
- * Install: copy the artifacts from the build directory into a fresh store entry, then swap the
+ * Install: copy the artifacts from the build directory into a new store entry, then swap the
  * `out/<key>` symlink to it with one rename (mv -T), then remove older entries of the key.
  * Args: OUT_DIR KEY BUILD_DIR ARTIFACT...; prints `sha256  path` per artifact as installed.
  */
@@ -243,9 +243,12 @@ export const INSTALL_SCRIPT = [
   "trap 'rm -rf \"$stage\"' EXIT",
   'for a in "$@"; do mkdir -p "$stage/$(dirname "$a")"; cp -- "$build/$a" "$stage/$a"; done',
   'id=$(cd "$stage" && sha256sum -- "$@" | sha256sum | cut -c1-12)',
-  'final="$store/$key-$id"',
-  'if [ -d "$final" ]; then rm -rf "$stage"; else chmod 755 "$stage"; mv -T "$stage" "$final"; fi',
-  'ln -sfn ".store/$key-$id" "$out/.$key.link"',
+  // Always a new entry (the stage's random suffix): an existing entry of the same content
+  // may be the damaged copy this install repairs.
+  'final="$store/$key-$id-${stage##*.}"',
+  'chmod 755 "$stage"',
+  'mv -T "$stage" "$final"',
+  'ln -sfn ".store/${final##*/}" "$out/.$key.link"',
   'mv -T "$out/.$key.link" "$out/$key"',
   'for d in "$store/$key-"*; do [ "$d" = "$final" ] || rm -rf -- "$d"; done',
   'cd "$out/$key/"',

@@ -287,7 +287,7 @@ async function converge(inputs: NativeBuildInputs): Promise<NativeBuildOutputs> 
     lines.push(l);
     if (lines.length > 400) lines.shift();
     const p = ninjaProgress(l);
-    if (p && Date.now() - lastShown > 5_000) {
+    if (p && Date.now() - lastShown > 30_000) {
       lastShown = Date.now();
       void progress(`${who}: [${p.done}/${p.total}] ${since(t0)}`, { ephemeral: true });
     }

@@ -257,7 +257,7 @@ describe("node-side scripts (run with the local sh)", () => {
       "lib.a": sha("lib"),
     });
     const firstTarget = readlinkSync(path.join(out, "k1"));
-    expect(firstTarget).toMatch(/^\.store\/k1-[0-9a-f]{12}$/);
+    expect(firstTarget).toMatch(/^\.store\/k1-[0-9a-f]{12}-[A-Za-z0-9]{6}$/);
     expect(spawnSync("test", ["-x", path.join(out, "k1/bin/a")]).status).toBe(0);
 
     writeFileSync(path.join(build, "bin/a"), "two", { mode: 0o755 });
@@ -271,6 +271,13 @@ describe("node-side scripts (run with the local sh)", () => {
         .trim()
         .split("\n"),
     ).toHaveLength(1);
+  });
+
+  it("a re-install of the same content repairs a file deleted from the installed set", () => {
+    rmSync(path.join(out, "k1/bin/a"));
+    const r = sh(INSTALL_SCRIPT, [out, "k1", build, "bin/a", "lib.a"]);
+    expect(r.status, r.stderr).toBe(0);
+    expect(readFileSync(path.join(out, "k1/bin/a"), "utf8")).toBe("two");
   });
 
   it("install of a missing artifact fails and leaves the installed ones in place", () => {
