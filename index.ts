@@ -6,7 +6,7 @@ import { parseModelConfig } from "./components/model/config";
 
 const config = new pulumi.Config("sparkform");
 // Structured keys are YAML objects; the rest are plain strings (getObject would try JSON).
-const structured = new Set<string>(["nodes", "toolchain", "tree"]);
+const structured = new Set<string>(["nodes", "toolchain", "tree", "build"]);
 const raw = Object.fromEntries(
   configKeys.map((k) => [k, structured.has(k) ? config.getObject<unknown>(k) : config.get(k)]),
 );
@@ -37,6 +37,7 @@ const cluster = new SparkCluster(pulumi.getStack(), {
 export const facts = cluster.facts;
 export const toolchain = cluster.toolchain;
 export const tree = cluster.tree;
+export const build = cluster.build;
 export const model = cluster.model
   ? {
       commit: cluster.model.commit,

@@ -1,6 +1,9 @@
 import * as pulumi from "@pulumi/pulumi";
 import { existsSync, statSync } from "node:fs";
 import * as path from "node:path";
+import { buildFlagsFromConfig, treeCommit } from "./build/config";
+import type { BuildFlags } from "./build/flags";
+import { NativeBuild } from "./build/native-build";
 import type { ClusterConfig, NodeConfig } from "./config";
 import type { ModelConfig } from "./model/config";
 import { Model } from "./model/model";
@@ -40,6 +43,8 @@ export class SparkCluster extends pulumi.ComponentResource {
     expected: { digest: string; files: number; bytes: number };
     nodes: Record<string, { digest: string; files: number; bytes: number }>;
   }>;
+  /** Per node: build key, commit, install dir, artifact digests, verification checks, counts. */
+  readonly build?: pulumi.Output<Record<string, BuildSummary>>;
   /** The model: commit, files with SHA-256, GGUF header summary, and where each node has it. */
   readonly model?: Model;
 
@@ -160,6 +165,9 @@ export class SparkCluster extends pulumi.ComponentResource {
             }),
           ),
       );
+      if (config.build) {
+        this.build = this.nativeBuilds(name, config, source, syncs, target, childOpts);
+      }
       this.tree = pulumi
         .all(syncs.map((s) => pulumi.all([s.digest, s.files, s.bytes])))
         .apply((rows) => ({
@@ -210,9 +218,114 @@ export class SparkCluster extends pulumi.ComponentResource {
       facts: this.facts,
       toolchain: this.toolchain,
       tree: this.tree,
+      build: this.build,
       model: this.model?.commit,
     });
   }
+
+  /**
+   * One NativeBuild per node in its synced tree. The cache source (default: the first node)
+   * builds first; the others seed their compiler cache from it over the fabric, then build.
+   */
+  private nativeBuilds(
+    name: string,
+    config: ClusterConfig,
+    source: string,
+    syncs: TreeSync[],
+    target: (n: string) => pulumi.Output<SshTarget>,
+    childOpts: (extra?: pulumi.CustomResourceOptions) => pulumi.CustomResourceOptions,
+  ): pulumi.Output<Record<string, BuildSummary>> {
+    const b = config.build as NonNullable<ClusterConfig["build"]>;
+    const tree = config.tree as NonNullable<ClusterConfig["tree"]>;
+    let flags: BuildFlags;
+    try {
+      flags = buildFlagsFromConfig(b, b.commit ?? treeCommit(source));
+    } catch (err) {
+      throw new pulumi.ResourceError((err as Error).message, this);
+    }
+    const seedName = b.cacheFrom === "none" ? undefined : (b.cacheFrom ?? config.nodes[0]?.name);
+    const seedIndex = config.nodes.findIndex((n) => n.name === seedName);
+    if (seedName !== undefined && seedIndex < 0) {
+      throw new pulumi.ResourceError(
+        `sparkform:build.cacheFrom ${JSON.stringify(seedName)} is not one of the nodes (${config.nodes.map((n) => n.name).join(", ")}), nor "none"`,
+        this,
+      );
+    }
+    const common = {
+      tree: tree.dest,
+      flags,
+      targets: b.targets,
+      artifacts: b.artifacts,
+      ...(b.jobs ? { jobs: b.jobs } : {}),
+    };
+    const seed = config.nodes[seedIndex];
+    const seedSync = syncs[seedIndex];
+    const seedBuild =
+      seed && seedSync
+        ? new NativeBuild(
+            `${name}-build-${seed.name}`,
+            { ...common, target: target(seed.name), treeDigest: seedSync.digest },
+            childOpts({ dependsOn: [seedSync] }),
+          )
+        : undefined;
+    const builds = config.nodes.map((node, i) => {
+      const sync = syncs[i] as TreeSync;
+      if (i === seedIndex && seedBuild) return seedBuild;
+      return new NativeBuild(
+        `${name}-build-${node.name}`,
+        {
+          ...common,
+          target: target(node.name),
+          treeDigest: sync.digest,
+          ...(seed
+            ? {
+                cacheFrom: target(seed.name).apply((t) => ({
+                  target: t,
+                  ...(seed.fabricAddress ? { fabricAddress: seed.fabricAddress } : {}),
+                })),
+              }
+            : {}),
+        },
+        // cacheFrom carries the seed's connection (and a private key, if any): secret like target.
+        {
+          ...childOpts({ dependsOn: seedBuild ? [sync, seedBuild] : [sync] }),
+          ...(childOpts().additionalSecretOutputs?.length
+            ? { additionalSecretOutputs: ["target", "cacheFrom"] }
+            : {}),
+        },
+      );
+    });
+    return pulumi
+      .all(
+        builds.map((x) =>
+          pulumi.all([x.buildKey, x.commit, x.installDir, x.artifacts, x.checks, x.instructions]),
+        ),
+      )
+      .apply((rows) =>
+        Object.fromEntries(
+          config.nodes.map((n, i) => {
+            const [buildKey, commit, installDir, artifacts, checks, instructions] = rows[i] as [
+              string,
+              string,
+              string,
+              Record<string, string>,
+              unknown[],
+              Record<string, number>,
+            ];
+            return [n.name, { buildKey, commit, installDir, artifacts, checks, instructions }];
+          }),
+        ),
+      );
+  }
+}
+
+export interface BuildSummary {
+  buildKey: string;
+  commit: string;
+  installDir: string;
+  artifacts: Record<string, string>;
+  checks: unknown[];
+  instructions: Record<string, number>;
 }
 
 function toTarget(node: NodeConfig, config: ClusterConfig): SshTarget {

@@ -1,6 +1,7 @@
 // The stack's `sparkform:` configuration, validated with zod before anything runs on a node.
 // Errors name the config key and the fix (`pulumi config set ...`).
 import { z } from "zod";
+import { buildConfigSchema } from "./build/config";
 
 /** Node names become host-key aliases, file names and resource names. */
 const nodeName = z
@@ -80,28 +81,41 @@ export const treeSchema = z.strictObject({
   exclude: z.array(exclusionSchema).default([]),
 });
 
-export const clusterConfigSchema = z.strictObject({
-  nodes: z
-    .array(nodeSchema)
-    .min(1, "list at least one node")
-    .max(8)
-    .refine((ns) => new Set(ns.map((n) => n.name)).size === ns.length, {
-      message: "node names must be unique",
-    }),
-  /** Private key file on the control node for every node (else ssh's defaults / agent). */
-  sshKeyPath: z.string().min(1).optional(),
-  /** An ssh_config to use instead of ~/.ssh/config. */
-  sshConfigPath: z.string().min(1).optional(),
-  toolchain: toolchainSchema.optional(),
-  tree: treeSchema.optional(),
-});
+export const clusterConfigSchema = z
+  .strictObject({
+    nodes: z
+      .array(nodeSchema)
+      .min(1, "list at least one node")
+      .max(8)
+      .refine((ns) => new Set(ns.map((n) => n.name)).size === ns.length, {
+        message: "node names must be unique",
+      }),
+    /** Private key file on the control node for every node (else ssh's defaults / agent). */
+    sshKeyPath: z.string().min(1).optional(),
+    /** An ssh_config to use instead of ~/.ssh/config. */
+    sshConfigPath: z.string().min(1).optional(),
+    toolchain: toolchainSchema.optional(),
+    tree: treeSchema.optional(),
+    /** The native build in the synced tree (needs `tree`); see components/build/config.ts. */
+    build: buildConfigSchema.optional(),
+  })
+  .refine((c) => c.build === undefined || c.tree !== undefined, {
+    message: "sparkform:build builds in the synced tree: set sparkform:tree too",
+  });
 
 export type ClusterConfig = z.infer<typeof clusterConfigSchema>;
 export type NodeConfig = z.infer<typeof nodeSchema>;
 export type Exclusion = z.infer<typeof exclusionSchema>;
 
 /** The config keys this program reads (all under the `sparkform:` namespace). */
-export const configKeys = ["nodes", "sshKeyPath", "sshConfigPath", "toolchain", "tree"] as const;
+export const configKeys = [
+  "nodes",
+  "sshKeyPath",
+  "sshConfigPath",
+  "toolchain",
+  "tree",
+  "build",
+] as const;
 
 export class ConfigError extends Error {
   override name = "ConfigError";

@@ -60,3 +60,41 @@ export const toolchainsIdentical: StackValidationPolicy = {
     }
   },
 };
+
+/**
+ * Every node's build has the same commit and byte-identical artifacts. The RPC HELLO compares
+ * only major/minor: builds that differ connect and then misread each other's op codes.
+ */
+export const buildsIdentical: StackValidationPolicy = {
+  name: "builds-identical",
+  description: "Every node runs the same llama.cpp commit with byte-identical build artifacts.",
+  enforcementLevel: "mandatory",
+  validateStack: (args, reportViolation) => {
+    const builds = args.resources
+      .filter((r) => kindOf(r.type, r.props) === "NativeBuild")
+      .map((r) => ({
+        node: String((r.props.target as { name?: unknown } | undefined)?.name ?? r.name),
+        commit: r.props.commit,
+        artifacts: r.props.artifacts as Record<string, unknown> | undefined,
+      }))
+      // Builds this run will change have no outputs yet.
+      .filter((b) => typeof b.commit === "string" && b.artifacts !== undefined);
+    const commits = new Set(builds.map((b) => b.commit));
+    if (commits.size > 1) {
+      reportViolation(
+        `Nodes build different llama.cpp commits (${builds.map((b) => `${b.node}=${String(b.commit).slice(0, 12)}`).join(", ")}): ` +
+          "sync the same tree to every node and run `pulumi up`.",
+      );
+    }
+    const paths = [...new Set(builds.flatMap((b) => Object.keys(b.artifacts ?? {})))].sort();
+    for (const p of paths) {
+      const digests = builds.map((b) => ({ node: b.node, sha: String(b.artifacts?.[p] ?? "") }));
+      if (new Set(digests.map((d) => d.sha)).size > 1) {
+        reportViolation(
+          `${p} differs between nodes (${digests.map((d) => `${d.node}=${d.sha.slice(0, 12) || "(missing)"}`).join(", ")}): ` +
+            "rebuild with `pulumi up` before any worker starts.",
+        );
+      }
+    }
+  },
+};

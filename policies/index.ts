@@ -1,9 +1,9 @@
 // The sparkform policy pack: `pulumi preview --policy-pack policies`.
 import { PolicyPack } from "@pulumi/policy";
-import { toolchainsIdentical, treesIdentical } from "./consistency";
+import { buildsIdentical, toolchainsIdentical, treesIdentical } from "./consistency";
 import { digestPinned } from "./digests";
 import { hostKeyPinned } from "./transport";
 
 new PolicyPack("sparkform", {
-  policies: [digestPinned, hostKeyPinned, treesIdentical, toolchainsIdentical],
+  policies: [digestPinned, hostKeyPinned, treesIdentical, toolchainsIdentical, buildsIdentical],
 });

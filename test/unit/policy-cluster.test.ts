@@ -6,7 +6,7 @@ import type {
   StackValidationPolicy,
 } from "@pulumi/policy";
 import { describe, expect, it } from "vitest";
-import { toolchainsIdentical, treesIdentical } from "../../policies/consistency";
+import { buildsIdentical, toolchainsIdentical, treesIdentical } from "../../policies/consistency";
 import { hostKeyPinned } from "../../policies/transport";
 
 const TYPE = "pulumi-nodejs:dynamic:Resource";
@@ -94,5 +94,39 @@ describe("host-key-pinned", () => {
   });
   it("ignores resources that are not sparkform's", () => {
     expect(hostKeyViolations({ target: { hostKey: "" } })).toEqual([]);
+  });
+});
+
+describe("builds-identical", () => {
+  const build = (node: string, commit: unknown, artifacts: unknown) => ({
+    type: TYPE,
+    name: `b-${node}`,
+    props: { kind: "NativeBuild", target: { name: node }, commit, artifacts },
+  });
+  const c = "1".repeat(40);
+  it("passes on one commit and equal artifacts", () => {
+    const a = { "bin/ggml-rpc-server": d("e") };
+    expect(
+      stackViolations(buildsIdentical, [build("spark-1", c, a), build("spark-2", c, a)]),
+    ).toEqual([]);
+  });
+  it("names the artifact and the nodes that differ, and a second commit", () => {
+    expect(
+      stackViolations(buildsIdentical, [
+        build("spark-1", c, { "bin/ggml-rpc-server": d("e") }),
+        build("spark-2", "2".repeat(40), { "bin/ggml-rpc-server": "" }),
+      ]),
+    ).toEqual([
+      "Nodes build different llama.cpp commits (spark-1=111111111111, spark-2=222222222222): sync the same tree to every node and run `pulumi up`.",
+      "bin/ggml-rpc-server differs between nodes (spark-1=eeeeeeeeeeee, spark-2=(missing)): rebuild with `pulumi up` before any worker starts.",
+    ]);
+  });
+  it("skips builds this run will change", () => {
+    expect(
+      stackViolations(buildsIdentical, [
+        build("spark-1", c, { x: d("e") }),
+        build("spark-2", undefined, undefined),
+      ]),
+    ).toEqual([]);
   });
 });

@@ -334,6 +334,20 @@ async function bootCluster(s: SimState, log: Log): Promise<SimCluster> {
 
 // ---------------------------------------------------------------- down
 
+/** The local Hugging Face endpoint `npm run local` leaves running on the sim's address. */
+function stopLocalHub(log: Log): void {
+  const pidFile = path.join(path.dirname(simStateDir()), "hub", "endpoint.pid");
+  if (!fs.existsSync(pidFile)) return;
+  const pid = Number(fs.readFileSync(pidFile, "utf8").trim());
+  try {
+    if (Number.isInteger(pid) && pid > 1) process.kill(pid, "SIGTERM");
+    log(`sim: stopped the local Hugging Face endpoint (pid ${pid})`);
+  } catch {
+    // already gone
+  }
+  fs.rmSync(pidFile, { force: true });
+}
+
 export interface SimDownResult {
   removed: string[];
 }
@@ -342,6 +356,7 @@ export interface SimDownResult {
 export async function simDown(opts: { log?: Log } = {}): Promise<SimDownResult> {
   const log = opts.log ?? defaultLog;
   requireRoot();
+  stopLocalHub(log);
   const dir = ensureDir(simStateDir());
   return withLock(lockPath(), "sim state", async () => {
     const removed: string[] = [];

@@ -96,6 +96,10 @@ export function renderLocalSettings(c: SimCluster | undefined): string {
     "    exclude:",
     '      - path: ".git"',
     '        reason: "history the build does not need (the runbook: 36 MB); the commit is passed explicitly"',
+    // llama.cpp built on every node in the synced tree: CPU backend, pinned x86-64 flags, RPC on
+    // (components/build/config.ts, preset "sim"); the commit comes from the control's checkout.
+    "  sparkform:build:",
+    '    preset: "sim"',
     // The tiny test model, served by the local Hugging Face endpoint that `npm run local`
     // starts on the control node's sim address; commit and SHA-256 pinned as for a real model.
     "  sparkform:model:",
