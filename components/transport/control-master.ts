@@ -46,10 +46,21 @@ function tag(t: Pick<SshTarget, "name" | "host" | "port" | "user" | "hostKey">):
     .slice(0, 10);
 }
 
+let tmpCounter = 0;
+
 function writePrivate(file: string, content: string): void {
-  // O_EXCL-free rewrite, but always with mode 0600 from the first byte.
-  fs.writeFileSync(file, content, { mode: 0o600 });
-  fs.chmodSync(file, 0o600);
+  // Many commands to one node run at once (refresh reads every resource in parallel), and each
+  // asks for this file while ssh processes read it: never truncate it in place. Write a 0600
+  // temporary file and rename it over the old one, and only when the content changed.
+  try {
+    if (fs.readFileSync(file, "utf8") === content) return;
+  } catch {
+    // not there yet
+  }
+  const tmp = `${file}.${process.pid}.${++tmpCounter}`;
+  fs.writeFileSync(tmp, content, { mode: 0o600 });
+  fs.chmodSync(tmp, 0o600);
+  fs.renameSync(tmp, file);
 }
 
 /** The known_hosts file holding exactly the pinned key of `t` (or of its jump host). */

@@ -176,6 +176,39 @@ function rsyncKind(exitCode: number, stderr: string): FailureKind {
   return ssh === "exit" || ssh === "ssh" ? (exitCode === 255 ? "ssh" : "exit") : ssh;
 }
 
+const contacts = new Map<string, Promise<void>>();
+
+/**
+ * Before the first multiplexed command to a node, one connection authenticates and becomes
+ * the ControlMaster while the others wait for it: sshd drops concurrent unauthenticated
+ * connections beyond MaxStartups (default 10:30:100, "kex_exchange_identification: Connection
+ * closed"), and a refresh reads every resource of a node at once. A failure here is not
+ * reported: the command itself then connects on its own and reports it.
+ */
+async function firstContact(node: SshTarget, connectTimeoutS: number | undefined): Promise<void> {
+  const cp = controlPath(node);
+  if (fs.existsSync(cp)) return;
+  let pending = contacts.get(cp);
+  if (!pending) {
+    pending = invoke({
+      node,
+      step: "connect",
+      file: "ssh",
+      args: [...optionsFor(node, true, { connectTimeoutS }), ...sshDestination(node), "true"],
+      stdin: undefined,
+      display: "true",
+      secrets: secretsOf(node),
+      opts: { step: "connect", timeoutMs: 60_000 },
+    }).then(
+      () => undefined,
+      () => undefined,
+    );
+    contacts.set(cp, pending);
+    void pending.then(() => contacts.delete(cp));
+  }
+  await pending;
+}
+
 /**
  * Run `command` on `node` under the environment contract (remote-command.ts).
  * Throws RemoteCommandError naming node, step, command and the last output lines.
@@ -186,6 +219,7 @@ export async function run(
   opts: RunOptions,
 ): Promise<RunResult> {
   const built = buildRemoteCommand(command);
+  await firstContact(node, opts.connectTimeoutS);
   const args = [
     ...optionsFor(node, true, { connectTimeoutS: opts.connectTimeoutS }),
     ...sshDestination(node),
@@ -304,6 +338,7 @@ export async function rsync(
     typeof p === "string"
       ? assertOperand(p, `rsync ${what}`)
       : `${hostForRsync(node.host)}:${remotePath(p.remote, `rsync ${what}`)}`;
+  await firstContact(node, opts.connectTimeoutS);
   const rsh = [
     "ssh",
     ...optionsFor(node, true, { connectTimeoutS: opts.connectTimeoutS }),

@@ -136,6 +136,19 @@ describe.skipIf(!haveSshd)("ssh transport against a local sshd", () => {
     expect(r.stdout.split("\0").slice(0, -1)).toEqual(HOSTILE);
   });
 
+  it("runs many commands to one node at once (refresh reads every resource in parallel)", async () => {
+    // Each run() rewrites the node's pinned known_hosts file; a rewrite in place once left ssh
+    // reading an empty file ("No ED25519 host key is known") under concurrency.
+    const runs = await Promise.all(
+      Array.from({ length: 24 }, (_, i) =>
+        run(node, ["echo", String(i)], { step: `parallel ${i}` }),
+      ),
+    );
+    expect(runs.map((r) => r.stdout.trim())).toEqual(
+      Array.from({ length: 24 }, (_, i) => String(i)),
+    );
+  });
+
   it("runs under the environment contract: empty env, explicit PATH, non-login", async () => {
     const r = await run(
       node,
