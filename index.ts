@@ -14,7 +14,20 @@ const privateKey = config.getSecret("privateKey");
 const hfToken = config.getSecret("hfToken");
 const modelRaw = config.getObject<unknown>("model");
 
+/** Keys this program reads; any other `sparkform:` key is a typo or a leftover. */
+const knownKeys = new Set<string>([...configKeys, "model", "privateKey", "hfToken"]);
+
 function clusterConfig() {
+  const unknown = Object.keys(pulumi.runtime.allConfig())
+    .filter((k) => k.startsWith("sparkform:") && !knownKeys.has(k.slice("sparkform:".length)))
+    .sort();
+  if (unknown.length > 0) {
+    throw new pulumi.RunError(
+      `unknown stack configuration ${unknown.join(", ")}: sparkform reads ` +
+        `${[...knownKeys].map((k) => `sparkform:${k}`).join(", ")}. ` +
+        "Fix the name, or remove it with `pulumi config rm`.",
+    );
+  }
   try {
     return {
       config: parseClusterConfig(raw),

@@ -98,7 +98,7 @@ describe.skipIf(!isRoot)("sim: a two-node simulated Spark cluster (root)", () =>
     const stack = fs.readFileSync(c.stackConfigPath, "utf8");
     expect(stack).toContain(`host: "${c.nodes[1]?.mgmtAddress}"`);
     expect(stack).toContain(`hostKey: "${c.nodes[0]?.hostKey}"`);
-    expect(stack).toContain(`sparkform:knownHostsPath: "${c.knownHostsPath}"`);
+    expect(stack).toContain(`sparkform:sshKeyPath: "${c.sshKeyPath}"`);
   });
 
   it("`sim up` a second time changes nothing and returns the same cluster", async () => {

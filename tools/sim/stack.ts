@@ -19,10 +19,8 @@ export function renderStackConfig(c: SimCluster | undefined): string {
     "#                           address), port, user, fabricAddress (node-to-node only), hostKey",
     "#                           (the node's known SSH host key; host key checking stays on)",
     "# sparkform:sshConfigPath   ssh_config with a `Host spark-N` entry per node",
-    "# sparkform:knownHostsPath  known_hosts holding exactly the nodes' host keys",
     "# sparkform:sshKeyPath      the control node's private key (authorized for `spark`)",
-    "# sparkform:controlAddress  the control node's address as the nodes see it (servers the",
-    "#                           nodes must reach, like a test HF endpoint, listen here)",
+    "# (the sim's known_hosts and control address are in .sparkform/sim/cluster.json)",
   ];
   if (!c) {
     return [
@@ -32,9 +30,7 @@ export function renderStackConfig(c: SimCluster | undefined): string {
       "config:",
       "  sparkform:nodes: []",
       '  sparkform:sshConfigPath: ""',
-      '  sparkform:knownHostsPath: ""',
       '  sparkform:sshKeyPath: ""',
-      '  sparkform:controlAddress: ""',
       "",
     ].join("\n");
   }
@@ -56,9 +52,7 @@ export function renderStackConfig(c: SimCluster | undefined): string {
   }
   lines.push(
     `  sparkform:sshConfigPath: ${q(c.sshConfigPath)}`,
-    `  sparkform:knownHostsPath: ${q(c.knownHostsPath)}`,
     `  sparkform:sshKeyPath: ${q(c.sshKeyPath)}`,
-    `  sparkform:controlAddress: ${q(c.controlAddress)}`,
     "",
   );
   return lines.join("\n");
