@@ -16,17 +16,8 @@ import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import * as path from "node:path";
 import { progress, since } from "../providers/progress";
-import { hostKeyAlias, knownHostsLine } from "../transport/connection";
-import { rsyncRshJoin } from "../transport/quote";
-import { peerSshArgv } from "../transport/ssh-options";
-import {
-  agentAvailable,
-  forwardAgentOnce,
-  RemoteCommandError,
-  rsync,
-  run,
-  type SshTarget,
-} from "../transport/ssh";
+import { agentAvailable, RemoteCommandError, rsync, run, type SshTarget } from "../transport/ssh";
+import { copyFromPeer } from "../transport/peer";
 import { type BuildFlags, parseBuildFlags, targetIsa } from "./flags";
 import {
   BUILD_SCRIPT,
@@ -144,32 +135,15 @@ async function step(
 // ---- the compiler cache from a peer ---------------------------------------------------------
 
 async function seedOverFabric(target: SshTarget, source: CacheSource): Promise<void> {
-  const knownHosts = `.cache/sparkform/known_hosts.${source.target.name}`;
-  const peerHost = source.fabricAddress ?? source.target.host;
-  const peerArgv = peerSshArgv(source.target, peerHost, knownHosts);
-  const rsh = rsyncRshJoin(peerArgv.slice(0, peerArgv.lastIndexOf("--")));
-  await forwardAgentOnce(
-    target,
-    {
-      script: [
-        "set -e",
-        'mkdir -p .cache/sparkform "$4"',
-        'printf "%s" "$1" > "$2"',
-        "trap 'rm -f \"$2\"' EXIT",
-        // No --delete: the node keeps its own entries; ccache evicts by size on its own.
-        'rsync -a -s -e "$3" -- "$5" "$4/"',
-      ].join("\n"),
-      args: [
-        knownHostsLine(hostKeyAlias(source.target.name), source.target.hostKey),
-        knownHosts,
-        rsh,
-        CCACHE_REL,
-        `${source.target.user}@${peerHost}:${CCACHE_REL}/`,
-      ],
-      display: `rsync ${source.target.name}:~/${CCACHE_REL} over the fabric`,
-    },
-    { step: `seed compiler cache from ${source.target.name}`, timeoutMs: 20 * 60_000 },
-  );
+  await copyFromPeer(target, source, {
+    dest: CCACHE_REL,
+    source: CCACHE_REL,
+    // No --delete: the node keeps its own entries; ccache evicts by size on its own.
+    body: 'rsync -a -s -e "$RSH" -- "$SRC/" "$DST/"',
+    step: `seed compiler cache from ${source.target.name}`,
+    display: `rsync ${source.target.name}:~/${CCACHE_REL} over the fabric`,
+    timeoutMs: 20 * 60_000,
+  });
 }
 
 async function seedViaControl(target: SshTarget, source: CacheSource): Promise<void> {

@@ -13,17 +13,8 @@ import { mkdirSync, mkdtempSync, readFileSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import * as path from "node:path";
 import { progress, since } from "../providers/progress";
-import { hostKeyAlias, knownHostsLine } from "../transport/connection";
-import { rsyncRshJoin } from "../transport/quote";
-import { peerSshArgv } from "../transport/ssh-options";
-import {
-  agentAvailable,
-  forwardAgentOnce,
-  rsync,
-  run,
-  type EnvValue,
-  type SshTarget,
-} from "../transport/ssh";
+import { agentAvailable, rsync, run, type EnvValue, type SshTarget } from "../transport/ssh";
+import { copyFromPeer } from "../transport/peer";
 
 export const FETCH_SCRIPT = path.join(__dirname, "..", "..", "native", "model-fetch.py");
 
@@ -289,40 +280,22 @@ async function copyOverFabric(
   source: ModelSource,
   todo: readonly string[],
 ): Promise<void> {
-  const knownHosts = `.cache/sparkform/known_hosts.${source.target.name}`;
-  const peerHost = source.fabricAddress ?? source.target.host;
-  const peerArgv = peerSshArgv(source.target, peerHost, knownHosts);
-  // rsync appends the host (from user@host:path) itself: drop the argv's own "-- host".
-  const rsh = rsyncRshJoin(peerArgv.slice(0, peerArgv.lastIndexOf("--")));
-  await forwardAgentOnce(
-    inputs.target,
-    {
-      script: [
-        "set -e",
-        'mkdir -p .cache/sparkform "$4"',
-        'printf "%s" "$1" > "$2"',
-        "trap 'rm -f \"$2\"' EXIT",
-        "kh=$2 rsh=$3 dst=$4 src=$5",
-        "shift 5",
-        'for f in "$@"; do',
-        '  mkdir -p "$(dirname "$dst/$f")"',
-        // -I: never trust size+mtime (a wrong file kept its size); --inplace: the .part (a wrong
-        // file's bytes, or an interrupted copy) is the delta basis, so only changed blocks move.
-        '  rsync -s -I --inplace --partial -e "$rsh" -- "$src/$f" "$dst/$f.part"',
-        "done",
-      ].join("\n"),
-      args: [
-        knownHostsLine(hostKeyAlias(source.target.name), source.target.hostKey),
-        knownHosts,
-        rsh,
-        rel(inputs.dir),
-        `${source.target.user}@${peerHost}:${rel(inputs.dir)}`,
-        ...todo,
-      ],
-      display: `rsync ${source.target.name}:${inputs.dir} over the fabric`,
-    },
-    { step: `copy model from ${source.target.name}`, timeoutMs: 24 * 3600_000 },
-  );
+  await copyFromPeer(inputs.target, source, {
+    dest: rel(inputs.dir),
+    source: rel(inputs.dir),
+    body: [
+      'for f in "$@"; do',
+      '  mkdir -p "$(dirname "$DST/$f")"',
+      // -I: never trust size+mtime (a wrong file kept its size); --inplace: the .part (a wrong
+      // file's bytes, or an interrupted copy) is the delta basis, so only changed blocks move.
+      '  rsync -s -I --inplace --partial -e "$RSH" -- "$SRC/$f" "$DST/$f.part"',
+      "done",
+    ].join("\n"),
+    args: todo,
+    step: `copy model from ${source.target.name}`,
+    display: `rsync ${source.target.name}:${inputs.dir} over the fabric`,
+    timeoutMs: 24 * 3600_000,
+  });
 }
 
 async function copyViaControl(
@@ -355,7 +328,7 @@ async function copyViaControl(
   }
 }
 
-async function copyFromPeer(
+async function copyFromSource(
   inputs: ModelReplicaInputs,
   source: ModelSource,
   known: readonly NodeFile[] | undefined,
@@ -404,7 +377,7 @@ async function converge(
   let placed: string[];
   let by: ModelReplicaOutputs["fetchedBy"];
   if (inputs.source) {
-    ({ placed, by } = await copyFromPeer(inputs, inputs.source, known));
+    ({ placed, by } = await copyFromSource(inputs, inputs.source, known));
   } else {
     ({ placed } = await fetchFromHub(inputs, known));
     by = placed.length > 0 ? "hub" : "present";

@@ -8,17 +8,8 @@ import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import * as path from "node:path";
 import { parseTreeDigest, type TreeDigest } from "../tree/digest";
-import { hostKeyAlias, knownHostsLine } from "../transport/connection";
-import { rsyncRshJoin } from "../transport/quote";
-import { peerSshArgv } from "../transport/ssh-options";
-import {
-  agentAvailable,
-  forwardAgentOnce,
-  rsync,
-  run,
-  type PathEntry,
-  type SshTarget,
-} from "../transport/ssh";
+import { agentAvailable, rsync, run, type PathEntry, type SshTarget } from "../transport/ssh";
+import { copyFromPeer } from "../transport/peer";
 
 export interface ToolchainSource {
   target: SshTarget;
@@ -95,35 +86,14 @@ async function probe(inputs: ToolchainInputs): Promise<string> {
 }
 
 async function copyOverFabric(inputs: ToolchainInputs, source: ToolchainSource): Promise<void> {
-  const knownHosts = `.cache/sparkform/known_hosts.${source.target.name}`;
-  const peerArgv = peerSshArgv(
-    source.target,
-    source.fabricAddress ?? source.target.host,
-    knownHosts,
-  );
-  // rsync appends the host (from user@host:path) itself: drop the argv's own "-- host".
-  const rsh = rsyncRshJoin(peerArgv.slice(0, peerArgv.lastIndexOf("--")));
-  await forwardAgentOnce(
-    inputs.target,
-    {
-      script: [
-        "set -e",
-        'mkdir -p .cache/sparkform "$4"',
-        'printf "%s" "$1" > "$2"',
-        "trap 'rm -f \"$2\"' EXIT",
-        'rsync -a -s --delete -e "$3" -- "$5" "$4/"',
-      ].join("\n"),
-      args: [
-        knownHostsLine(hostKeyAlias(source.target.name), source.target.hostKey),
-        knownHosts,
-        rsh,
-        rel(inputs.path),
-        `${source.target.user}@${source.fabricAddress ?? source.target.host}:${rel(inputs.path)}/`,
-      ],
-      display: `rsync ${source.target.name}:${inputs.path} over the fabric`,
-    },
-    { step: `copy toolchain from ${source.target.name}`, timeoutMs: 30 * 60_000 },
-  );
+  await copyFromPeer(inputs.target, source, {
+    dest: rel(inputs.path),
+    source: rel(inputs.path),
+    body: 'rsync -a -s --delete -e "$RSH" -- "$SRC/" "$DST/"',
+    step: `copy toolchain from ${source.target.name}`,
+    display: `rsync ${source.target.name}:${inputs.path} over the fabric`,
+    timeoutMs: 30 * 60_000,
+  });
 }
 
 async function copyViaControl(inputs: ToolchainInputs, source: ToolchainSource): Promise<void> {

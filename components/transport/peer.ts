@@ -1,0 +1,68 @@
+// Node-to-node copies over the fabric: a command on one node that rsyncs from a peer, with the
+// control node's agent forwarded for that one command (nodes hold no keys for each other) and
+// the peer's host key pinned in a known_hosts file written on the node for the copy.
+import { randomBytes } from "node:crypto";
+import { hostKeyAlias, knownHostsLine } from "./connection";
+import { rsyncRshJoin } from "./quote";
+import { forwardAgentOnce, type RunResult, type SshTarget } from "./ssh";
+import { peerSshArgv } from "./ssh-options";
+
+export interface Peer {
+  target: SshTarget;
+  /** The peer's address as the other nodes reach it (fabric); default its `host`. */
+  fabricAddress?: string;
+}
+
+export interface PeerCopy {
+  /** Directory on the node, relative to its $HOME (created): `$DST` in `body`. */
+  dest: string;
+  /** Path on the peer, relative to its $HOME: `$SRC` in `body` is `user@peer:<source>`. */
+  source: string;
+  /**
+   * The copy, as sh lines using `$RSH` (rsync's -e value), `$SRC`, `$DST`, and "$@" = `args`;
+   * e.g. `rsync -a -s --delete -e "$RSH" -- "$SRC/" "$DST/"`.
+   */
+  body: string;
+  args?: readonly string[];
+  step: string;
+  display: string;
+  timeoutMs: number;
+}
+
+export async function copyFromPeer(
+  node: SshTarget,
+  peer: Peer,
+  copy: PeerCopy,
+): Promise<RunResult> {
+  const peerHost = peer.fabricAddress ?? peer.target.host;
+  // One file per copy: concurrent copies from the same peer (toolchain and model) must not
+  // remove each other's pinned key.
+  const knownHosts = `.cache/sparkform/known_hosts.${peer.target.name}.${randomBytes(6).toString("hex")}`;
+  const argv = peerSshArgv(peer.target, peerHost, knownHosts);
+  // rsync appends the host (from user@host:path) itself: drop the argv's own "-- host".
+  const rsh = rsyncRshJoin(argv.slice(0, argv.lastIndexOf("--")));
+  return forwardAgentOnce(
+    node,
+    {
+      script: [
+        "set -e",
+        'mkdir -p .cache/sparkform "$4"',
+        "trap 'rm -f \"$2\"' EXIT",
+        'printf "%s" "$1" > "$2"',
+        "RSH=$3 DST=$4 SRC=$5",
+        "shift 5",
+        copy.body,
+      ].join("\n"),
+      args: [
+        knownHostsLine(hostKeyAlias(peer.target.name), peer.target.hostKey),
+        knownHosts,
+        rsh,
+        copy.dest,
+        `${peer.target.user}@${peerHost}:${copy.source}`,
+        ...(copy.args ?? []),
+      ],
+      display: copy.display,
+    },
+    { step: copy.step, timeoutMs: copy.timeoutMs },
+  );
+}
