@@ -53,10 +53,14 @@ export class SparkCluster extends pulumi.ComponentResource {
     const { config } = args;
     const secret = args.privateKey !== undefined;
     // A private key rides in each resource's target: keep those encrypted in state.
-    const childOpts = (extra: pulumi.CustomResourceOptions = {}): pulumi.CustomResourceOptions => ({
+    // `connections`: the properties that carry a node's connection (and so the key).
+    const childOpts = (
+      extra: pulumi.CustomResourceOptions = {},
+      connections: string[] = ["target"],
+    ): pulumi.CustomResourceOptions => ({
       parent: this,
       ...extra,
-      additionalSecretOutputs: secret ? ["target"] : [],
+      additionalSecretOutputs: secret ? connections : [],
     });
 
     const targets = new Map<string, pulumi.Output<SshTarget>>();
@@ -122,7 +126,7 @@ export class SparkCluster extends pulumi.ComponentResource {
                 })),
                 expectedDigest: source.digest,
               },
-              childOpts({ dependsOn: [...nodes, source] }),
+              childOpts({ dependsOn: [...nodes, source] }, ["target", "source"]),
             ),
       );
       this.toolchain = pulumi
@@ -233,7 +237,10 @@ export class SparkCluster extends pulumi.ComponentResource {
     source: string,
     syncs: TreeSync[],
     target: (n: string) => pulumi.Output<SshTarget>,
-    childOpts: (extra?: pulumi.CustomResourceOptions) => pulumi.CustomResourceOptions,
+    childOpts: (
+      extra?: pulumi.CustomResourceOptions,
+      connections?: string[],
+    ) => pulumi.CustomResourceOptions,
   ): pulumi.Output<Record<string, BuildSummary>> {
     const b = config.build as NonNullable<ClusterConfig["build"]>;
     const tree = config.tree as NonNullable<ClusterConfig["tree"]>;
@@ -286,13 +293,8 @@ export class SparkCluster extends pulumi.ComponentResource {
               }
             : {}),
         },
-        // cacheFrom carries the seed's connection (and a private key, if any): secret like target.
-        {
-          ...childOpts({ dependsOn: seedBuild ? [sync, seedBuild] : [sync] }),
-          ...(childOpts().additionalSecretOutputs?.length
-            ? { additionalSecretOutputs: ["target", "cacheFrom"] }
-            : {}),
-        },
+        // cacheFrom carries the seed's connection too.
+        childOpts({ dependsOn: seedBuild ? [sync, seedBuild] : [sync] }, ["target", "cacheFrom"]),
       );
     });
     return pulumi
