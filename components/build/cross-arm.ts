@@ -10,11 +10,16 @@
 // The llama.cpp tree is the one node-llama-cpp ships (tools/llama extractLlamaSource), cached
 // with the builds under sparkformCacheDir()/llama-cross-arm-<commit>/; each build directory is
 // named by the build key of its flags (flags.ts buildDirName), so each -march is built once.
-import { spawn, spawnSync } from "node:child_process";
+import { spawnSync } from "node:child_process";
 import * as fs from "node:fs";
 import * as os from "node:os";
 import * as path from "node:path";
-import { extractLlamaSource, llamaSourceInfo, sparkformCacheDir } from "../../tools/llama";
+import {
+  extractLlamaSource,
+  llamaSourceInfo,
+  runLogged,
+  sparkformCacheDir,
+} from "../../tools/llama";
 import { type BuildFlags, buildDirName, cmakeDefines, parseBuildFlags } from "./flags";
 
 /** A file or command the cross build needs, and the Debian package that provides it. */
@@ -168,32 +173,6 @@ export interface CrossArmBuild {
 }
 
 export type CrossGenerator = "Unix Makefiles" | "Ninja";
-
-function runLogged(
-  cmd: string,
-  args: string[],
-  opts: { cwd: string; log: fs.WriteStream; onLog?: (l: string) => void },
-): Promise<void> {
-  return new Promise((resolve, reject) => {
-    opts.log.write(`$ ${cmd} ${args.join(" ")}\n`);
-    const child = spawn(cmd, args, { cwd: opts.cwd, stdio: ["ignore", "pipe", "pipe"] });
-    let tail = "";
-    const onData = (b: Buffer) => {
-      const s = b.toString("utf8");
-      opts.log.write(s);
-      tail = (tail + s).slice(-4000);
-      if (opts.onLog) for (const l of s.split("\n")) if (l) opts.onLog(l);
-    };
-    child.stdout.on("data", onData);
-    child.stderr.on("data", onData);
-    child.on("error", reject);
-    child.on("close", (code) =>
-      code === 0
-        ? resolve()
-        : reject(new Error(`${cmd} ${args.join(" ")} exited ${code}:\n${tail}`)),
-    );
-  });
-}
 
 /**
  * Configure and (unless `configureOnly`) build ggml-cpu for aarch64 under `flags`, in

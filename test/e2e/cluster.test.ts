@@ -1,6 +1,6 @@
 // SparkNode, Toolchain and TreeSync end to end: the real pulumi CLI runs the sparkform program
 // against a simulated pair; assertions read the nodes themselves and the stack's state.
-import { execFileSync, spawn, type ChildProcess } from "node:child_process";
+import { execFileSync } from "node:child_process";
 import {
   chmodSync,
   existsSync,
@@ -21,6 +21,7 @@ import { simDown, simExec, simUp } from "../../tools/sim/index";
 import { renderStackConfig } from "../../tools/sim/stack";
 import type { SimCluster } from "../../tools/sim/state";
 import { type PulumiCli, pulumiCli } from "../helpers/pulumi-cli";
+import { startSshAgent, type TestAgent } from "../helpers/ssh-agent";
 
 const isRoot = process.getuid?.() === 0;
 const work = mkdtempSync(path.join(tmpdir(), "sparkform-e2e-"));
@@ -43,7 +44,7 @@ const toolchainSettings = [
 ];
 
 let cluster: SimCluster;
-let agent: ChildProcess | undefined;
+let agent: TestAgent | undefined;
 let agentSocket = "";
 let cli: PulumiCli;
 
@@ -109,14 +110,8 @@ describe.skipIf(!isRoot)("sparkform on a simulated pair (real pulumi CLI)", () =
   beforeAll(async () => {
     cluster = await simUp({ nodes: 2 });
     makeTree();
-    agentSocket = path.join(work, "agent.sock");
-    agent = spawn("ssh-agent", ["-D", "-a", agentSocket], { stdio: "ignore" });
-    for (let i = 0; i < 50 && !existsSync(agentSocket); i++)
-      await new Promise((r) => setTimeout(r, 100));
-    execFileSync("ssh-add", [cluster.sshKeyPath], {
-      env: { ...process.env, SSH_AUTH_SOCK: agentSocket },
-      stdio: "ignore",
-    });
+    agent = await startSshAgent(work, cluster.sshKeyPath);
+    agentSocket = agent.socket;
     // A private backend; no agent by default (each test says whether it forwards one).
     cli = pulumiCli(repoRoot, {
       PULUMI_BACKEND_URL: `file://${path.join(work, "backend")}`,
@@ -133,7 +128,7 @@ describe.skipIf(!isRoot)("sparkform on a simulated pair (real pulumi CLI)", () =
       await cli.run(["stack", "rm", "--yes", "--force", "-s", stack]).catch(() => undefined);
     }
     rmSync(path.join(repoRoot, "stacks", `Pulumi.${stack}.yaml`), { force: true });
-    agent?.kill();
+    agent?.stop();
     await simDown().catch(() => undefined);
     rmSync(work, { recursive: true, force: true });
   });

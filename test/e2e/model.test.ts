@@ -2,9 +2,8 @@
 // the nodes of a simulated pair) against the test HF endpoint, which this test starts on the
 // control address the nodes reach. Assertions read the nodes, the endpoint's request log and the
 // stack's state.
-import { execFileSync, spawn, type ChildProcess } from "node:child_process";
 import { createHash } from "node:crypto";
-import { existsSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import * as path from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
@@ -22,6 +21,7 @@ import { simDown, simExec, simUp } from "../../tools/sim/index";
 import { renderStackConfig } from "../../tools/sim/stack";
 import type { SimCluster } from "../../tools/sim/state";
 import { type PulumiCli, pulumiCli } from "../helpers/pulumi-cli";
+import { startSshAgent, type TestAgent } from "../helpers/ssh-agent";
 
 const isRoot = process.getuid?.() === 0;
 const work = mkdtempSync(path.join(tmpdir(), "sparkform-model-e2e-"));
@@ -35,7 +35,7 @@ const TOKEN = `hf_e2e_${createHash("sha256").update(String(process.pid)).digest(
 let cluster: SimCluster;
 let ep: HfEndpoint;
 let pub: PublishedRepo & { model: PublishedFile };
-let agent: ChildProcess | undefined;
+let agent: TestAgent | undefined;
 let agentSocket = "";
 let cli: PulumiCli;
 const outputs: string[] = [];
@@ -111,14 +111,8 @@ describe.skipIf(!isRoot)("Model on a simulated pair (real pulumi CLI, local HF e
       port: 0,
       token: TOKEN,
     });
-    agentSocket = path.join(work, "agent.sock");
-    agent = spawn("ssh-agent", ["-D", "-a", agentSocket], { stdio: "ignore" });
-    for (let i = 0; i < 50 && !existsSync(agentSocket); i++)
-      await new Promise((r) => setTimeout(r, 100));
-    execFileSync("ssh-add", [cluster.sshKeyPath], {
-      env: { ...process.env, SSH_AUTH_SOCK: agentSocket },
-      stdio: "ignore",
-    });
+    agent = await startSshAgent(work, cluster.sshKeyPath);
+    agentSocket = agent.socket;
     mkdirSync(path.join(work, "backend"));
     cli = pulumiCli(project, {
       PULUMI_BACKEND_URL: `file://${path.join(work, "backend")}`,
@@ -147,7 +141,7 @@ describe.skipIf(!isRoot)("Model on a simulated pair (real pulumi CLI, local HF e
     }
     rmSync(path.join(project, `Pulumi.${stack}.yaml`), { force: true });
     await ep?.close();
-    agent?.kill();
+    agent?.stop();
     await simDown().catch(() => undefined);
     rmSync(work, { recursive: true, force: true });
   });

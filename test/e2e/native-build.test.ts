@@ -5,7 +5,7 @@
 // SPARKFORM_E2E_NODE_CCACHE names a directory on the control node: then spark-1's cache is
 // seeded from it before the first `up` and saved back after, to make repeated runs fast while
 // developing. spark-2 is always seeded from spark-1 by NativeBuild itself.
-import { execFileSync, spawn, type ChildProcess } from "node:child_process";
+import { execFileSync } from "node:child_process";
 import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import * as path from "node:path";
@@ -15,6 +15,7 @@ import { simDown, simExec, simUp } from "../../tools/sim/index";
 import { renderStackConfig } from "../../tools/sim/stack";
 import type { SimCluster } from "../../tools/sim/state";
 import { type PulumiCli, pulumiCli } from "../helpers/pulumi-cli";
+import { startSshAgent, type TestAgent } from "../helpers/ssh-agent";
 
 const isRoot = process.getuid?.() === 0;
 const work = mkdtempSync(path.join(tmpdir(), "sparkform-nb-"));
@@ -35,7 +36,7 @@ const COLD_BUILD_MS = 45 * 60_000;
 const REBUILD_MS = 20 * 60_000;
 
 let cluster: SimCluster;
-let agent: ChildProcess | undefined;
+let agent: TestAgent | undefined;
 let agentSocket = "";
 let cli: PulumiCli;
 let commit = "";
@@ -120,14 +121,8 @@ describe.skipIf(!isRoot)("NativeBuild on a simulated pair (real pulumi CLI)", ()
   beforeAll(async () => {
     cluster = await simUp({ nodes: 2 });
     commit = extractLlamaSource(treeDir).commit;
-    agentSocket = path.join(work, "agent.sock");
-    agent = spawn("ssh-agent", ["-D", "-a", agentSocket], { stdio: "ignore" });
-    for (let i = 0; i < 50 && !existsSync(agentSocket); i++)
-      await new Promise((r) => setTimeout(r, 100));
-    execFileSync("ssh-add", [cluster.sshKeyPath], {
-      env: { ...process.env, SSH_AUTH_SOCK: agentSocket },
-      stdio: "ignore",
-    });
+    agent = await startSshAgent(work, cluster.sshKeyPath);
+    agentSocket = agent.socket;
     mkdirSync(path.join(work, "backend"));
     cli = pulumiCli(projectDir, {
       PULUMI_BACKEND_URL: `file://${path.join(work, "backend")}`,
@@ -144,7 +139,7 @@ describe.skipIf(!isRoot)("NativeBuild on a simulated pair (real pulumi CLI)", ()
       await cli.run(["stack", "rm", "--yes", "--force", "-s", stack]).catch(() => undefined);
     }
     rmSync(path.join(projectDir, `Pulumi.${stack}.yaml`), { force: true });
-    agent?.kill();
+    agent?.stop();
     await simDown().catch(() => undefined);
     rmSync(work, { recursive: true, force: true });
   });

@@ -125,10 +125,14 @@ export const LLAMA_HOST_CMAKE_FLAGS = [
 ];
 export const LLAMA_HOST_TARGETS = ["llama-simple", "llama-completion", "ggml-rpc-server"];
 
-function run(
+/**
+ * Run a build step: its output goes to `log` (and, line by line, to `onLog`); a failure
+ * rejects with the command and the last 4000 characters of its output.
+ */
+export function runLogged(
   cmd: string,
   args: string[],
-  opts: { cwd: string; env: NodeJS.ProcessEnv; log: fs.WriteStream; onLog?: (l: string) => void },
+  opts: { cwd: string; env?: NodeJS.ProcessEnv; log: fs.WriteStream; onLog?: (l: string) => void },
 ): Promise<void> {
   return new Promise((resolve, reject) => {
     opts.log.write(`$ ${cmd} ${args.join(" ")}\n`);
@@ -150,7 +154,7 @@ function run(
     child.on("close", (code) =>
       code === 0
         ? resolve()
-        : reject(new Error(`${cmd} ${args.join(" ")} exited ${code}\n${tail}`)),
+        : reject(new Error(`${cmd} ${args.join(" ")} exited ${code}:\n${tail}`)),
     );
   });
 }
@@ -212,8 +216,12 @@ export async function buildLlamaHost(opts: BuildLlamaHostOptions = {}): Promise<
     try {
       const jobs = String(opts.jobs ?? os.cpus().length);
       const ctx = { cwd: root, env, log, onLog: opts.onLog };
-      await run("cmake", ["-S", sourceDir, "-B", buildDir, ...LLAMA_HOST_CMAKE_FLAGS], ctx);
-      await run("cmake", ["--build", buildDir, "--target", ...LLAMA_HOST_TARGETS, "-j", jobs], ctx);
+      await runLogged("cmake", ["-S", sourceDir, "-B", buildDir, ...LLAMA_HOST_CMAKE_FLAGS], ctx);
+      await runLogged(
+        "cmake",
+        ["--build", buildDir, "--target", ...LLAMA_HOST_TARGETS, "-j", jobs],
+        ctx,
+      );
     } finally {
       await new Promise<void>((r) => log.end(r));
     }
