@@ -17,7 +17,7 @@
 // and build.ninja snippets. The CUDA check in particular is tested that way only: this
 // machine has no nvcc, so no real ggml-cuda can be configured here (the ARM integration test
 // configures one when nvcc is present).
-import { nodeJsonParser } from "../schema/node-json";
+import { NodeOutputError, nodeJsonParser } from "../schema/node-json";
 import * as path from "node:path";
 import {
   type BuildFlags,
@@ -129,14 +129,10 @@ export const evidenceSchema = obj({
 });
 
 /** Build evidence that failed to parse or validate; `path` is the JSON pointer of the failure. */
-export class EvidenceError extends Error {
+export class EvidenceError extends NodeOutputError {
   override name = "EvidenceError";
-  constructor(
-    readonly node: string,
-    readonly path: string,
-    detail: string,
-  ) {
-    super(`build evidence from node "${node}" is invalid at ${path || "/"}: ${detail}`);
+  constructor(node: string, path: string, detail: string) {
+    super("build evidence", node, path, detail);
   }
 }
 

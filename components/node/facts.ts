@@ -3,7 +3,7 @@
 // (a compromised or merely odd node can print anything), so it is validated strictly:
 // known fields only, bounded sizes, and "null only together with a reason".
 
-import { nodeJsonParser } from "../schema/node-json";
+import { NodeOutputError, nodeJsonParser } from "../schema/node-json";
 import * as path from "node:path";
 
 /** Bump together with SCHEMA_VERSION in native/facts.sh. */
@@ -220,14 +220,10 @@ export const factsSchema = obj({
 });
 
 /** A fact sheet that failed to parse or validate; `path` is the JSON pointer of the failure. */
-export class FactsError extends Error {
+export class FactsError extends NodeOutputError {
   override name = "FactsError";
-  constructor(
-    readonly node: string,
-    readonly path: string,
-    detail: string,
-  ) {
-    super(`fact sheet from node "${node}" is invalid at ${path || "/"}: ${detail}`);
+  constructor(node: string, path: string, detail: string) {
+    super("fact sheet", node, path, detail);
   }
 }
 

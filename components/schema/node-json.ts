@@ -7,6 +7,18 @@ const ajv = new Ajv({ strict: true, allErrors: false, allowUnionTypes: true });
 
 export type NodeJsonErrorFactory = (node: string, path: string, detail: string) => Error;
 
+/** Output of a node-side script that is not what its schema says: names node and JSON path. */
+export class NodeOutputError extends Error {
+  constructor(
+    what: string,
+    readonly node: string,
+    readonly path: string,
+    detail: string,
+  ) {
+    super(`${what} from node "${node}" is invalid at ${path || "/"}: ${detail}`);
+  }
+}
+
 function describe(e: ErrorObject): { path: string; detail: string } {
   const p = e.instancePath;
   if (e.keyword === "additionalProperties") {
