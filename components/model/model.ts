@@ -151,7 +151,9 @@ export class Model extends pulumi.ComponentResource {
             cacheDir: defaultGgufCacheDir(),
           });
         } catch (err) {
-          if (err instanceof ModelResolveError) throw new pulumi.ResourceError(err.message, this);
+          // A user-facing failure (hub unreachable, unpinned revision, SHA-256 disagreeing):
+          // RunError prints just the message, where a ResourceError dumps the whole resource.
+          if (err instanceof ModelResolveError) throw new pulumi.RunError(err.message);
           throw err;
         }
       }),
