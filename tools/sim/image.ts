@@ -108,6 +108,18 @@ export function cachedImage(): ImageInfo | undefined {
   return { key, dir, rootfs: path.join(dir, "rootfs") };
 }
 
+/**
+ * The Debian mirror this host's apt uses (the first `URIs:` of debian.sources, else the first
+ * `deb` line of sources.list), so the image comes from where the host's packages come from.
+ */
+export function hostDebianMirror(): string | undefined {
+  const read = (f: string) => (fs.existsSync(f) ? fs.readFileSync(f, "utf8") : "");
+  const deb822 = /^URIs:\s*(\S+)/m.exec(read("/etc/apt/sources.list.d/debian.sources"));
+  if (deb822?.[1]) return deb822[1];
+  const classic = /^deb\s+(?:\[[^\]]*\]\s+)?(\S+)/m.exec(read("/etc/apt/sources.list"));
+  return classic?.[1];
+}
+
 /** Returns the cached image, building it first (debootstrap + configure) when absent. */
 export async function ensureImage(log: (s: string) => void): Promise<ImageInfo> {
   const key = imageKey();
@@ -120,7 +132,7 @@ export async function ensureImage(log: (s: string) => void): Promise<ImageInfo> 
     fs.rmSync(build, { recursive: true, force: true });
     ensureDir(build);
     const rootfs = path.join(build, "rootfs");
-    const mirror = process.env.SPARKFORM_DEBIAN_MIRROR || "http://deb.debian.org/debian";
+    const mirror = process.env.SPARKFORM_DEBIAN_MIRROR || hostDebianMirror();
     const started = Date.now();
     log(
       `sim: building node image ${key} (debootstrap ${imageSuite}, ${imagePackages.length} packages; a few minutes, once)`,
@@ -134,7 +146,8 @@ export async function ensureImage(log: (s: string) => void): Promise<ImageInfo> 
           `--include=${imagePackages.join(",")}`,
           imageSuite,
           rootfs,
-          mirror,
+          // No mirror: debootstrap's own default.
+          ...(mirror ? [mirror] : []),
         ],
       ],
       ["chroot", [rootfs, "/bin/bash", "-s"]],
