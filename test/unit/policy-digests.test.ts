@@ -2,11 +2,12 @@
 // CLI run with --policy-pack is in test/foundation.
 import type { ResourceValidationArgs } from "@pulumi/policy";
 import { describe, expect, it } from "vitest";
-import { digestPinned } from "../../policies/digests";
+import { digestPinned, modelPinned } from "../../policies/digests";
 
 function violations(
   props: Record<string, unknown>,
   type = "pulumi-nodejs:dynamic:Resource",
+  policy = digestPinned,
 ): string[] {
   const found: string[] = [];
   const args = {
@@ -16,8 +17,8 @@ function violations(
     name: "r",
     opts: {},
   } as unknown as ResourceValidationArgs;
-  const validate = digestPinned.validateResource;
-  if (typeof validate !== "function") throw new Error("sha256-pinned has one validateResource");
+  const validate = policy.validateResource;
+  if (typeof validate !== "function") throw new Error(`${policy.name} has one validateResource`);
   void validate(args, (message: string) => found.push(message));
   return found;
 }
@@ -55,5 +56,30 @@ describe("sha256-pinned", () => {
   it("ignores other resources", () => {
     expect(violations({ kind: "Other" })).toEqual([]);
     expect(violations({ kind: "FileDigest" }, "aws:s3/bucket:Bucket")).toEqual([]);
+  });
+});
+
+describe("model-pinned", () => {
+  const replica = (commit: unknown, files: unknown) => ({
+    kind: "ModelReplica",
+    repo: "org/m",
+    commit,
+    files,
+  });
+  const ok = [{ path: "m.gguf", size: 1, sha256: "b".repeat(64) }];
+  const check = (props: Record<string, unknown>) =>
+    violations(props, "pulumi-nodejs:dynamic:Resource", modelPinned);
+
+  it("accepts a commit and known digests", () => {
+    expect(check(replica("c".repeat(40), ok))).toEqual([]);
+  });
+  it("names a revision that is not a commit and a file without a digest", () => {
+    expect(check(replica("main", [{ path: "m.gguf", size: 1, sha256: "" }]))).toEqual([
+      'Pin model org/m to a commit: "main" is not a 40-hex commit sha.',
+      "Model org/m file m.gguf has no known SHA-256: give it in sparkform:model.sha256 or use a hub whose metadata carries it (LFS).",
+    ]);
+  });
+  it("waits for values that are not known yet", () => {
+    expect(check(replica(undefined, undefined))).toEqual([]);
   });
 });
