@@ -7,7 +7,8 @@ import type * as pulumi from "@pulumi/pulumi";
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import * as path from "node:path";
-import { parseTreeDigest, type TreeDigest } from "../tree/digest";
+import type { TreeDigest } from "../tree/digest";
+import { remoteTreeDigest } from "../tree/remote-digest";
 import { agentAvailable, rsync, run, type PathEntry, type SshTarget } from "../transport/ssh";
 import { copyFromPeer } from "../transport/peer";
 
@@ -45,23 +46,8 @@ export interface ToolchainOutputs extends ToolchainInputs {
 
 const rel = (p: string) => (p === "~" ? "." : p.replace(/^~\//, ""));
 
-async function digestOf(
-  target: SshTarget,
-  inputs: ToolchainInputs,
-): Promise<TreeDigest | undefined> {
-  const result = await run(
-    target,
-    {
-      script: 'exec python3 - "$@"',
-      args: [inputs.path],
-      stdin: inputs.digestScript,
-      display: `tree digest ${inputs.path}`,
-    },
-    { step: "toolchain digest", timeoutMs: 10 * 60_000, okExitCodes: [0, 3] },
-  );
-  return result.exitCode === 3
-    ? undefined
-    : parseTreeDigest(result.stdout, `node "${target.name}"`);
+function digestOf(target: SshTarget, inputs: ToolchainInputs): Promise<TreeDigest | undefined> {
+  return remoteTreeDigest(target, inputs.digestScript, inputs.path, { step: "toolchain digest" });
 }
 
 async function probe(inputs: ToolchainInputs): Promise<string> {

@@ -3,12 +3,12 @@
 import type * as pulumi from "@pulumi/pulumi";
 import type { Exclusion } from "../config";
 import { progress, since } from "../providers/progress";
+import { remoteTreeDigest } from "./remote-digest";
 import { rsync, run, type SshTarget } from "../transport/ssh";
 import {
   differingPaths,
   exclusionArgs,
   localTreeDigest,
-  parseTreeDigest,
   rsyncExcludes,
   type TreeDigest,
 } from "./digest";
@@ -35,23 +35,11 @@ export interface TreeSyncOutputs extends TreeSyncInputs {
   bytes: number;
 }
 
-async function remoteDigest(
-  inputs: TreeSyncInputs,
-  manifest: boolean,
-): Promise<TreeDigest | undefined> {
-  const result = await run(
-    inputs.target,
-    {
-      // The script arrives on stdin, so the node runs the very same code as the control node.
-      script: 'exec python3 - "$@"',
-      args: [inputs.dest, ...exclusionArgs(inputs.exclude), ...(manifest ? ["--manifest"] : [])],
-      stdin: inputs.digestScript,
-      display: `python3 native/tree-digest.py ${inputs.dest}`,
-    },
-    { step: "tree digest", timeoutMs: 10 * 60_000, okExitCodes: [0, 3] },
-  );
-  if (result.exitCode === 3) return undefined;
-  return parseTreeDigest(result.stdout, `node "${inputs.target.name}"`);
+function remoteDigest(inputs: TreeSyncInputs, manifest: boolean): Promise<TreeDigest | undefined> {
+  return remoteTreeDigest(inputs.target, inputs.digestScript, inputs.dest, {
+    args: [...exclusionArgs(inputs.exclude), ...(manifest ? ["--manifest"] : [])],
+    step: "tree digest",
+  });
 }
 
 function outputs(inputs: TreeSyncInputs, d: TreeDigest | undefined): TreeSyncOutputs {
