@@ -5,6 +5,7 @@
 
 import { execa } from "execa";
 import * as fs from "node:fs";
+import pLimit from "p-limit";
 import { validateTarget, type SshTarget } from "./connection";
 import {
   closeMasters,
@@ -111,6 +112,28 @@ function fail(
     },
     inv.secrets,
   );
+}
+
+/**
+ * Sessions one ControlMaster carries at once. sshd refuses a session beyond its MaxSessions
+ * (default 10) with "mux_client_request_session: session request failed: Session open refused
+ * by peer"; ssh then opens a connection of its own, and a burst of those meets MaxStartups
+ * (default 10:30:100) and dies in "kex_exchange_identification: Connection reset by peer".
+ * A refresh reads every resource of a node at once, so queue here instead, under the default.
+ */
+export const SESSIONS_PER_MASTER = 8;
+
+const masterQueues = new Map<string, ReturnType<typeof pLimit>>();
+
+/** Run `task` in the session queue of `node`'s ControlMaster. */
+function throughMaster<T>(node: SshTarget, task: () => Promise<T>): Promise<T> {
+  const cp = controlPath(node);
+  let queue = masterQueues.get(cp);
+  if (!queue) {
+    queue = pLimit(SESSIONS_PER_MASTER);
+    masterQueues.set(cp, queue);
+  }
+  return queue(task);
 }
 
 /** Lines kept for the error tail, both streams in arrival order. */
@@ -225,16 +248,18 @@ export async function run(
     ...sshDestination(node),
     built.commandLine,
   ];
-  return invoke({
-    node,
-    step: opts.step,
-    file: "ssh",
-    args,
-    stdin: built.stdin,
-    display: built.display,
-    secrets: [...built.secrets, ...secretsOf(node)],
-    opts,
-  });
+  return throughMaster(node, () =>
+    invoke({
+      node,
+      step: opts.step,
+      file: "ssh",
+      args,
+      stdin: built.stdin,
+      display: built.display,
+      secrets: [...built.secrets, ...secretsOf(node)],
+      opts,
+    }),
+  );
 }
 
 /** Whether an ssh agent is available to forward (SSH_AUTH_SOCK names an existing socket). */
@@ -369,19 +394,22 @@ export async function rsync(
     "rsync",
     ...args.filter((_, i) => args[i - 1] !== "-e" && args[i] !== "-e"),
   ]);
-  return invoke({
-    node,
-    step: opts.step,
-    file: "rsync",
-    args,
-    stdin: undefined,
-    display,
-    secrets: secretsOf(node),
-    opts,
-  });
+  return throughMaster(node, () =>
+    invoke({
+      node,
+      step: opts.step,
+      file: "rsync",
+      args,
+      stdin: undefined,
+      display,
+      secrets: secretsOf(node),
+      opts,
+    }),
+  );
 }
 
 /** End this process's ControlMasters and delete its private files (keys, known_hosts). */
 export function close(): void {
+  masterQueues.clear();
   closeMasters();
 }

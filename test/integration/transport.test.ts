@@ -14,6 +14,7 @@ import {
   rsync,
   run,
   RemoteCommandError,
+  SESSIONS_PER_MASTER,
   type SshTarget,
 } from "../../components/transport/ssh";
 
@@ -136,17 +137,29 @@ describe.skipIf(!haveSshd)("ssh transport against a local sshd", () => {
     expect(r.stdout.split("\0").slice(0, -1)).toEqual(HOSTILE);
   });
 
-  it("runs many commands to one node at once (refresh reads every resource in parallel)", async () => {
-    // Each run() rewrites the node's pinned known_hosts file; a rewrite in place once left ssh
-    // reading an empty file ("No ED25519 host key is known") under concurrency.
+  it("runs many commands to one node at once, at most SESSIONS_PER_MASTER on the master", async () => {
+    // A refresh reads every resource of a node at once. Beyond sshd's MaxSessions (10) the
+    // master refuses a session and ssh's own fallback connections then meet MaxStartups.
+    // Each command marks itself running, waits, counts the running ones, and unmarks.
+    const marks = fs.mkdtempSync(path.join(dir, "marks-"));
     const runs = await Promise.all(
       Array.from({ length: 24 }, (_, i) =>
-        run(node, ["echo", String(i)], { step: `parallel ${i}` }),
+        run(
+          node,
+          {
+            script:
+              'touch "$1/$2.run"; sleep 1; n=$(ls "$1" | grep -c "[.]run$"); rm "$1/$2.run"; echo "$2 $n"',
+            args: [marks, String(i)],
+          },
+          { step: `parallel ${i}` },
+        ),
       ),
     );
-    expect(runs.map((r) => r.stdout.trim())).toEqual(
-      Array.from({ length: 24 }, (_, i) => String(i)),
-    );
+    const lines = runs.map((r) => r.stdout.trim().split(" ").map(Number));
+    expect(lines.map(([i]) => i)).toEqual(Array.from({ length: 24 }, (_, i) => i));
+    const running = lines.map(([, n]) => n ?? 0);
+    expect(Math.max(...running)).toBeLessThanOrEqual(SESSIONS_PER_MASTER);
+    expect(Math.max(...running)).toBeGreaterThan(1);
   });
 
   it("runs under the environment contract: empty env, explicit PATH, non-login", async () => {
