@@ -234,6 +234,21 @@ describe.skipIf(!isRoot)("Model on a simulated pair (real pulumi CLI, local HF e
     await pulumi(["refresh", "--yes", "--expect-no-changes", "-s", stack]);
   });
 
+  it("no agent to forward: spark-2's copy is relayed through the control node, verified there", async () => {
+    await onNode("spark-2", `rm -f ${modelPath()}`);
+    ep.clearLog();
+    const up = await pulumi(["up", "--refresh", "--yes", "-s", stack], {
+      env: { SSH_AUTH_SOCK: "" },
+    });
+    expect(up.output).toMatch(
+      /\[spark-2\] model sparkform\/tiny-llama: copied 1 file\(s\), .* from spark-1 relayed through the control node/,
+    );
+    expect(await replica("spark-2")).toMatchObject({ fetchedBy: "relay" });
+    expect(await sha256On("spark-2")).toBe(pub.model.sha256);
+    expect(nodeGets()).toEqual([]);
+    await pulumi(["refresh", "--yes", "--expect-no-changes", "-s", stack]);
+  });
+
   it("cut at ~50%: up fails keeping the .part; the next up resumes it with Range (token never in ps)", async () => {
     await onNode("spark-1", `rm -f ${modelPath()}`);
     const half = Math.floor(pub.model.size / 2);

@@ -260,7 +260,7 @@ describe.skipIf(!isRoot)("NativeBuild on a simulated pair (real pulumi CLI)", ()
   );
 
   it(
-    "the rpc server deleted on spark-2: refresh shows drift, up rebuilds it",
+    "the rpc server deleted on spark-2: refresh shows drift, up rebuilds it (cache relayed, no agent)",
     async () => {
       const installDir = second["spark-2"]?.installDir ?? "";
       await onNode("spark-2", `rm -f ${installDir}/${RPC}`);
@@ -274,8 +274,13 @@ describe.skipIf(!isRoot)("NativeBuild on a simulated pair (real pulumi CLI)", ()
       });
       expect(preview.output).toMatch(/~\s+pulumi-nodejs:dynamic:Resource\s+build-spark-2\s+update/);
       expect(preview.output).not.toMatch(/build-spark-1\s+update/);
-      await cli.run(["up", "--yes", "-s", stack]);
+      // No agent to forward this time: spark-2's compiler cache is relayed through the control node.
+      const up = await cli.run(["up", "--yes", "-s", stack], { env: { SSH_AUTH_SOCK: "" } });
+      expect(up.output).toMatch(
+        /\[spark-2\].*compiler cache seeded from spark-1 via the control node/,
+      );
       const now = await results();
+      expect(now["spark-2"]?.cache.seededBy).toBe("relay");
       expect(now["spark-2"]?.artifacts).toEqual(second["spark-2"]?.artifacts);
       expect(now["spark-2"]?.artifacts).toEqual(now["spark-1"]?.artifacts);
       await cli.run(["refresh", "--yes", "--expect-no-changes", "-s", stack]);
