@@ -3,10 +3,12 @@
 // Pulumi serializes a dynamic provider's methods into state and runs them in a separate
 // process (also for `refresh` and `destroy`, from the copy in state). Serializing real code
 // that way captures whole module graphs by value. Instead each provider here is a thin
-// object whose methods load one implementation module by absolute path — the only thing
-// captured is that path — after registering tsx so the TypeScript loads in plain node.
-// The path is the checkout's; a checkout that moved needs one `pulumi up` (which rewrites
-// the provider in state) before `refresh` or `destroy` find it again.
+// object whose methods load one implementation module by path — the only thing captured is
+// that path — after registering tsx so the TypeScript loads in plain node.
+// The path is captured relative to the project directory (the program's working directory,
+// which is also the provider process's), so state is the same in every checkout and a moved
+// or second checkout can `refresh` and `destroy` a stack without an `up` first.
+import * as path from "node:path";
 import type * as pulumi from "@pulumi/pulumi";
 
 /** What an implementation module exports: plain-typed CRUD, as dynamic providers take. */
@@ -21,8 +23,18 @@ export interface ProviderImpl<I, O> {
 
 /** A provider that forwards every method to the module at `implFile` (absolute path). */
 export function delegatingProvider(implFile: string): pulumi.dynamic.ResourceProvider {
-  // These functions are serialized: they may refer only to `implFile` and to each other.
+  const relFile = path.relative(process.cwd(), implFile);
+  // These functions are serialized: they may refer only to `relFile` and to each other.
   const load = (): ProviderImpl<unknown, unknown> => {
+    // eslint-disable-next-line @typescript-eslint/no-require-imports
+    const file = (require("node:path") as typeof path).resolve(process.cwd(), relFile);
+    // eslint-disable-next-line @typescript-eslint/no-require-imports
+    if (!(require("node:fs") as typeof import("node:fs")).existsSync(file)) {
+      throw new Error(
+        `sparkform provider module ${relFile} is not under ${process.cwd()}: ` +
+          "run pulumi in the project directory of a sparkform checkout (the one with Pulumi.yaml)",
+      );
+    }
     // execa is an ES module: load it with node's own require(esm) first, because tsx's CommonJS
     // hook would compile it to CommonJS and then fail on its dependencies' import-only exports.
     // eslint-disable-next-line @typescript-eslint/no-require-imports
@@ -30,12 +42,12 @@ export function delegatingProvider(implFile: string): pulumi.dynamic.ResourcePro
     // eslint-disable-next-line @typescript-eslint/no-require-imports
     require("tsx/cjs");
     // eslint-disable-next-line @typescript-eslint/no-require-imports
-    return require(implFile) as ProviderImpl<unknown, unknown>;
+    return require(file) as ProviderImpl<unknown, unknown>;
   };
   const missing = (method: string) =>
-    new Error(`${implFile} does not implement ${method}; this is a sparkform bug`);
+    new Error(`${relFile} does not implement ${method}; this is a sparkform bug`);
   return {
-    create: (inputs) => load().create(inputs),
+    create: async (inputs) => load().create(inputs),
     read: async (id, props) => {
       const impl = load();
       return impl.read ? impl.read(id, props) : { id, props };
