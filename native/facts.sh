@@ -27,47 +27,8 @@ SCHEMA_VERSION=1
 SYS=${SPARKFORM_SYSFS_ROOT:-/sys}
 IBV_DEVINFO=${SPARKFORM_IBV_DEVINFO:-ibv_devinfo}
 
-# ---- JSON encoding -------------------------------------------------------------------
-
-# js STRING: a JSON string literal. Plain printable ASCII is printed directly (no fork);
-# anything with quotes, backslashes, control or non-ASCII bytes goes through awk, which
-# escapes per RFC 8259 and passes UTF-8 bytes through unchanged.
-js() {
-	case $1 in
-	*[\"\\]* | *[![:print:]]*)
-		printf '%s\n' "$1" | awk '
-			BEGIN {
-				ORS = ""
-				for (i = 1; i < 32; i++) esc[sprintf("%c", i)] = sprintf("\\u%04x", i)
-				esc["\t"] = "\\t"; esc["\r"] = "\\r"; esc["\""] = "\\\""; esc["\\"] = "\\\\"
-				esc[sprintf("%c", 127)] = "\\u007f"
-				printf "\""
-			}
-			{
-				if (NR > 1) printf "\\n"
-				n = length($0)
-				for (i = 1; i <= n; i++) { c = substr($0, i, 1); printf "%s", ((c in esc) ? esc[c] : c) }
-			}
-			END { printf "\"" }'
-		;;
-	*) printf '"%s"' "$1" ;;
-	esac
-}
-
-# jsn STRING-OR-EMPTY: a JSON string, or null when empty.
-jsn() {
-	if [ -n "$1" ]; then js "$1"; else printf 'null'; fi
-}
-
-# num VALUE: a JSON non-negative integer, or null when VALUE is not one.
-num() {
-	case $1 in
-	'' | *[!0-9]*) printf 'null' ;;
-	0) printf '0' ;;
-	0*) printf 'null' ;; # leading zeros are not JSON, and not a value we recognise
-	*) printf '%s' "$1" ;;
-	esac
-}
+# JSON encoding: js, jsn, jsfile, num (inlined here when this script is sent to a node).
+. "$(dirname -- "$0")/lib/json.sh"
 
 # readv FILE: the first line of FILE into $V (empty if unreadable). `read` is a builtin,
 # which matters for the hundreds of small sysfs files on a real node.

@@ -41,53 +41,8 @@ export LC_ALL
 SCHEMA_VERSION=1
 MAX_TEXT=262144 # bytes of flags text per target; more is truncated (and says so)
 
-# ---- JSON encoding (same approach as facts.sh) ---------------------------------------
-
-# js STRING: a JSON string literal (RFC 8259 escaping; UTF-8 passes through).
-js() {
-	case $1 in
-	*[\"\\]* | *[![:print:]]*)
-		printf '%s\n' "$1" | awk '
-			BEGIN {
-				ORS = ""
-				for (i = 1; i < 32; i++) esc[sprintf("%c", i)] = sprintf("\\u%04x", i)
-				esc["\t"] = "\\t"; esc["\r"] = "\\r"; esc["\""] = "\\\""; esc["\\"] = "\\\\"
-				esc[sprintf("%c", 127)] = "\\u007f"
-				printf "\""
-			}
-			{
-				if (NR > 1) printf "\\n"
-				n = length($0)
-				for (i = 1; i <= n; i++) { c = substr($0, i, 1); printf "%s", ((c in esc) ? esc[c] : c) }
-			}
-			END { printf "\"" }'
-		;;
-	*) printf '"%s"' "$1" ;;
-	esac
-}
-
-# jsn STRING-OR-EMPTY: a JSON string, or null when empty.
-jsn() {
-	if [ -n "$1" ]; then js "$1"; else printf 'null'; fi
-}
-
-# jsfile FILE: the file's content as a JSON string (awk reads it; no shell variable holds it).
-jsfile() {
-	awk '
-		BEGIN {
-			ORS = ""
-			for (i = 1; i < 32; i++) esc[sprintf("%c", i)] = sprintf("\\u%04x", i)
-			esc["\t"] = "\\t"; esc["\r"] = "\\r"; esc["\""] = "\\\""; esc["\\"] = "\\\\"
-			esc[sprintf("%c", 127)] = "\\u007f"
-			printf "\""
-		}
-		{
-			n = length($0)
-			for (i = 1; i <= n; i++) { c = substr($0, i, 1); printf "%s", ((c in esc) ? esc[c] : c) }
-			printf "\\n"
-		}
-		END { printf "\"" }' "$1"
-}
+# JSON encoding: js, jsn, jsfile, num (inlined here when this script is sent to a node).
+. "$(dirname -- "$0")/lib/json.sh"
 
 # ---- arguments --------------------------------------------------------------------------
 

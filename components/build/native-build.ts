@@ -1,13 +1,12 @@
 import * as pulumi from "@pulumi/pulumi";
-import { readFileSync } from "node:fs";
 import * as path from "node:path";
+import { nativeScript } from "../native-script";
 import { delegatingProvider } from "../providers/delegate";
 import type { SshTarget } from "../transport/ssh";
 import { type BuildFlags, BuildFlagsError, parseBuildFlags } from "./flags";
 import { checkArtifact, checkTarget, DEFAULT_ARTIFACTS, DEFAULT_TARGETS } from "./plan";
 import type { CacheSource } from "./provider";
 import type { Check } from "./verify";
-import { VERIFY_SCRIPT_PATH } from "./verify";
 
 export type { CacheSource } from "./provider";
 
@@ -91,7 +90,7 @@ export class NativeBuild extends pulumi.dynamic.Resource {
       const msg = err instanceof BuildFlagsError ? err.message : (err as Error).message;
       throw new pulumi.RunError(`NativeBuild ${name}: ${msg}`);
     }
-    verifyScript ??= readFileSync(VERIFY_SCRIPT_PATH, "utf8");
+    verifyScript ??= nativeScript("verify-build.sh");
     super(
       provider,
       name,

@@ -4,13 +4,9 @@
 // known fields only, bounded sizes, and "null only together with a reason".
 
 import { NodeOutputError, nodeJsonParser } from "../schema/node-json";
-import * as path from "node:path";
 
 /** Bump together with SCHEMA_VERSION in native/facts.sh. */
 export const FACTS_SCHEMA_VERSION = 1;
-
-/** The script to run on a node (read it and send it as the script of a RemoteScript). */
-export const FACTS_SCRIPT_PATH = path.join(__dirname, "..", "..", "native", "facts.sh");
 
 type Reason = string | null;
 

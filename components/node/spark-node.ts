@@ -1,9 +1,9 @@
 import * as pulumi from "@pulumi/pulumi";
-import { readFileSync } from "node:fs";
 import * as path from "node:path";
 import { delegatingProvider } from "../providers/delegate";
 import type { SshTarget } from "../transport/ssh";
-import { FACTS_SCRIPT_PATH, type SparkNodeFacts } from "./facts";
+import { nativeScript } from "../native-script";
+import type { SparkNodeFacts } from "./facts";
 
 /** Bump when the provider's behaviour changes, so `up` rewrites it in state. */
 export const SPARK_NODE_PROVIDER_VERSION = "1";
@@ -33,7 +33,7 @@ export class SparkNode extends pulumi.dynamic.Resource {
         kind: "SparkNode",
         providerVersion: SPARK_NODE_PROVIDER_VERSION,
         target: args.target,
-        factsScript: readFileSync(FACTS_SCRIPT_PATH, "utf8"),
+        factsScript: nativeScript("facts.sh"),
         diskPaths: args.diskPaths ?? ["~/models", "~"],
         facts: undefined,
       },

@@ -24,9 +24,9 @@ import {
   parseEvidence,
   requiredSignatures,
   targetCompileFlags,
-  VERIFY_SCRIPT_PATH,
   verifyScriptArgs,
 } from "../../components/build/verify";
+import { nativeScript } from "../../components/native-script";
 
 const COMMIT = "80fb11ac73e66d89eae2c6a91d8a77428fa733ed";
 const SPARK = sparkBuildFlags(COMMIT);
@@ -645,14 +645,18 @@ __attribute__((target("avx2,fma,f16c"))) float dot_q8(const uint8_t *a, const in
   }
 
   function runScript(args: string[]): BuildEvidence {
-    const out = execFileSync("/bin/sh", [VERIFY_SCRIPT_PATH, ...args], {
-      encoding: "utf8",
-      env: {
-        PATH: "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
-        HOME: os.homedir(),
-        LANG: "C.UTF-8",
+    const out = execFileSync(
+      "/bin/sh",
+      ["-c", nativeScript("verify-build.sh"), "verify-build.sh", ...args],
+      {
+        encoding: "utf8",
+        env: {
+          PATH: "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
+          HOME: os.homedir(),
+          LANG: "C.UTF-8",
+        },
       },
-    });
+    );
     expect(out.trim().split("\n")).toHaveLength(1); // one JSON object, one line
     return parseEvidence(out, "control");
   }

@@ -5,14 +5,15 @@ import * as fs from "node:fs";
 import * as os from "node:os";
 import * as path from "node:path";
 import { describe, expect, it } from "vitest";
-import { FACTS_SCRIPT_PATH, parseFacts, type SparkNodeFacts } from "../../components/node/facts";
+import { nativeScript } from "../../components/native-script";
+import { parseFacts, type SparkNodeFacts } from "../../components/node/facts";
 
 const FIXTURE = path.join(__dirname, "..", "fixtures", "sysfs-spark");
 const IBV_FIXTURE = path.join(__dirname, "..", "fixtures", "sysfs-spark.ibv_devinfo");
 
-/** Run facts.sh like the transport does: empty environment plus the contract's few names. */
+/** Run facts.sh as the transport sends it (libraries inlined, `sh -c`), in an empty environment plus the contract's few names. */
 function facts(shell: string, args: string[], env: Record<string, string> = {}): string {
-  return execFileSync(shell, [FACTS_SCRIPT_PATH, ...args], {
+  return execFileSync(shell, ["-c", nativeScript("facts.sh"), "facts.sh", ...args], {
     encoding: "utf8",
     env: {
       HOME: os.homedir(),
