@@ -1,7 +1,7 @@
 import * as pulumi from "@pulumi/pulumi";
 import { existsSync, statSync } from "node:fs";
 import * as path from "node:path";
-import { buildFlagsFromConfig, treeCommit } from "./build/config";
+import { buildFlagsFromConfig, checkCommandOutputsExcluded, treeCommit } from "./build/config";
 import type { BuildFlags } from "./build/flags";
 import { NativeBuild } from "./build/native-build";
 import type { ClusterConfig, NodeConfig } from "./config";
@@ -246,6 +246,7 @@ export class SparkCluster extends pulumi.ComponentResource {
     const tree = config.tree as NonNullable<ClusterConfig["tree"]>;
     let flags: BuildFlags;
     try {
+      checkCommandOutputsExcluded(b, tree.exclude);
       flags = buildFlagsFromConfig(b, b.commit ?? treeCommit(source));
     } catch (err) {
       throw new pulumi.ResourceError((err as Error).message, this);
@@ -258,12 +259,17 @@ export class SparkCluster extends pulumi.ComponentResource {
         this,
       );
     }
+    // A build command (llama_cpp_ex: mix compile) runs with the toolchain's install
+    // directories on PATH, as the runbook's environment contract has it (no shims).
+    const tc = config.toolchain;
+    const toolchainPath = tc ? tc.binDirs.map((d) => `${tc.path.replace(/\/+$/, "")}/${d}`) : [];
     const common = {
       tree: tree.dest,
       flags,
       targets: b.targets,
       artifacts: b.artifacts,
       ...(b.jobs ? { jobs: b.jobs } : {}),
+      ...(b.command ? { command: b.command, path: toolchainPath } : {}),
     };
     const seed = config.nodes[seedIndex];
     const seedSync = syncs[seedIndex];

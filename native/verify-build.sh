@@ -5,16 +5,18 @@
 # node (it is untrusted input there) and judges it against the build flags. This script
 # judges nothing: it reports what is on disk.
 #
-# Usage: verify-build.sh [-i ISA] [-o OBJDUMP] [-l CPU_LIBRARY] BUILD_DIR [ARTIFACT...]
+# Usage: verify-build.sh [-i ISA] [-o OBJDUMP] [-l CPU_LIBRARY] [-a ROOT] BUILD_DIR [ARTIFACT...]
 #
 #   BUILD_DIR    the CMake build directory (Makefile or Ninja generator).
 #   ARTIFACT...  files to digest (sha256 and size): libraries, the rpc server, the NIF.
-#                Relative paths are relative to BUILD_DIR.
+#                Relative paths are relative to ROOT (-a), by default BUILD_DIR.
 #   -i ISA       aarch64 or x86_64: which instructions to count (default: uname -m).
 #   -o OBJDUMP   the objdump to disassemble with (default: objdump; a cross build on an x86
 #                host uses aarch64-linux-gnu-objdump).
 #   -l LIB       the CPU backend library (default: libggml-cpu.a or libggml-cpu.so* found
 #                under BUILD_DIR).
+#   -a ROOT      what relative ARTIFACT paths are relative to (a build command such as
+#                `mix compile` puts its artifacts outside the CMake build directory).
 #
 # What it reports:
 #   targets.ggml-cpu / targets.ggml-cuda: the compile flags CMake generated for the target:
@@ -49,15 +51,17 @@ MAX_TEXT=262144 # bytes of flags text per target; more is truncated (and says so
 ISA=
 OBJDUMP=objdump
 CPU_LIB=
+ARTIFACT_ROOT=
 usage() {
-	echo "usage: verify-build.sh [-i aarch64|x86_64] [-o OBJDUMP] [-l CPU_LIBRARY] BUILD_DIR [ARTIFACT...]" >&2
+	echo "usage: verify-build.sh [-i aarch64|x86_64] [-o OBJDUMP] [-l CPU_LIBRARY] [-a ARTIFACT_ROOT] BUILD_DIR [ARTIFACT...]" >&2
 	exit 2
 }
-while getopts i:o:l: opt; do
+while getopts i:o:l:a: opt; do
 	case $opt in
 	i) ISA=$OPTARG ;;
 	o) OBJDUMP=$OPTARG ;;
 	l) CPU_LIB=$OPTARG ;;
+	a) ARTIFACT_ROOT=$OPTARG ;;
 	*) usage ;;
 	esac
 done
@@ -65,6 +69,7 @@ shift $((OPTIND - 1))
 [ $# -ge 1 ] || usage
 BUILD_DIR=$1
 shift
+[ -n "$ARTIFACT_ROOT" ] || ARTIFACT_ROOT=$BUILD_DIR
 [ -n "$ISA" ] || ISA=$(uname -m)
 case $ISA in
 arm64) ISA=aarch64 ;;
@@ -159,7 +164,7 @@ artifact_json() {
 	p=$1
 	case $p in
 	/*) abs=$p ;;
-	*) abs=$BUILD_DIR/$p ;;
+	*) abs=$ARTIFACT_ROOT/$p ;;
 	esac
 	sha=
 	size=

@@ -10,6 +10,17 @@
 //     cacheFrom: spark-1       # the node whose compiler cache seeds the others (default: the
 //                              # first node); `none` builds every node on its own
 //     jobs: 20                 # ninja -j (default: ninja's own)
+//     command:                 # the project's own build instead of sparkform's CMake one
+//       run: [mix, compile]    #   argv, run in the tree (or `workdir`, relative to it)
+//       buildDir: _build/dev/lib/llama_cpp_ex/obj/llama_build-*   # its CMake build dir,
+//                              #   verified; `*` in the last part picks the newest match
+//                              # with a command, `artifacts` are relative to the tree and
+//                              # required, and `targets` is not used
+//
+// Real Sparks (llama_cpp_ex): preset spark, command [mix, compile] with the buildDir above,
+// artifacts such as _build/dev/lib/llama_cpp_ex/priv/<the NIF>.so, and the toolchain's
+// install directories on PATH (cluster.ts adds sparkform:toolchain's binDirs to a command's
+// PATH), so `mix` runs from the copied ~/.asdf without shims.
 //
 // Presets (runbook "Build flags"):
 //   spark  LLAMA_BACKEND=cuda LLAMA_CPU_ARM_ARCH=armv9.2-a+dotprod+i8mm+fp16+bf16+sve2
@@ -27,7 +38,9 @@ import {
   SPARK_CUDA_ARCH,
   SPARK_CUDA_HOME,
 } from "./flags";
-import { checkArtifact, checkTarget, DEFAULT_ARTIFACTS, DEFAULT_TARGETS } from "./plan";
+import type { Exclusion } from "../config";
+import { isExcluded } from "../tree/digest";
+import { checkArtifact, checkBuildDirPattern, checkTarget, checkWorkdir } from "./plan";
 
 export const BUILD_PRESETS = {
   spark: {
@@ -49,35 +62,98 @@ const safe = (check: (v: string) => string) => (v: string) => {
   }
 };
 
-export const buildConfigSchema = z.strictObject({
-  preset: z.enum(["spark", "sim"]).default("spark"),
-  flags: z.record(z.string(), z.string().nullable()).default({}),
-  targets: z
+const commandSchema = z.strictObject({
+  run: z
     .array(
-      z.string().refine(safe(checkTarget), {
-        message: "is not a cmake target name (letters, digits, _ . + -)",
-      }),
+      z
+        .string()
+        .min(1)
+        .refine((a) => !a.includes("\0"), { message: "contains a NUL byte" }),
     )
-    .min(1)
-    .default([...DEFAULT_TARGETS]),
-  artifacts: z
-    .array(
-      z.string().refine(safe(checkArtifact), {
-        message:
-          "must be a path relative to the build directory, without '..' (e.g. bin/ggml-rpc-server)",
-      }),
-    )
-    .min(1)
-    .default([...DEFAULT_ARTIFACTS]),
-  commit: z
+    .min(1, "needs at least the program, e.g. [mix, compile]"),
+  workdir: z
     .string()
-    .regex(/^[0-9a-f]{40}$/, "must be the full 40-hex llama.cpp commit")
-    .optional(),
-  cacheFrom: z.string().min(1).optional(),
-  jobs: z.number().int().min(1).max(512).optional(),
+    .refine(safe(checkWorkdir), { message: 'must be "." or a path relative to the tree, no ".."' })
+    .default("."),
+  buildDir: z.string().refine(safe(checkBuildDirPattern), {
+    message:
+      "must be the CMake build directory the command makes, relative to the tree, `*` only in " +
+      "the last part (e.g. _build/dev/lib/llama_cpp_ex/obj/llama_build-*)",
+  }),
 });
 
+export const buildConfigSchema = z
+  .strictObject({
+    preset: z.enum(["spark", "sim"]).default("spark"),
+    flags: z.record(z.string(), z.string().nullable()).default({}),
+    targets: z
+      .array(
+        z.string().refine(safe(checkTarget), {
+          message: "is not a cmake target name (letters, digits, _ . + -)",
+        }),
+      )
+      .min(1)
+      .optional(),
+    artifacts: z
+      .array(
+        z.string().refine(safe(checkArtifact), {
+          message:
+            "must be a path relative to the build directory, without '..' (e.g. bin/ggml-rpc-server)",
+        }),
+      )
+      .min(1)
+      .optional(),
+    commit: z
+      .string()
+      .regex(/^[0-9a-f]{40}$/, "must be the full 40-hex llama.cpp commit")
+      .optional(),
+    cacheFrom: z.string().min(1).optional(),
+    jobs: z.number().int().min(1).max(512).optional(),
+    command: commandSchema.optional(),
+  })
+  .superRefine((b, ctx) => {
+    if (!b.command) return;
+    if (b.targets) {
+      ctx.addIssue({
+        code: "custom",
+        path: ["targets"],
+        message:
+          "is for sparkform's own CMake build; with build.command the command decides what it builds: remove it",
+      });
+    }
+    if (!b.artifacts) {
+      ctx.addIssue({
+        code: "custom",
+        path: ["artifacts"],
+        message:
+          "is required with build.command: the files it makes, relative to the tree (e.g. _build/dev/lib/llama_cpp_ex/priv/<the NIF>.so)",
+      });
+    }
+  });
+
 export type BuildConfig = z.infer<typeof buildConfigSchema>;
+
+/**
+ * A build command writes inside the synced tree (its build directory, often its artifacts):
+ * those paths must be excluded from TreeSync, or every sync deletes them (`rsync --delete`)
+ * and every refresh reports the tree as drifted. Throws BuildConfigError naming each path.
+ */
+export function checkCommandOutputsExcluded(
+  config: BuildConfig,
+  exclude: readonly Pick<Exclusion, "path" | "name">[],
+): void {
+  if (!config.command) return;
+  const written = [config.command.buildDir, ...(config.artifacts ?? [])];
+  const missing = written.filter((p) => !isExcluded(p, exclude));
+  if (missing.length === 0) return;
+  const tops = [...new Set(missing.map((p) => p.split("/")[0] ?? p))];
+  throw new BuildConfigError(
+    `invalid stack configuration: sparkform:build.command writes ${missing.join(", ")} in the ` +
+      "synced tree, and sparkform:tree.exclude does not exclude it. Without the exclusion every " +
+      "sync deletes the build's output (rsync --delete) and refresh reports the tree as drifted. " +
+      `Add to sparkform:tree.exclude: ${tops.map((t) => `{path: ${t}, reason: "build output, made on each node"}`).join(", ")}`,
+  );
+}
 
 export class BuildConfigError extends Error {
   override name = "BuildConfigError";

@@ -4,7 +4,15 @@ import { nativeScript } from "../native-script";
 import { delegatingProvider } from "../providers/delegate";
 import type { SshTarget } from "../transport/ssh";
 import { type BuildFlags, BuildFlagsError, parseBuildFlags } from "./flags";
-import { checkArtifact, checkTarget, DEFAULT_ARTIFACTS, DEFAULT_TARGETS } from "./plan";
+import {
+  type BuildCommand,
+  checkArtifact,
+  checkBuildDirPattern,
+  checkTarget,
+  checkWorkdir,
+  DEFAULT_ARTIFACTS,
+  DEFAULT_TARGETS,
+} from "./plan";
 import type { CacheSource } from "./provider";
 import type { Check } from "./verify";
 
@@ -24,13 +32,25 @@ export interface NativeBuildArgs {
   readonly treeDigest: pulumi.Input<string>;
   /** The build contract (flags.ts), validated here before anything runs on a node. */
   readonly flags: BuildFlags;
-  /** cmake targets (default `ggml-rpc-server llama-completion`). */
+  /** cmake targets (default `ggml-rpc-server llama-completion`). Not with `command`. */
   readonly targets?: readonly string[];
   /**
-   * Artifact paths relative to the build directory, digested, verified and installed
+   * Artifact paths relative to the build directory (with `command`: relative to the tree, and
+   * required), digested, verified and installed
    * (default `bin/ggml-rpc-server bin/llama-completion ggml/src/libggml-cpu.a`).
    */
   readonly artifacts?: readonly string[];
+  /**
+   * The project's own build command instead of sparkform's CMake build of llama.cpp. Real
+   * Sparks: `{ run: ["mix", "compile"], buildDir: "_build/dev/lib/llama_cpp_ex/obj/llama_build-*" }`
+   * (llama_cpp_ex's Makefile reads the contract from the environment). Default: none.
+   */
+  readonly command?: { run: readonly string[]; workdir?: string; buildDir: string };
+  /**
+   * More PATH entries for the build, absolute or `~/…`, before the system's (the contract is
+   * a non-login shell): e.g. the toolchain's install directories, so `mix` is found.
+   */
+  readonly path?: readonly string[];
   /** ninja parallelism (default: ninja's own, cores + 2). */
   readonly jobs?: number;
   /**
@@ -74,15 +94,39 @@ export class NativeBuild extends pulumi.dynamic.Resource {
   declare readonly seconds: pulumi.Output<Record<string, number>>;
 
   constructor(name: string, args: NativeBuildArgs, opts?: pulumi.CustomResourceOptions) {
-    const targets = [...(args.targets ?? DEFAULT_TARGETS)];
-    const artifacts = [...(args.artifacts ?? DEFAULT_ARTIFACTS)];
+    const command: BuildCommand | undefined = args.command
+      ? {
+          run: [...args.command.run],
+          workdir: args.command.workdir ?? ".",
+          buildDir: args.command.buildDir,
+        }
+      : undefined;
+    const targets = command ? [] : [...(args.targets ?? DEFAULT_TARGETS)];
+    const artifacts = [...(args.artifacts ?? (command ? [] : DEFAULT_ARTIFACTS))];
     let flags: BuildFlags;
     // Bad input stops here, at preview, before anything connects to a node.
     try {
       flags = parseBuildFlags(args.flags);
+      if (command) {
+        if (args.targets)
+          throw new Error("targets are for the built-in CMake build, not with command");
+        if (command.run.length === 0 || command.run.some((a) => a.length === 0 || a.includes("\0")))
+          throw new Error("command.run must be a non-empty argv of non-empty strings");
+        checkWorkdir(command.workdir);
+        checkBuildDirPattern(command.buildDir);
+        if (artifacts.length === 0)
+          throw new Error(
+            "a build command needs its artifacts listed (paths relative to the tree)",
+          );
+      }
+      for (const p of args.path ?? []) {
+        if (!/^(\/|~\/)[^:\n\0]*$/.test(p))
+          throw new Error(`path entry ${JSON.stringify(p)} must be absolute or ~/…, without ':'`);
+      }
       targets.forEach(checkTarget);
       artifacts.forEach(checkArtifact);
-      if (targets.length === 0) throw new Error("at least one build target is required");
+      if (!command && targets.length === 0)
+        throw new Error("at least one build target is required");
       if (args.jobs !== undefined && (!Number.isInteger(args.jobs) || args.jobs < 1)) {
         throw new Error(`jobs ${args.jobs} must be a positive integer`);
       }
@@ -104,6 +148,8 @@ export class NativeBuild extends pulumi.dynamic.Resource {
         targets,
         artifactPaths: artifacts,
         jobs: args.jobs ?? 0,
+        ...(command ? { command } : {}),
+        ...(args.path && args.path.length > 0 ? { path: [...args.path] } : {}),
         cacheFrom: args.cacheFrom,
         verifyScript,
         buildKey: undefined,

@@ -51,6 +51,53 @@ export const CMAKE_OPTIONS: readonly string[] = [
 
 const TARGET = /^[A-Za-z0-9][A-Za-z0-9_.+-]{0,99}$/;
 const ARTIFACT = /^[A-Za-z0-9._+-]+(\/[A-Za-z0-9._+-]+)*$/;
+const BUILD_DIR_PATTERN = /^([A-Za-z0-9._+-]+\/)*[A-Za-z0-9._+*-]+$/;
+
+/**
+ * A build run by the project's own command instead of sparkform's CMake invocation: on real
+ * Sparks `mix compile`, whose Makefile reads the contract from the environment and picks its
+ * own build directory (`_build/dev/lib/llama_cpp_ex/obj/llama_build-<backend>-<key>`).
+ */
+export interface BuildCommand {
+  /** argv, run in `workdir` under the environment contract (e.g. `["mix", "compile"]`). */
+  readonly run: readonly string[];
+  /** Relative to the tree (default `.`). */
+  readonly workdir: string;
+  /**
+   * The CMake build directory the command configures, relative to the tree; its last part
+   * may hold `*` (the most recently modified match is the one verified).
+   */
+  readonly buildDir: string;
+}
+
+/** A build-directory pattern: relative, no "..", `*` only in the last part. */
+export function checkBuildDirPattern(p: string): string {
+  const parts = p.split("/");
+  if (
+    !BUILD_DIR_PATTERN.test(p) ||
+    parts.some((x) => x === ".." || x === "." || x.startsWith("-")) ||
+    parts.slice(0, -1).some((x) => x.includes("*"))
+  ) {
+    throw new Error(
+      `build directory ${JSON.stringify(p)} must be a path relative to the tree ` +
+        "(letters, digits and . _ + - in each part, no '..'; `*` only in the last part), " +
+        "e.g. _build/dev/lib/llama_cpp_ex/obj/llama_build-*",
+    );
+  }
+  return p;
+}
+
+/** A working directory relative to the tree: "." or an artifact-shaped path. */
+export function checkWorkdir(w: string): string {
+  if (w === ".") return w;
+  try {
+    return checkArtifact(w);
+  } catch {
+    throw new Error(
+      `build workdir ${JSON.stringify(w)} must be "." or a path relative to the tree without '..'`,
+    );
+  }
+}
 
 /** A cmake target name; throws naming the offending value. */
 export function checkTarget(t: string): string {
@@ -92,22 +139,48 @@ export interface PlanInput {
   readonly artifacts: readonly string[];
   /** ninja -j; default ninja's own (cores + 2). */
   readonly jobs?: number;
+  /** The project's build command instead of sparkform's CMake build (targets are unused). */
+  readonly command?: BuildCommand;
+  /** More PATH entries, absolute or ~/… (e.g. the toolchain's install directories). */
+  readonly path?: readonly string[];
 }
 
 export interface BuildPlan {
+  readonly mode: "cmake" | "command";
   readonly key: string;
   readonly tree: string;
+  /** cmake: the build directory; command: its pattern, absolute (resolved after the build). */
   readonly buildDir: string;
+  /** Where relative artifact paths start: cmake the build directory, command the tree. */
+  readonly artifactRoot: string;
+  /** Where the build runs (command mode; cmake runs with absolute paths). */
+  readonly workdir: string;
   /** The stable path of the installed artifacts (a symlink into .store). */
   readonly installDir: string;
   readonly outDir: string;
   readonly ccacheDir: string;
   /** The environment every build step runs under (the contract plus ccache's settings). */
   readonly env: Record<string, string>;
-  /** PATH entries before the default PATH (the CUDA toolkit's bin on CUDA builds). */
+  /** PATH entries before the default PATH (extra entries, the CUDA toolkit's bin on CUDA builds). */
   readonly path: string[];
+  /** The configure argv; empty in command mode (the command configures). */
   readonly configure: string[];
   readonly build: string[];
+}
+
+/** What the node must have before a build starts (probed first, before the plan). */
+export interface BuildRequirements {
+  readonly tools: readonly string[];
+  /** A file the tree must hold (cmake: CMakeLists.txt), or "" to require only the directory. */
+  readonly treeMarker: string;
+}
+
+export function buildRequirements(command: BuildCommand | undefined): BuildRequirements {
+  // A command brings its own build system (on Sparks: no ccache, no ninja); sparkform itself
+  // needs only these for verification and install.
+  return command
+    ? { tools: ["sha256sum", "objdump", "find"], treeMarker: "" }
+    : { tools: REQUIRED_TOOLS, treeMarker: "CMakeLists.txt" };
 }
 
 /**
@@ -136,11 +209,22 @@ export function buildPlan(input: PlanInput): BuildPlan {
   const { flags, home } = input;
   if (!home.startsWith("/"))
     throw new Error(`the node's $HOME ${JSON.stringify(home)} is not absolute`);
-  if (input.targets.length === 0) throw new Error("at least one build target is required");
-  input.targets.forEach(checkTarget);
+  const command = input.command;
+  if (command) {
+    if (command.run.length === 0) throw new Error("the build command needs at least a program");
+    checkWorkdir(command.workdir);
+    checkBuildDirPattern(command.buildDir);
+  } else {
+    if (input.targets.length === 0) throw new Error("at least one build target is required");
+    input.targets.forEach(checkTarget);
+  }
   input.artifacts.forEach(checkArtifact);
-  const key = buildKey(flags);
+  // A command is part of what is built: its own key, so switching back and forth is a hit.
+  const key = command
+    ? `${buildKey(flags)}-${createHash("sha256").update(JSON.stringify(command)).digest("hex").slice(0, 8)}`
+    : buildKey(flags);
   const tree = absoluteOnNode(input.tree, home);
+  const extraPath = (input.path ?? []).map((p) => absoluteOnNode(p, home));
   const root = path.posix.join(home, BUILD_ROOT_REL);
   const buildDir = path.posix.join(root, buildDirName(flags));
   const outDir = path.posix.join(root, "out");
@@ -173,6 +257,7 @@ export function buildPlan(input: PlanInput): BuildPlan {
   ];
   const env: Record<string, string> = {
     ...buildEnv(flags),
+    ...(command ? { LLAMA_BUILD_NUMBER: "0" } : {}),
     CCACHE_DIR: ccacheDir,
     // Paths under $HOME are hashed relative to it, and the compiler is identified by content
     // (not mtime): a cache copied from a peer hits exactly when the inputs are identical.
@@ -182,15 +267,39 @@ export function buildPlan(input: PlanInput): BuildPlan {
     // Nothing in llama.cpp uses __DATE__/__TIME__ today; if it ever does, the value is fixed.
     SOURCE_DATE_EPOCH: "0",
   };
+  const pathEntries = [
+    ...extraPath,
+    ...(cuda && flags.CUDA_HOME ? [path.posix.join(flags.CUDA_HOME, "bin")] : []),
+  ];
+  if (command) {
+    return {
+      mode: "command",
+      key,
+      tree,
+      buildDir: path.posix.join(tree, command.buildDir),
+      artifactRoot: tree,
+      workdir: command.workdir === "." ? tree : path.posix.join(tree, command.workdir),
+      installDir: path.posix.join(outDir, key),
+      outDir,
+      ccacheDir,
+      env,
+      path: pathEntries,
+      configure: [],
+      build: [...command.run],
+    };
+  }
   return {
+    mode: "cmake",
     key,
     tree,
     buildDir,
+    artifactRoot: buildDir,
+    workdir: tree,
     installDir: path.posix.join(outDir, key),
     outDir,
     ccacheDir,
     env,
-    path: cuda && flags.CUDA_HOME ? [path.posix.join(flags.CUDA_HOME, "bin")] : [],
+    path: pathEntries,
     configure,
     build,
   };
@@ -203,11 +312,14 @@ export function planEnv(plan: BuildPlan): Record<string, EnvValue> {
 
 // ---- node-side scripts (POSIX sh; arguments arrive as "$@", never re-parsed) -------------
 
-/** Print $HOME, then fail (exit 3) naming the first missing tool or a missing tree. */
+/**
+ * Print $HOME, then fail naming the first missing tool (exit 3) or a missing tree (exit 4).
+ * Args: TREE MARKER TOOL...; MARKER is a file the tree must hold, or "" for the directory only.
+ */
 export const PROBE_SCRIPT = [
   'printf "%s\\n" "$HOME"',
-  'tree=$1; shift; for t in "$@"; do command -v "$t" >/dev/null 2>&1 || { echo "missing tool: $t" >&2; exit 3; }; done',
-  '[ -f "$tree/CMakeLists.txt" ] || { echo "no CMakeLists.txt in $tree" >&2; exit 4; }',
+  'tree=$1 marker=$2; shift 2; for t in "$@"; do command -v "$t" >/dev/null 2>&1 || { echo "missing tool: $t" >&2; exit 3; }; done',
+  'if [ -n "$marker" ]; then [ -f "$tree/$marker" ] || { echo "no $marker in $tree" >&2; exit 4; }; else [ -d "$tree" ] || { echo "no directory $tree" >&2; exit 4; }; fi',
   "(gcc --version 2>/dev/null || cc --version) | head -n 1",
   "cmake --version | head -n 1",
   "ccache --version | head -n 1",
@@ -225,6 +337,25 @@ export const BUILD_SCRIPT = [
   "ccache --print-stats 2>/dev/null || true",
   "exit $rc",
 ].join("\n");
+
+/**
+ * Run the project's build command: cd to WORKDIR, then BUILD_SCRIPT. When ccache is there,
+ * CMake (3.17+) takes it as the compiler launcher from the environment, so a command that
+ * configures CMake itself still shares the compiler cache. Args: WORKDIR ARGV...
+ */
+export const COMMAND_BUILD_SCRIPT = [
+  'cd -- "$1" || exit 4',
+  "shift",
+  "if command -v ccache >/dev/null 2>&1; then export CMAKE_C_COMPILER_LAUNCHER=ccache CMAKE_CXX_COMPILER_LAUNCHER=ccache; fi",
+  BUILD_SCRIPT,
+].join("\n");
+
+/**
+ * The build directory a command made: DIR/PATTERN's most recently modified directory match.
+ * Prints nothing when none matches. Args: DIR PATTERN (PATTERN is find -name syntax).
+ */
+export const FIND_BUILD_DIR_SCRIPT =
+  'find "$1" -mindepth 1 -maxdepth 1 -type d -name "$2" -printf "%T@ %p\\n" 2>/dev/null | sort -rn | head -n 1 | cut -d" " -f2-';
 
 /** verify-build.sh arrives on stdin: kept in a temp file so nothing it runs can read it. */
 export const VERIFY_RUNNER =
@@ -261,10 +392,11 @@ export const DIGEST_SCRIPT = [
   'for a in "$@"; do if [ -f "$a" ]; then sha256sum -- "$a"; else printf -- "-  %s\\n" "$a"; fi; done',
 ].join("\n");
 
-/** Remove this key's build directory and installed artifacts. Args: BUILD_DIR OUT_DIR KEY. */
+/** Remove this key's build directory ("" = keep it) and installed artifacts. Args: BUILD_DIR OUT_DIR KEY. */
 export const DELETE_SCRIPT = [
   "set -eu",
-  'rm -rf -- "$1" "$2/$3" "$2/.$3.link"',
+  'if [ -n "$1" ]; then rm -rf -- "$1"; fi',
+  'rm -rf -- "$2/$3" "$2/.$3.link"',
   'for d in "$2/.store/$3-"*; do rm -rf -- "$d"; done',
 ].join("\n");
 

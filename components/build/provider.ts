@@ -8,7 +8,9 @@
 //              node to node over the fabric with the control node's agent forwarded for that
 //              one command, else relayed through the control node; best effort
 //   configure  cmake -G Ninja into the build directory of the flags' key
-//   build      cmake --build --target …, through ccache
+//   build      cmake --build --target …, through ccache; or, with a build command (real
+//              Sparks: `mix compile`), that command in the tree, which configures CMake itself
+//              and whose build directory is then found by its pattern
 //   verify     verify-build.sh on the build directory; every check must pass
 //   install    copy into a new store entry, swap the out/<key> symlink (plan.ts)
 import type * as pulumi from "@pulumi/pulumi";
@@ -21,19 +23,22 @@ import { copyFromPeer } from "../transport/peer";
 import { type BuildFlags, parseBuildFlags, targetIsa } from "./flags";
 import {
   BUILD_SCRIPT,
+  type BuildCommand,
   type BuildPlan,
   buildPlan,
+  buildRequirements,
   CCACHE_REL,
+  COMMAND_BUILD_SCRIPT,
   type CacheStats,
   compilerTail,
   DELETE_SCRIPT,
   DIGEST_SCRIPT,
+  FIND_BUILD_DIR_SCRIPT,
   INSTALL_SCRIPT,
   ninjaProgress,
   parseCcacheStats,
   parseDigests,
   PROBE_SCRIPT,
-  REQUIRED_TOOLS,
   VERIFY_RUNNER,
 } from "./plan";
 import { type Check, evaluate, formatVerdict, parseEvidence, verifyScriptArgs } from "./verify";
@@ -54,9 +59,14 @@ export interface NativeBuildInputs {
   /** TreeSync's digest of the tree: a new digest is a rebuild. */
   treeDigest: string;
   flags: BuildFlags;
+  /** cmake targets (unused with a command). */
   targets: string[];
-  /** Artifact paths relative to the build directory. */
+  /** Artifact paths relative to the build directory (with a command: to the tree). */
   artifactPaths: string[];
+  /** The project's build command instead of sparkform's CMake build. */
+  command?: BuildCommand;
+  /** More PATH entries for the build (absolute or ~/…), e.g. the toolchain's bin dirs. */
+  path?: string[];
   /** ninja parallelism; 0 = ninja's default. */
   jobs: number;
   cacheFrom?: CacheSource;
@@ -93,24 +103,31 @@ interface Probe {
 }
 
 async function probe(inputs: NativeBuildInputs): Promise<Probe> {
+  const needs = buildRequirements(inputs.command);
   const r = await run(
     inputs.target,
     {
       script: PROBE_SCRIPT,
-      args: [inputs.tree.startsWith("~/") ? rel(inputs.tree) : inputs.tree, ...REQUIRED_TOOLS],
+      args: [
+        inputs.tree.startsWith("~/") ? rel(inputs.tree) : inputs.tree,
+        needs.treeMarker,
+        ...needs.tools,
+      ],
       display: "probe build tools",
     },
     { step: "build probe", timeoutMs: 60_000, okExitCodes: [0, 3, 4] },
   );
   if (r.exitCode === 3) {
     throw new Error(
-      `${tag(inputs.target)}: ${r.stderr.trim()} on the node; the build needs ${REQUIRED_TOOLS.join(", ")} ` +
-        "(Debian/Ubuntu: build-essential cmake ninja-build ccache binutils)",
+      `${tag(inputs.target)}: ${r.stderr.trim()} on the node; the build needs ${needs.tools.join(", ")} ` +
+        (inputs.command
+          ? "(Debian/Ubuntu: binutils findutils coreutils)"
+          : "(Debian/Ubuntu: build-essential cmake ninja-build ccache binutils)"),
     );
   }
   if (r.exitCode === 4) {
     throw new Error(
-      `${tag(inputs.target)}: ${r.stderr.trim()}: the llama.cpp tree is not on the node; ` +
+      `${tag(inputs.target)}: ${r.stderr.trim()}: the tree to build is not on the node; ` +
         "it is synced by TreeSync, which this build must depend on",
     );
   }
@@ -233,27 +250,34 @@ async function converge(inputs: NativeBuildInputs): Promise<NativeBuildOutputs> 
     targets: inputs.targets,
     artifacts: inputs.artifactPaths,
     ...(inputs.jobs > 0 ? { jobs: inputs.jobs } : {}),
+    ...(inputs.command ? { command: inputs.command } : {}),
+    ...(inputs.path ? { path: inputs.path } : {}),
   });
   await progress(
-    `${who}: key ${plan.key}, commit ${flags.LLAMA_COMMIT.slice(0, 12)}, ${compiler}, targets ${inputs.targets.join(" ")}`,
+    `${who}: key ${plan.key}, commit ${flags.LLAMA_COMMIT.slice(0, 12)}, ${compiler}, ` +
+      (plan.mode === "command"
+        ? `command ${plan.build.join(" ")} in ${plan.workdir}`
+        : `targets ${inputs.targets.join(" ")}`),
   );
 
   const seededBy = await timed("cache", () => seedCache(inputs));
 
-  await timed("configure", () =>
-    step(
-      inputs,
-      plan,
-      "configure",
-      {
-        script: 'mkdir -p -- "$1" && shift && exec "$@"',
-        args: [plan.buildDir, ...plan.configure],
-        display: plan.configure.join(" "),
-      },
-      { timeoutMs: 10 * 60_000 },
-    ),
-  );
-  await progress(`${who}: configure done in ${seconds.configure} s (${plan.buildDir})`);
+  if (plan.mode === "cmake") {
+    await timed("configure", () =>
+      step(
+        inputs,
+        plan,
+        "configure",
+        {
+          script: 'mkdir -p -- "$1" && shift && exec "$@"',
+          args: [plan.buildDir, ...plan.configure],
+          display: plan.configure.join(" "),
+        },
+        { timeoutMs: 10 * 60_000 },
+      ),
+    );
+    await progress(`${who}: configure done in ${seconds.configure} s (${plan.buildDir})`);
+  }
 
   const lines: string[] = [];
   let lastShown = Date.now();
@@ -274,24 +298,37 @@ async function converge(inputs: NativeBuildInputs): Promise<NativeBuildOutputs> 
           inputs,
           plan,
           "build",
-          { script: BUILD_SCRIPT, args: plan.build, display: plan.build.join(" ") },
+          plan.mode === "command"
+            ? {
+                script: COMMAND_BUILD_SCRIPT,
+                args: [plan.workdir, ...plan.build],
+                display: `cd ${plan.workdir} && ${plan.build.join(" ")}`,
+              }
+            : { script: BUILD_SCRIPT, args: plan.build, display: plan.build.join(" ") },
           { timeoutMs: 90 * 60_000, onLine },
         ),
       )
     ).stdout;
   } catch (err) {
     if (!(err instanceof RemoteCommandError)) throw err;
+    const notFound =
+      plan.mode === "command" && err.exitCode === 127
+        ? `\n${plan.build[0]} is not on the build's PATH (non-login shell: ${[...plan.path, "/usr/local/bin:/usr/bin:/bin"].join(":")}); ` +
+          "give the toolchain's install directories (sparkform:toolchain.binDirs) or an absolute program path"
+        : "";
     throw new Error(
       `${who} failed on ${inputs.target.name} after ${since(t0)} (${err.kind}${err.exitCode !== undefined ? `, exit ${err.exitCode}` : ""}): ` +
         `${plan.build.join(" ")}\n` +
         `--- last compiler output ---\n${compilerTail(lines.length ? lines : err.outputTail.split("\n"))}\n---\n` +
-        `The previously installed artifacts in ${plan.installDir} are unchanged.`,
+        `The previously installed artifacts in ${plan.installDir} are unchanged.${notFound}`,
     );
   }
   const stats: CacheStats = parseCcacheStats(buildOut) ?? { hits: 0, misses: 0 };
   await progress(
     `${who}: build done in ${seconds.build} s (ccache ${stats.hits} hits, ${stats.misses} misses)`,
   );
+
+  const buildDir = plan.mode === "command" ? await findBuildDir(inputs, plan) : plan.buildDir;
 
   const verifyOut = await timed("verify", () =>
     step(
@@ -301,12 +338,13 @@ async function converge(inputs: NativeBuildInputs): Promise<NativeBuildOutputs> 
       {
         script: VERIFY_RUNNER,
         args: verifyScriptArgs({
-          buildDir: plan.buildDir,
+          buildDir,
           isa: targetIsa(flags),
           artifacts: inputs.artifactPaths,
+          artifactRoot: plan.artifactRoot,
         }),
         stdin: inputs.verifyScript,
-        display: `sh native/verify-build.sh ${plan.buildDir}`,
+        display: `sh native/verify-build.sh ${buildDir}`,
       },
       { timeoutMs: 10 * 60_000 },
     ),
@@ -316,7 +354,7 @@ async function converge(inputs: NativeBuildInputs): Promise<NativeBuildOutputs> 
   if (!verdict.ok) {
     throw new Error(
       `${who} on ${inputs.target.name} does not verify; nothing was installed (${plan.installDir} is unchanged):\n` +
-        formatVerdict(verdict, plan.buildDir),
+        formatVerdict(verdict, buildDir),
     );
   }
   await progress(
@@ -330,7 +368,7 @@ async function converge(inputs: NativeBuildInputs): Promise<NativeBuildOutputs> 
       "install",
       {
         script: INSTALL_SCRIPT,
-        args: [plan.outDir, plan.key, plan.buildDir, ...inputs.artifactPaths],
+        args: [plan.outDir, plan.key, plan.artifactRoot, ...inputs.artifactPaths],
         display: `install ${inputs.artifactPaths.join(" ")} into ${plan.installDir}`,
       },
       { timeoutMs: 10 * 60_000 },
@@ -354,7 +392,7 @@ async function converge(inputs: NativeBuildInputs): Promise<NativeBuildOutputs> 
     ...inputs,
     buildKey: plan.key,
     commit: flags.LLAMA_COMMIT,
-    buildDir: plan.buildDir,
+    buildDir,
     installDir: plan.installDir,
     checks: verdict.checks.map((c) => ({ ...c })),
     instructions: { ...(evidence.library.counts ?? {}) },
@@ -365,6 +403,26 @@ async function converge(inputs: NativeBuildInputs): Promise<NativeBuildOutputs> 
     cache: { ...stats, seededBy },
     seconds,
   };
+}
+
+/** Command mode: the build directory the command made (newest match of its pattern). */
+async function findBuildDir(inputs: NativeBuildInputs, plan: BuildPlan): Promise<string> {
+  const dir = path.posix.dirname(plan.buildDir);
+  const pattern = path.posix.basename(plan.buildDir);
+  const r = await run(
+    inputs.target,
+    { script: FIND_BUILD_DIR_SCRIPT, args: [dir, pattern], display: `find ${plan.buildDir}` },
+    { step: "find build directory", timeoutMs: 60_000 },
+  );
+  const found = r.stdout.trim();
+  if (!found) {
+    throw new Error(
+      `${tag(inputs.target)}: ${plan.build.join(" ")} exited 0 but made no build directory matching ` +
+        `${plan.buildDir}; set sparkform:build.command.buildDir to where its CMake build directory is ` +
+        "(relative to the tree), so the build can be verified",
+    );
+  }
+  return found;
 }
 
 async function measure(props: NativeBuildOutputs): Promise<Record<string, string>> {
@@ -405,6 +463,8 @@ export const REBUILD_KEYS = [
   "artifactPaths",
   "jobs",
   "verifyScript",
+  "command",
+  "path",
 ] as const;
 
 /** Artifacts whose measured digest differs from the installed one (deleted or modified). */
@@ -443,13 +503,15 @@ export async function update(
 /** Destroy removes this key's build directory and installed artifacts; the compiler cache stays. */
 async function deleteBuild(_id: string, props: NativeBuildOutputs): Promise<void> {
   const marker = "/.cache/sparkform/llama-build/";
-  if (!props.buildDir?.includes(marker) || !props.installDir?.includes(marker)) return;
+  if (!props.installDir?.includes(marker)) return;
+  // A command's build directory lies in the synced tree, which is TreeSync's: leave it.
+  const buildDir = props.buildDir?.includes(marker) ? props.buildDir : "";
   await run(
     props.target,
     {
       script: DELETE_SCRIPT,
-      args: [props.buildDir, path.posix.dirname(props.installDir), props.buildKey],
-      display: `rm -rf ${props.buildDir} ${props.installDir}`,
+      args: [buildDir, path.posix.dirname(props.installDir), props.buildKey],
+      display: `rm -rf ${buildDir} ${props.installDir}`.replace("  ", " "),
     },
     { step: "remove build", timeoutMs: 5 * 60_000 },
   );

@@ -155,10 +155,13 @@ export function verifyScriptArgs(opts: {
   /** Default: libggml-cpu.a / libggml-cpu.so* found under buildDir. */
   cpuLibrary?: string;
   artifacts?: readonly string[];
+  /** What relative artifact paths are relative to. Default: buildDir. */
+  artifactRoot?: string;
 }): string[] {
   const args = ["-i", opts.isa];
   if (opts.objdump) args.push("-o", opts.objdump);
   if (opts.cpuLibrary) args.push("-l", opts.cpuLibrary);
+  if (opts.artifactRoot) args.push("-a", opts.artifactRoot);
   // "--" keeps a build directory or artifact that begins with "-" from reading as an option.
   return [...args, "--", opts.buildDir, ...(opts.artifacts ?? [])];
 }

@@ -38,6 +38,33 @@ export function rsyncExcludes(exclude: readonly Pick<Exclusion, "path" | "name">
   );
 }
 
+/** fnmatch for the name globs config allows (`*` and `?` only). */
+function nameGlob(glob: string): RegExp {
+  const body = glob
+    .replace(/[.+^${}()|\\]/g, "\\$&")
+    .replace(/\*/g, ".*")
+    .replace(/\?/g, ".");
+  return new RegExp(`^${body}$`, "s");
+}
+
+/**
+ * Whether `rel` (a path relative to the tree) is left out by these exclusions, as the digest
+ * script and rsync leave it out: a path exclusion equal to it or to one of its parents, or a
+ * name glob matching any of its parts.
+ */
+export function isExcluded(
+  rel: string,
+  exclude: readonly Pick<Exclusion, "path" | "name">[],
+): boolean {
+  const parts = rel.split("/").filter((p) => p !== "" && p !== ".");
+  const prefixes = parts.map((_, i) => parts.slice(0, i + 1).join("/"));
+  return exclude.some((e) =>
+    e.path !== undefined
+      ? prefixes.includes(e.path.replace(/\/+$/, ""))
+      : parts.some((p) => nameGlob(e.name ?? "").test(p)),
+  );
+}
+
 const SHA256 = { type: "string", pattern: "^[0-9a-f]{64}$" } as const;
 const COUNT = { type: "integer", minimum: 0 } as const;
 

@@ -6,7 +6,15 @@
 // seeded from it before the first `up` and saved back after, to make repeated runs fast while
 // developing. spark-2 is always seeded from spark-1 by NativeBuild itself.
 import { execFileSync } from "node:child_process";
-import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import {
+  cpSync,
+  existsSync,
+  mkdirSync,
+  mkdtempSync,
+  readFileSync,
+  rmSync,
+  writeFileSync,
+} from "node:fs";
 import { tmpdir } from "node:os";
 import * as path from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
@@ -52,7 +60,11 @@ interface NodeResult {
   seconds: Record<string, number>;
 }
 
-function writeStackConfig(name: string, build: string[]): void {
+function writeStackConfig(
+  name: string,
+  build: string[],
+  tree: { source: string; dest: string; exclude?: string } = { source: treeDir, dest: treeDest },
+): void {
   const file = path.join(projectDir, `Pulumi.${name}.yaml`);
   const salt = existsSync(file)
     ? readFileSync(file, "utf8")
@@ -61,9 +73,9 @@ function writeStackConfig(name: string, build: string[]): void {
     : [];
   const settings = [
     "  sparkform:tree:",
-    `    source: ${JSON.stringify(treeDir)}`,
-    `    dest: ${JSON.stringify(treeDest)}`,
-    '    exclude: [{path: ".git", reason: "history the build does not need"}]',
+    `    source: ${JSON.stringify(tree.source)}`,
+    `    dest: ${JSON.stringify(tree.dest)}`,
+    `    exclude: ${tree.exclude ?? '[{path: ".git", reason: "history the build does not need"}]'}`,
     "  sparkform:build:",
     ...build,
   ];
@@ -303,6 +315,136 @@ describe.skipIf(!isRoot)("NativeBuild on a simulated pair (real pulumi CLI)", ()
       await cli.run(["stack", "rm", "--yes", "--force", "-s", bad]).catch(() => undefined);
       rmSync(path.join(projectDir, `Pulumi.${bad}.yaml`), { force: true });
     }
+  });
+
+  describe("with a build command (llama_cpp_ex's `mix compile`; here a Makefile like it)", () => {
+    const cmd = `${stack}-cmd`;
+    const fixture = path.join(work, "fake-llama");
+    const FAKE_COMMIT = "0123456789abcdef0123456789abcdef01234567";
+    const BIN = "priv/ggml-rpc-server";
+    const COMMAND_BUILD = [
+      "    preset: sim",
+      `    commit: ${FAKE_COMMIT}`,
+      "    command:",
+      "      run: [make, --no-print-directory]",
+      "      buildDir: _build/obj/llama_build-*",
+      `    artifacts: [${BIN}]`,
+    ];
+    // As a llama_cpp_ex stack excludes _build/ and priv/: the command writes them on the node.
+    const fakeTree = {
+      source: fixture,
+      dest: "~/src/fake-llama",
+      exclude:
+        '[{path: _build, reason: "build output, made on each node"}, {path: priv, reason: "artifacts, made on each node"}]',
+    };
+    let installDir = "";
+
+    async function cmdResults(): Promise<Record<string, NodeResult>> {
+      const out = await cli.run(["stack", "output", "--json", "-s", cmd]);
+      return (JSON.parse(out.output) as { result: Record<string, NodeResult> }).result;
+    }
+
+    beforeAll(async () => {
+      cpSync(path.join(__dirname, "..", "fixtures", "build-command"), fixture, { recursive: true });
+      await cli.run(["stack", "init", cmd, "--secrets-provider", "passphrase"]);
+      writeStackConfig(cmd, COMMAND_BUILD, fakeTree);
+    });
+
+    afterAll(async () => {
+      await cli.run(["destroy", "--yes", "-s", cmd]).catch(() => undefined);
+      await cli.run(["stack", "rm", "--yes", "--force", "-s", cmd]).catch(() => undefined);
+      rmSync(path.join(projectDir, `Pulumi.${cmd}.yaml`), { force: true });
+    });
+
+    it("runs under the contract in the tree; its build directory is found and verified", async () => {
+      const up = await cli.run(["up", "--yes", "-s", cmd]);
+      const r = await cmdResults();
+      const [a, b] = [r["spark-1"], r["spark-2"]] as [NodeResult, NodeResult];
+      for (const x of [a, b]) {
+        expect(x.commit).toBe(FAKE_COMMIT);
+        // The Makefile generator this time: -march read from the target's flags.make.
+        expect(x.checks.map((c) => [c.name, c.ok])).toEqual([
+          ["cpu-march", true],
+          ["cpu-instructions", true],
+          ["artifacts", true],
+        ]);
+        expect(x.checks[0]?.detail).toMatch(/^ggml-cpu: -march=x86-64-v3/);
+        for (const k of ["avx2", "fma", "f16c"]) expect(x.instructions[k]).toBeGreaterThan(0);
+        expect(x.artifacts[BIN]).toMatch(/^[0-9a-f]{64}$/);
+      }
+      expect(b.artifacts).toEqual(a.artifacts);
+      expect(a.buildKey).not.toBe(first["spark-1"]?.buildKey); // the command is in the key
+      expect(up.output).toContain("[spark-1] build: key " + a.buildKey);
+      expect(up.output).toMatch(
+        /command make --no-print-directory in \/home\/spark\/src\/fake-llama/,
+      );
+      expect(up.output).toMatch(/\[spark-2\] build: installed 1 artifacts/);
+      installDir = b.installDir;
+      // The contract reached the build: the binary carries LLAMA_COMMIT from the environment.
+      expect(await onNode("spark-2", `${installDir}/${BIN}`)).toBe(
+        `fake ggml-rpc-server ${FAKE_COMMIT} sum=36`,
+      );
+      // The command's own build directory, keyed by the flags, inside the synced tree.
+      expect(await onNode("spark-2", "ls /home/spark/src/fake-llama/_build/obj")).toMatch(
+        /^llama_build-cpu-[0-9a-f]{8}$/,
+      );
+      const again = await cli.run(["up", "--yes", "-s", cmd]);
+      expect(again.output).not.toMatch(/build-spark-\d\s+updated/);
+    });
+
+    it("a source change rebuilds both nodes through the command; drift is repaired", async () => {
+      const src = path.join(fixture, "native", "rpc-server.c");
+      writeFileSync(src, readFileSync(src, "utf8").replace("fake ggml-rpc-server", "fake rpc v2"));
+      await cli.run(["up", "--yes", "-s", cmd]);
+      const r = await cmdResults();
+      expect(r["spark-2"]?.artifacts).toEqual(r["spark-1"]?.artifacts);
+      expect(await onNode("spark-1", `${installDir}/${BIN}`)).toBe(
+        `fake rpc v2 ${FAKE_COMMIT} sum=36`,
+      );
+      await onNode("spark-2", `rm -f ${installDir}/${BIN}`);
+      const refresh = await cli.run(["refresh", "--yes", "-s", cmd]);
+      expect(refresh.output).toMatch(/build-spark-2\s+updated/);
+      await cli.run(["up", "--yes", "-s", cmd]);
+      expect(await onNode("spark-2", `${installDir}/${BIN}`)).toBe(
+        `fake rpc v2 ${FAKE_COMMIT} sum=36`,
+      );
+      await cli.run(["refresh", "--yes", "--expect-no-changes", "-s", cmd]);
+    });
+
+    it("targets with a command, no artifacts, or its output not excluded from the tree: refused at preview", async () => {
+      writeStackConfig(cmd, [...COMMAND_BUILD, "    targets: [ggml-rpc-server]"], fakeTree);
+      const withTargets = await cli.run(["preview", "-s", cmd], { expectFailure: true });
+      expect(withTargets.output).toContain(
+        "sparkform:build.targets: is for sparkform's own CMake build; with build.command the command decides what it builds: remove it",
+      );
+      writeStackConfig(
+        cmd,
+        COMMAND_BUILD.filter((l) => !l.includes("artifacts")),
+        fakeTree,
+      );
+      const noArtifacts = await cli.run(["preview", "-s", cmd], { expectFailure: true });
+      expect(noArtifacts.output).toContain(
+        "sparkform:build.artifacts: is required with build.command",
+      );
+      writeStackConfig(cmd, COMMAND_BUILD, { ...fakeTree, exclude: '[{path: priv, reason: "x"}]' });
+      const notExcluded = await cli.run(["preview", "-s", cmd], { expectFailure: true });
+      expect(notExcluded.output).toContain(
+        "sparkform:build.command writes _build/obj/llama_build-* in the synced tree, and sparkform:tree.exclude does not exclude it",
+      );
+      expect(notExcluded.output).toContain(
+        'Add to sparkform:tree.exclude: {path: _build, reason: "build output, made on each node"}',
+      );
+      writeStackConfig(cmd, COMMAND_BUILD, fakeTree);
+    });
+
+    it("destroy removes the installed artifacts", async () => {
+      await cli.run(["destroy", "--yes", "-s", cmd]);
+      for (const node of ["spark-1", "spark-2"]) {
+        expect(await onNode(node, `test -e ${installDir} && echo present || echo absent`)).toBe(
+          "absent",
+        );
+      }
+    });
   });
 
   it("destroy removes the build directories and installed artifacts, keeps the compiler cache", async () => {

@@ -16,6 +16,7 @@ import { afterAll, describe, expect, it } from "vitest";
 import {
   BUILD_PRESETS,
   buildFlagsFromConfig,
+  checkCommandOutputsExcluded,
   parseBuildConfig,
   treeCommit,
 } from "../../components/build/config";
@@ -24,13 +25,17 @@ import {
   absoluteOnNode,
   artifactSetDigest,
   buildPlan,
+  buildRequirements,
   checkArtifact,
+  checkBuildDirPattern,
   checkTarget,
+  checkWorkdir,
   compilerTail,
   DEFAULT_ARTIFACTS,
   DEFAULT_TARGETS,
   DELETE_SCRIPT,
   DIGEST_SCRIPT,
+  FIND_BUILD_DIR_SCRIPT,
   INSTALL_SCRIPT,
   mergeLanguageFlags,
   ninjaProgress,
@@ -162,6 +167,75 @@ describe("buildPlan", () => {
         ...over,
       }),
     ).toThrow(msg);
+  });
+});
+
+describe("buildPlan with a build command", () => {
+  const command = {
+    run: ["mix", "compile"],
+    workdir: ".",
+    buildDir: "_build/dev/lib/llama_cpp_ex/obj/llama_build-*",
+  };
+  const input = {
+    home: HOME,
+    tree: "~/src/llama_cpp_ex",
+    flags: sparkBuildFlags(COMMIT),
+    targets: [],
+    artifacts: ["_build/dev/lib/llama_cpp_ex/priv/llama_cpp_ex_nif.so"],
+    command,
+    path: ["~/.asdf/installs/elixir/1.18.4-otp-27/bin", "/opt/x/bin"],
+  };
+
+  it("runs the command in the tree, with the toolchain and CUDA on PATH and no configure", () => {
+    const plan = buildPlan(input);
+    expect(plan).toMatchObject({
+      mode: "command",
+      tree: "/home/spark/src/llama_cpp_ex",
+      workdir: "/home/spark/src/llama_cpp_ex",
+      buildDir: "/home/spark/src/llama_cpp_ex/_build/dev/lib/llama_cpp_ex/obj/llama_build-*",
+      artifactRoot: "/home/spark/src/llama_cpp_ex",
+      configure: [],
+      build: ["mix", "compile"],
+      path: [
+        "/home/spark/.asdf/installs/elixir/1.18.4-otp-27/bin",
+        "/opt/x/bin",
+        "/usr/local/cuda/bin",
+      ],
+    });
+    expect(plan.env).toMatchObject({
+      LLAMA_BACKEND: "cuda",
+      LLAMA_CPU_ARM_ARCH: "armv9.2-a+dotprod+i8mm+fp16+bf16+sve2",
+      LLAMA_CUDA_ARCH: "121a-real",
+      LLAMA_RPC: "1",
+      CUDA_HOME: "/usr/local/cuda",
+      LLAMA_COMMIT: COMMIT,
+    });
+    expect(buildRequirements(command)).toEqual({
+      tools: ["sha256sum", "objdump", "find"],
+      treeMarker: "",
+    });
+    expect(buildRequirements(undefined).treeMarker).toBe("CMakeLists.txt");
+  });
+
+  it("the command is part of the key; the flags' key is its prefix", () => {
+    const cmake = buildPlan({ ...input, command: undefined, targets: ["ggml-rpc-server"] });
+    const a = buildPlan(input);
+    const b = buildPlan({ ...input, command: { ...command, run: ["make"] } });
+    expect(a.key).toMatch(new RegExp(`^${cmake.key}-[0-9a-f]{8}$`));
+    expect(b.key).not.toBe(a.key);
+    expect(buildPlan({ ...input, command: { ...command, workdir: "native" } }).workdir).toBe(
+      "/home/spark/src/llama_cpp_ex/native",
+    );
+  });
+
+  it("checks the command's paths", () => {
+    expect(() => buildPlan({ ...input, command: { ...command, buildDir: "a/*/b" } })).toThrow(
+      /`\*` only in the last part/,
+    );
+    expect(() => checkBuildDirPattern("../obj")).toThrow(/relative to the tree/);
+    expect(checkBuildDirPattern("obj/llama_build-*")).toBe("obj/llama_build-*");
+    expect(() => checkWorkdir("/abs")).toThrow(/must be "\." or a path relative to the tree/);
+    expect(() => buildPlan({ ...input, path: ["relative/bin"] })).toThrow(/must be absolute/);
   });
 });
 
@@ -301,6 +375,27 @@ describe("node-side scripts (run with the local sh)", () => {
     expect(parseDigests(r.stdout, ["bin/a"])).toEqual({ "bin/a": "" });
   });
 
+  it("find-build-dir picks the newest directory matching the pattern, or prints nothing", () => {
+    const obj = path.join(dir, "obj");
+    mkdirSync(path.join(obj, "llama_build-cpu-old"), { recursive: true });
+    mkdirSync(path.join(obj, "llama_build-cpu-new"));
+    writeFileSync(path.join(obj, "llama_build-file"), "not a directory");
+    execFileSync("touch", ["-d", "2020-01-01", path.join(obj, "llama_build-cpu-old")]);
+    expect(sh(FIND_BUILD_DIR_SCRIPT, [obj, "llama_build-*"]).stdout.trim()).toBe(
+      path.join(obj, "llama_build-cpu-new"),
+    );
+    expect(sh(FIND_BUILD_DIR_SCRIPT, [obj, "cmake_build-*"]).stdout).toBe("");
+    expect(sh(FIND_BUILD_DIR_SCRIPT, [path.join(dir, "nope"), "*"]).stdout).toBe("");
+  });
+
+  it("delete with no build directory (a command's, in the tree) keeps it", () => {
+    mkdirSync(path.join(out, "k9"), { recursive: true });
+    const r = sh(DELETE_SCRIPT, ["", out, "k9"]);
+    expect(r.status, r.stderr).toBe(0);
+    expect(existsSync(build)).toBe(true);
+    expect(existsSync(path.join(out, "k9"))).toBe(false);
+  });
+
   it("delete removes the build directory, the link and the store entries of the key", () => {
     const r = sh(DELETE_SCRIPT, [build, out, "k1"]);
     expect(r.status, r.stderr).toBe(0);
@@ -313,12 +408,14 @@ describe("node-side scripts (run with the local sh)", () => {
 describe("sparkform:build config", () => {
   it("defaults to the Spark preset, the rpc server and a --rpc client", () => {
     const c = parseBuildConfig(undefined);
-    expect(c).toEqual({
-      preset: "spark",
-      flags: {},
-      targets: ["ggml-rpc-server", "llama-completion"],
-      artifacts: ["bin/ggml-rpc-server", "bin/llama-completion", "ggml/src/libggml-cpu.a"],
-    });
+    // Targets and artifacts default in NativeBuild (DEFAULT_TARGETS, DEFAULT_ARTIFACTS).
+    expect(c).toEqual({ preset: "spark", flags: {} });
+    expect(DEFAULT_TARGETS).toEqual(["ggml-rpc-server", "llama-completion"]);
+    expect(DEFAULT_ARTIFACTS).toEqual([
+      "bin/ggml-rpc-server",
+      "bin/llama-completion",
+      "ggml/src/libggml-cpu.a",
+    ]);
     expect(buildFlagsFromConfig(c, COMMIT)).toEqual(sparkBuildFlags(COMMIT));
     expect(BUILD_PRESETS.spark.LLAMA_CPU_ARM_ARCH).toBe("armv9.2-a+dotprod+i8mm+fp16+bf16+sve2");
   });
@@ -347,6 +444,52 @@ describe("sparkform:build config", () => {
     [{ commit: "abc" }, /sparkform:build\.commit: must be the full 40-hex/],
     [{ colour: "red" }, /sparkform:build: Unrecognized key/],
   ])("rejects %j", (raw, msg) => expect(() => parseBuildConfig(raw)).toThrow(msg));
+
+  it("a build command: workdir defaults to the tree; targets refused, artifacts required", () => {
+    const command = {
+      run: ["mix", "compile"],
+      buildDir: "_build/dev/lib/llama_cpp_ex/obj/llama_build-*",
+    };
+    expect(parseBuildConfig({ command, artifacts: ["priv/nif.so"] }).command).toEqual({
+      ...command,
+      workdir: ".",
+    });
+    expect(() => parseBuildConfig({ command, artifacts: ["priv/nif.so"], targets: ["x"] })).toThrow(
+      "sparkform:build.targets: is for sparkform's own CMake build; with build.command the command decides what it builds: remove it",
+    );
+    expect(() => parseBuildConfig({ command })).toThrow(
+      "sparkform:build.artifacts: is required with build.command",
+    );
+    for (const buildDir of ["../x", "a/*/b", "/abs/dir", "-rf", "a b"]) {
+      expect(() =>
+        parseBuildConfig({ command: { ...command, buildDir }, artifacts: ["a"] }),
+      ).toThrow(/sparkform:build\.command\.buildDir: must be the CMake build directory/);
+    }
+    expect(() => parseBuildConfig({ command: { run: [] }, artifacts: ["a"] })).toThrow(
+      /sparkform:build\.command\.run: needs at least the program/,
+    );
+    expect(() =>
+      parseBuildConfig({ command: { ...command, workdir: "../up" }, artifacts: ["a"] }),
+    ).toThrow(/sparkform:build\.command\.workdir/);
+  });
+
+  it("a build command's output must be excluded from the synced tree", () => {
+    const c = parseBuildConfig({
+      command: { run: ["mix", "compile"], buildDir: "_build/dev/lib/x/obj/llama_build-*" },
+      artifacts: ["_build/dev/lib/x/priv/nif.so", "priv/ggml-rpc-server"],
+    });
+    expect(() =>
+      checkCommandOutputsExcluded(c, [{ path: "_build" }, { name: "priv" }]),
+    ).not.toThrow();
+    expect(() => checkCommandOutputsExcluded(c, [{ path: "_build/" }])).toThrow(
+      'writes priv/ggml-rpc-server in the synced tree, and sparkform:tree.exclude does not exclude it. Without the exclusion every sync deletes the build\'s output (rsync --delete) and refresh reports the tree as drifted. Add to sparkform:tree.exclude: {path: priv, reason: "build output, made on each node"}',
+    );
+    expect(() => checkCommandOutputsExcluded(c, [{ path: "_buil" }])).toThrow(
+      /writes _build\/dev\/lib\/x\/obj\/llama_build-\*, _build\/dev\/lib\/x\/priv\/nif\.so, priv\/ggml-rpc-server/,
+    );
+    // No command: nothing to check.
+    expect(() => checkCommandOutputsExcluded(parseBuildConfig({}), [])).not.toThrow();
+  });
 
   it("treeCommit reads a checkout's HEAD and says what to set otherwise", () => {
     const d = mkdtempSync(path.join(tmpdir(), "sparkform-commit-"));

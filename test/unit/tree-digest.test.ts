@@ -16,6 +16,7 @@ import {
   localTreeDigest,
   parseTreeDigest,
   rsyncExcludes,
+  isExcluded,
 } from "../../components/tree/digest";
 
 let root: string;
@@ -104,6 +105,31 @@ describe("sparkform-tree-v1", () => {
     expect(digest(excl)).toBe(base);
     expect(localTreeDigest(root, excl)).toMatchObject({ files: 1 });
     expect(rsyncExcludes(excl)).toEqual(["/vendor/llama.cpp/.git", "*.o"]);
+  });
+
+  it("isExcluded agrees with the digest script: the path or a parent, or a name glob on any part", () => {
+    const excl = [{ path: "vendor/llama.cpp/.git" }, { name: "*.o" }, { path: "_build/" }];
+    for (const p of [
+      "vendor/llama.cpp/.git",
+      "vendor/llama.cpp/.git/HEAD",
+      "src/sub/b.o",
+      "a.o/x",
+      "_build/dev/x",
+    ]) {
+      expect(isExcluded(p, excl), p).toBe(true);
+    }
+    for (const p of [
+      "vendor/llama.cpp",
+      "vendor/llama.cpp/.gitignore",
+      "src/b.oo",
+      "_buildx",
+      "x/_build",
+    ]) {
+      expect(isExcluded(p, excl), p).toBe(false);
+    }
+    expect(isExcluded("x/a.c", [{ name: "?.c" }])).toBe(true);
+    expect(isExcluded("x/ab.c", [{ name: "?.c" }])).toBe(false);
+    expect(isExcluded("x/a+b.c", [{ name: "a+b.c" }])).toBe(true); // regex characters are literal
   });
 
   it("lists the paths that differ between two manifests", () => {

@@ -8,6 +8,7 @@ import * as path from "node:path";
 import {
   BuildConfigError,
   buildFlagsFromConfig,
+  checkCommandOutputsExcluded,
   parseBuildConfig,
   treeCommit,
 } from "../../../components/build/config";
@@ -53,7 +54,10 @@ const target = (n: NodeConfig): SshTarget => ({
 
 const source = path.resolve(tree.source);
 // The flags first: a bad contract stops the program before anything is read or connected.
-const flags = userError(() => buildFlagsFromConfig(build, build.commit ?? treeCommit(source)));
+const flags = userError(() => {
+  checkCommandOutputsExcluded(build, tree.exclude);
+  return buildFlagsFromConfig(build, build.commit ?? treeCommit(source));
+});
 const expected = localTreeDigest(source, tree.exclude);
 
 const seedNode = cluster.nodes.find((n) => n.name === (build.cacheFrom ?? cluster.nodes[0]?.name));
@@ -80,6 +84,7 @@ for (const node of ordered) {
       targets: build.targets,
       artifacts: build.artifacts,
       ...(build.jobs ? { jobs: build.jobs } : {}),
+      ...(build.command ? { command: build.command } : {}),
       ...(seedBuild && seedNode
         ? {
             cacheFrom: {
