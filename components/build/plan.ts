@@ -313,17 +313,25 @@ export function planEnv(plan: BuildPlan): Record<string, EnvValue> {
 // ---- node-side scripts (POSIX sh; arguments arrive as "$@", never re-parsed) -------------
 
 /**
- * Print $HOME, then fail naming the first missing tool (exit 3) or a missing tree (exit 4).
+ * Print $HOME, then fail naming the first missing tool (exit 3) or a missing tree (exit 4);
+ * else print `compiler=` and `ccache=` lines (each tool's first --version line; empty if absent).
  * Args: TREE MARKER TOOL...; MARKER is a file the tree must hold, or "" for the directory only.
  */
 export const PROBE_SCRIPT = [
   'printf "%s\\n" "$HOME"',
   'tree=$1 marker=$2; shift 2; for t in "$@"; do command -v "$t" >/dev/null 2>&1 || { echo "missing tool: $t" >&2; exit 3; }; done',
   'if [ -n "$marker" ]; then [ -f "$tree/$marker" ] || { echo "no $marker in $tree" >&2; exit 4; }; else [ -d "$tree" ] || { echo "no directory $tree" >&2; exit 4; }; fi',
-  "(gcc --version 2>/dev/null || cc --version) | head -n 1",
-  "cmake --version | head -n 1",
-  "ccache --version | head -n 1",
+  'printf "compiler=%s\\n" "$( (gcc --version 2>/dev/null || cc --version 2>/dev/null) | head -n 1)"',
+  'printf "ccache=%s\\n" "$(ccache --version 2>/dev/null | head -n 1)"',
 ].join("\n");
+
+/** PROBE_SCRIPT's output: $HOME first, then `key=value` lines. */
+export function parseProbe(stdout: string): { home: string; compiler: string; ccache: string } {
+  const lines = stdout.split("\n");
+  const value = (k: string) =>
+    (lines.find((l) => l.startsWith(`${k}=`)) ?? "").slice(k.length + 1).trim();
+  return { home: (lines[0] ?? "").trim(), compiler: value("compiler"), ccache: value("ccache") };
+}
 
 /** Tools the build needs on the node. */
 export const REQUIRED_TOOLS = ["cmake", "ninja", "ccache", "sha256sum", "objdump", "cc", "c++"];

@@ -38,6 +38,7 @@ import {
   ninjaProgress,
   parseCcacheStats,
   parseDigests,
+  parseProbe,
   PROBE_SCRIPT,
   VERIFY_RUNNER,
 } from "./plan";
@@ -100,6 +101,8 @@ const tag = (t: SshTarget) => `[${t.name}] build`;
 interface Probe {
   home: string;
   compiler: string;
+  /** ccache's version line, or "" when the node has none. */
+  ccache: string;
 }
 
 async function probe(inputs: NativeBuildInputs): Promise<Probe> {
@@ -131,8 +134,7 @@ async function probe(inputs: NativeBuildInputs): Promise<Probe> {
         "it is synced by TreeSync, which this build must depend on",
     );
   }
-  const [home = "", compiler = ""] = r.stdout.split("\n");
-  return { home: home.trim(), compiler: compiler.trim() };
+  return parseProbe(r.stdout);
 }
 
 async function step(
@@ -242,7 +244,7 @@ async function converge(inputs: NativeBuildInputs): Promise<NativeBuildOutputs> 
     }
   };
 
-  const { home, compiler } = await timed("probe", () => probe(inputs));
+  const { home, compiler, ccache } = await timed("probe", () => probe(inputs));
   const plan = buildPlan({
     home,
     tree: inputs.tree,
@@ -260,7 +262,8 @@ async function converge(inputs: NativeBuildInputs): Promise<NativeBuildOutputs> 
         : `targets ${inputs.targets.join(" ")}`),
   );
 
-  const seededBy = await timed("cache", () => seedCache(inputs));
+  // Without ccache on the node (a build command on a Spark) there is no cache to seed.
+  const seededBy = ccache ? await timed("cache", () => seedCache(inputs)) : "none";
 
   if (plan.mode === "cmake") {
     await timed("configure", () =>
@@ -284,11 +287,12 @@ async function converge(inputs: NativeBuildInputs): Promise<NativeBuildOutputs> 
   const onLine = (l: string) => {
     lines.push(l);
     if (lines.length > 400) lines.shift();
+    if (Date.now() - lastShown <= 30_000) return;
+    lastShown = Date.now();
+    // ninja's [done/total]; a build command's own output (mix, make) shows its latest line.
     const p = ninjaProgress(l);
-    if (p && Date.now() - lastShown > 30_000) {
-      lastShown = Date.now();
-      void progress(`${who}: [${p.done}/${p.total}] ${since(t0)}`, { ephemeral: true });
-    }
+    const where = p ? `[${p.done}/${p.total}]` : `building: ${l.slice(0, 120)}`;
+    void progress(`${who}: ${where} ${since(t0)}`, { ephemeral: true });
   };
   let buildOut: string;
   try {

@@ -41,6 +41,8 @@ import {
   ninjaProgress,
   parseCcacheStats,
   parseDigests,
+  parseProbe,
+  PROBE_SCRIPT,
 } from "../../components/build/plan";
 import { diff, driftedArtifacts, type NativeBuildOutputs } from "../../components/build/provider";
 
@@ -373,6 +375,26 @@ describe("node-side scripts (run with the local sh)", () => {
     });
     r = sh(DIGEST_SCRIPT, [path.join(out, "nope"), "bin/a"]);
     expect(parseDigests(r.stdout, ["bin/a"])).toEqual({ "bin/a": "" });
+  });
+
+  it("probe: $HOME, compiler and ccache lines; exit 3 for a missing tool, 4 for a missing tree", () => {
+    const tree = path.join(dir, "probe-tree");
+    mkdirSync(tree);
+    let r = sh(PROBE_SCRIPT, [tree, "", "sh"]);
+    expect(r.status, r.stderr).toBe(0);
+    const probe = parseProbe(r.stdout);
+    expect(probe.home).toBe(process.env.HOME);
+    expect(probe.compiler).toMatch(/gcc|clang|cc/i);
+    const ccache = spawnSync("sh", ["-c", "ccache --version 2>/dev/null | head -n 1"], {
+      encoding: "utf8",
+    }).stdout.trim();
+    expect(probe.ccache).toBe(ccache); // "" where the machine has none
+    r = sh(PROBE_SCRIPT, [tree, "", "sh", "sparkform-no-such-tool"]);
+    expect([r.status, r.stderr.trim()]).toEqual([3, "missing tool: sparkform-no-such-tool"]);
+    r = sh(PROBE_SCRIPT, [tree, "CMakeLists.txt", "sh"]);
+    expect([r.status, r.stderr.trim()]).toEqual([4, `no CMakeLists.txt in ${tree}`]);
+    r = sh(PROBE_SCRIPT, [path.join(dir, "no-tree"), "", "sh"]);
+    expect(r.status).toBe(4);
   });
 
   it("find-build-dir picks the newest directory matching the pattern, or prints nothing", () => {
