@@ -1,5 +1,6 @@
 // The sparkform policy pack: `pulumi preview --policy-pack policies`.
 import { PolicyPack } from "@pulumi/policy";
+import { cudaArchPinned } from "./build";
 import { buildsIdentical, toolchainsIdentical, treesIdentical } from "./consistency";
 import { digestPinned, modelPinned } from "./digests";
 import { hostKeyPinned } from "./transport";
@@ -12,5 +13,6 @@ new PolicyPack("sparkform", {
     treesIdentical,
     toolchainsIdentical,
     buildsIdentical,
+    cudaArchPinned,
   ],
 });

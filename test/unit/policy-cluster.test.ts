@@ -6,6 +6,7 @@ import type {
   StackValidationPolicy,
 } from "@pulumi/policy";
 import { describe, expect, it } from "vitest";
+import { cudaArchPinned } from "../../policies/build";
 import { buildsIdentical, toolchainsIdentical, treesIdentical } from "../../policies/consistency";
 import { hostKeyPinned } from "../../policies/transport";
 
@@ -128,5 +129,58 @@ describe("builds-identical", () => {
         build("spark-2", undefined, undefined),
       ]),
     ).toEqual([]);
+  });
+});
+
+describe("cuda-arch-pinned", () => {
+  const SPARK_ARM = "armv9.2-a+dotprod+i8mm+fp16+bf16+sve2";
+  function violations(flags: Record<string, unknown>, checks?: unknown): string[] {
+    const found: string[] = [];
+    const validate = cudaArchPinned.validateResource;
+    if (typeof validate !== "function") throw new Error("one validateResource");
+    void validate(
+      {
+        type: TYPE,
+        name: "b-spark-1",
+        props: { kind: "NativeBuild", target: { name: "spark-1" }, flags, checks },
+      } as unknown as ResourceValidationArgs,
+      (m: string) => found.push(m),
+    );
+    return found;
+  }
+  const ok = [{ name: "cuda-one-arch", ok: true, detail: "ggml-cuda: one architecture, 121a" }];
+
+  it("passes the Spark build, with and without evidence yet; ignores CPU builds", () => {
+    const spark = {
+      LLAMA_BACKEND: "cuda",
+      LLAMA_CPU_ARM_ARCH: SPARK_ARM,
+      LLAMA_CUDA_ARCH: "121a-real",
+    };
+    expect(violations(spark, ok)).toEqual([]);
+    expect(violations(spark)).toEqual([]); // to be rebuilt in this run: no outputs yet
+    expect(violations({ LLAMA_BACKEND: "cpu", LLAMA_CPU_X86_MARCH: "x86-64-v3" }, [])).toEqual([]);
+  });
+
+  it("an ARM arch without a CUDA arch: the fat binary, with the runbook's reason", () => {
+    expect(violations({ LLAMA_BACKEND: "cuda", LLAMA_CPU_ARM_ARCH: SPARK_ARM })).toEqual([
+      "The CUDA build on spark-1 names LLAMA_CPU_ARM_ARCH without LLAMA_CUDA_ARCH: naming the CPU architecture turns GGML_NATIVE off, and ggml-cuda then compiles a seven-architecture fat binary (~6× build time). Set LLAMA_CUDA_ARCH (DGX Spark: 121a-real).",
+    ]);
+  });
+
+  it("a list, all or native is not one architecture", () => {
+    for (const arch of ["90;121a-real", "all", "all-major", "native", "121a-real 90"]) {
+      expect(violations({ LLAMA_BACKEND: "cuda", LLAMA_CUDA_ARCH: arch })[0]).toContain(
+        `has LLAMA_CUDA_ARCH=${JSON.stringify(arch)}: give exactly one CMake CUDA architecture`,
+      );
+    }
+  });
+
+  it("the node's flags.make must agree: a failed or missing one-architecture check", () => {
+    const flags = { LLAMA_BACKEND: "cuda", LLAMA_CUDA_ARCH: "121a-real" };
+    const failed = [{ name: "cuda-one-arch", ok: false, detail: "7 architectures" }];
+    expect(violations(flags, failed)).toEqual([
+      "The CUDA build on spark-1 has no passed one-architecture check from ggml-cuda's flags.make (7 architectures): rebuild with `pulumi up` and read the verification.",
+    ]);
+    expect(violations(flags, [])[0]).toContain("has no passed one-architecture check");
   });
 });
