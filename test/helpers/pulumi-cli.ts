@@ -32,7 +32,12 @@ export function pulumiCli(cwd: string, extraEnv: NodeJS.ProcessEnv = {}): Pulumi
         input: opts.stdin,
       });
       const output = result.all ?? "";
-      console.log(`$ pulumi ${args.join(" ")}  [exit ${result.exitCode}]\n${output}`);
+      // A state export is megabytes of serialized providers: echo its size, not its text.
+      const quiet = args[0] === "stack" && args[1] === "export" && result.exitCode === 0;
+      console.log(
+        `$ pulumi ${args.join(" ")}  [exit ${result.exitCode}]\n` +
+          (quiet ? `(${output.length} characters of state, not echoed)` : output),
+      );
       const failed = result.exitCode !== 0;
       if (failed !== Boolean(opts.expectFailure)) {
         throw new Error(

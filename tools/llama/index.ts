@@ -1,4 +1,5 @@
-// llama.cpp from the source that the npm package `node-llama-cpp` ships as a git bundle.
+// llama.cpp from the source that the npm package `node-llama-cpp` ships as a git bundle
+// (fetched as a tarball by ./bundle.ts, not installed).
 //
 // extractLlamaSource(): a checkout of the bundled commit (reused by NativeBuild later).
 // buildLlamaHost():     a CPU build for the control host (x86, GGML_NATIVE=OFF, GGML_RPC=ON)
@@ -9,6 +10,7 @@ import { spawn, spawnSync } from "node:child_process";
 import * as fs from "node:fs";
 import * as os from "node:os";
 import * as path from "node:path";
+import { llamaBundleDir } from "./bundle";
 
 export interface LlamaSourceInfo {
   /** Path of node-llama-cpp's git bundle. */
@@ -19,17 +21,6 @@ export interface LlamaSourceInfo {
   repo: string;
   /** The commit the bundle's HEAD points to (40 hex). */
   commit: string;
-}
-
-function packageLlamaDir(): string {
-  // node-llama-cpp's exports map hides package.json, so look along the module search paths.
-  for (const base of require.resolve.paths("node-llama-cpp") ?? []) {
-    const dir = path.join(base, "node-llama-cpp", "llama");
-    if (fs.existsSync(path.join(dir, "gitRelease.bundle"))) return dir;
-  }
-  throw new Error(
-    "node-llama-cpp/llama/gitRelease.bundle not found (is node-llama-cpp installed?)",
-  );
 }
 
 function git(args: string[], cwd?: string): string {
@@ -45,7 +36,7 @@ let cachedInfo: LlamaSourceInfo | undefined;
 /** Where the bundled llama.cpp source is and which commit it holds. */
 export function llamaSourceInfo(): LlamaSourceInfo {
   if (cachedInfo) return cachedInfo;
-  const dir = packageLlamaDir();
+  const dir = llamaBundleDir(sparkformCacheDir());
   const bundle = path.join(dir, "gitRelease.bundle");
   const info = JSON.parse(fs.readFileSync(path.join(dir, "llama.cpp.info.json"), "utf8")) as {
     tag?: string;
