@@ -20,6 +20,8 @@ import * as path from "node:path";
 import { progress, since } from "../providers/progress";
 import { agentAvailable, RemoteCommandError, rsync, run, type SshTarget } from "../transport/ssh";
 import { copyFromPeer } from "../transport/peer";
+import { shJoin } from "../transport/quote";
+import { DEFAULT_PATH } from "../transport/remote-command";
 import { type BuildFlags, parseBuildFlags, targetIsa } from "./flags";
 import {
   BUILD_SCRIPT,
@@ -258,7 +260,7 @@ async function converge(inputs: NativeBuildInputs): Promise<NativeBuildOutputs> 
   await progress(
     `${who}: key ${plan.key}, commit ${flags.LLAMA_COMMIT.slice(0, 12)}, ${compiler}, ` +
       (plan.mode === "command"
-        ? `command ${plan.build.join(" ")} in ${plan.workdir}`
+        ? `command ${shJoin(plan.build)} in ${plan.workdir}`
         : `targets ${inputs.targets.join(" ")}`),
   );
 
@@ -306,7 +308,7 @@ async function converge(inputs: NativeBuildInputs): Promise<NativeBuildOutputs> 
             ? {
                 script: COMMAND_BUILD_SCRIPT,
                 args: [plan.workdir, ...plan.build],
-                display: `cd ${plan.workdir} && ${plan.build.join(" ")}`,
+                display: `cd ${shJoin([plan.workdir])} && ${shJoin(plan.build)}`,
               }
             : { script: BUILD_SCRIPT, args: plan.build, display: plan.build.join(" ") },
           { timeoutMs: 90 * 60_000, onLine },
@@ -315,14 +317,15 @@ async function converge(inputs: NativeBuildInputs): Promise<NativeBuildOutputs> 
     ).stdout;
   } catch (err) {
     if (!(err instanceof RemoteCommandError)) throw err;
+    // 127 is the shell's "command not found": the usual cause is the non-login PATH.
     const notFound =
       plan.mode === "command" && err.exitCode === 127
-        ? `\n${plan.build[0]} is not on the build's PATH (non-login shell: ${[...plan.path, "/usr/local/bin:/usr/bin:/bin"].join(":")}); ` +
-          "give the toolchain's install directories (sparkform:toolchain.binDirs) or an absolute program path"
+        ? `\nExit 127: a program was not found on the build's PATH (a non-login shell: ${[...plan.path, ...DEFAULT_PATH].join(":")}). ` +
+          "If it is the toolchain's (mix, elixir), list its install directories in sparkform:toolchain.binDirs; else give an absolute path."
         : "";
     throw new Error(
       `${who} failed on ${inputs.target.name} after ${since(t0)} (${err.kind}${err.exitCode !== undefined ? `, exit ${err.exitCode}` : ""}): ` +
-        `${plan.build.join(" ")}\n` +
+        `${shJoin(plan.build)}\n` +
         `--- last compiler output ---\n${compilerTail(lines.length ? lines : err.outputTail.split("\n"))}\n---\n` +
         `The previously installed artifacts in ${plan.installDir} are unchanged.${notFound}`,
     );
@@ -421,7 +424,7 @@ async function findBuildDir(inputs: NativeBuildInputs, plan: BuildPlan): Promise
   const found = r.stdout.trim();
   if (!found) {
     throw new Error(
-      `${tag(inputs.target)}: ${plan.build.join(" ")} exited 0 but made no build directory matching ` +
+      `${tag(inputs.target)}: ${shJoin(plan.build)} exited 0 but made no build directory matching ` +
         `${plan.buildDir}; set sparkform:build.command.buildDir to where its CMake build directory is ` +
         "(relative to the tree), so the build can be verified",
     );

@@ -3,6 +3,7 @@
 import { execFileSync } from "node:child_process";
 import {
   chmodSync,
+  cpSync,
   existsSync,
   mkdirSync,
   mkdtempSync,
@@ -323,6 +324,55 @@ describe.skipIf(!isRoot)("sparkform on a simulated pair (real pulumi CLI)", () =
       }
       await nothingChanged();
     });
+  });
+
+  it("a build command runs with the toolchain's install directories on PATH (mix from ~/.asdf)", async () => {
+    // A second stack: the toolchain, the stand-in llama_cpp_ex tree and a build command that
+    // asks the toolchain for its version first, as `mix compile` needs Elixir from ~/.asdf.
+    const cmd = `${stack}-cmd`;
+    const fake = path.join(work, "fake-llama");
+    cpSync(path.join(repoRoot, "test", "fixtures", "build-command"), fake, { recursive: true });
+    await cli.run(["stack", "init", cmd, "--secrets-provider", "passphrase"]);
+    try {
+      writeStackConfig(cmd, (t) =>
+        t.replace(
+          /^ {2}sparkform:tree:[\s\S]*$/m,
+          [
+            "  sparkform:tree:",
+            `    source: ${JSON.stringify(fake)}`,
+            `    dest: "~/src/fake-llama-${process.pid}"`,
+            "    exclude: [{path: _build, reason: build output}, {path: priv, reason: build output}]",
+            "  sparkform:build:",
+            "    preset: sim",
+            `    commit: ${"c".repeat(40)}`,
+            "    command:",
+            "      run: [sh, -c, 'mkdir -p priv && sparktool --version > priv/toolchain && make -s']",
+            "      buildDir: _build/obj/llama_build-*",
+            "    artifacts: [priv/toolchain, priv/ggml-rpc-server]",
+            "",
+          ].join("\n"),
+        ),
+      );
+      await cli.run(
+        ["up", "--yes", "-s", cmd, "--policy-pack", path.join(repoRoot, "policies")],
+        withAgent(),
+      );
+      const state = await resources(cmd);
+      for (const node of ["spark-1", "spark-2"]) {
+        const build = state.find((r) => r.urn.endsWith(`::${cmd}-build-${node}`))?.outputs;
+        const installDir = String(build?.installDir ?? "");
+        expect(installDir).toMatch(/^\/home\/spark\/\.cache\/sparkform\/llama-build\/out\//);
+        // spark-2's toolchain is the copy from spark-1, found on PATH without shims.
+        expect(await onNode(node, `cat ${installDir}/priv/toolchain`)).toBe("sparktool 1.0.0");
+        expect(await onNode(node, `${installDir}/priv/ggml-rpc-server`)).toBe(
+          `fake ggml-rpc-server ${"c".repeat(40)} sum=36`,
+        );
+      }
+    } finally {
+      await cli.run(["destroy", "--yes", "-s", cmd], withAgent()).catch(() => undefined);
+      await cli.run(["stack", "rm", "--yes", "--force", "-s", cmd]).catch(() => undefined);
+      rmSync(path.join(repoRoot, "stacks", `Pulumi.${cmd}.yaml`), { force: true });
+    }
   });
 
   it("destroy removes the synced trees and the copied toolchain, not the source's", async () => {
