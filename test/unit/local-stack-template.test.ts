@@ -1,0 +1,25 @@
+// stacks/Pulumi.local.yaml is generated: `sim up` fills in a running cluster's values, `sim down`
+// writes the template back. What is committed must be the template, never one machine's cluster
+// (addresses, host keys, paths, its encryptionsalt), which a fresh clone could not use.
+import { execFileSync } from "node:child_process";
+import { existsSync } from "node:fs";
+import * as path from "node:path";
+import { describe, expect, it } from "vitest";
+import { repoRoot } from "../../tools/pulumi/env";
+import { renderLocalSettings, renderStackConfig } from "../../tools/sim/stack";
+
+const isCheckout = existsSync(path.join(repoRoot, ".git"));
+
+describe.skipIf(!isCheckout)("the committed local stack file", () => {
+  it("is exactly the template `sim down` writes", () => {
+    const committed = execFileSync("git", ["show", "HEAD:stacks/Pulumi.local.yaml"], {
+      cwd: repoRoot,
+      encoding: "utf8",
+    });
+    expect(
+      committed,
+      "stacks/Pulumi.local.yaml as committed holds a running sim's values: run `npx sparkform sim down` " +
+        "(or `git checkout stacks/Pulumi.local.yaml`) before committing",
+    ).toBe(renderStackConfig(undefined) + renderLocalSettings(undefined));
+  });
+});
