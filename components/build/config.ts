@@ -98,7 +98,7 @@ export const buildConfigSchema = z
       .array(
         z.string().refine(safe(checkArtifact), {
           message:
-            "must be a path relative to the build directory, without '..' (e.g. bin/ggml-rpc-server)",
+            "must be a relative path without '..': to the build directory (e.g. bin/ggml-rpc-server), or with build.command to the tree",
         }),
       )
       .min(1)

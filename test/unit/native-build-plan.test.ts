@@ -462,7 +462,10 @@ describe("sparkform:build config", () => {
   it.each([
     [{ preset: "laptop" }, /sparkform:build\.preset: /],
     [{ targets: ["a b"] }, /sparkform:build\.targets\[0\]: is not a cmake target name/],
-    [{ artifacts: ["/bin/sh"] }, /sparkform:build\.artifacts\[0\]: must be a path relative/],
+    [
+      { artifacts: ["/bin/sh"] },
+      /sparkform:build\.artifacts\[0\]: must be a relative path without/,
+    ],
     [{ commit: "abc" }, /sparkform:build\.commit: must be the full 40-hex/],
     [{ colour: "red" }, /sparkform:build: Unrecognized key/],
   ])("rejects %j", (raw, msg) => expect(() => parseBuildConfig(raw)).toThrow(msg));
