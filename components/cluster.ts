@@ -1,10 +1,10 @@
 import * as pulumi from "@pulumi/pulumi";
 import { existsSync, statSync } from "node:fs";
 import * as path from "node:path";
-import { buildFlagsFromConfig, checkCommandOutputsExcluded, treeCommit } from "./build/config";
+import { stackBuildFlags } from "./build/config";
 import type { BuildFlags } from "./build/flags";
 import { NativeBuild } from "./build/native-build";
-import type { ClusterConfig, NodeConfig } from "./config";
+import { type ClusterConfig, sshTarget } from "./config";
 import type { ModelConfig } from "./model/config";
 import { Model } from "./model/model";
 import { SparkNode } from "./node/spark-node";
@@ -65,7 +65,7 @@ export class SparkCluster extends pulumi.ComponentResource {
 
     const targets = new Map<string, pulumi.Output<SshTarget>>();
     for (const node of config.nodes) {
-      const plain = toTarget(node, config);
+      const plain = sshTarget(node, config);
       // Fails at preview, before anything connects, naming the node and field.
       try {
         validateTarget(plain);
@@ -246,8 +246,7 @@ export class SparkCluster extends pulumi.ComponentResource {
     const tree = config.tree as NonNullable<ClusterConfig["tree"]>;
     let flags: BuildFlags;
     try {
-      checkCommandOutputsExcluded(b, tree.exclude);
-      flags = buildFlagsFromConfig(b, b.commit ?? treeCommit(source));
+      flags = stackBuildFlags(b, { source, exclude: tree.exclude });
     } catch (err) {
       throw new pulumi.ResourceError((err as Error).message, this);
     }
@@ -334,16 +333,4 @@ export interface BuildSummary {
   artifacts: Record<string, string>;
   checks: unknown[];
   instructions: Record<string, number>;
-}
-
-function toTarget(node: NodeConfig, config: ClusterConfig): SshTarget {
-  return {
-    name: node.name,
-    host: node.host,
-    port: node.port,
-    user: node.user,
-    hostKey: node.hostKey,
-    ...(config.sshKeyPath ? { identityFile: config.sshKeyPath } : {}),
-    ...(config.sshConfigPath ? { sshConfigPath: config.sshConfigPath } : {}),
-  };
 }

@@ -2,6 +2,7 @@
 // Errors name the config key and the fix (`pulumi config set ...`).
 import { z } from "zod";
 import { buildConfigSchema } from "./build/config";
+import type { SshTarget } from "./transport/ssh";
 
 /** Node names become host-key aliases, file names and resource names. */
 const nodeName = z
@@ -125,6 +126,22 @@ export class ConfigError extends Error {
  * Validate raw config values (as read with `config.getObject`); throws a ConfigError listing
  * every problem as `sparkform:<key>[i].field: message`.
  */
+/** How the control node reaches `node`: its pinned connection plus the cluster's ssh settings. */
+export function sshTarget(
+  node: NodeConfig,
+  config: Pick<ClusterConfig, "sshKeyPath" | "sshConfigPath">,
+): SshTarget {
+  return {
+    name: node.name,
+    host: node.host,
+    port: node.port,
+    user: node.user,
+    hostKey: node.hostKey,
+    ...(config.sshKeyPath ? { identityFile: config.sshKeyPath } : {}),
+    ...(config.sshConfigPath ? { sshConfigPath: config.sshConfigPath } : {}),
+  };
+}
+
 export function parseClusterConfig(raw: Record<string, unknown>): ClusterConfig {
   const result = clusterConfigSchema.safeParse(
     Object.fromEntries(Object.entries(raw).filter(([, v]) => v !== undefined && v !== "")),

@@ -208,3 +208,16 @@ export function treeCommit(dir: string): string {
   }
   return commit;
 }
+
+/**
+ * The build contract for a stack: its build config against the tree it builds (`source` on
+ * the control node, synced with `exclude`). Checks that a build command's output is excluded
+ * from the sync, then renders the flags with the commit set in config or read from `source`.
+ */
+export function stackBuildFlags(
+  config: BuildConfig,
+  tree: { source: string; exclude: readonly Pick<Exclusion, "path" | "name">[] },
+): BuildFlags {
+  checkCommandOutputsExcluded(config, tree.exclude);
+  return buildFlagsFromConfig(config, config.commit ?? treeCommit(tree.source));
+}

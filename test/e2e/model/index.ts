@@ -2,7 +2,7 @@
 // (simulated) cluster, configured exactly as the main program will be: `sparkform:nodes`,
 // `sparkform:model` and the secret `sparkform:hfToken`.
 import * as pulumi from "@pulumi/pulumi";
-import { ConfigError, configKeys, parseClusterConfig } from "../../../components/config";
+import { ConfigError, configKeys, parseClusterConfig, sshTarget } from "../../../components/config";
 import { parseModelConfig } from "../../../components/model/config";
 import { Model } from "../../../components/model/model";
 
@@ -32,15 +32,7 @@ const nodes = wanted.map((name) => {
   if (!n) throw new pulumi.RunError(`sparkform:model.nodes: ${name} is not one of the nodes`);
   return {
     name: n.name,
-    target: {
-      name: n.name,
-      host: n.host,
-      port: n.port,
-      user: n.user,
-      hostKey: n.hostKey,
-      ...(cluster.sshKeyPath ? { identityFile: cluster.sshKeyPath } : {}),
-      ...(cluster.sshConfigPath ? { sshConfigPath: cluster.sshConfigPath } : {}),
-    },
+    target: sshTarget(n, cluster),
     ...(n.fabricAddress ? { fabricAddress: n.fabricAddress } : {}),
   };
 });

@@ -7,13 +7,16 @@ import * as pulumi from "@pulumi/pulumi";
 import * as path from "node:path";
 import {
   BuildConfigError,
-  buildFlagsFromConfig,
-  checkCommandOutputsExcluded,
   parseBuildConfig,
-  treeCommit,
+  stackBuildFlags,
 } from "../../../components/build/config";
 import { NativeBuild } from "../../../components/build/native-build";
-import { ConfigError, parseClusterConfig, type NodeConfig } from "../../../components/config";
+import {
+  ConfigError,
+  parseClusterConfig,
+  sshTarget,
+  type NodeConfig,
+} from "../../../components/config";
 import type { SshTarget } from "../../../components/transport/ssh";
 import { localTreeDigest } from "../../../components/tree/digest";
 import { TreeSync } from "../../../components/tree/tree-sync";
@@ -42,22 +45,11 @@ function userError<T>(f: () => T): T {
 }
 const build = userError(() => parseBuildConfig(config.getObject("build")));
 
-const target = (n: NodeConfig): SshTarget => ({
-  name: n.name,
-  host: n.host,
-  port: n.port,
-  user: n.user,
-  hostKey: n.hostKey,
-  ...(cluster.sshKeyPath ? { identityFile: cluster.sshKeyPath } : {}),
-  ...(cluster.sshConfigPath ? { sshConfigPath: cluster.sshConfigPath } : {}),
-});
+const target = (n: NodeConfig): SshTarget => sshTarget(n, cluster);
 
 const source = path.resolve(tree.source);
 // The flags first: a bad contract stops the program before anything is read or connected.
-const flags = userError(() => {
-  checkCommandOutputsExcluded(build, tree.exclude);
-  return buildFlagsFromConfig(build, build.commit ?? treeCommit(source));
-});
+const flags = userError(() => stackBuildFlags(build, { source, exclude: tree.exclude }));
 const expected = localTreeDigest(source, tree.exclude);
 
 const seedNode = cluster.nodes.find((n) => n.name === (build.cacheFrom ?? cluster.nodes[0]?.name));
