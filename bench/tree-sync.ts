@@ -25,7 +25,7 @@ import {
 } from "../components/tree/digest";
 import { create, read, type TreeSyncInputs } from "../components/tree/provider";
 import { close, rsync, run, type SshTarget } from "../components/transport/ssh";
-import { extractLlamaSource } from "../tools/llama/index";
+import { extractLlamaSource } from "../sim/llama/index";
 
 type Variant = "treesync" | "rsync";
 type Case = "cold" | "warm" | "edit";
@@ -70,7 +70,7 @@ async function main(): Promise<void> {
   process.env.SPARKFORM_SIM_QUIET ??= "1";
   // Loaded after the state dir is set (its paths are read lazily, but keep it obvious).
   // eslint-disable-next-line @typescript-eslint/no-require-imports
-  const sim = require("../tools/sim/index") as typeof import("../tools/sim/index");
+  const sim = require("../sim/index") as typeof import("../sim/index");
   try {
     await bench(work, sim);
   } finally {
@@ -81,7 +81,7 @@ async function main(): Promise<void> {
   }
 }
 
-async function bench(work: string, sim: typeof import("../tools/sim/index")): Promise<void> {
+async function bench(work: string, sim: typeof import("../sim/index")): Promise<void> {
   const source = path.join(work, "llama.cpp");
   log(`extracting llama.cpp into ${source}`);
   const { commit, tag } = extractLlamaSource(source);

@@ -15,13 +15,13 @@ import {
   type HfLogEntry,
   type PublishedFile,
   type PublishedRepo,
-} from "../../tools/hf-endpoint";
-import { repoRoot } from "../../tools/pulumi/env";
-import { simDown, simExec, simUp } from "../../tools/sim/index";
-import { renderStackConfig } from "../../tools/sim/stack";
-import type { SimCluster } from "../../tools/sim/state";
-import { type PulumiCli, pulumiCli } from "../helpers/pulumi-cli";
-import { startSshAgent, type TestAgent } from "../helpers/ssh-agent";
+} from "../../sim/hub";
+import { repoRoot } from "../../setup/pulumi/env";
+import { simDown, simExec, simUp } from "../../sim/index";
+import { renderStackConfig } from "../../sim/stack";
+import type { SimCluster } from "../../sim/state";
+import { type PulumiCli, pulumiCli } from "../support/pulumi-cli";
+import { startSshAgent, type TestAgent } from "../support/ssh-agent";
 
 const isRoot = process.getuid?.() === 0;
 const work = mkdtempSync(path.join(tmpdir(), "sparkform-model-e2e-"));

@@ -18,12 +18,12 @@ import {
 import { tmpdir } from "node:os";
 import * as path from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { extractLlamaSource } from "../../tools/llama/index";
-import { simDown, simExec, simUp } from "../../tools/sim/index";
-import { renderStackConfig } from "../../tools/sim/stack";
-import type { SimCluster } from "../../tools/sim/state";
-import { type PulumiCli, pulumiCli } from "../helpers/pulumi-cli";
-import { startSshAgent, type TestAgent } from "../helpers/ssh-agent";
+import { extractLlamaSource } from "../../sim/llama/index";
+import { simDown, simExec, simUp } from "../../sim/index";
+import { renderStackConfig } from "../../sim/stack";
+import type { SimCluster } from "../../sim/state";
+import { type PulumiCli, pulumiCli } from "../support/pulumi-cli";
+import { startSshAgent, type TestAgent } from "../support/ssh-agent";
 
 const isRoot = process.getuid?.() === 0;
 const work = mkdtempSync(path.join(tmpdir(), "sparkform-nb-"));

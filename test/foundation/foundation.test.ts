@@ -5,8 +5,8 @@ import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync
 import { tmpdir } from "node:os";
 import * as path from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { repoRoot } from "../../tools/pulumi/env";
-import { type PulumiCli, pulumiCli } from "../helpers/pulumi-cli";
+import { repoRoot } from "../../setup/pulumi/env";
+import { type PulumiCli, pulumiCli } from "../support/pulumi-cli";
 
 const sha256 = (text: string) => createHash("sha256").update(text).digest("hex");
 const projectDir = path.join(__dirname, "proof");

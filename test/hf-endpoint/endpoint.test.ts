@@ -9,15 +9,15 @@ import * as path from "node:path";
 import { gguf } from "@huggingface/gguf";
 import { downloadFile, fileDownloadInfo, listFiles, modelInfo, pathsInfo } from "@huggingface/hub";
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest";
-import { makeTinyLlamaGguf, TINY_LLAMA_DIMS, N_VOCAB } from "../../tools/gguf/tiny-llama";
-import { writeTinyLlamaGguf } from "../../tools/gguf/make-model";
+import { makeTinyLlamaGguf, TINY_LLAMA_DIMS, N_VOCAB } from "../../sim/gguf/tiny-llama";
+import { writeTinyLlamaGguf } from "../../sim/gguf/make-model";
 import {
   publishTestModel,
   startHfEndpoint,
   type HfEndpoint,
   type PublishedRepo,
   type PublishedFile,
-} from "../../tools/hf-endpoint";
+} from "../../sim/hub";
 
 /** sha256 of the generated model; changes only when the generator changes on purpose. */
 const TINY_LLAMA_SHA256 = "a88d1492281e8bf9afdbf8779e26fd7cc908910a5c1d0a0adcac8259f22e93d8";
@@ -397,7 +397,7 @@ describe("HF endpoint CLI and bind address", () => {
     const tokenFile = path.join(tmp, "token");
     fs.writeFileSync(tokenFile, "hf_cliToken\n", { mode: 0o600 });
     const tsx = path.join(__dirname, "../../node_modules/.bin/tsx");
-    const main = path.join(__dirname, "../../tools/hf-endpoint/main.ts");
+    const main = path.join(__dirname, "../../sim/hub/main.ts");
     const child = spawn(
       tsx,
       [main, "--root", cliRoot, "--port", "0", "--token-file", tokenFile, "--publish-test-model"],

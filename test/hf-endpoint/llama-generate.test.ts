@@ -7,9 +7,9 @@ import * as net from "node:net";
 import * as os from "node:os";
 import * as path from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { writeTinyLlamaGguf } from "../../tools/gguf/make-model";
-import { BYTE_TOKEN_OFFSET, TINY_LLAMA_DIMS } from "../../tools/gguf/tiny-llama";
-import { buildLlamaHost, type LlamaHostBuild } from "../../tools/llama";
+import { writeTinyLlamaGguf } from "../../sim/gguf/make-model";
+import { BYTE_TOKEN_OFFSET, TINY_LLAMA_DIMS } from "../../sim/gguf/tiny-llama";
+import { buildLlamaHost, type LlamaHostBuild } from "../../sim/llama";
 
 let build: LlamaHostBuild;
 let tmp: string;

@@ -24,7 +24,7 @@ import {
   crossArmSource,
   crossBuildGgmlCpu,
   ensureCrossArmToolchain,
-} from "../../components/build/cross-arm";
+} from "../support/cross-arm";
 import {
   buildDirName,
   cmakeDefines,

@@ -5,7 +5,7 @@ import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync } from "node
 import { tmpdir } from "node:os";
 import * as path from "node:path";
 import { afterAll, describe, expect, it } from "vitest";
-import { llamaBundleDir, NODE_LLAMA_CPP } from "../../tools/llama/bundle";
+import { llamaBundleDir, NODE_LLAMA_CPP } from "../../sim/llama/bundle";
 
 const cache = mkdtempSync(path.join(tmpdir(), "sf-bundle-"));
 afterAll(() => rmSync(cache, { recursive: true, force: true }));

@@ -5,12 +5,12 @@ import * as net from "node:net";
 import * as os from "node:os";
 import * as path from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { runRaw, type RunResult } from "../../tools/sim/exec";
-import { simDown, simExec, simStatus, simUp, type SimCluster } from "../../tools/sim/index";
-import { listMounts, nspawnProcesses } from "../../tools/sim/node";
-import { listLinks, listNetns, listSimRoutes } from "../../tools/sim/network";
-import { parseTcpRtt, tcpRttScript, type TcpRtt } from "../../tools/sim/probe";
-import { repoRoot } from "../../tools/sim/paths";
+import { runRaw, type RunResult } from "../../sim/exec";
+import { simDown, simExec, simStatus, simUp, type SimCluster } from "../../sim/index";
+import { listMounts, nspawnProcesses } from "../../sim/node";
+import { listLinks, listNetns, listSimRoutes } from "../../sim/network";
+import { parseTcpRtt, tcpRttScript, type TcpRtt } from "../../sim/probe";
+import { repoRoot } from "../../sim/paths";
 
 const isRoot = process.getuid?.() === 0;
 if (!isRoot) {

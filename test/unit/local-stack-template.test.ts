@@ -5,8 +5,8 @@ import { execFileSync } from "node:child_process";
 import { existsSync } from "node:fs";
 import * as path from "node:path";
 import { describe, expect, it } from "vitest";
-import { repoRoot } from "../../tools/pulumi/env";
-import { renderLocalSettings, renderStackConfig } from "../../tools/sim/stack";
+import { repoRoot } from "../../setup/pulumi/env";
+import { renderLocalSettings, renderStackConfig } from "../../sim/stack";
 
 const isCheckout = existsSync(path.join(repoRoot, ".git"));
 

@@ -7,14 +7,14 @@ import * as os from "node:os";
 import * as path from "node:path";
 import { execa } from "execa";
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest";
-import { repoRoot } from "../../tools/pulumi/env";
+import { repoRoot } from "../../setup/pulumi/env";
 import {
   publishTestModel,
   startHfEndpoint,
   type HfEndpoint,
   type PublishedFile,
   type PublishedRepo,
-} from "../../tools/hf-endpoint";
+} from "../../sim/hub";
 
 const TOKEN = "hf_unit_fetch_token_abcdef0123456789";
 const SCRIPT = path.join(repoRoot, "native", "model-fetch.py");

@@ -14,7 +14,7 @@ import {
   resolveUrl,
   type ResolveRequest,
 } from "../../components/model/resolve";
-import { makeTinyLlamaGguf, TINY_LLAMA_DIMS } from "../../tools/gguf/tiny-llama";
+import { makeTinyLlamaGguf, TINY_LLAMA_DIMS } from "../../sim/gguf/tiny-llama";
 import {
   publishRepo,
   publishTestModel,
@@ -22,7 +22,7 @@ import {
   type HfEndpoint,
   type PublishedRepo,
   type PublishedFile,
-} from "../../tools/hf-endpoint";
+} from "../../sim/hub";
 
 const TOKEN = "hf_unit_resolve_token_0123456789";
 let tmp: string;

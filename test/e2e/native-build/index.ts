@@ -1,7 +1,7 @@
 // Test stack for NativeBuild (see ../native-build.test.ts): the llama.cpp tree synced to every
 // node of the simulated pair with TreeSync, then built on each node, the first node first and
 // the others seeded from its compiler cache. Node targets come from the stack config that
-// tools/sim renders (sparkform:nodes, sshKeyPath, sshConfigPath), plus sparkform:tree and
+// sim renders (sparkform:nodes, sshKeyPath, sshConfigPath), plus sparkform:tree and
 // sparkform:build.
 import * as pulumi from "@pulumi/pulumi";
 import * as path from "node:path";

@@ -3,8 +3,8 @@ import * as fs from "node:fs";
 import * as os from "node:os";
 import * as path from "node:path";
 
-/** The repository root, found from this module's own location (tools/sim/ → ../..). */
-export const repoRoot: string = path.resolve(__dirname, "..", "..");
+/** The repository root, found from this module's own location (sim/ → ..). */
+export const repoRoot: string = path.resolve(__dirname, "..");
 
 /** `${SPARKFORM_STATE_DIR:-<repo>/.sparkform}/sim`: this run's state (cluster.json, keys, roots). */
 export function simStateDir(): string {

@@ -1,5 +1,5 @@
 // CLI: serve a repo tree as a Hugging Face-compatible endpoint.
-//   npx tsx tools/hf-endpoint/main.ts --root DIR [--host 127.0.0.1] [--port 0]
+//   npx tsx sim/hub/main.ts --root DIR [--host 127.0.0.1] [--port 0]
 //       [--token-file FILE] [--log FILE] [--faults JSON] [--publish-test-model]
 // Prints one JSON line {"url", "host", "port", ...} on stdout once listening; stops on SIGTERM/SIGINT.
 // The token is read from a file (or $HF_ENDPOINT_TOKEN), never from the command line.

@@ -1,7 +1,7 @@
 // Runs the real pulumi CLI (the one `npm run setup` chose) with sparkform's offline settings,
 // echoing its output into the test log so a failure can be read without re-running.
 import { execa } from "execa";
-import { pulumiBinary, pulumiEnv } from "../../tools/pulumi/env";
+import { pulumiBinary, pulumiEnv } from "../../setup/pulumi/env";
 
 export interface PulumiRun {
   exitCode: number;

@@ -1,5 +1,5 @@
 // CLI: write the tiny llama test model.
-//   npx tsx tools/gguf/make-model.ts --out FILE
+//   npx tsx sim/gguf/make-model.ts --out FILE
 // Prints {"path","size","sha256"} as JSON.
 import { createHash } from "node:crypto";
 import * as fs from "node:fs";

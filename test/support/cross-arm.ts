@@ -7,20 +7,20 @@
 // /usr/lib/gcc-cross by itself). Only ggml-cpu is built, as a static library: no aarch64
 // linker is involved, and aarch64-linux-gnu-ar/-objdump come from binutils.
 //
-// The llama.cpp tree is the one node-llama-cpp ships (tools/llama extractLlamaSource), cached
+// The llama.cpp tree is the one node-llama-cpp ships (sim/llama extractLlamaSource), cached
 // with the builds under sparkformCacheDir()/llama-cross-arm-<commit>/; each build directory is
 // named by the build key of its flags (flags.ts buildDirName), so each -march is built once.
 import { spawnSync } from "node:child_process";
 import * as fs from "node:fs";
 import * as os from "node:os";
 import * as path from "node:path";
+import { extractLlamaSource, llamaSourceInfo, runLogged, sparkformCacheDir } from "../../sim/llama";
 import {
-  extractLlamaSource,
-  llamaSourceInfo,
-  runLogged,
-  sparkformCacheDir,
-} from "../../tools/llama";
-import { type BuildFlags, buildDirName, cmakeDefines, parseBuildFlags } from "./flags";
+  type BuildFlags,
+  buildDirName,
+  cmakeDefines,
+  parseBuildFlags,
+} from "../../components/build/flags";
 
 /** A file or command the cross build needs, and the Debian package that provides it. */
 export interface CrossRequirement {

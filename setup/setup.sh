@@ -4,13 +4,13 @@
 #
 # A user's own `pulumi` (>= the pinned SDK version, with its language host beside it) is used
 # as it is. Otherwise the CLI and language host are built from their Go modules through the Go
-# module proxy (pinned in tools/*/go.mod) into a cache directory keyed by everything that goes
+# module proxy (pinned in setup/*/go.mod) into a cache directory keyed by everything that goes
 # into them, so a second run takes seconds. The result is recorded in .sparkform/toolchain.env,
-# which tools/pulumi-env.ts reads.
+# which setup/pulumi/env.ts reads.
 set -euo pipefail
 
 repo=$(cd "$(dirname "$0")/.." && pwd)
-tools="$repo/tools"
+tools="$repo/setup"
 # shellcheck source=versions.env
 . "$tools/versions.env"
 state="$repo/.sparkform"
