@@ -1,6 +1,7 @@
 import * as pulumi from "@pulumi/pulumi";
 import * as path from "node:path";
 import { nativeScript } from "../native-script";
+import { DYNAMIC_MODULE } from "../aliases";
 import { delegatingProvider } from "../providers/delegate";
 import type { SshTarget } from "../transport/ssh";
 import { type BuildFlags, BuildFlagsError, parseBuildFlags } from "./flags";
@@ -166,6 +167,8 @@ export class NativeBuild extends pulumi.dynamic.Resource {
         seconds: undefined,
       },
       opts,
+      DYNAMIC_MODULE,
+      "NativeBuild",
     );
   }
 }

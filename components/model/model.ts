@@ -1,5 +1,8 @@
 import * as pulumi from "@pulumi/pulumi";
 import * as path from "node:path";
+import { DYNAMIC_MODULE, legacyTypeAliases } from "../aliases";
+import type { Nodes } from "../node/nodes";
+import { gatherByNode, type Stage } from "../stage";
 import { delegatingProvider } from "../providers/delegate";
 import type { SshTarget } from "../transport/ssh";
 import { fetchScriptDigest, type ModelFile, type ModelSource, type NodeFile } from "./provider";
@@ -66,17 +69,10 @@ export class ModelReplica extends pulumi.dynamic.Resource {
         created: undefined,
       },
       opts,
+      DYNAMIC_MODULE,
+      "ModelReplica",
     );
   }
-}
-
-/** A node that gets the model. */
-export interface ModelNode {
-  /** The node's name in the stack (`spark-1`): resource names and messages. */
-  readonly name: string;
-  readonly target: pulumi.Input<SshTarget>;
-  /** The node's fabric address, which the other nodes copy from. */
-  readonly fabricAddress?: string;
 }
 
 export interface ModelArgs {
@@ -102,8 +98,13 @@ export interface ModelArgs {
   readonly retries?: number;
   /** Bytes each node must keep free beyond the model (default 0). */
   readonly reserveBytes?: number;
-  /** The nodes; the first downloads from the hub, the others copy from it over the fabric. */
-  readonly nodes: readonly ModelNode[];
+  /** The nodes stage: each replica's connection and fabric address come from it. */
+  readonly nodes: Nodes;
+  /**
+   * Which nodes get the model, in order (default: all): the first downloads from the hub, the
+   * others copy from it over the fabric.
+   */
+  readonly on?: readonly string[];
 }
 
 /**
@@ -111,7 +112,7 @@ export interface ModelArgs {
  * resolved to a commit and SHA-256s on the control node (preview included), downloaded once by
  * the first node, fanned out node to node, verified on every node.
  */
-export class Model extends pulumi.ComponentResource {
+export class Model extends pulumi.ComponentResource implements Stage<ModelOnNode> {
   /** The commit the revision resolved to. */
   readonly commit: pulumi.Output<string>;
   /** Path, size and SHA-256 of each file (from the hub). */
@@ -120,15 +121,21 @@ export class Model extends pulumi.ComponentResource {
   /** The GGUF header summary (undefined when the model has no .gguf file). */
   readonly gguf: pulumi.Output<GgufSummary | undefined>;
   /** Per node: the directory, how the files got there, and the files as measured. */
-  readonly nodes: pulumi.Output<
-    Record<string, { dir: string; fetchedBy: string; files: NodeFile[] }>
-  >;
+  readonly nodes: pulumi.Output<Record<string, ModelOnNode>>;
   readonly replicas: ModelReplica[];
+  /** The nodes that hold the model, in order (the first downloads it). */
+  readonly names: readonly string[];
 
   constructor(name: string, args: ModelArgs, opts?: pulumi.ComponentResourceOptions) {
     super("sparkform:index:Model", name, {}, opts);
-    if (args.nodes.length === 0) {
-      throw new pulumi.ResourceError("Model: [nodes] must name at least one node", this);
+    const { nodes } = args;
+    this.names = args.on ?? nodes.names;
+    const unknown = this.names.filter((n) => !nodes.has(n));
+    if (this.names.length === 0 || unknown.length > 0) {
+      throw new pulumi.ResourceError(
+        `sparkform:model.nodes names ${unknown.join(", ") || "no node"}, not among sparkform:nodes (${nodes.names.join(", ")})`,
+        this,
+      );
     }
     const endpoint = args.endpoint ?? PUBLIC_HUB;
     // Tokens have no whitespace; a trailing newline (config set from a file) would break the header.
@@ -174,52 +181,35 @@ export class Model extends pulumi.ComponentResource {
       retries: args.retries ?? 2,
       ...(args.reserveBytes !== undefined ? { reserveBytes: args.reserveBytes } : {}),
     };
-    // Targets may carry a private key: keep them encrypted in state. The component's own
-    // dependsOn (e.g. the SparkNodes) holds for every replica.
-    const secretOpts = {
+    // Targets may carry a private key: keep them encrypted in state. Every replica waits for
+    // every node's fact sheet, as every other stage does.
+    const replicaOpts = (dependsOn: pulumi.Resource[]): pulumi.CustomResourceOptions => ({
+      parent: this,
       additionalSecretOutputs: ["target", "source"],
-      ...(opts?.dependsOn ? { dependsOn: opts.dependsOn } : {}),
-    };
-    const given = opts?.dependsOn;
-    const extraDeps = (
-      Array.isArray(given) ? given : given ? [given] : []
-    ) as pulumi.Input<pulumi.Resource>[];
-    const [first, ...rest] = args.nodes;
-    const firstNode = first as ModelNode;
+      aliases: [...legacyTypeAliases],
+      dependsOn,
+    });
+    const [first, ...rest] = this.names as [string, ...string[]];
     const source = new ModelReplica(
-      `${name}-${firstNode.name}`,
-      { ...common, target: firstNode.target, ...(token ? { token } : {}) },
-      { parent: this, ...secretOpts },
+      `${name}-${first}`,
+      { ...common, target: nodes.target(first), ...(token ? { token } : {}) },
+      replicaOpts([...nodes.ready]),
     );
-    const sourceSpec = pulumi.output(firstNode.target).apply((t): ModelSource => ({
-      target: t,
-      ...(firstNode.fabricAddress ? { fabricAddress: firstNode.fabricAddress } : {}),
-    }));
     this.replicas = [
       source,
       ...rest.map(
         (node) =>
           new ModelReplica(
-            `${name}-${node.name}`,
-            { ...common, target: node.target, source: sourceSpec },
-            {
-              parent: this,
-              ...secretOpts,
-              dependsOn: [...extraDeps, source],
-            },
+            `${name}-${node}`,
+            { ...common, target: nodes.target(node), source: nodes.peer(first) },
+            replicaOpts([...nodes.ready, source]),
           ),
       ),
     ];
-    this.nodes = pulumi
-      .all(this.replicas.map((r) => pulumi.all([r.dir, r.fetchedBy, r.nodeFiles])))
-      .apply((rows) =>
-        Object.fromEntries(
-          args.nodes.map((n, i) => {
-            const [dir, fetchedBy, files] = rows[i] as [string, string, NodeFile[]];
-            return [n.name, { dir, fetchedBy, files }];
-          }),
-        ),
-      );
+    this.nodes = gatherByNode(this.names, (n) => {
+      const r = this.of(n);
+      return { dir: r.dir, fetchedBy: r.fetchedBy, files: r.nodeFiles };
+    });
     this.registerOutputs({
       commit: this.commit,
       files: this.files,
@@ -228,4 +218,28 @@ export class Model extends pulumi.ComponentResource {
       nodes: this.nodes,
     });
   }
+
+  get byNode(): pulumi.Output<Record<string, ModelOnNode>> {
+    return this.nodes;
+  }
+
+  get ready(): readonly ModelReplica[] {
+    return this.replicas;
+  }
+
+  of(node: string): ModelReplica {
+    const i = this.names.indexOf(node);
+    const r = this.replicas[i];
+    if (i < 0 || !r) {
+      throw new pulumi.ResourceError(`the model is not placed on ${JSON.stringify(node)}`, this);
+    }
+    return r;
+  }
+}
+
+/** Where one node holds the model: its directory, how the files got there, as measured. */
+export interface ModelOnNode {
+  dir: string;
+  fetchedBy: string;
+  files: NodeFile[];
 }

@@ -1,5 +1,6 @@
 import * as pulumi from "@pulumi/pulumi";
 import * as path from "node:path";
+import { DYNAMIC_MODULE } from "../aliases";
 import { delegatingProvider } from "../providers/delegate";
 import type { SshTarget } from "../transport/ssh";
 import { nativeScript } from "../native-script";
@@ -38,6 +39,8 @@ export class SparkNode extends pulumi.dynamic.Resource {
         facts: undefined,
       },
       opts,
+      DYNAMIC_MODULE,
+      "SparkNode",
     );
   }
 }

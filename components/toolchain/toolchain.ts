@@ -1,5 +1,6 @@
 import * as pulumi from "@pulumi/pulumi";
 import * as path from "node:path";
+import { DYNAMIC_MODULE } from "../aliases";
 import { delegatingProvider } from "../providers/delegate";
 import type { SshTarget } from "../transport/ssh";
 import { treeDigestScript } from "../tree/digest";
@@ -53,6 +54,8 @@ export class Toolchain extends pulumi.dynamic.Resource {
         copiedBy: undefined,
       },
       opts,
+      DYNAMIC_MODULE,
+      "Toolchain",
     );
   }
 }

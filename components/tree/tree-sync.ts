@@ -1,6 +1,7 @@
 import * as pulumi from "@pulumi/pulumi";
 import * as path from "node:path";
 import type { Exclusion } from "../config";
+import { DYNAMIC_MODULE } from "../aliases";
 import { delegatingProvider } from "../providers/delegate";
 import type { SshTarget } from "../transport/ssh";
 import { treeDigestScript } from "./digest";
@@ -50,6 +51,8 @@ export class TreeSync extends pulumi.dynamic.Resource {
         bytes: undefined,
       },
       opts,
+      DYNAMIC_MODULE,
+      "TreeSync",
     );
   }
 }

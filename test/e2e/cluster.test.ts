@@ -199,7 +199,9 @@ describe.skipIf(!isRoot)("sparkform on a simulated pair (real pulumi CLI)", () =
       expectFailure: true,
     });
     expect(preview.output).toMatch(
-      new RegExp(`~\\s+pulumi-nodejs:dynamic:Resource\\s+${stack}-tree-spark-2\\s+update`),
+      new RegExp(
+        `~\\s+pulumi-nodejs:dynamic/sparkform:TreeSync\\s+${stack}-tree-spark-2\\s+update`,
+      ),
     );
     expect(preview.output).not.toMatch(new RegExp(`${stack}-tree-spark-1\\s+update`));
     expect(preview.output).not.toMatch(/toolchain-spark-\d\s+update/);

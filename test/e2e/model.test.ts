@@ -222,7 +222,9 @@ describe.skipIf(!isRoot)("Model on a simulated pair (real pulumi CLI, local HF e
       expectFailure: true,
     });
     expect(preview.output).toMatch(
-      new RegExp(`~\\s+pulumi-nodejs:dynamic:Resource\\s+${stack}-model-spark-2\\s+update`),
+      new RegExp(
+        `~\\s+pulumi-nodejs:dynamic/sparkform:ModelReplica\\s+${stack}-model-spark-2\\s+update`,
+      ),
     );
     expect(preview.output).not.toMatch(new RegExp(`${stack}-model-spark-1\\s+update`));
     ep.clearLog();
@@ -387,7 +389,9 @@ describe.skipIf(!isRoot)("Model on a simulated pair (real pulumi CLI, local HF e
       });
       for (const node of ["spark-1", "spark-2"]) {
         expect(preview.output).toMatch(
-          new RegExp(`\\+-\\s+pulumi-nodejs:dynamic:Resource\\s+${stack}-model-${node}\\s+replace`),
+          new RegExp(
+            `\\+-\\s+pulumi-nodejs:dynamic/sparkform:ModelReplica\\s+${stack}-model-${node}\\s+replace`,
+          ),
         );
       }
     } finally {

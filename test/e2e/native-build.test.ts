@@ -99,7 +99,7 @@ async function stateOf(name: string): Promise<{ artifacts: Record<string, string
       deployment: { resources?: { urn: string; outputs?: Record<string, unknown> }[] };
     }
   ).deployment.resources;
-  const r = resources?.find((x) => x.urn.endsWith(`::${name}`));
+  const r = resources?.find((x) => x.urn.endsWith(`::${stack}-${name}`));
   if (!r?.outputs) throw new Error(`no state for ${name}`);
   return r.outputs as { artifacts: Record<string, string> };
 }
@@ -229,9 +229,14 @@ describe.skipIf(!isRoot)("NativeBuild on a simulated pair (real pulumi CLI)", ()
         ),
       );
       const up = await cli.run(["up", "--yes", "-s", stack]);
-      for (const n of ["tree-spark-1", "tree-spark-2", "build-spark-1", "build-spark-2"]) {
+      for (const [kind, n] of [
+        ["TreeSync", "tree-spark-1"],
+        ["TreeSync", "tree-spark-2"],
+        ["NativeBuild", "build-spark-1"],
+        ["NativeBuild", "build-spark-2"],
+      ] as const) {
         expect(up.output).toMatch(
-          new RegExp(`~\\s+pulumi-nodejs:dynamic:Resource\\s+${n}\\s+updated`),
+          new RegExp(`~\\s+pulumi-nodejs:dynamic/sparkform:${kind}\\s+${stack}-${n}\\s+updated`),
         );
       }
       second = await results();
@@ -284,7 +289,11 @@ describe.skipIf(!isRoot)("NativeBuild on a simulated pair (real pulumi CLI)", ()
       const preview = await cli.run(["preview", "--expect-no-changes", "-s", stack], {
         expectFailure: true,
       });
-      expect(preview.output).toMatch(/~\s+pulumi-nodejs:dynamic:Resource\s+build-spark-2\s+update/);
+      expect(preview.output).toMatch(
+        new RegExp(
+          `~\\s+pulumi-nodejs:dynamic/sparkform:NativeBuild\\s+${stack}-build-spark-2\\s+update`,
+        ),
+      );
       expect(preview.output).not.toMatch(/build-spark-1\s+update/);
       // No agent to forward this time: spark-2's compiler cache is relayed through the control node.
       const up = await cli.run(["up", "--yes", "-s", stack], { env: { SSH_AUTH_SOCK: "" } });

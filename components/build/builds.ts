@@ -1,0 +1,126 @@
+// The build stage: llama.cpp built in each node's synced tree under the environment contract.
+// The cache source (default: the first node) builds first; the others seed their compiler
+// cache from it over the fabric, then build.
+import * as pulumi from "@pulumi/pulumi";
+import { type PreStageLayout, preStageAliases } from "../aliases";
+import type { Nodes } from "../node/nodes";
+import { gatherByNode, type Stage } from "../stage";
+import type { Toolchains } from "../toolchain/toolchains";
+import type { Trees } from "../tree/trees";
+import { type BuildConfig, stackBuildFlags } from "./config";
+import type { BuildFlags } from "./flags";
+import { NativeBuild } from "./native-build";
+import type { Check } from "./verify";
+
+export interface BuildSummary {
+  buildKey: string;
+  commit: string;
+  installDir: string;
+  artifacts: Record<string, string>;
+  checks: Check[];
+  instructions: Record<string, number>;
+}
+
+export interface BuildsArgs {
+  readonly nodes: Nodes;
+  /** The synced tree the builds run in (and whose digest re-triggers them). */
+  readonly tree: Trees;
+  /** With a build command, its install directories go on the build's PATH. */
+  readonly toolchain?: Toolchains;
+  /** The validated `sparkform:build` section (preset, flags, targets, artifacts, command …). */
+  readonly build: BuildConfig;
+  /**
+   * The node whose compiler cache seeds the others (it builds first), or undefined for none
+   * (`sparkform:build.cacheFrom: none`).
+   */
+  readonly cacheFrom: string | undefined;
+  readonly preStage?: PreStageLayout;
+}
+
+export class Builds extends pulumi.ComponentResource implements Stage<BuildSummary> {
+  readonly byNode: pulumi.Output<Record<string, BuildSummary>>;
+  readonly ready: readonly NativeBuild[];
+  /** The build contract every node builds with (one flag set for the cluster). */
+  readonly flags: BuildFlags;
+  private readonly resources: ReadonlyMap<string, NativeBuild>;
+
+  constructor(name: string, args: BuildsArgs, opts?: pulumi.ComponentResourceOptions) {
+    super("sparkform:index:Builds", name, {}, opts);
+    const { nodes, tree, build: b } = args;
+    try {
+      this.flags = stackBuildFlags(b, { source: tree.source, exclude: tree.exclude });
+    } catch (err) {
+      throw new pulumi.ResourceError((err as Error).message, this);
+    }
+    if (args.cacheFrom !== undefined && !nodes.has(args.cacheFrom)) {
+      throw new pulumi.ResourceError(
+        `sparkform:build.cacheFrom ${JSON.stringify(args.cacheFrom)} is not one of the nodes (${nodes.names.join(", ")}), nor "none"`,
+        this,
+      );
+    }
+    const common = {
+      tree: tree.dest,
+      flags: this.flags,
+      targets: b.targets,
+      artifacts: b.artifacts,
+      ...(b.jobs ? { jobs: b.jobs } : {}),
+      ...(b.command ? { command: b.command, path: args.toolchain?.binPath ?? [] } : {}),
+    };
+    const opts_ = (node: string, dependsOn: pulumi.Resource[], connections?: string[]) =>
+      nodes.childOpts(
+        { parent: this, aliases: preStageAliases(args.preStage, node), dependsOn },
+        connections,
+      );
+    const seed = args.cacheFrom;
+    const seedBuild =
+      seed === undefined
+        ? undefined
+        : new NativeBuild(
+            `${name}-${seed}`,
+            { ...common, target: nodes.target(seed), treeDigest: tree.of(seed).digest },
+            opts_(seed, [tree.of(seed)]),
+          );
+    const resources = new Map<string, NativeBuild>();
+    for (const node of nodes.names) {
+      if (node === seed && seedBuild) {
+        resources.set(node, seedBuild);
+        continue;
+      }
+      const sync = tree.of(node);
+      resources.set(
+        node,
+        new NativeBuild(
+          `${name}-${node}`,
+          {
+            ...common,
+            target: nodes.target(node),
+            treeDigest: sync.digest,
+            ...(seed !== undefined ? { cacheFrom: nodes.peer(seed) } : {}),
+          },
+          // cacheFrom carries the seed's connection too.
+          opts_(node, seedBuild ? [sync, seedBuild] : [sync], ["target", "cacheFrom"]),
+        ),
+      );
+    }
+    this.resources = resources;
+    this.ready = [...resources.values()];
+    this.byNode = gatherByNode(nodes.names, (n) => {
+      const x = this.of(n);
+      return {
+        buildKey: x.buildKey,
+        commit: x.commit,
+        installDir: x.installDir,
+        artifacts: x.artifacts,
+        checks: x.checks,
+        instructions: x.instructions,
+      };
+    });
+    this.registerOutputs({ byNode: this.byNode });
+  }
+
+  of(node: string): NativeBuild {
+    const b = this.resources.get(node);
+    if (!b) throw new pulumi.ResourceError(`no build for node ${JSON.stringify(node)}`, this);
+    return b;
+  }
+}

@@ -1,0 +1,100 @@
+// The tree stage: the working tree on the control node, rsynced to every node and proven by a
+// content digest equal to the control node's.
+import * as pulumi from "@pulumi/pulumi";
+import { existsSync, statSync } from "node:fs";
+import * as path from "node:path";
+import { type PreStageLayout, preStageAliases } from "../aliases";
+import type { Exclusion } from "../config";
+import type { Nodes } from "../node/nodes";
+import { gatherByNode, type Stage } from "../stage";
+import type { Toolchains } from "../toolchain/toolchains";
+import { localTreeDigest } from "./digest";
+import { TreeSync } from "./tree-sync";
+
+export interface TreeSummary {
+  digest: string;
+  files: number;
+  bytes: number;
+}
+
+export interface TreesArgs {
+  readonly nodes: Nodes;
+  /** When set, each node's sync waits for its toolchain (a build may need both). */
+  readonly toolchain?: Toolchains;
+  /**
+   * The working tree on the control node (uncommitted changes included), absolute or relative
+   * to `projectDir`.
+   */
+  readonly source: string;
+  /** The directory relative `source` paths are relative to (the project). */
+  readonly projectDir: string;
+  /** Directory on every node, absolute or `~/...`. */
+  readonly dest: string;
+  /** rsync exclusions, each with its reason; the digest skips the same entries. */
+  readonly exclude: readonly Exclusion[];
+  readonly preStage?: PreStageLayout;
+}
+
+export class Trees extends pulumi.ComponentResource implements Stage<TreeSummary> {
+  readonly byNode: pulumi.Output<Record<string, TreeSummary>>;
+  readonly ready: readonly TreeSync[];
+  /** The control node's side of the proof, computed once per program run for all nodes. */
+  readonly expected: TreeSummary;
+  /** The tree's directory on the nodes, and its absolute source on the control node. */
+  readonly dest: string;
+  readonly source: string;
+  readonly exclude: readonly Exclusion[];
+  private readonly resources: ReadonlyMap<string, TreeSync>;
+
+  constructor(name: string, args: TreesArgs, opts?: pulumi.ComponentResourceOptions) {
+    super("sparkform:index:Trees", name, {}, opts);
+    const { nodes } = args;
+    const source = path.resolve(args.projectDir, args.source);
+    if (!existsSync(source) || !statSync(source).isDirectory()) {
+      throw new pulumi.ResourceError(
+        `sparkform:tree.source ${JSON.stringify(args.source)} is not a directory (resolved to ${source}): ` +
+          `point it at the working tree to sync`,
+        this,
+      );
+    }
+    this.dest = args.dest;
+    this.source = source;
+    this.exclude = args.exclude;
+    const d = localTreeDigest(source, args.exclude);
+    this.expected = { digest: d.digest, files: d.files, bytes: d.bytes };
+    const resources = new Map<string, TreeSync>();
+    for (const node of nodes.names) {
+      resources.set(
+        node,
+        new TreeSync(
+          `${name}-${node}`,
+          {
+            target: nodes.target(node),
+            source,
+            dest: args.dest,
+            exclude: args.exclude,
+            expectedDigest: this.expected.digest,
+          },
+          nodes.childOpts({
+            parent: this,
+            aliases: preStageAliases(args.preStage, node),
+            dependsOn: [...nodes.ready, ...(args.toolchain ? [args.toolchain.of(node)] : [])],
+          }),
+        ),
+      );
+    }
+    this.resources = resources;
+    this.ready = [...resources.values()];
+    this.byNode = gatherByNode(nodes.names, (n) => {
+      const s = this.of(n);
+      return { digest: s.digest, files: s.files, bytes: s.bytes };
+    });
+    this.registerOutputs({ byNode: this.byNode, expected: this.expected });
+  }
+
+  of(node: string): TreeSync {
+    const t = this.resources.get(node);
+    if (!t) throw new pulumi.ResourceError(`no tree for node ${JSON.stringify(node)}`, this);
+    return t;
+  }
+}
