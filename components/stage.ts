@@ -31,3 +31,33 @@ export function gatherByNode<T>(
 export function childName(cluster: string, stage: string, node: string): string {
   return `${cluster}-${stage}-${node}`;
 }
+
+/** A stage's resources by node name; asking for a node the stage does not cover is an error. */
+export class PerNode<R> {
+  private readonly map: ReadonlyMap<string, R>;
+
+  constructor(
+    private readonly owner: pulumi.Resource,
+    /** What the resources are, for the message: "tree", "build", … */
+    private readonly what: string,
+    entries: Iterable<readonly [string, R]>,
+  ) {
+    this.map = new Map(entries);
+  }
+
+  of(node: string): R {
+    const r = this.map.get(node);
+    if (r === undefined) {
+      throw new pulumi.ResourceError(
+        `no ${this.what} for node ${JSON.stringify(node)} (have ${[...this.map.keys()].join(", ")})`,
+        this.owner,
+      );
+    }
+    return r;
+  }
+
+  /** Every resource, in node order: what a later stage waits for. */
+  values(): R[] {
+    return [...this.map.values()];
+  }
+}

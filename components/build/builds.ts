@@ -4,7 +4,7 @@
 import * as pulumi from "@pulumi/pulumi";
 import { type PreStageLayout, preStageAliases } from "../aliases";
 import type { Nodes } from "../node/nodes";
-import { gatherByNode, type Stage } from "../stage";
+import { gatherByNode, PerNode, type Stage } from "../stage";
 import type { Toolchains } from "../toolchain/toolchains";
 import type { Trees } from "../tree/trees";
 import { type BuildConfig, stackBuildFlags } from "./config";
@@ -42,7 +42,7 @@ export class Builds extends pulumi.ComponentResource implements Stage<BuildSumma
   readonly ready: readonly NativeBuild[];
   /** The build contract every node builds with (one flag set for the cluster). */
   readonly flags: BuildFlags;
-  private readonly resources: ReadonlyMap<string, NativeBuild>;
+  private readonly perNode: PerNode<NativeBuild>;
 
   constructor(name: string, args: BuildsArgs, opts?: pulumi.ComponentResourceOptions) {
     super("sparkform:index:Builds", name, {}, opts);
@@ -80,30 +80,24 @@ export class Builds extends pulumi.ComponentResource implements Stage<BuildSumma
             { ...common, target: nodes.target(seed), treeDigest: tree.of(seed).digest },
             opts_(seed, [tree.of(seed)]),
           );
-    const resources = new Map<string, NativeBuild>();
-    for (const node of nodes.names) {
-      if (node === seed && seedBuild) {
-        resources.set(node, seedBuild);
-        continue;
-      }
+    const entries = nodes.names.map((node) => {
+      if (node === seed && seedBuild) return [node, seedBuild] as const;
       const sync = tree.of(node);
-      resources.set(
-        node,
-        new NativeBuild(
-          `${name}-${node}`,
-          {
-            ...common,
-            target: nodes.target(node),
-            treeDigest: sync.digest,
-            ...(seed !== undefined ? { cacheFrom: nodes.peer(seed) } : {}),
-          },
-          // cacheFrom carries the seed's connection too.
-          opts_(node, seedBuild ? [sync, seedBuild] : [sync], ["target", "cacheFrom"]),
-        ),
+      const build = new NativeBuild(
+        `${name}-${node}`,
+        {
+          ...common,
+          target: nodes.target(node),
+          treeDigest: sync.digest,
+          ...(seed !== undefined ? { cacheFrom: nodes.peer(seed) } : {}),
+        },
+        // cacheFrom carries the seed's connection too.
+        opts_(node, seedBuild ? [sync, seedBuild] : [sync], ["target", "cacheFrom"]),
       );
-    }
-    this.resources = resources;
-    this.ready = [...resources.values()];
+      return [node, build] as const;
+    });
+    this.perNode = new PerNode(this, "build", entries);
+    this.ready = this.perNode.values();
     this.byNode = gatherByNode(nodes.names, (n) => {
       const x = this.of(n);
       return {
@@ -119,8 +113,6 @@ export class Builds extends pulumi.ComponentResource implements Stage<BuildSumma
   }
 
   of(node: string): NativeBuild {
-    const b = this.resources.get(node);
-    if (!b) throw new pulumi.ResourceError(`no build for node ${JSON.stringify(node)}`, this);
-    return b;
+    return this.perNode.of(node);
   }
 }

@@ -2,7 +2,7 @@ import * as pulumi from "@pulumi/pulumi";
 import * as path from "node:path";
 import { DYNAMIC_MODULE, legacyTypeAliases } from "../aliases";
 import type { Nodes } from "../node/nodes";
-import { gatherByNode, type Stage } from "../stage";
+import { gatherByNode, PerNode, type Stage } from "../stage";
 import { delegatingProvider } from "../providers/delegate";
 import type { SshTarget } from "../transport/ssh";
 import { fetchScriptDigest, type ModelFile, type ModelSource, type NodeFile } from "./provider";
@@ -125,6 +125,7 @@ export class Model extends pulumi.ComponentResource implements Stage<ModelOnNode
   readonly replicas: ModelReplica[];
   /** The nodes that hold the model, in order (the first downloads it). */
   readonly names: readonly string[];
+  private readonly perNode: PerNode<ModelReplica>;
 
   constructor(name: string, args: ModelArgs, opts?: pulumi.ComponentResourceOptions) {
     super("sparkform:index:Model", name, {}, opts);
@@ -206,6 +207,11 @@ export class Model extends pulumi.ComponentResource implements Stage<ModelOnNode
           ),
       ),
     ];
+    this.perNode = new PerNode(
+      this,
+      "model replica",
+      this.names.map((n, i) => [n, this.replicas[i] as ModelReplica] as const),
+    );
     this.nodes = gatherByNode(this.names, (n) => {
       const r = this.of(n);
       return { dir: r.dir, fetchedBy: r.fetchedBy, files: r.nodeFiles };
@@ -228,12 +234,7 @@ export class Model extends pulumi.ComponentResource implements Stage<ModelOnNode
   }
 
   of(node: string): ModelReplica {
-    const i = this.names.indexOf(node);
-    const r = this.replicas[i];
-    if (i < 0 || !r) {
-      throw new pulumi.ResourceError(`the model is not placed on ${JSON.stringify(node)}`, this);
-    }
-    return r;
+    return this.perNode.of(node);
   }
 }
 

@@ -3,7 +3,7 @@
 import * as pulumi from "@pulumi/pulumi";
 import { type PreStageLayout, preStageAliases } from "../aliases";
 import type { Nodes } from "../node/nodes";
-import { gatherByNode, type Stage } from "../stage";
+import { gatherByNode, PerNode, type Stage } from "../stage";
 import { Toolchain } from "./toolchain";
 
 export interface ToolchainSummary {
@@ -35,7 +35,7 @@ export class Toolchains extends pulumi.ComponentResource implements Stage<Toolch
    * `mix compile` runs with them on PATH, as the runbook's environment contract has it.
    */
   readonly binPath: readonly string[];
-  private readonly resources: ReadonlyMap<string, Toolchain>;
+  private readonly perNode: PerNode<Toolchain>;
 
   constructor(name: string, args: ToolchainsArgs, opts?: pulumi.ComponentResourceOptions) {
     super("sparkform:index:Toolchains", name, {}, opts);
@@ -62,10 +62,8 @@ export class Toolchains extends pulumi.ComponentResource implements Stage<Toolch
       { ...common, target: nodes.target(args.source) },
       childOpts(args.source, { dependsOn: [...nodes.ready] }),
     );
-    const resources = new Map<string, Toolchain>();
-    for (const node of nodes.names) {
-      resources.set(
-        node,
+    const entries = nodes.names.map((node) => {
+      const t =
         node === args.source
           ? source
           : new Toolchain(
@@ -77,11 +75,11 @@ export class Toolchains extends pulumi.ComponentResource implements Stage<Toolch
                 expectedDigest: source.digest,
               },
               childOpts(node, { dependsOn: [...nodes.ready, source] }, ["target", "source"]),
-            ),
-      );
-    }
-    this.resources = resources;
-    this.ready = [...resources.values()];
+            );
+      return [node, t] as const;
+    });
+    this.perNode = new PerNode(this, "toolchain", entries);
+    this.ready = this.perNode.values();
     this.binPath = args.binDirs.map((d) => `${args.path.replace(/\/+$/, "")}/${d}`);
     this.byNode = gatherByNode(nodes.names, (n) => {
       const t = this.of(n);
@@ -91,8 +89,6 @@ export class Toolchains extends pulumi.ComponentResource implements Stage<Toolch
   }
 
   of(node: string): Toolchain {
-    const t = this.resources.get(node);
-    if (!t) throw new pulumi.ResourceError(`no toolchain for node ${JSON.stringify(node)}`, this);
-    return t;
+    return this.perNode.of(node);
   }
 }

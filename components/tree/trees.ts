@@ -6,7 +6,7 @@ import * as path from "node:path";
 import { type PreStageLayout, preStageAliases } from "../aliases";
 import type { Exclusion } from "../config";
 import type { Nodes } from "../node/nodes";
-import { gatherByNode, type Stage } from "../stage";
+import { gatherByNode, PerNode, type Stage } from "../stage";
 import type { Toolchains } from "../toolchain/toolchains";
 import { localTreeDigest } from "./digest";
 import { TreeSync } from "./tree-sync";
@@ -44,7 +44,7 @@ export class Trees extends pulumi.ComponentResource implements Stage<TreeSummary
   readonly dest: string;
   readonly source: string;
   readonly exclude: readonly Exclusion[];
-  private readonly resources: ReadonlyMap<string, TreeSync>;
+  private readonly perNode: PerNode<TreeSync>;
 
   constructor(name: string, args: TreesArgs, opts?: pulumi.ComponentResourceOptions) {
     super("sparkform:index:Trees", name, {}, opts);
@@ -62,29 +62,29 @@ export class Trees extends pulumi.ComponentResource implements Stage<TreeSummary
     this.exclude = args.exclude;
     const d = localTreeDigest(source, args.exclude);
     this.expected = { digest: d.digest, files: d.files, bytes: d.bytes };
-    const resources = new Map<string, TreeSync>();
-    for (const node of nodes.names) {
-      resources.set(
-        node,
-        new TreeSync(
-          `${name}-${node}`,
-          {
-            target: nodes.target(node),
-            source,
-            dest: args.dest,
-            exclude: args.exclude,
-            expectedDigest: this.expected.digest,
-          },
-          nodes.childOpts({
-            parent: this,
-            aliases: preStageAliases(args.preStage, node),
-            dependsOn: [...nodes.ready, ...(args.toolchain ? [args.toolchain.of(node)] : [])],
-          }),
-        ),
-      );
-    }
-    this.resources = resources;
-    this.ready = [...resources.values()];
+    const entries = nodes.names.map(
+      (node) =>
+        [
+          node,
+          new TreeSync(
+            `${name}-${node}`,
+            {
+              target: nodes.target(node),
+              source,
+              dest: args.dest,
+              exclude: args.exclude,
+              expectedDigest: this.expected.digest,
+            },
+            nodes.childOpts({
+              parent: this,
+              aliases: preStageAliases(args.preStage, node),
+              dependsOn: [...nodes.ready, ...(args.toolchain ? [args.toolchain.of(node)] : [])],
+            }),
+          ),
+        ] as const,
+    );
+    this.perNode = new PerNode(this, "tree", entries);
+    this.ready = this.perNode.values();
     this.byNode = gatherByNode(nodes.names, (n) => {
       const s = this.of(n);
       return { digest: s.digest, files: s.files, bytes: s.bytes };
@@ -93,8 +93,6 @@ export class Trees extends pulumi.ComponentResource implements Stage<TreeSummary
   }
 
   of(node: string): TreeSync {
-    const t = this.resources.get(node);
-    if (!t) throw new pulumi.ResourceError(`no tree for node ${JSON.stringify(node)}`, this);
-    return t;
+    return this.perNode.of(node);
   }
 }
