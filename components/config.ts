@@ -143,7 +143,9 @@ export const exclusionSchema = z
         message: "is relative to the tree, without '..'; e.g. build or .git",
       })
       .refine(
+        // An absolute path has its own message above.
         (p) =>
+          p.startsWith("/") ||
           !p
             .replace(/\/$/, "")
             .split("/")
@@ -181,6 +183,7 @@ export const exclusionSchema = z
 const binDir = z.string().superRefine((d, ctx) => {
   const fail = (message: string) => ctx.addIssue({ code: "custom", message, input: d });
   const eg = "e.g. installs/elixir/1.18.4-otp-27/bin";
+  if (d === "") return fail(`is empty; give a directory relative to toolchain.path, ${eg}`);
   if (CONTROL.test(d)) return fail("contains a control character; remove it");
   if (!/^[A-Za-z0-9._/+@-]+$/.test(d)) {
     return fail(`may contain only letters, digits and . _ / + @ -; ${eg}`);
@@ -227,7 +230,10 @@ export const treeSchema = z.strictObject({
   /** Directory on the control node, relative to the project or absolute. */
   source: z
     .string()
-    .min(1)
+    .min(
+      1,
+      "is empty; give the directory to sync, relative to the project (e.g. .sparkform/llama.cpp)",
+    )
     .refine((p) => !CONTROL.test(p), {
       message: "contains a control character; write the path on one line",
     }),
@@ -242,8 +248,11 @@ const MAX_NODES = 8;
 const sectionsSchema = z.object({
   nodes: z
     .array(nodeSchema)
-    .min(1, "list at least one node; sparkform:nodes is empty (`sparkform sim up` fills it in)")
-    .max(MAX_NODES, `lists more than ${MAX_NODES} nodes; sparkform is made for 2 to 4`),
+    .min(1, "list at least one node; add each node's name, host, user and hostKey")
+    .max(
+      MAX_NODES,
+      `lists more nodes than the ${MAX_NODES} sparkform supports; list at most ${MAX_NODES}`,
+    ),
   /** Private key file on the control node for every node (else ssh's defaults / agent). */
   sshKeyPath: controlPath.optional(),
   /** An ssh_config to use instead of ~/.ssh/config. */

@@ -76,9 +76,8 @@ export const modelConfigSchema = z
     /** HF_ENDPOINT-style base URL; default the public hub. */
     endpoint: z
       .string()
-      .url()
-      .refine((u) => /^https?:\/\//.test(u), {
-        message: "must be an http(s) URL; e.g. https://huggingface.co",
+      .refine((u) => URL.canParse(u) && /^https?:\/\//.test(u), {
+        message: "must be an http(s) URL; write it in full, e.g. https://huggingface.co",
       })
       .default(MODEL_ENDPOINT_DEFAULT),
     /** Refresh check: "fast" (size + mtime) or "full" (re-hash every file on every refresh). */
