@@ -323,6 +323,35 @@ export const configKeys = [
 export const secretConfigKeys = ["privateKey", "hfToken"] as const;
 /** Every key sparkform reads; any other `sparkform:` key is a typo or a leftover. */
 export const stackConfigKeys = [...configKeys, "model", ...secretConfigKeys] as const;
+/**
+ * The secrets' plain text, checked so a pasted-wrong key or token is a config error like any
+ * other. Its messages never quote the value, and the value never joins the parsed data.
+ */
+const secretsSchema = z.object({
+  privateKey: z
+    .string({
+      error:
+        "must be text; set it with `pulumi config set --secret sparkform:privateKey < ~/.ssh/id_ed25519`",
+    })
+    .refine((k) => /-----BEGIN [A-Z ]*PRIVATE KEY-----/.test(k), {
+      message:
+        "is not a PEM/OpenSSH private key; set the key file's whole text with " +
+        "`pulumi config set --secret sparkform:privateKey < ~/.ssh/id_ed25519`",
+    })
+    .optional(),
+  hfToken: z
+    .string({
+      error: "must be text; set it with `pulumi config set --secret sparkform:hfToken hf_…`",
+    })
+    // It goes into an HTTP Authorization header: a newline there would start a new header.
+    .refine((t) => !/\s/.test(t) && !CONTROL.test(t), {
+      message:
+        "contains whitespace or a control character; set the token alone with " +
+        "`pulumi config set --secret sparkform:hfToken hf_…`",
+    })
+    .optional(),
+});
+
 /** Keys whose values are YAML maps or lists (read with getObject); the rest are strings. */
 const structuredKeys = new Set<string>(["nodes", "toolchain", "tree", "build", "model"]);
 
@@ -525,7 +554,8 @@ function unknownKeysLine(unknown: readonly string[]): string {
  * Validate raw config values (structured keys as parsed YAML, the rest as strings; unset or
  * empty values are left out). Returns the config with every default applied; throws one
  * ConfigError listing every problem, `sparkform:<key>[i].field: what is wrong; the fix`.
- * Secret keys are accepted and ignored: their values stay with readStackConfig as Outputs.
+ * Secret keys' text is checked (privateKey is a private key, hfToken one word) but is not
+ * part of the result: readStackConfig hands the secrets out as Outputs.
  */
 export function parseStackConfig(
   raw: Record<string, unknown>,
@@ -547,9 +577,14 @@ export function parseStackConfig(
     })
     .transform((c) => resolve(c, opts));
   const r = schema.safeParse(values, { error: configErrorMap });
+  // The secrets are checked on their own schema, and only its messages are kept.
+  const s = secretsSchema.safeParse(
+    Object.fromEntries(secretConfigKeys.map((k) => [k, raw[k] === "" ? undefined : raw[k]])),
+  );
   const lines = [
     ...(unknown.length > 0 ? [unknownKeysLine(unknown)] : []),
     ...(r.success ? [] : configIssueLines(r.error.issues)),
+    ...(s.success ? [] : configIssueLines(s.error.issues)),
   ];
   if (lines.length > 0 || !r.success) throw configError(lines);
   return r.data;
@@ -563,7 +598,8 @@ export function parseStackConfig(
  */
 export function readStackConfig(config: pulumi.Config, opts: ParseOptions = {}): StackConfig {
   const prefix = `${config.name}:`;
-  const present = Object.keys(pulumi.runtime.allConfig())
+  const all = pulumi.runtime.allConfig();
+  const present = Object.keys(all)
     .filter((k) => k.startsWith(prefix))
     .map((k) => k.slice(prefix.length));
   const secrets = new Set<string>(secretConfigKeys);
@@ -571,7 +607,12 @@ export function readStackConfig(config: pulumi.Config, opts: ParseOptions = {}):
   const raw: Record<string, unknown> = {};
   const unreadable: string[] = [];
   for (const k of present) {
-    if (secrets.has(k)) continue;
+    if (secrets.has(k)) {
+      // Plain text only to check it (allConfig, as config.get would warn about a secret);
+      // parseStackConfig keeps none of it, and the program gets the Output below.
+      raw[k] = all[`${prefix}${k}`];
+      continue;
+    }
     if (!known.has(k)) {
       // Never read: a mistyped key may hold a secret. Its name is enough for the error.
       raw[k] = null;

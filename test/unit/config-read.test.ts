@@ -93,6 +93,27 @@ describe("readStackConfig", () => {
     expect(read).toThrow("sparkform:model.retries: is 99, above the maximum; use 20 or less");
   });
 
+  it("bad secrets are config errors that never quote the secret", () => {
+    const bad = "hf_abc\nX-Injected: 1";
+    const read = () =>
+      readStackConfig(
+        stack({ nodes, privateKey: "ssh-ed25519 AAAA-a-public-key", hfToken: bad }, [
+          "privateKey",
+          "hfToken",
+        ]),
+      );
+    expect(read).toThrow(
+      "sparkform:privateKey: is not a PEM/OpenSSH private key; set the key file's whole text with " +
+        "`pulumi config set --secret sparkform:privateKey < ~/.ssh/id_ed25519`",
+    );
+    expect(read).toThrow(
+      "sparkform:hfToken: contains whitespace or a control character; set the token alone with " +
+        "`pulumi config set --secret sparkform:hfToken hf_…`",
+    );
+    expect(read).not.toThrow("AAAA-a-public-key");
+    expect(read).not.toThrow("X-Injected");
+  });
+
   it("config mistakes are RunErrors (printed without a stack trace), naming key and fix", () => {
     expect(() => readStackConfig(stack({ nodes: [] }))).toThrow(
       /^invalid stack configuration:\n {2}sparkform:nodes: list at least one node; add each node's name, host, user and hostKey\nFix it in stacks\/Pulumi\.<stack>\.yaml/,
