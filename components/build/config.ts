@@ -39,6 +39,7 @@ import {
   SPARK_CUDA_HOME,
 } from "./flags";
 import type { Exclusion } from "../config";
+import { ConfigError, configError, configErrorMap, configIssueLines } from "../config/errors";
 import { isExcluded } from "../tree/digest";
 import { checkArtifact, checkBuildDirPattern, checkTarget, checkWorkdir } from "./plan";
 
@@ -68,12 +69,16 @@ const commandSchema = z.strictObject({
       z
         .string()
         .min(1)
-        .refine((a) => !a.includes("\0"), { message: "contains a NUL byte" }),
+        .refine((a) => !a.includes("\0"), {
+          message: "contains a NUL byte, which no argv can carry; remove it",
+        }),
     )
     .min(1, "needs at least the program, e.g. [mix, compile]"),
   workdir: z
     .string()
-    .refine(safe(checkWorkdir), { message: 'must be "." or a path relative to the tree, no ".."' })
+    .refine(safe(checkWorkdir), {
+      message: 'must be "." or a path relative to the tree, no ".."; e.g. "." or apps/server',
+    })
     .default("."),
   buildDir: z.string().refine(safe(checkBuildDirPattern), {
     message:
@@ -89,10 +94,10 @@ export const buildConfigSchema = z
     targets: z
       .array(
         z.string().refine(safe(checkTarget), {
-          message: "is not a cmake target name (letters, digits, _ . + -)",
+          message: "is not a cmake target name (letters, digits, _ . + -); e.g. ggml-rpc-server",
         }),
       )
-      .min(1)
+      .min(1, "lists no target; name one (e.g. ggml-rpc-server) or leave it out for the defaults")
       .optional(),
     artifacts: z
       .array(
@@ -101,12 +106,16 @@ export const buildConfigSchema = z
             "must be a relative path without '..': to the build directory (e.g. bin/ggml-rpc-server), or with build.command to the tree",
         }),
       )
-      .min(1)
+      .min(1, "lists no file; name one (e.g. bin/ggml-rpc-server) or leave it out for the defaults")
       .optional(),
     commit: z
       .string()
-      .regex(/^[0-9a-f]{40}$/, "must be the full 40-hex llama.cpp commit")
+      .regex(
+        /^[0-9a-f]{40}$/,
+        "must be the full 40-hex llama.cpp commit; `git rev-parse HEAD` in the tree prints it",
+      )
       .optional(),
+    /** Checked against sparkform:nodes with the whole stack config (see readStackConfig). */
     cacheFrom: z.string().min(1).optional(),
     jobs: z.number().int().min(1).max(512).optional(),
     command: commandSchema.optional(),
@@ -142,32 +151,43 @@ export function checkCommandOutputsExcluded(
   config: BuildConfig,
   exclude: readonly Pick<Exclusion, "path" | "name">[],
 ): void {
-  if (!config.command) return;
+  const problem = unexcludedCommandOutputs(config, exclude);
+  if (problem === undefined) return;
+  throw new BuildConfigError(`invalid stack configuration: sparkform:build.command ${problem}`);
+}
+
+/**
+ * What is wrong when a build command's outputs are not excluded from the tree sync, and the
+ * fix, as the text after `sparkform:build.command `; undefined when all are excluded.
+ */
+export function unexcludedCommandOutputs(
+  config: Pick<BuildConfig, "command" | "artifacts">,
+  exclude: readonly Pick<Exclusion, "path" | "name">[],
+): string | undefined {
+  if (!config.command) return undefined;
   const written = [config.command.buildDir, ...(config.artifacts ?? [])];
   const missing = written.filter((p) => !isExcluded(p, exclude));
-  if (missing.length === 0) return;
+  if (missing.length === 0) return undefined;
   const tops = [...new Set(missing.map((p) => p.split("/")[0] ?? p))];
-  throw new BuildConfigError(
-    `invalid stack configuration: sparkform:build.command writes ${missing.join(", ")} in the ` +
-      "synced tree, and sparkform:tree.exclude does not exclude it. Without the exclusion every " +
-      "sync deletes the build's output (rsync --delete) and refresh reports the tree as drifted. " +
-      `Add to sparkform:tree.exclude: ${tops.map((t) => `{path: ${t}, reason: "build output, made on each node"}`).join(", ")}`,
+  return (
+    `writes ${missing.join(", ")} in the ` +
+    "synced tree, and sparkform:tree.exclude does not exclude it. Without the exclusion every " +
+    "sync deletes the build's output (rsync --delete) and refresh reports the tree as drifted. " +
+    `Add to sparkform:tree.exclude: ${tops.map((t) => `{path: ${t}, reason: "build output, made on each node"}`).join(", ")}`
   );
 }
 
-export class BuildConfigError extends Error {
+/** A ConfigError about `sparkform:build` (a program catching ConfigError catches it too). */
+export class BuildConfigError extends ConfigError {
   override name = "BuildConfigError";
 }
 
 /** Validate the raw `sparkform:build` value; throws BuildConfigError naming each key. */
 export function parseBuildConfig(raw: unknown): BuildConfig {
-  const r = buildConfigSchema.safeParse(raw ?? {});
+  const r = buildConfigSchema.safeParse(raw ?? {}, { error: configErrorMap });
   if (r.success) return r.data;
-  const lines = r.error.issues.map(
-    (i) =>
-      `  sparkform:build${i.path.map((p) => (typeof p === "number" ? `[${p}]` : `.${String(p)}`)).join("")}: ${i.message}`,
-  );
-  throw new BuildConfigError(`invalid stack configuration:\n${lines.join("\n")}`);
+  const e = configError(configIssueLines(r.error.issues, ["build"]));
+  throw new BuildConfigError(e.message, e.lines);
 }
 
 /**

@@ -2,29 +2,51 @@
 // name the key; the HF token is not here: it is the secret `sparkform:hfToken`
 // (`pulumi config set --secret hfToken …`), read with config.getSecret.
 import { z } from "zod";
-import { ConfigError } from "../config";
+import { configError, configErrorMap, configIssueLines } from "../config/errors";
+import { nodePathSchema } from "../config/node-path";
+
+/** Where models live on the nodes unless `sparkform:model.modelsDir` says otherwise. */
+export const MODELS_DIR_DEFAULT = "~/models";
+/** The refresh check unless `sparkform:model.verify` says otherwise. */
+export const MODEL_VERIFY_DEFAULT = "fast";
+/** Resumed download attempts within one `up` unless `sparkform:model.retries` says otherwise. */
+export const MODEL_RETRIES_DEFAULT = 2;
+/** The Hugging Face endpoint unless `sparkform:model.endpoint` says otherwise. */
+export const MODEL_ENDPOINT_DEFAULT = "https://huggingface.co";
 
 /** `name` or `org/name`, each part [A-Za-z0-9._-], not starting with '.'. */
 export const repoIdSchema = z
   .string()
   .regex(
     /^(?:[A-Za-z0-9_-][A-Za-z0-9._-]{0,95}\/)?[A-Za-z0-9_-][A-Za-z0-9._-]{0,95}$/,
-    "must be a Hugging Face repo id, 'org/name'",
+    "must be a Hugging Face repo id, 'org/name'; copy it from the model page (e.g. unsloth/Qwen3-235B-A22B-GGUF)",
   );
 
 /** A file path inside the repo: relative, forward slashes, no '..', boring characters. */
 export const repoFileSchema = z
   .string()
   .min(1)
-  .regex(/^[A-Za-z0-9._+@=-]+(?:\/[A-Za-z0-9._+@=-]+)*$/, "must be a relative path in the repo")
+  .regex(
+    /^[A-Za-z0-9._+@=-]+(?:\/[A-Za-z0-9._+@=-]+)*$/,
+    "must be a relative path in the repo; write it as the hub lists it (e.g. Q4_K_M/model-00001-of-00003.gguf)",
+  )
   .refine((p) => !p.split("/").some((s) => s === "." || s === ".."), {
-    message: "must not contain '.' or '..' segments",
+    message: "must not contain '.' or '..' segments; write the path as the hub lists it",
   })
-  .refine((p) => !p.endsWith(".part"), { message: "must not end with .part" });
+  .refine((p) => !p.split("/").some((s) => s.startsWith("-")), {
+    message:
+      "has a part starting with '-', which a command would read as an option; check the name",
+  })
+  .refine((p) => !p.endsWith(".part"), {
+    message: "must not end with .part (sparkform's partial downloads); name the finished file",
+  });
 
 export const sha256Schema = z
   .string()
-  .regex(/^[0-9a-f]{64}$/, "must be 64 lowercase hex digits (a SHA-256)");
+  .regex(
+    /^[0-9a-f]{64}$/,
+    "must be 64 lowercase hex digits (a SHA-256); copy the file's SHA256 from the hub's file page",
+  );
 
 export const modelConfigSchema = z
   .strictObject({
@@ -38,9 +60,15 @@ export const modelConfigSchema = z
       .string()
       .min(1)
       .max(255)
-      .regex(/^[A-Za-z0-9._/-]+$/, "is not a git revision"),
+      .regex(
+        /^[A-Za-z0-9._/-]+$/,
+        "is not a git revision; pin the 40-hex commit (the hub's model page lists it)",
+      )
+      .refine((r) => !r.startsWith("-"), {
+        message: "starts with '-', which git would read as an option; pin the 40-hex commit",
+      }),
     /** Files of the model; one shard `…-00001-of-0000N.gguf` stands for all N shards. */
-    files: z.array(repoFileSchema).min(1),
+    files: z.array(repoFileSchema).min(1, "lists no file; name the .gguf file(s) of the model"),
     /** Expected SHA-256 per file (must agree with the hub's metadata; fail closed). */
     sha256: z.record(repoFileSchema, sha256Schema).default({}),
     /** Allow `revision` to be a branch or tag name. Default false: pin a commit. */
@@ -48,21 +76,36 @@ export const modelConfigSchema = z
     /** HF_ENDPOINT-style base URL; default the public hub. */
     endpoint: z
       .string()
-      .url()
-      .refine((u) => /^https?:\/\//.test(u), { message: "must be an http(s) URL" })
-      .default("https://huggingface.co"),
+      .refine((u) => URL.canParse(u) && /^https?:\/\//.test(u), {
+        message: "must be an http(s) URL; write it in full, e.g. https://huggingface.co",
+      })
+      .default(MODEL_ENDPOINT_DEFAULT),
     /** Refresh check: "fast" (size + mtime) or "full" (re-hash every file on every refresh). */
-    verify: z.enum(["fast", "full"]).default("fast"),
+    verify: z.enum(["fast", "full"]).default(MODEL_VERIFY_DEFAULT),
     /** Where models live on the nodes: `<modelsDir>/<repo>/<commit>/<file>`. */
-    modelsDir: z
-      .string()
-      .regex(/^(~|~\/[A-Za-z0-9._/@+-]+|\/[A-Za-z0-9._/@+-]+)$/, "must be absolute or ~/...")
-      .refine((p) => !p.split("/").includes(".."), { message: "must not contain '..'" })
-      .default("~/models"),
+    modelsDir: nodePathSchema.default(MODELS_DIR_DEFAULT),
     /** Download attempts after an interruption within one `up` (each resumes from the .part). */
-    retries: z.number().int().min(0).max(20).default(2),
-    /** Nodes that get the model (default: all); the first downloads, the rest copy from it. */
-    nodes: z.array(z.string().min(1)).min(1).optional(),
+    retries: z.number().int().min(0).max(20).default(MODEL_RETRIES_DEFAULT),
+    /**
+     * Nodes that get the model (default: all); the first downloads, the rest copy from it.
+     * That each names a node of sparkform:nodes is checked with the whole stack config.
+     */
+    nodes: z
+      .array(z.string().min(1))
+      .min(1, "lists no node; name at least one of sparkform:nodes, or leave it out for all")
+      .superRefine((ns, ctx) => {
+        for (const [i, n] of ns.entries()) {
+          if (ns.indexOf(n) < i) {
+            ctx.addIssue({
+              code: "custom",
+              path: [i],
+              message: `names ${JSON.stringify(n)} twice; list each node once`,
+              input: n,
+            });
+          }
+        }
+      })
+      .optional(),
   })
   .superRefine((m, ctx) => {
     for (const f of Object.keys(m.sha256)) {
@@ -70,7 +113,7 @@ export const modelConfigSchema = z
         ctx.addIssue({
           code: "custom",
           path: ["sha256", f],
-          message: `names a file that is not in files (${m.files.join(", ")})`,
+          message: `names a file that is not in files (${m.files.join(", ")}); add it to files or remove this entry`,
         });
       }
     }
@@ -95,16 +138,12 @@ function sameShardSet(a: string, b: string): boolean {
   return !!x && !!y && x[1] === y[1] && x[3] === y[3];
 }
 
-/** Parse the section; throws a ConfigError whose message names each offending key. */
+/**
+ * Parse the section on its own (no check of `nodes` against sparkform:nodes: that needs the
+ * whole config, see readStackConfig); throws a ConfigError whose lines name each key.
+ */
 export function parseModelConfig(raw: unknown): ModelConfig {
-  const r = modelConfigSchema.safeParse(raw);
+  const r = modelConfigSchema.safeParse(raw, { error: configErrorMap });
   if (r.success) return r.data;
-  const lines = r.error.issues.map((i) => {
-    const at = i.path.map((p) => (typeof p === "number" ? `[${p}]` : `.${String(p)}`)).join("");
-    return `sparkform:model${at}: ${i.message}`;
-  });
-  throw new ConfigError(
-    `invalid stack configuration:\n${lines.join("\n")}\n` +
-      "Fix it in stacks/Pulumi.<stack>.yaml (the sparkform:model section).",
-  );
+  throw configError(configIssueLines(r.error.issues, ["model"]));
 }

@@ -64,7 +64,11 @@ describe("parseClusterConfig", () => {
       { nodes: [node], tree: { source: ".", dest: "~/x$(reboot)" } },
       "sparkform:tree.dest: may contain only letters, digits and . _ / ~ + @ -",
     ],
-    [{ nodes: [node], surprise: 1 }, 'sparkform:: Unrecognized key: "surprise"'],
+    // The unknown-key check moved here from index.ts, with index.ts's message (issue 9, item 4).
+    [
+      { nodes: [node], surprise: 1 },
+      "unknown stack configuration sparkform:surprise: sparkform reads sparkform:nodes,",
+    ],
   ])("rejects %j", (raw, message) => {
     const text = errorOf(raw);
     expect(text).toContain(message);

@@ -1,0 +1,103 @@
+// Paths on the nodes (tree.dest, toolchain.path, model.modelsDir): one normaliser, so every
+// such path is checked the same way and compared in one canonical form. These directories are
+// synced with `rsync --delete`, removed on destroy and passed to remote commands: the home
+// itself, `/`, a path that means something other than it says (`.`, `..`, `//`) or two of
+// them nested in each other would make sparkform delete or overwrite what it does not own.
+import { z } from "zod";
+
+/** A node path in canonical form: `~/a/b` (under the login user's home) or `/a/b`. */
+export interface NodePath {
+  readonly base: "home" | "root";
+  /** The parts below the base, none empty, `.` or `..`. */
+  readonly segments: readonly string[];
+  /** `~/` or `/` followed by the segments joined with `/` (no trailing slash). */
+  readonly canonical: string;
+}
+
+export class NodePathError extends Error {
+  override name = "NodePathError";
+}
+
+/** Characters a node path may have: they travel in remote commands and rsync arguments. */
+const PATH_CHARS = /^[A-Za-z0-9._/~+@-]+$/;
+// eslint-disable-next-line no-control-regex
+const CONTROL = /[\u0000-\u001f\u007f]/;
+
+/**
+ * The canonical form of a node path, or a NodePathError whose message says what is wrong and
+ * the fix (`<what>; <fix>`), to follow `sparkform:<key>: `. One trailing `/` is allowed and
+ * dropped; anything else that is not already canonical is refused, never silently rewritten.
+ */
+export function normaliseNodePath(p: string): NodePath {
+  const example = "e.g. ~/src/llama.cpp or /srv/sparkform/llama.cpp";
+  if (p === "") throw new NodePathError(`is empty; give a directory on the node, ${example}`);
+  if (CONTROL.test(p)) {
+    throw new NodePathError(
+      `${JSON.stringify(p)} contains a control character; write the path on one line, printable characters only`,
+    );
+  }
+  if (!PATH_CHARS.test(p)) {
+    throw new NodePathError(
+      "may contain only letters, digits and . _ / ~ + @ -; rename the directory or pick another",
+    );
+  }
+  const base = p.startsWith("/") ? "root" : p === "~" || p.startsWith("~/") ? "home" : undefined;
+  if (base === undefined) {
+    throw new NodePathError(`must be absolute or start with ~/; ${example}`);
+  }
+  const rest = (base === "root" ? p.slice(1) : p.slice(2)).replace(/\/$/, "");
+  const segments = rest === "" ? [] : rest.split("/");
+  if (segments.every((s) => s === "" || s === ".")) {
+    throw new NodePathError(
+      base === "home"
+        ? `${JSON.stringify(p)} is the home directory itself, which sparkform would sync over or delete; name a directory below it, ${example}`
+        : `${JSON.stringify(p)} is the root directory; name a directory below it, ${example}`,
+    );
+  }
+  if (segments.includes("..")) {
+    throw new NodePathError(`must not contain '..'; write the directory it means, ${example}`);
+  }
+  if (segments.some((s) => s === "" || s === ".")) {
+    throw new NodePathError(
+      `${JSON.stringify(p)} has an empty or '.' part; write it without '//' and '/./' (${canonicalOf(base, segments)})`,
+    );
+  }
+  const dash = segments.find((s) => s.startsWith("-"));
+  if (dash !== undefined) {
+    throw new NodePathError(
+      `has a part starting with '-' (${JSON.stringify(dash)}), which a command would read as an option; rename it`,
+    );
+  }
+  return { base, segments, canonical: canonicalOf(base, segments) };
+}
+
+function canonicalOf(base: "home" | "root", segments: readonly string[]): string {
+  return (base === "home" ? "~/" : "/") + segments.filter((s) => s !== "" && s !== ".").join("/");
+}
+
+/**
+ * How `a` relates to `b`: the same directory, inside it, containing it, or apart. Paths on
+ * different bases are taken as apart (`~/x` and `/home/spark/x` cannot be compared without the
+ * node's home).
+ */
+export function nodePathRelation(
+  a: NodePath,
+  b: NodePath,
+): "same" | "inside" | "contains" | "apart" {
+  if (a.base !== b.base) return "apart";
+  const n = Math.min(a.segments.length, b.segments.length);
+  for (let i = 0; i < n; i++) if (a.segments[i] !== b.segments[i]) return "apart";
+  if (a.segments.length === b.segments.length) return "same";
+  return a.segments.length > b.segments.length ? "inside" : "contains";
+}
+
+/** A node path in config: validated by normaliseNodePath, parsed to its canonical form. */
+export const nodePathSchema = z.string().transform((p, ctx) => {
+  try {
+    return normaliseNodePath(p).canonical;
+  } catch (err) {
+    if (!(err instanceof NodePathError)) throw err;
+    ctx.addIssue({ code: "custom", message: err.message, input: p });
+    return z.NEVER;
+  }
+});
