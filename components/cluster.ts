@@ -3,8 +3,7 @@
 import * as pulumi from "@pulumi/pulumi";
 import type { PreStageLayout } from "./aliases";
 import { type BuildSummary, Builds } from "./build/builds";
-import type { ClusterConfig } from "./config";
-import type { ModelConfig } from "./model/config";
+import { CACHE_FROM_NONE, type StackConfig } from "./config";
 import { Model } from "./model/model";
 import { Nodes } from "./node/nodes";
 import { type ToolchainSummary, Toolchains } from "./toolchain/toolchains";
@@ -13,14 +12,11 @@ import { type TreeSummary, Trees } from "./tree/trees";
 export type { BuildSummary } from "./build/builds";
 
 export interface SparkClusterArgs {
-  /** The validated `sparkform:` stack configuration. */
-  readonly config: ClusterConfig;
-  /** Private key text for every node (a Pulumi secret), if not given as a file. */
-  readonly privateKey?: pulumi.Output<string>;
-  /** The validated `sparkform:model` section, if the stack has a model. */
-  readonly model?: ModelConfig;
-  /** Hugging Face token (a Pulumi secret): only the downloading node sees it. */
-  readonly hfToken?: pulumi.Output<string>;
+  /**
+   * The whole `sparkform:` configuration, validated with every default and cross-reference
+   * resolved, secrets included (`readStackConfig`, components/config.ts).
+   */
+  readonly config: StackConfig;
   /** Directory that relative paths in the config are relative to (the project). */
   readonly projectDir: string;
 }
@@ -61,8 +57,8 @@ export class SparkCluster extends pulumi.ComponentResource {
       {
         nodes: config.nodes,
         ssh: config,
-        ...(args.privateKey ? { privateKey: args.privateKey } : {}),
-        diskPaths: [args.model?.modelsDir ?? "~/models", config.tree?.dest ?? "~"],
+        ...(config.privateKey ? { privateKey: config.privateKey } : {}),
+        diskPaths: config.diskPaths,
         preStage: preStage(),
       },
       child,
@@ -77,7 +73,7 @@ export class SparkCluster extends pulumi.ComponentResource {
           {
             nodes,
             path: tc.path,
-            source: tc.source ?? nodes.names[0] ?? "",
+            source: tc.source,
             binDirs: tc.binDirs,
             probe: tc.probe,
             expect: tc.expect,
@@ -114,7 +110,7 @@ export class SparkCluster extends pulumi.ComponentResource {
             tree: trees,
             ...(toolchains ? { toolchain: toolchains } : {}),
             build: b,
-            cacheFrom: b.cacheFrom === "none" ? undefined : (b.cacheFrom ?? nodes.names[0]),
+            cacheFrom: b.cacheFrom === CACHE_FROM_NONE ? undefined : b.cacheFrom,
             preStage: preStage("build"),
           },
           child,
@@ -123,8 +119,8 @@ export class SparkCluster extends pulumi.ComponentResource {
       }
     }
 
-    if (args.model) {
-      const m = args.model;
+    if (config.model) {
+      const m = config.model;
       this.model = new Model(
         `${name}-model`,
         {
@@ -137,9 +133,9 @@ export class SparkCluster extends pulumi.ComponentResource {
           verify: m.verify,
           modelsDir: m.modelsDir,
           retries: m.retries,
-          ...(args.hfToken ? { token: args.hfToken } : {}),
+          ...(config.hfToken ? { token: config.hfToken } : {}),
           nodes,
-          ...(m.nodes ? { on: m.nodes } : {}),
+          on: m.nodes,
         },
         child,
       );

@@ -118,29 +118,33 @@ const value = <T>(o: pulumi.Output<T>): Promise<T> => new Promise((resolve) => o
 /** Build a cluster in a fresh registration log and wait until every child is registered. */
 async function cluster(name: string, n: number, opts: { privateKey?: string } = {}) {
   const { SparkCluster } = await import("../../components/cluster");
-  const { parseClusterConfig } = await import("../../components/config");
-  const { parseModelConfig } = await import("../../components/model/config");
+  const { parseStackConfig } = await import("../../components/config");
   registrations.length = 0;
   const c = new SparkCluster(name, {
-    config: parseClusterConfig({
-      nodes: nodes(n),
-      toolchain: {
-        path: "~/.sparktool",
-        binDirs: ["installs/sparktool/1.0.0/bin"],
-        probe: ["sparktool", "--version"],
-        expect: "sparktool 1.0",
-      },
-      tree: { source: "tree", dest: "~/src/llama.cpp", exclude: [] },
-      build: { preset: "sim", commit: COMMIT },
-    }),
-    model: parseModelConfig({
-      repo: "sparkform/tiny-llama",
-      revision: modelCommit,
-      files: ["tiny-llama-f16.gguf"],
-      endpoint: hub.url,
-    }),
+    config: {
+      ...parseStackConfig(
+        {
+          nodes: nodes(n),
+          toolchain: {
+            path: "~/.sparktool",
+            binDirs: ["installs/sparktool/1.0.0/bin"],
+            probe: ["sparktool", "--version"],
+            expect: "sparktool 1.0",
+          },
+          tree: { source: "tree", dest: "~/src/llama.cpp", exclude: [] },
+          build: { preset: "sim", commit: COMMIT },
+          model: {
+            repo: "sparkform/tiny-llama",
+            revision: modelCommit,
+            files: ["tiny-llama-f16.gguf"],
+            endpoint: hub.url,
+          },
+        },
+        { projectDir: work },
+      ),
+      ...(opts.privateKey ? { privateKey: pulumi.secret(opts.privateKey) } : {}),
+    },
     projectDir: work,
-    ...(opts.privateKey ? { privateKey: pulumi.secret(opts.privateKey) } : {}),
   });
   const all = [
     c,
