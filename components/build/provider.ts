@@ -14,12 +14,19 @@
 //   verify     verify-build.sh on the build directory; every check must pass
 //   install    copy into a new store entry, swap the out/<key> symlink (plan.ts)
 import type * as pulumi from "@pulumi/pulumi";
-import { mkdtempSync, rmSync } from "node:fs";
-import { tmpdir } from "node:os";
 import * as path from "node:path";
+import type { ProviderImpl } from "../providers/delegate";
+import { changedKeys } from "../providers/diff";
 import { progress, since } from "../providers/progress";
-import { agentAvailable, RemoteCommandError, rsync, run, type SshTarget } from "../transport/ssh";
-import { copyFromPeer } from "../transport/peer";
+import {
+  copyFromPeerOrRelay,
+  homeRelative,
+  openNode,
+  type Peer,
+  RemoteCommandError,
+  relayDirectory,
+  type SshTarget,
+} from "../transport/ssh";
 import { shJoin } from "../transport/quote";
 import { DEFAULT_PATH } from "../transport/remote-command";
 import { type BuildFlags, parseBuildFlags, targetIsa } from "./flags";
@@ -47,11 +54,7 @@ import {
 import { type Check, evaluate, formatVerdict, parseEvidence, verifyScriptArgs } from "./verify";
 
 /** A node whose compiler cache seeds this one's (it has built the same tree and flags). */
-export interface CacheSource {
-  target: SshTarget;
-  /** The peer's address on the fabric as this node reaches it, if it has one. */
-  fabricAddress?: string;
-}
+export type CacheSource = Peer;
 
 export interface NativeBuildInputs {
   kind: "NativeBuild";
@@ -97,7 +100,6 @@ export interface NativeBuildOutputs extends NativeBuildInputs {
   seconds: Record<string, number>;
 }
 
-const rel = (p: string) => p.replace(/^~\/?/, "");
 const tag = (t: SshTarget) => `[${t.name}] build`;
 
 interface Probe {
@@ -109,15 +111,10 @@ interface Probe {
 
 async function probe(inputs: NativeBuildInputs): Promise<Probe> {
   const needs = buildRequirements(inputs.command);
-  const r = await run(
-    inputs.target,
+  const r = await openNode(inputs.target).run(
     {
       script: PROBE_SCRIPT,
-      args: [
-        inputs.tree.startsWith("~/") ? rel(inputs.tree) : inputs.tree,
-        needs.treeMarker,
-        ...needs.tools,
-      ],
+      args: [homeRelative(inputs.tree), needs.treeMarker, ...needs.tools],
       display: "probe build tools",
     },
     { step: "build probe", timeoutMs: 60_000, okExitCodes: [0, 3, 4] },
@@ -146,46 +143,13 @@ async function step(
   command: { script: string; args: string[]; stdin?: string; display: string },
   opts: { timeoutMs: number; onLine?: (l: string) => void },
 ) {
-  return run(
-    inputs.target,
+  return openNode(inputs.target).run(
     { ...command, env: plan.env, path: plan.path },
     { step: name, timeoutMs: opts.timeoutMs, ...(opts.onLine ? { onLine: opts.onLine } : {}) },
   );
 }
 
 // ---- the compiler cache from a peer ---------------------------------------------------------
-
-async function seedOverFabric(target: SshTarget, source: CacheSource): Promise<void> {
-  await copyFromPeer(target, source, {
-    dest: CCACHE_REL,
-    source: CCACHE_REL,
-    // No --delete: the node keeps its own entries; ccache evicts by size on its own.
-    body: 'rsync -a -s -e "$RSH" -- "$SRC/" "$DST/"',
-    step: `seed compiler cache from ${source.target.name}`,
-    display: `rsync ${source.target.name}:~/${CCACHE_REL} over the fabric`,
-    timeoutMs: 20 * 60_000,
-  });
-}
-
-async function seedViaControl(target: SshTarget, source: CacheSource): Promise<void> {
-  const staging = mkdtempSync(path.join(tmpdir(), "sparkform-ccache-"));
-  try {
-    await rsync(source.target, { remote: `~/${CCACHE_REL}/` }, `${staging}/`, {
-      step: `fetch compiler cache from ${source.target.name}`,
-    });
-    await run(target, ["mkdir", "-p", "--", CCACHE_REL], { step: "create compiler cache" });
-    await rsync(
-      target,
-      `${staging}/`,
-      { remote: `~/${CCACHE_REL}/` },
-      {
-        step: `push compiler cache from ${source.target.name}`,
-      },
-    );
-  } finally {
-    rmSync(staging, { recursive: true, force: true });
-  }
-}
 
 /**
  * Copy the peer's compiler cache into this node's. Safe to share: ccache keys every entry by
@@ -199,28 +163,40 @@ async function seedCache(
   const source = inputs.cacheFrom;
   if (!source) return "none";
   const start = Date.now();
+  const who = tag(inputs.target);
   try {
-    if (agentAvailable()) {
-      await seedOverFabric(inputs.target, source);
-      await progress(
-        `${tag(inputs.target)}: compiler cache seeded from ${source.target.name} over the fabric in ${since(start)}`,
-      );
-      return "fabric";
-    }
+    const by = await copyFromPeerOrRelay(openNode(inputs.target), source, {
+      fabric: {
+        dest: CCACHE_REL,
+        source: CCACHE_REL,
+        // No --delete: the node keeps its own entries; ccache evicts by size on its own.
+        body: 'rsync -a -s -e "$RSH" -- "$SRC/" "$DST/"',
+        step: `seed compiler cache from ${source.target.name}`,
+        display: `rsync ${source.target.name}:~/${CCACHE_REL} over the fabric`,
+        timeoutMs: 20 * 60_000,
+      },
+      stagingPrefix: "sparkform-ccache-",
+      relay: relayDirectory(`~/${CCACHE_REL}`, {
+        delete: false,
+        steps: {
+          fetch: `fetch compiler cache from ${source.target.name}`,
+          create: "create compiler cache",
+          push: `push compiler cache from ${source.target.name}`,
+        },
+      }),
+      onFabricError: (err) =>
+        progress(
+          `${who}: seeding over the fabric failed (${firstLine(err)}); relaying through the control node`,
+        ),
+    });
+    await progress(
+      `${who}: compiler cache seeded from ${source.target.name} ` +
+        `${by === "fabric" ? "over the fabric" : "via the control node"} in ${since(start)}`,
+    );
+    return by;
   } catch (err) {
     await progress(
-      `${tag(inputs.target)}: seeding over the fabric failed (${firstLine(err)}); relaying through the control node`,
-    );
-  }
-  try {
-    await seedViaControl(inputs.target, source);
-    await progress(
-      `${tag(inputs.target)}: compiler cache seeded from ${source.target.name} via the control node in ${since(start)}`,
-    );
-    return "relay";
-  } catch (err) {
-    await progress(
-      `${tag(inputs.target)}: could not seed the compiler cache from ${source.target.name} (${firstLine(err)}); building cold`,
+      `${who}: could not seed the compiler cache from ${source.target.name} (${firstLine(err)}); building cold`,
     );
     return "failed";
   }
@@ -328,6 +304,7 @@ async function converge(inputs: NativeBuildInputs): Promise<NativeBuildOutputs> 
         `${shJoin(plan.build)}\n` +
         `--- last compiler output ---\n${compilerTail(lines.length ? lines : err.outputTail.split("\n"))}\n---\n` +
         `The previously installed artifacts in ${plan.installDir} are unchanged.${notFound}`,
+      { cause: err },
     );
   }
   const stats: CacheStats = parseCcacheStats(buildOut) ?? { hits: 0, misses: 0 };
@@ -416,8 +393,7 @@ async function converge(inputs: NativeBuildInputs): Promise<NativeBuildOutputs> 
 async function findBuildDir(inputs: NativeBuildInputs, plan: BuildPlan): Promise<string> {
   const dir = path.posix.dirname(plan.buildDir);
   const pattern = path.posix.basename(plan.buildDir);
-  const r = await run(
-    inputs.target,
+  const r = await openNode(inputs.target).run(
     { script: FIND_BUILD_DIR_SCRIPT, args: [dir, pattern], display: `find ${plan.buildDir}` },
     { step: "find build directory", timeoutMs: 60_000 },
   );
@@ -433,8 +409,7 @@ async function findBuildDir(inputs: NativeBuildInputs, plan: BuildPlan): Promise
 }
 
 async function measure(props: NativeBuildOutputs): Promise<Record<string, string>> {
-  const r = await run(
-    props.target,
+  const r = await openNode(props.target).run(
     {
       script: DIGEST_SCRIPT,
       args: [props.installDir, ...props.artifactPaths],
@@ -488,7 +463,7 @@ export async function diff(
   olds: NativeBuildOutputs,
   news: NativeBuildInputs,
 ): Promise<pulumi.dynamic.DiffResult> {
-  const changed = REBUILD_KEYS.filter((k) => JSON.stringify(olds[k]) !== JSON.stringify(news[k]));
+  const changed = changedKeys(olds, news, REBUILD_KEYS);
   const drifted = driftedArtifacts(olds).length > 0;
   return {
     changes: changed.length > 0 || drifted,
@@ -513,8 +488,7 @@ async function deleteBuild(_id: string, props: NativeBuildOutputs): Promise<void
   if (!props.installDir?.includes(marker)) return;
   // A command's build directory lies in the synced tree, which is TreeSync's: leave it.
   const buildDir = props.buildDir?.includes(marker) ? props.buildDir : "";
-  await run(
-    props.target,
+  await openNode(props.target).run(
     {
       script: DELETE_SCRIPT,
       args: [buildDir, path.posix.dirname(props.installDir), props.buildKey],
@@ -524,3 +498,11 @@ async function deleteBuild(_id: string, props: NativeBuildOutputs): Promise<void
   );
 }
 export { deleteBuild as delete };
+
+export const provider = {
+  create,
+  read,
+  diff,
+  update,
+  delete: deleteBuild,
+} satisfies ProviderImpl<NativeBuildInputs, NativeBuildOutputs>;

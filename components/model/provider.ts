@@ -9,12 +9,19 @@
 // that is not known to hold the hub's bytes drift; `update` repairs only those files.
 import type * as pulumi from "@pulumi/pulumi";
 import { createHash } from "node:crypto";
-import { mkdirSync, mkdtempSync, readFileSync, rmSync } from "node:fs";
-import { tmpdir } from "node:os";
+import { mkdirSync, readFileSync } from "node:fs";
 import * as path from "node:path";
+import type { ProviderImpl } from "../providers/delegate";
+import { changedKeys } from "../providers/diff";
 import { progress, since } from "../providers/progress";
-import { agentAvailable, rsync, run, type EnvValue, type SshTarget } from "../transport/ssh";
-import { copyFromPeer } from "../transport/peer";
+import {
+  copyFromPeerOrRelay,
+  homeRelative,
+  openNode,
+  type EnvValue,
+  type Peer,
+  type SshTarget,
+} from "../transport/ssh";
 
 export const FETCH_SCRIPT = path.join(__dirname, "..", "..", "native", "model-fetch.py");
 
@@ -34,11 +41,8 @@ export interface ModelFile {
   url: string;
 }
 
-export interface ModelSource {
-  target: SshTarget;
-  /** The source's address as the other nodes reach it (fabric), if it has one. */
-  fabricAddress?: string;
-}
+/** The node the other nodes copy the model from (transport's Peer). */
+export type ModelSource = Peer;
 
 export interface ModelReplicaInputs {
   kind: "ModelReplica";
@@ -107,7 +111,6 @@ export function human(n: number): string {
   return i === 0 ? `${Math.round(v)} B` : `${v.toFixed(1)} ${units[i]}`;
 }
 const mib = human;
-const rel = (p: string) => (p === "~" ? "." : p.replace(/^~\//, ""));
 
 function label(i: Pick<ModelReplicaInputs, "target" | "repo">): string {
   return `[${i.target.name}] model ${i.repo}`;
@@ -140,8 +143,7 @@ async function runScript(
   opts: { step: string; token?: string; onLine?: (l: ScriptLine) => void; timeoutMs?: number },
 ): Promise<ScriptLine[]> {
   const env: Record<string, EnvValue> = opts.token ? { HF_TOKEN: { secret: opts.token } } : {};
-  const result = await run(
-    inputs.target,
+  const result = await openNode(inputs.target).run(
     {
       // The script arrives on stdin after the secret line, so the node runs this checkout's code.
       script: 'exec python3 - "$@"',
@@ -275,57 +277,54 @@ async function fetchFromHub(
   return { placed };
 }
 
-async function copyOverFabric(
+/**
+ * Node to node over the fabric with an agent to forward, else relayed file by file through
+ * the control node (peer-copy.ts); either way into each file's `.part`, verified afterwards.
+ */
+function copyFiles(
   inputs: ModelReplicaInputs,
   source: ModelSource,
   todo: readonly string[],
-): Promise<void> {
-  await copyFromPeer(inputs.target, source, {
-    dest: rel(inputs.dir),
-    source: rel(inputs.dir),
-    body: [
-      'for f in "$@"; do',
-      '  mkdir -p "$(dirname "$DST/$f")"',
-      // -I: never trust size+mtime (a wrong file kept its size); --inplace: the .part (a wrong
-      // file's bytes, or an interrupted copy) is the delta basis, so only changed blocks move.
-      '  rsync -s -I --inplace --partial -e "$RSH" -- "$SRC/$f" "$DST/$f.part"',
-      "done",
-    ].join("\n"),
-    args: todo,
-    step: `copy model from ${source.target.name}`,
-    display: `rsync ${source.target.name}:${inputs.dir} over the fabric`,
-    timeoutMs: 24 * 3600_000,
-  });
-}
-
-async function copyViaControl(
-  inputs: ModelReplicaInputs,
-  source: ModelSource,
-  todo: readonly string[],
-): Promise<void> {
-  const staging = mkdtempSync(path.join(tmpdir(), "sparkform-model-"));
-  try {
-    for (const f of todo) {
-      const local = path.join(staging, ...f.split("/"));
-      mkdirSync(path.dirname(local), { recursive: true });
-      await rsync(source.target, { remote: `${inputs.dir}/${f}` }, local, {
-        step: `fetch model file from ${source.target.name}`,
-        compress: false,
-      });
-      await rsync(
-        inputs.target,
-        local,
-        { remote: `${inputs.dir}/${f}.part` },
-        {
-          step: `push model file from ${source.target.name}`,
+): Promise<"fabric" | "relay"> {
+  const dir = homeRelative(inputs.dir);
+  return copyFromPeerOrRelay(openNode(inputs.target), source, {
+    fabric: {
+      dest: dir,
+      source: dir,
+      body: [
+        'for f in "$@"; do',
+        '  mkdir -p "$(dirname "$DST/$f")"',
+        // -I: never trust size+mtime (a wrong file kept its size); --inplace: the .part (a wrong
+        // file's bytes, or an interrupted copy) is the delta basis, so only changed blocks move.
+        '  rsync -s -I --inplace --partial -e "$RSH" -- "$SRC/$f" "$DST/$f.part"',
+        "done",
+      ].join("\n"),
+      args: todo,
+      step: `copy model from ${source.target.name}`,
+      display: `rsync ${source.target.name}:${inputs.dir} over the fabric`,
+      timeoutMs: 24 * 3600_000,
+    },
+    stagingPrefix: "sparkform-model-",
+    relay: async ({ staging, from, to }) => {
+      for (const f of todo) {
+        const local = path.join(staging, ...f.split("/"));
+        mkdirSync(path.dirname(local), { recursive: true });
+        await from.rsync({ remote: `${inputs.dir}/${f}` }, local, {
+          step: `fetch model file from ${source.target.name}`,
           compress: false,
-          extraArgs: ["-I", "--inplace"],
-        },
-      );
-    }
-  } finally {
-    rmSync(staging, { recursive: true, force: true });
-  }
+        });
+        await to.rsync(
+          local,
+          { remote: `${inputs.dir}/${f}.part` },
+          {
+            step: `push model file from ${source.target.name}`,
+            compress: false,
+            extraArgs: ["-I", "--inplace"],
+          },
+        );
+      }
+    },
+  });
 }
 
 async function copyFromSource(
@@ -342,14 +341,7 @@ async function copyFromSource(
   const todo = (prep.todo as string[]) ?? [];
   if (todo.length === 0) return { placed: [], by: "present" };
   const start = Date.now();
-  let by: "fabric" | "relay";
-  if (agentAvailable()) {
-    await copyOverFabric(inputs, source, todo);
-    by = "fabric";
-  } else {
-    await copyViaControl(inputs, source, todo);
-    by = "relay";
-  }
+  const by = await copyFiles(inputs, source, todo);
   const files = inputs.files.filter((f) => todo.includes(f.path));
   await runScript(
     inputs,
@@ -431,10 +423,10 @@ export async function diff(
   news: ModelReplicaInputs,
 ): Promise<pulumi.dynamic.DiffResult> {
   const replaceKeys = ["repo", "commit", "modelsDir", "dir"] as const;
-  const replaces: string[] = replaceKeys.filter((k) => olds[k] !== news[k]);
+  const replaces: string[] = changedKeys(olds, news, replaceKeys);
   if (olds.target?.name !== news.target.name) replaces.push("target");
   const updateKeys = ["providerVersion", "files", "verify", "scriptDigest"] as const;
-  const changed = updateKeys.filter((k) => JSON.stringify(olds[k]) !== JSON.stringify(news[k]));
+  const changed = changedKeys(olds, news, updateKeys);
   const drifted = driftedFiles(olds, news).length > 0;
   return {
     changes: replaces.length > 0 || changed.length > 0 || drifted,
@@ -470,3 +462,11 @@ async function deleteReplica(_id: string, props: ModelReplicaOutputs): Promise<v
   await removeFiles(props, props.created);
 }
 export { deleteReplica as delete };
+
+export const provider = {
+  create,
+  read,
+  diff,
+  update,
+  delete: deleteReplica,
+} satisfies ProviderImpl<ModelReplicaInputs, ModelReplicaOutputs>;

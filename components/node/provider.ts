@@ -2,7 +2,9 @@
 // run native/facts.sh, validate its JSON. `refresh` re-measures, so a changed kernel or
 // driver shows up as a diff in the refresh.
 import type * as pulumi from "@pulumi/pulumi";
-import { run, type SshTarget } from "../transport/ssh";
+import type { ProviderImpl } from "../providers/delegate";
+import { changedKeys } from "../providers/diff";
+import { openNode, type SshTarget } from "../transport/ssh";
 import { parseFacts, type SparkNodeFacts } from "./facts";
 
 export interface SparkNodeInputs {
@@ -20,8 +22,7 @@ export interface SparkNodeOutputs extends SparkNodeInputs {
 }
 
 async function measure(inputs: SparkNodeInputs): Promise<SparkNodeFacts> {
-  const result = await run(
-    inputs.target,
+  const result = await openNode(inputs.target).run(
     { script: inputs.factsScript, args: inputs.diskPaths, display: "native/facts.sh" },
     { step: "fact sheet", timeoutMs: 60_000 },
   );
@@ -62,9 +63,12 @@ export async function diff(
   olds: SparkNodeOutputs,
   news: SparkNodeInputs,
 ): Promise<pulumi.dynamic.DiffResult> {
-  const changed = (["providerVersion", "target", "factsScript", "diskPaths"] as const).filter(
-    (k) => JSON.stringify(olds[k]) !== JSON.stringify(news[k]),
-  );
+  const changed = changedKeys(olds, news, [
+    "providerVersion",
+    "target",
+    "factsScript",
+    "diskPaths",
+  ] as const);
   return { changes: changed.length > 0, replaces: [] };
 }
 
@@ -75,3 +79,8 @@ export async function update(
 ): Promise<pulumi.dynamic.UpdateResult<SparkNodeOutputs>> {
   return { outs: { ...news, facts: await measure(news) } };
 }
+
+export const provider = { create, read, diff, update } satisfies ProviderImpl<
+  SparkNodeInputs,
+  SparkNodeOutputs
+>;

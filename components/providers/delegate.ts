@@ -11,7 +11,12 @@
 import * as path from "node:path";
 import type * as pulumi from "@pulumi/pulumi";
 
-/** What an implementation module exports: plain-typed CRUD, as dynamic providers take. */
+/**
+ * What an implementation module offers: plain-typed CRUD, as dynamic providers take. Each
+ * `components/<stage>/provider.ts` ends with
+ * `export const provider = { create, read, … } satisfies ProviderImpl<I, O>`, and keeps the
+ * methods as named exports too (what state written before `provider` existed loads).
+ */
 export interface ProviderImpl<I, O> {
   create(inputs: I): Promise<pulumi.dynamic.CreateResult<O>>;
   read?(id: string, props: O): Promise<pulumi.dynamic.ReadResult<O>>;
@@ -42,7 +47,11 @@ export function delegatingProvider(implFile: string): pulumi.dynamic.ResourcePro
     // eslint-disable-next-line @typescript-eslint/no-require-imports
     require("tsx/cjs");
     // eslint-disable-next-line @typescript-eslint/no-require-imports
-    return require(file) as ProviderImpl<unknown, unknown>;
+    const mod = require(file) as ProviderImpl<unknown, unknown> & {
+      provider?: ProviderImpl<unknown, unknown>;
+    };
+    // `provider` when the module has one; else its named exports (an older module).
+    return mod.provider ?? mod;
   };
   const missing = (method: string) =>
     new Error(`${relFile} does not implement ${method}; this is a sparkform bug`);

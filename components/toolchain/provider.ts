@@ -4,19 +4,24 @@
 // Proven by digest on both sides and by the version probe run from the copied prefix, with the
 // install directories put on PATH directly (no shims: asdf's shims need the asdf binary).
 import type * as pulumi from "@pulumi/pulumi";
-import { mkdtempSync, rmSync } from "node:fs";
-import { tmpdir } from "node:os";
 import * as path from "node:path";
+import type { ProviderImpl } from "../providers/delegate";
+import { changedKeys } from "../providers/diff";
 import type { TreeDigest } from "../tree/digest";
 import { remoteTreeDigest } from "../tree/remote-digest";
-import { agentAvailable, rsync, run, type PathEntry, type SshTarget } from "../transport/ssh";
-import { copyFromPeer } from "../transport/peer";
+import {
+  copyFromPeerOrRelay,
+  deletableOperand,
+  homeRelative,
+  openNode,
+  relayDirectory,
+  type PathEntry,
+  type Peer,
+  type SshTarget,
+} from "../transport/ssh";
 
-export interface ToolchainSource {
-  target: SshTarget;
-  /** The source's address as the other nodes reach it (fabric), if it has one. */
-  fabricAddress?: string;
-}
+/** The node the toolchain is copied from (transport's Peer). */
+export type ToolchainSource = Peer;
 
 export interface ToolchainInputs {
   kind: "Toolchain";
@@ -44,20 +49,19 @@ export interface ToolchainOutputs extends ToolchainInputs {
   copiedBy: "present" | "fabric" | "relay";
 }
 
-const rel = (p: string) => (p === "~" ? "." : p.replace(/^~\//, ""));
-
 function digestOf(target: SshTarget, inputs: ToolchainInputs): Promise<TreeDigest | undefined> {
-  return remoteTreeDigest(target, inputs.digestScript, inputs.path, { step: "toolchain digest" });
+  return remoteTreeDigest(openNode(target), inputs.digestScript, inputs.path, {
+    step: "toolchain digest",
+  });
 }
 
 async function probe(inputs: ToolchainInputs): Promise<string> {
   const dirs: PathEntry[] = inputs.binDirs.map((d) =>
     inputs.path.startsWith("/")
       ? path.posix.join(inputs.path, d)
-      : { home: path.posix.join(rel(inputs.path), d) },
+      : { home: path.posix.join(homeRelative(inputs.path), d) },
   );
-  const result = await run(
-    inputs.target,
+  const result = await openNode(inputs.target).run(
     { script: 'exec "$@" 2>&1', args: inputs.probe, path: dirs },
     { step: "toolchain version probe", timeoutMs: 60_000 },
   );
@@ -71,39 +75,28 @@ async function probe(inputs: ToolchainInputs): Promise<string> {
   return out;
 }
 
-async function copyOverFabric(inputs: ToolchainInputs, source: ToolchainSource): Promise<void> {
-  await copyFromPeer(inputs.target, source, {
-    dest: rel(inputs.path),
-    source: rel(inputs.path),
-    body: 'rsync -a -s --delete -e "$RSH" -- "$SRC/" "$DST/"',
-    step: `copy toolchain from ${source.target.name}`,
-    display: `rsync ${source.target.name}:${inputs.path} over the fabric`,
-    timeoutMs: 30 * 60_000,
-  });
-}
-
-async function copyViaControl(inputs: ToolchainInputs, source: ToolchainSource): Promise<void> {
-  const staging = mkdtempSync(path.join(tmpdir(), "sparkform-toolchain-"));
-  try {
-    await rsync(source.target, { remote: `${inputs.path}/` }, `${staging}/`, {
-      step: `fetch toolchain from ${source.target.name}`,
+/** Node to node over the fabric with an agent to forward, else relayed (peer-copy.ts). */
+function copyFrom(inputs: ToolchainInputs, source: ToolchainSource): Promise<"fabric" | "relay"> {
+  const dir = homeRelative(inputs.path);
+  return copyFromPeerOrRelay(openNode(inputs.target), source, {
+    fabric: {
+      dest: dir,
+      source: dir,
+      body: 'rsync -a -s --delete -e "$RSH" -- "$SRC/" "$DST/"',
+      step: `copy toolchain from ${source.target.name}`,
+      display: `rsync ${source.target.name}:${inputs.path} over the fabric`,
+      timeoutMs: 30 * 60_000,
+    },
+    stagingPrefix: "sparkform-toolchain-",
+    relay: relayDirectory(inputs.path, {
       delete: true,
-    });
-    await run(inputs.target, ["mkdir", "-p", "--", rel(inputs.path)], {
-      step: "create toolchain directory",
-    });
-    await rsync(
-      inputs.target,
-      `${staging}/`,
-      { remote: `${inputs.path}/` },
-      {
-        step: `push toolchain from ${source.target.name}`,
-        delete: true,
+      steps: {
+        fetch: `fetch toolchain from ${source.target.name}`,
+        create: "create toolchain directory",
+        push: `push toolchain from ${source.target.name}`,
       },
-    );
-  } finally {
-    rmSync(staging, { recursive: true, force: true });
-  }
+    }),
+  });
 }
 
 /**
@@ -126,13 +119,7 @@ async function converge(
       );
     }
   } else if (mine?.digest !== inputs.expectedDigest) {
-    if (agentAvailable()) {
-      await copyOverFabric(inputs, source);
-      copiedBy = "fabric";
-    } else {
-      await copyViaControl(inputs, source);
-      copiedBy = "relay";
-    }
+    copiedBy = await copyFrom(inputs, source);
     mine = await digestOf(inputs.target, inputs);
     if (mine?.digest !== inputs.expectedDigest) {
       throw new Error(
@@ -186,7 +173,7 @@ export async function diff(
     "expectedDigest",
     "digestScript",
   ] as const;
-  const changed = keys.some((k) => JSON.stringify(olds[k]) !== JSON.stringify(news[k]));
+  const changed = changedKeys(olds, news, keys).length > 0;
   // The source node's desired state is "present"; every other node's is "equal to the source".
   const drifted = news.source ? olds.digest !== news.expectedDigest : olds.digest === "";
   return { changes: changed || drifted, replaces: [] };
@@ -203,12 +190,18 @@ export async function update(
 /** Destroy removes only a copy this resource made; the source's toolchain is never touched. */
 async function deleteToolchain(_id: string, props: ToolchainOutputs): Promise<void> {
   if (props.copiedBy === "present" || !props.source) return;
-  await run(
-    props.target,
-    ["rm", "-rf", "--", props.path.startsWith("/") ? props.path : rel(props.path)],
-    {
-      step: "remove copied toolchain",
-    },
-  );
+  // Never $HOME itself, nor / or a directory directly under it (paths.ts).
+  const operand = deletableOperand(props.path, { node: props.target.name, minHomeDepth: 1 });
+  await openNode(props.target).run(["rm", "-rf", "--", operand], {
+    step: "remove copied toolchain",
+  });
 }
 export { deleteToolchain as delete };
+
+export const provider = {
+  create,
+  read,
+  diff,
+  update,
+  delete: deleteToolchain,
+} satisfies ProviderImpl<ToolchainInputs, ToolchainOutputs>;

@@ -44,9 +44,10 @@ export class RemoteCommandError extends Error {
   /** The last TAIL_LINES lines of output (interleaved in arrival order when known), redacted. */
   readonly outputTail: string;
 
-  constructor(f: RemoteFailure, secrets: readonly string[]) {
+  /** `options.cause`: the error underneath (execa's spawn error), kept whole. */
+  constructor(f: RemoteFailure, secrets: readonly string[], options?: { cause?: unknown }) {
     const { message, outputTail } = formatRemoteError(f, secrets);
-    super(message);
+    super(message, options);
     this.node = f.node;
     this.step = f.step;
     this.command = redact(f.command, secrets);

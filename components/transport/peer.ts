@@ -1,12 +1,18 @@
 // Node-to-node copies over the fabric: a command on one node that rsyncs from a peer, with the
 // control node's agent forwarded for that one command (nodes hold no keys for each other) and
 // the peer's host key pinned in a known_hosts file written on the node for the copy.
+// This module only builds that command; NodeConnection.copyFromPeer runs it.
 import { randomBytes } from "node:crypto";
+import type { SshTarget } from "./connection";
 import { hostKeyAlias, knownHostsLine } from "./connection";
 import { rsyncRshJoin } from "./quote";
-import { forwardAgentOnce, type RunResult, type SshTarget } from "./ssh";
+import type { RemoteScript } from "./remote-command";
 import { peerSshArgv } from "./ssh-options";
 
+/**
+ * Another node a resource copies from (toolchain source, compiler-cache seed, model source):
+ * how the control node reaches it, and the address the other nodes reach it at.
+ */
 export interface Peer {
   target: SshTarget;
   /** The peer's address as the other nodes reach it (fabric); default its `host`. */
@@ -29,11 +35,8 @@ export interface PeerCopy {
   timeoutMs: number;
 }
 
-export async function copyFromPeer(
-  node: SshTarget,
-  peer: Peer,
-  copy: PeerCopy,
-): Promise<RunResult> {
+/** The command that runs `copy` on the node (to be run with the agent forwarded). */
+export function peerCopyCommand(peer: Peer, copy: PeerCopy): RemoteScript {
   const peerHost = peer.fabricAddress ?? peer.target.host;
   // One file per copy: concurrent copies from the same peer (toolchain and model) must not
   // remove each other's pinned key.
@@ -41,28 +44,25 @@ export async function copyFromPeer(
   const argv = peerSshArgv(peer.target, peerHost, knownHosts);
   // rsync appends the host (from user@host:path) itself: drop the argv's own "-- host".
   const rsh = rsyncRshJoin(argv.slice(0, argv.lastIndexOf("--")));
-  return forwardAgentOnce(
-    node,
-    {
-      script: [
-        "set -e",
-        'mkdir -p .cache/sparkform "$4"',
-        "trap 'rm -f \"$2\"' EXIT",
-        'printf "%s" "$1" > "$2"',
-        "RSH=$3 DST=$4 SRC=$5",
-        "shift 5",
-        copy.body,
-      ].join("\n"),
-      args: [
-        knownHostsLine(hostKeyAlias(peer.target.name), peer.target.hostKey),
-        knownHosts,
-        rsh,
-        copy.dest,
-        `${peer.target.user}@${peerHost}:${copy.source}`,
-        ...(copy.args ?? []),
-      ],
-      display: copy.display,
-    },
-    { step: copy.step, timeoutMs: copy.timeoutMs },
-  );
+  return {
+    script: [
+      "set -e",
+      'mkdir -p .cache/sparkform "$4"',
+      // The trap reads $KH, not $2: at exit, "$2" is whatever the `shift 5` below left there.
+      "KH=$2; trap 'rm -f \"$KH\"' EXIT",
+      'printf "%s" "$1" > "$2"',
+      "RSH=$3 DST=$4 SRC=$5",
+      "shift 5",
+      copy.body,
+    ].join("\n"),
+    args: [
+      knownHostsLine(hostKeyAlias(peer.target.name), peer.target.hostKey),
+      knownHosts,
+      rsh,
+      copy.dest,
+      `${peer.target.user}@${peerHost}:${copy.source}`,
+      ...(copy.args ?? []),
+    ],
+    display: copy.display,
+  };
 }

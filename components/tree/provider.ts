@@ -2,9 +2,11 @@
 // prove the node holds exactly the synced file set by digest (tree/digest.ts).
 import type * as pulumi from "@pulumi/pulumi";
 import type { Exclusion } from "../config";
+import type { ProviderImpl } from "../providers/delegate";
+import { changedKeys } from "../providers/diff";
 import { progress, since } from "../providers/progress";
 import { remoteTreeDigest } from "./remote-digest";
-import { rsync, run, type SshTarget } from "../transport/ssh";
+import { deletableOperand, homeRelative, openNode, type SshTarget } from "../transport/ssh";
 import {
   differingPaths,
   exclusionArgs,
@@ -36,7 +38,7 @@ export interface TreeSyncOutputs extends TreeSyncInputs {
 }
 
 function remoteDigest(inputs: TreeSyncInputs, manifest: boolean): Promise<TreeDigest | undefined> {
-  return remoteTreeDigest(inputs.target, inputs.digestScript, inputs.dest, {
+  return remoteTreeDigest(openNode(inputs.target), inputs.digestScript, inputs.dest, {
     args: [...exclusionArgs(inputs.exclude), ...(manifest ? ["--manifest"] : [])],
     step: "tree digest",
   });
@@ -47,12 +49,12 @@ function outputs(inputs: TreeSyncInputs, d: TreeDigest | undefined): TreeSyncOut
 }
 
 async function sync(inputs: TreeSyncInputs): Promise<TreeSyncOutputs> {
-  await run(inputs.target, ["mkdir", "-p", "--", inputs.dest.replace(/^~\//, "")], {
+  const node = openNode(inputs.target);
+  await node.run(["mkdir", "-p", "--", homeRelative(inputs.dest)], {
     step: "create tree directory",
   });
   const start = Date.now();
-  await rsync(
-    inputs.target,
+  await node.rsync(
     `${inputs.source.replace(/\/+$/, "")}/`,
     { remote: `${inputs.dest}/` },
     {
@@ -106,9 +108,15 @@ export async function diff(
   olds: TreeSyncOutputs,
   news: TreeSyncInputs,
 ): Promise<pulumi.dynamic.DiffResult> {
-  const inputsChanged = (
-    ["providerVersion", "target", "source", "exclude", "expectedDigest", "digestScript"] as const
-  ).some((k) => JSON.stringify(olds[k]) !== JSON.stringify(news[k]));
+  const inputsChanged =
+    changedKeys(olds, news, [
+      "providerVersion",
+      "target",
+      "source",
+      "exclude",
+      "expectedDigest",
+      "digestScript",
+    ] as const).length > 0;
   const drifted = olds.digest !== news.expectedDigest;
   return {
     changes: inputsChanged || drifted || olds.dest !== news.dest,
@@ -127,15 +135,16 @@ export async function update(
 
 /** Destroy removes the synced tree (it was created by this resource), never a home or root. */
 export async function deleteTree(_id: string, props: TreeSyncOutputs): Promise<void> {
-  const rel = props.dest.replace(/^~\/?/, "");
-  if (rel.split("/").filter(Boolean).length < 2 && !props.dest.startsWith("/")) {
-    throw new Error(`[${props.target.name}] refusing to delete ${props.dest}: too close to $HOME`);
-  }
-  if (props.dest.startsWith("/") && props.dest.split("/").filter(Boolean).length < 2) {
-    throw new Error(`[${props.target.name}] refusing to delete ${props.dest}: too close to /`);
-  }
-  await run(props.target, ["rm", "-rf", "--", props.dest.startsWith("~/") ? rel : props.dest], {
-    step: "remove tree",
-  });
+  // At least 2 components under $HOME (never ~/src itself) or under / (paths.ts).
+  const operand = deletableOperand(props.dest, { node: props.target.name, minHomeDepth: 2 });
+  await openNode(props.target).run(["rm", "-rf", "--", operand], { step: "remove tree" });
 }
 export { deleteTree as delete };
+
+export const provider = {
+  create,
+  read,
+  diff,
+  update,
+  delete: deleteTree,
+} satisfies ProviderImpl<TreeSyncInputs, TreeSyncOutputs>;

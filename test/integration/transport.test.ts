@@ -7,10 +7,11 @@ import * as net from "node:net";
 import * as os from "node:os";
 import * as path from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { controlPath, sessionDir } from "../../components/transport/control-master";
+import { sessionDir } from "../../components/transport/control-master";
 import {
   close,
-  forwardAgentOnce,
+  copyFromPeerOrRelay,
+  openNode,
   rsync,
   run,
   RemoteCommandError,
@@ -54,6 +55,32 @@ async function waitForPort(port: number): Promise<void> {
     await new Promise((r) => setTimeout(r, 100));
   }
   throw new Error(`sshd did not listen on ${port}`);
+}
+
+/** An ssh-agent holding the client key (one per file run; afterAll stops it). */
+function startAgent(): { pid: number; sock: string } {
+  if (agent) return agent;
+  const out = execFileSync("ssh-agent", ["-s"], { encoding: "utf8" });
+  const sock = /SSH_AUTH_SOCK=([^;]+);/.exec(out)?.[1] ?? "";
+  const pid = Number(/SSH_AGENT_PID=(\d+);/.exec(out)?.[1]);
+  agent = { pid, sock };
+  execFileSync("ssh-add", ["-q", path.join(dir, "client")], {
+    env: { ...process.env, SSH_AUTH_SOCK: sock },
+  });
+  return agent;
+}
+
+/** Run `f` with SSH_AUTH_SOCK set to `sock` (undefined: unset), restoring it afterwards. */
+async function withAgentSocket<T>(sock: string | undefined, f: () => Promise<T>): Promise<T> {
+  const saved = process.env.SSH_AUTH_SOCK;
+  if (sock === undefined) delete process.env.SSH_AUTH_SOCK;
+  else process.env.SSH_AUTH_SOCK = sock;
+  try {
+    return await f();
+  } finally {
+    if (saved === undefined) delete process.env.SSH_AUTH_SOCK;
+    else process.env.SSH_AUTH_SOCK = saved;
+  }
 }
 
 async function caught(p: Promise<unknown>): Promise<RemoteCommandError> {
@@ -330,7 +357,7 @@ describe.skipIf(!haveSshd)("ssh transport against a local sshd", () => {
 
   it("multiplexes over one ControlMaster per node, and close() ends it", async () => {
     await run(node, ["true"], { step: "warm" });
-    expect(fs.statSync(controlPath(node)).isSocket()).toBe(true);
+    expect(fs.statSync(openNode(node).files.controlPath).isSocket()).toBe(true);
     expect(fs.statSync(sessionDir()).mode & 0o777).toBe(0o700);
     const t0 = Date.now();
     for (let i = 0; i < 5; i++) await run(node, ["true"], { step: "reuse" });
@@ -414,17 +441,11 @@ describe.skipIf(!haveSshd)("ssh transport against a local sshd", () => {
   });
 
   it("forwards the agent for one command only", async () => {
-    const out = execFileSync("ssh-agent", ["-s"], { encoding: "utf8" });
-    const sock = /SSH_AUTH_SOCK=([^;]+);/.exec(out)?.[1] ?? "";
-    const pid = Number(/SSH_AGENT_PID=(\d+);/.exec(out)?.[1]);
-    agent = { pid, sock };
-    execFileSync("ssh-add", ["-q", path.join(dir, "client")], {
-      env: { ...process.env, SSH_AUTH_SOCK: sock },
-    });
+    const { sock } = startAgent();
     const saved = process.env.SSH_AUTH_SOCK;
     process.env.SSH_AUTH_SOCK = sock;
     try {
-      const fwd = await forwardAgentOnce(node, ["ssh-add", "-l"], { step: "forwarded" });
+      const fwd = await openNode(node).forwardAgentOnce(["ssh-add", "-l"], { step: "forwarded" });
       expect(fwd.stdout).toContain("ED25519");
       // The multiplexed path never forwards: ssh-add finds no agent there.
       const plain = await run(
@@ -436,5 +457,154 @@ describe.skipIf(!haveSshd)("ssh transport against a local sshd", () => {
     } finally {
       process.env.SSH_AUTH_SOCK = saved;
     }
+  });
+
+  it("opens a node once: one connection to sshd carries many commands and rsyncs", async () => {
+    // A TCP relay in front of sshd counts the connections ssh makes: the master's, only.
+    let accepted = 0;
+    const relay = net.createServer((c) => {
+      accepted++;
+      const up = net.connect(node.port, "127.0.0.1");
+      c.pipe(up).pipe(c);
+      c.on("error", () => up.destroy());
+      up.on("error", () => c.destroy());
+    });
+    await new Promise<void>((resolve) => relay.listen(0, "127.0.0.1", resolve));
+    const counted: SshTarget = {
+      ...node,
+      name: "counted",
+      port: (relay.address() as net.AddressInfo).port,
+    };
+    try {
+      const conn = openNode(counted);
+      expect(openNode({ ...counted })).toBe(conn);
+      const src = fs.mkdtempSync(path.join(dir, "once-"));
+      fs.writeFileSync(path.join(src, "f"), "x");
+      const results = await Promise.all([
+        ...Array.from({ length: 12 }, (_, i) =>
+          conn.run(["echo", String(i)], { step: `once ${i}` }),
+        ),
+        conn.rsync(`${src}/`, { remote: path.join(dir, "once-dest") }, { step: "once rsync" }),
+        run(counted, ["echo", "free"], { step: "free function" }),
+      ]);
+      expect(results.slice(0, 12).map((r) => r.stdout)).toEqual(
+        Array.from({ length: 12 }, (_, i) => `${i}\n`),
+      );
+      expect(results[13]?.stdout).toBe("free\n");
+      expect(fs.readFileSync(path.join(dir, "once-dest", "f"), "utf8")).toBe("x");
+      expect(accepted).toBe(1);
+      // Closing ends the master and removes the connection's files; the next open is new.
+      conn.close();
+      expect(fs.existsSync(conn.files.controlPath)).toBe(false);
+      expect(fs.existsSync(conn.files.knownHosts)).toBe(false);
+      await expect(conn.run(["true"], { step: "closed" })).rejects.toThrow(
+        'the connection to node "counted" was closed',
+      );
+      const again = openNode(counted);
+      expect(again).not.toBe(conn);
+      expect((await again.run(["echo", "reopened"], { step: "reopen" })).stdout).toBe("reopened\n");
+      expect(accepted).toBe(2);
+    } finally {
+      openNode(counted).close();
+      relay.close();
+    }
+  });
+
+  it("a secret key's file lives exactly as long as its connection", async () => {
+    const conn = openNode({
+      ...node,
+      name: "key-file",
+      identityFile: undefined,
+      privateKey: clientKeyText,
+    });
+    const keyFile = conn.files.keyFile ?? "";
+    expect(fs.statSync(keyFile).mode & 0o777).toBe(0o600);
+    expect((await conn.run(["echo", "ok"], { step: "key" })).stdout).toBe("ok\n");
+    conn.close();
+    expect(fs.existsSync(keyFile)).toBe(false);
+  });
+
+  it("copies from a peer over the fabric with an agent, else relays through the control node", async () => {
+    // The peer is the same sshd under another name; over the fabric the node ssh-es to it
+    // with the forwarded agent and the peer's pinned key, and rsyncs from it.
+    const src = path.join(dir, "peer-src");
+    fs.mkdirSync(path.join(src, "sub"), { recursive: true });
+    fs.writeFileSync(path.join(src, "a"), "A");
+    fs.writeFileSync(path.join(src, "sub", "b b"), "B");
+    const peer = { target: { ...node, name: "peer" }, fabricAddress: "127.0.0.1" };
+    const copyTo = (
+      dest: string,
+      other: { hostKey?: string; fabricAddress?: string } = {},
+      onFabricError?: (e: unknown) => Promise<void>,
+    ) =>
+      copyFromPeerOrRelay(
+        openNode(node),
+        {
+          target: { ...peer.target, hostKey: other.hostKey ?? node.hostKey },
+          fabricAddress: other.fabricAddress ?? peer.fabricAddress,
+        },
+        {
+          fabric: {
+            dest,
+            source: src,
+            body: 'rsync -a -s -e "$RSH" -- "$SRC/" "$DST/"',
+            step: "copy from peer",
+            display: "rsync peer:peer-src over the fabric",
+            timeoutMs: 60_000,
+          },
+          stagingPrefix: "sf-it-staging-",
+          relay: async ({ staging, from, to }) => {
+            expect(from.target.name).toBe("peer");
+            await from.rsync({ remote: `${src}/` }, `${staging}/`, { step: "fetch from peer" });
+            await to.rsync(`${staging}/`, { remote: `${dest}/` }, { step: "push to node" });
+          },
+          ...(onFabricError ? { onFabricError } : {}),
+        },
+      );
+    const files = (d: string) => [
+      fs.readFileSync(path.join(d, "a"), "utf8"),
+      fs.readFileSync(path.join(d, "sub", "b b"), "utf8"),
+    ];
+    const stagings = () =>
+      fs.readdirSync(os.tmpdir()).filter((f) => f.startsWith("sf-it-staging-"));
+    const pinned = () =>
+      fs.existsSync(path.join(os.homedir(), ".cache/sparkform"))
+        ? fs
+            .readdirSync(path.join(os.homedir(), ".cache/sparkform"))
+            .filter((f) => f.startsWith("known_hosts.peer."))
+        : [];
+
+    const { sock } = startAgent();
+    expect(await withAgentSocket(sock, () => copyTo(path.join(dir, "by-fabric")))).toBe("fabric");
+    expect(files(path.join(dir, "by-fabric"))).toEqual(["A", "B"]);
+    expect(pinned()).toEqual([]); // the copy's known_hosts file is removed on the node
+
+    expect(await withAgentSocket(undefined, () => copyTo(path.join(dir, "by-relay")))).toBe(
+      "relay",
+    );
+    expect(files(path.join(dir, "by-relay"))).toEqual(["A", "B"]);
+    expect(stagings()).toEqual([]);
+
+    // A peer whose key is not the pinned one: the fabric copy fails and says so. A best-effort
+    // copy (onFabricError) whose fabric address does not answer is told why and relays instead.
+    const impostor = keygen(path.join(dir, "impostor-peer"));
+    const e = await caught(
+      withAgentSocket(sock, () => copyTo(path.join(dir, "refused"), { hostKey: impostor })),
+    );
+    // The node's rsync exits 255 like ssh itself, so the kind reads as the node's own connection
+    // failing ("host-key"); the output lines name the peer's alias.
+    expect(e.message).toContain(`[local] step "copy from peer"`);
+    expect(e.message).toContain("Host key for sparkform.peer has changed");
+    expect(e.message).toContain("Host key verification failed");
+    const seen: unknown[] = [];
+    const by = await withAgentSocket(sock, () =>
+      copyTo(path.join(dir, "fallback"), { fabricAddress: "127.0.0.2" }, async (err) => {
+        seen.push(err);
+      }),
+    );
+    expect(by).toBe("relay");
+    expect(seen).toHaveLength(1);
+    expect(seen[0]).toBeInstanceOf(RemoteCommandError);
+    expect(files(path.join(dir, "fallback"))).toEqual(["A", "B"]);
   });
 });

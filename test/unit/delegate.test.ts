@@ -19,6 +19,14 @@ function checkout(name: string): string {
   return dir;
 }
 
+/** A checkout whose module exports `source` (CommonJS text) as impl/provider.js. */
+function checkoutWith(name: string, source: string): string {
+  const dir = path.join(root, name);
+  mkdirSync(path.join(dir, "impl"), { recursive: true });
+  writeFileSync(path.join(dir, "impl", "provider.js"), source);
+  return dir;
+}
+
 afterEach(() => process.chdir(home));
 afterAll(() => rmSync(root, { recursive: true, force: true }));
 
@@ -52,5 +60,56 @@ describe("delegatingProvider", () => {
     await expect(provider.create({})).rejects.toThrow(
       `sparkform provider module impl/provider.js is not under ${elsewhere}: run pulumi in the project directory`,
     );
+  });
+
+  it("prefers the module's `provider` object to its named exports", async () => {
+    const a = checkoutWith(
+      "object",
+      [
+        'exports.create = async () => ({ id: "named", outs: {} });',
+        "exports.provider = {",
+        '  create: async () => ({ id: "object", outs: {} }),',
+        "  diff: async () => ({ changes: true, replaces: [] }),",
+        "};",
+      ].join("\n"),
+    );
+    process.chdir(a);
+    const provider = delegatingProvider(path.join(a, "impl", "provider.js"));
+    expect((await provider.create({})).id).toBe("object");
+    expect(await provider.diff!("id", {}, {})).toEqual({ changes: true, replaces: [] });
+    // What the object leaves out gets the defaults, as for a module of named exports.
+    expect(await provider.read!("id", { p: 1 })).toEqual({ id: "id", props: { p: 1 } });
+    await expect(provider.update!("id", {}, {})).rejects.toThrow(
+      "impl/provider.js does not implement update; this is a sparkform bug",
+    );
+  });
+
+  it("still loads a module of named exports only (what older state refers to)", async () => {
+    const a = checkoutWith(
+      "named",
+      [
+        'exports.create = async () => ({ id: "named", outs: {} });',
+        "exports.delete = async () => { globalThis.__sfDeleted = true; };",
+      ].join("\n"),
+    );
+    process.chdir(a);
+    const provider = delegatingProvider(path.join(a, "impl", "provider.js"));
+    expect((await provider.create({})).id).toBe("named");
+    await provider.delete!("id", {});
+    expect((globalThis as { __sfDeleted?: boolean }).__sfDeleted).toBe(true);
+  });
+
+  it("every stage's provider module exports `provider` with the same methods as its named exports", async () => {
+    for (const stage of ["node", "tree", "toolchain", "build", "model"]) {
+      const mod = (await import(`../../components/${stage}/provider`)) as Record<
+        string,
+        unknown
+      > & {
+        provider: Record<string, unknown>;
+      };
+      for (const m of ["create", "read", "diff", "update", "delete"]) {
+        expect(mod.provider[m], `${stage} provider.${m}`).toBe(mod[m]);
+      }
+    }
   });
 });

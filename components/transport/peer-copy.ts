@@ -1,0 +1,88 @@
+// "Copy from a peer over the fabric when an agent is available, else relay through the
+// control node": the toolchain copy, the compiler-cache seed and the model fan-out all do it.
+// Over the fabric the node pulls from the peer itself (NodeConnection.copyFromPeer, the
+// control node's agent forwarded for that one command); without an agent to forward, the
+// bytes go peer → control node → node through a private staging directory.
+import { mkdtempSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import * as path from "node:path";
+import { homeRelative } from "./paths";
+import type { Peer, PeerCopy } from "./peer";
+import { agentAvailable, openNode, type NodeConnection } from "./node-connection";
+
+/** How the bytes got there. */
+export type CopiedBy = "fabric" | "relay";
+
+/** The relay: the staging directory (created and removed around it) and both connections. */
+export type Relay = (ctx: {
+  readonly staging: string;
+  readonly from: NodeConnection;
+  readonly to: NodeConnection;
+}) => Promise<void>;
+
+export interface PeerCopyPlan {
+  /** The node-to-node copy (see PeerCopy). */
+  readonly fabric: PeerCopy;
+  /** The copy through the control node, used when no agent can be forwarded. */
+  readonly relay: Relay;
+  /** Prefix of the local staging directory under os.tmpdir() (`sparkform-model-`). */
+  readonly stagingPrefix: string;
+  /**
+   * When given, a failed fabric copy is reported to it and then relayed (best-effort copies:
+   * the compiler cache); when absent, a failed fabric copy fails the whole copy.
+   */
+  readonly onFabricError?: (err: unknown) => Promise<void>;
+}
+
+/** Copy onto `node` from `peer` by `plan`; says which way it went. */
+export async function copyFromPeerOrRelay(
+  node: NodeConnection,
+  peer: Peer,
+  plan: PeerCopyPlan,
+): Promise<CopiedBy> {
+  if (agentAvailable()) {
+    try {
+      await node.copyFromPeer(peer, plan.fabric);
+      return "fabric";
+    } catch (err) {
+      if (!plan.onFabricError) throw err;
+      await plan.onFabricError(err);
+    }
+  }
+  const staging = mkdtempSync(path.join(tmpdir(), plan.stagingPrefix));
+  try {
+    await plan.relay({ staging, from: openNode(peer.target), to: node });
+  } finally {
+    rmSync(staging, { recursive: true, force: true });
+  }
+  return "relay";
+}
+
+/**
+ * The relay of one directory (absolute or `~/…`, the same path on both nodes): rsync it from
+ * the peer into the staging directory, create it on the node, rsync it there.
+ */
+export function relayDirectory(
+  dir: string,
+  opts: {
+    /** `--delete` on both legs: the node's copy ends up exactly the peer's. */
+    readonly delete: boolean;
+    readonly steps: { readonly fetch: string; readonly create: string; readonly push: string };
+  },
+): Relay {
+  return async ({ staging, from, to }) => {
+    await from.rsync({ remote: `${dir}/` }, `${staging}/`, {
+      step: opts.steps.fetch,
+      ...(opts.delete ? { delete: true } : {}),
+    });
+    await to.run(["mkdir", "-p", "--", homeRelative(dir)], { step: opts.steps.create });
+    await to.rsync(
+      `${staging}/`,
+      { remote: `${dir}/` },
+      {
+        step: opts.steps.push,
+        ...(opts.delete ? { delete: true } : {}),
+      },
+    );
+  };
+}
