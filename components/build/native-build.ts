@@ -1,6 +1,6 @@
 import * as pulumi from "@pulumi/pulumi";
 import * as path from "node:path";
-import { nativeScript } from "../native-script";
+import { programRef } from "../native-script";
 import { delegatingProvider } from "../providers/delegate";
 import type { SshTarget } from "../transport/ssh";
 import { type BuildFlags, BuildFlagsError, parseBuildFlags } from "./flags";
@@ -14,7 +14,7 @@ import {
   DEFAULT_TARGETS,
 } from "./plan";
 import type { CacheSource } from "./provider";
-import type { Check } from "./verify";
+import { type Check, VERIFY_PROGRAM } from "./verify";
 
 export type { CacheSource } from "./provider";
 
@@ -62,8 +62,6 @@ export interface NativeBuildArgs {
 }
 
 const provider = delegatingProvider(path.join(__dirname, "provider.ts"));
-
-let verifyScript: string | undefined;
 
 /**
  * llama.cpp built on one node in the synced tree, verified (one CUDA architecture, -march
@@ -134,7 +132,6 @@ export class NativeBuild extends pulumi.dynamic.Resource {
       const msg = err instanceof BuildFlagsError ? err.message : (err as Error).message;
       throw new pulumi.RunError(`NativeBuild ${name}: ${msg}`);
     }
-    verifyScript ??= nativeScript("verify-build.sh");
     super(
       provider,
       name,
@@ -151,7 +148,7 @@ export class NativeBuild extends pulumi.dynamic.Resource {
         ...(command ? { command } : {}),
         ...(args.path && args.path.length > 0 ? { path: [...args.path] } : {}),
         cacheFrom: args.cacheFrom,
-        verifyScript,
+        verifyProgram: programRef(VERIFY_PROGRAM),
         buildKey: undefined,
         commit: undefined,
         buildDir: undefined,

@@ -18,33 +18,41 @@ import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import * as path from "node:path";
 import { progress, since } from "../providers/progress";
-import { agentAvailable, RemoteCommandError, rsync, run, type SshTarget } from "../transport/ssh";
+import {
+  agentAvailable,
+  RemoteCommandError,
+  type RemoteScript,
+  rsync,
+  run,
+  type SshTarget,
+} from "../transport/ssh";
 import { copyFromPeer } from "../transport/peer";
 import { shJoin } from "../transport/quote";
 import { DEFAULT_PATH } from "../transport/remote-command";
 import { type BuildFlags, parseBuildFlags, targetIsa } from "./flags";
 import {
-  BUILD_SCRIPT,
+  BUILD_PROGRAMS,
   type BuildCommand,
   type BuildPlan,
   buildPlan,
   buildRequirements,
   CCACHE_REL,
-  COMMAND_BUILD_SCRIPT,
   type CacheStats,
   compilerTail,
-  DELETE_SCRIPT,
-  DIGEST_SCRIPT,
-  FIND_BUILD_DIR_SCRIPT,
-  INSTALL_SCRIPT,
   ninjaProgress,
   parseCcacheStats,
   parseDigests,
   parseProbe,
-  PROBE_SCRIPT,
-  VERIFY_RUNNER,
 } from "./plan";
-import { type Check, evaluate, formatVerdict, parseEvidence, verifyScriptArgs } from "./verify";
+import {
+  type Check,
+  evaluate,
+  formatVerdict,
+  parseEvidence,
+  VERIFY_PROGRAM,
+  verifyScriptArgs,
+} from "./verify";
+import { programCommand, programFor, type ProgramRef, sameProgram } from "../native-script";
 
 /** A node whose compiler cache seeds this one's (it has built the same tree and flags). */
 export interface CacheSource {
@@ -73,8 +81,8 @@ export interface NativeBuildInputs {
   /** ninja parallelism; 0 = ninja's default. */
   jobs: number;
   cacheFrom?: CacheSource;
-  /** native/verify-build.sh as text. */
-  verifyScript: string;
+  /** native/build/verify-build.sh: name and sha256; a changed verifier is a rebuild. */
+  verifyProgram: ProgramRef;
 }
 
 export interface NativeBuildOutputs extends NativeBuildInputs {
@@ -95,6 +103,8 @@ export interface NativeBuildOutputs extends NativeBuildInputs {
   compiler: string;
   cache: { hits: number; misses: number; seededBy: "none" | "fabric" | "relay" | "failed" };
   seconds: Record<string, number>;
+  /** State written before ProgramRefs held the text itself; only the diff reads it. */
+  verifyScript?: string;
 }
 
 const rel = (p: string) => p.replace(/^~\/?/, "");
@@ -111,15 +121,14 @@ async function probe(inputs: NativeBuildInputs): Promise<Probe> {
   const needs = buildRequirements(inputs.command);
   const r = await run(
     inputs.target,
-    {
-      script: PROBE_SCRIPT,
+    programCommand(BUILD_PROGRAMS.probe, {
       args: [
         inputs.tree.startsWith("~/") ? rel(inputs.tree) : inputs.tree,
         needs.treeMarker,
         ...needs.tools,
       ],
       display: "probe build tools",
-    },
+    }),
     { step: "build probe", timeoutMs: 60_000, okExitCodes: [0, 3, 4] },
   );
   if (r.exitCode === 3) {
@@ -143,7 +152,7 @@ async function step(
   inputs: NativeBuildInputs,
   plan: BuildPlan,
   name: string,
-  command: { script: string; args: string[]; stdin?: string; display: string },
+  command: RemoteScript,
   opts: { timeoutMs: number; onLine?: (l: string) => void },
 ) {
   return run(
@@ -273,11 +282,10 @@ async function converge(inputs: NativeBuildInputs): Promise<NativeBuildOutputs> 
         inputs,
         plan,
         "configure",
-        {
-          script: 'mkdir -p -- "$1" && shift && exec "$@"',
+        programCommand(BUILD_PROGRAMS.configure, {
           args: [plan.buildDir, ...plan.configure],
           display: plan.configure.join(" "),
-        },
+        }),
         { timeoutMs: 10 * 60_000 },
       ),
     );
@@ -305,12 +313,14 @@ async function converge(inputs: NativeBuildInputs): Promise<NativeBuildOutputs> 
           plan,
           "build",
           plan.mode === "command"
-            ? {
-                script: COMMAND_BUILD_SCRIPT,
+            ? programCommand(BUILD_PROGRAMS.commandBuild, {
                 args: [plan.workdir, ...plan.build],
                 display: `cd ${shJoin([plan.workdir])} && ${shJoin(plan.build)}`,
-              }
-            : { script: BUILD_SCRIPT, args: plan.build, display: plan.build.join(" ") },
+              })
+            : programCommand(BUILD_PROGRAMS.build, {
+                args: plan.build,
+                display: plan.build.join(" "),
+              }),
           { timeoutMs: 90 * 60_000, onLine },
         ),
       )
@@ -342,17 +352,15 @@ async function converge(inputs: NativeBuildInputs): Promise<NativeBuildOutputs> 
       inputs,
       plan,
       "verify",
-      {
-        script: VERIFY_RUNNER,
+      programCommand(programFor(inputs.verifyProgram, VERIFY_PROGRAM), {
         args: verifyScriptArgs({
           buildDir,
           isa: targetIsa(flags),
           artifacts: inputs.artifactPaths,
           artifactRoot: plan.artifactRoot,
         }),
-        stdin: inputs.verifyScript,
-        display: `sh native/verify-build.sh ${buildDir}`,
-      },
+        display: `sh native/${VERIFY_PROGRAM} ${buildDir}`,
+      }),
       { timeoutMs: 10 * 60_000 },
     ),
   );
@@ -373,11 +381,10 @@ async function converge(inputs: NativeBuildInputs): Promise<NativeBuildOutputs> 
       inputs,
       plan,
       "install",
-      {
-        script: INSTALL_SCRIPT,
+      programCommand(BUILD_PROGRAMS.install, {
         args: [plan.outDir, plan.key, plan.artifactRoot, ...inputs.artifactPaths],
         display: `install ${inputs.artifactPaths.join(" ")} into ${plan.installDir}`,
-      },
+      }),
       { timeoutMs: 10 * 60_000 },
     ),
   );
@@ -418,7 +425,10 @@ async function findBuildDir(inputs: NativeBuildInputs, plan: BuildPlan): Promise
   const pattern = path.posix.basename(plan.buildDir);
   const r = await run(
     inputs.target,
-    { script: FIND_BUILD_DIR_SCRIPT, args: [dir, pattern], display: `find ${plan.buildDir}` },
+    programCommand(BUILD_PROGRAMS.findBuildDir, {
+      args: [dir, pattern],
+      display: `find ${plan.buildDir}`,
+    }),
     { step: "find build directory", timeoutMs: 60_000 },
   );
   const found = r.stdout.trim();
@@ -435,11 +445,10 @@ async function findBuildDir(inputs: NativeBuildInputs, plan: BuildPlan): Promise
 async function measure(props: NativeBuildOutputs): Promise<Record<string, string>> {
   const r = await run(
     props.target,
-    {
-      script: DIGEST_SCRIPT,
+    programCommand(BUILD_PROGRAMS.digest, {
       args: [props.installDir, ...props.artifactPaths],
       display: `sha256sum in ${props.installDir}`,
-    },
+    }),
     { step: "artifact digest", timeoutMs: 5 * 60_000 },
   );
   return parseDigests(r.stdout, props.artifactPaths);
@@ -469,7 +478,6 @@ export const REBUILD_KEYS = [
   "targets",
   "artifactPaths",
   "jobs",
-  "verifyScript",
   "command",
   "path",
 ] as const;
@@ -488,7 +496,13 @@ export async function diff(
   olds: NativeBuildOutputs,
   news: NativeBuildInputs,
 ): Promise<pulumi.dynamic.DiffResult> {
-  const changed = REBUILD_KEYS.filter((k) => JSON.stringify(olds[k]) !== JSON.stringify(news[k]));
+  const changed: string[] = REBUILD_KEYS.filter(
+    (k) => JSON.stringify(olds[k]) !== JSON.stringify(news[k]),
+  );
+  // A changed verifier is a rebuild too (its ref, or the text of state written before refs).
+  if (!sameProgram(olds.verifyProgram ?? olds.verifyScript, news.verifyProgram)) {
+    changed.push("verifyProgram");
+  }
   const drifted = driftedArtifacts(olds).length > 0;
   return {
     changes: changed.length > 0 || drifted,
@@ -515,11 +529,10 @@ async function deleteBuild(_id: string, props: NativeBuildOutputs): Promise<void
   const buildDir = props.buildDir?.includes(marker) ? props.buildDir : "";
   await run(
     props.target,
-    {
-      script: DELETE_SCRIPT,
+    programCommand(BUILD_PROGRAMS.remove, {
       args: [buildDir, path.posix.dirname(props.installDir), props.buildKey],
       display: `rm -rf ${buildDir} ${props.installDir}`.replace("  ", " "),
-    },
+    }),
     { step: "remove build", timeoutMs: 5 * 60_000 },
   );
 }

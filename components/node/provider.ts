@@ -2,6 +2,7 @@
 // run native/facts.sh, validate its JSON. `refresh` re-measures, so a changed kernel or
 // driver shows up as a diff in the refresh.
 import type * as pulumi from "@pulumi/pulumi";
+import { programCommand, programFor, type ProgramRef, sameProgram } from "../native-script";
 import { run, type SshTarget } from "../transport/ssh";
 import { parseFacts, type SparkNodeFacts } from "./facts";
 
@@ -9,20 +10,27 @@ export interface SparkNodeInputs {
   kind: "SparkNode";
   providerVersion: string;
   target: SshTarget;
-  /** native/facts.sh, as text (read by the program: the provider runs from state). */
-  factsScript: string;
+  /** native/node/facts.sh: name and sha256; the provider runs its checkout's text by name. */
+  factsProgram: ProgramRef;
   /** Directories whose free space the fact sheet reports (model and tree directories). */
   diskPaths: string[];
 }
 
 export interface SparkNodeOutputs extends SparkNodeInputs {
   facts: SparkNodeFacts;
+  /** State written before ProgramRefs held the text itself; only the diff reads it. */
+  factsScript?: string;
 }
+
+export const FACTS_PROGRAM = "node/facts.sh";
 
 async function measure(inputs: SparkNodeInputs): Promise<SparkNodeFacts> {
   const result = await run(
     inputs.target,
-    { script: inputs.factsScript, args: inputs.diskPaths, display: "native/facts.sh" },
+    programCommand(programFor(inputs.factsProgram, FACTS_PROGRAM), {
+      args: inputs.diskPaths,
+      display: "native/node/facts.sh",
+    }),
     { step: "fact sheet", timeoutMs: 60_000 },
   );
   return parseFacts(result.stdout, inputs.target.name);
@@ -62,10 +70,11 @@ export async function diff(
   olds: SparkNodeOutputs,
   news: SparkNodeInputs,
 ): Promise<pulumi.dynamic.DiffResult> {
-  const changed = (["providerVersion", "target", "factsScript", "diskPaths"] as const).filter(
+  const changed = (["providerVersion", "target", "diskPaths"] as const).filter(
     (k) => JSON.stringify(olds[k]) !== JSON.stringify(news[k]),
   );
-  return { changes: changed.length > 0, replaces: [] };
+  const program = sameProgram(olds.factsProgram ?? olds.factsScript, news.factsProgram);
+  return { changes: changed.length > 0 || !program, replaces: [] };
 }
 
 export async function update(

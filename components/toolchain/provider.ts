@@ -7,7 +7,8 @@ import type * as pulumi from "@pulumi/pulumi";
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import * as path from "node:path";
-import type { TreeDigest } from "../tree/digest";
+import { programFor, type ProgramRef, sameProgram } from "../native-script";
+import { TREE_DIGEST_PROGRAM, type TreeDigest } from "../tree/digest";
 import { remoteTreeDigest } from "../tree/remote-digest";
 import { agentAvailable, rsync, run, type PathEntry, type SshTarget } from "../transport/ssh";
 import { copyFromPeer } from "../transport/peer";
@@ -31,7 +32,8 @@ export interface ToolchainInputs {
   expect: string;
   /** The source node's digest (absent on the source node itself). */
   expectedDigest?: string;
-  digestScript: string;
+  /** native/tree/tree-digest.py: name and sha256; run on the node with python3. */
+  digestProgram: ProgramRef;
 }
 
 export interface ToolchainOutputs extends ToolchainInputs {
@@ -42,12 +44,15 @@ export interface ToolchainOutputs extends ToolchainInputs {
   probeOutput: string;
   /** How the directory got here: "present", "fabric" (node to node) or "relay" (via control). */
   copiedBy: "present" | "fabric" | "relay";
+  /** State written before ProgramRefs held the text itself; only the diff reads it. */
+  digestScript?: string;
 }
 
 const rel = (p: string) => (p === "~" ? "." : p.replace(/^~\//, ""));
 
 function digestOf(target: SshTarget, inputs: ToolchainInputs): Promise<TreeDigest | undefined> {
-  return remoteTreeDigest(target, inputs.digestScript, inputs.path, { step: "toolchain digest" });
+  const program = programFor(inputs.digestProgram, TREE_DIGEST_PROGRAM);
+  return remoteTreeDigest(target, program, inputs.path, { step: "toolchain digest" });
 }
 
 async function probe(inputs: ToolchainInputs): Promise<string> {
@@ -184,9 +189,10 @@ export async function diff(
     "probe",
     "expect",
     "expectedDigest",
-    "digestScript",
   ] as const;
-  const changed = keys.some((k) => JSON.stringify(olds[k]) !== JSON.stringify(news[k]));
+  const changed =
+    keys.some((k) => JSON.stringify(olds[k]) !== JSON.stringify(news[k])) ||
+    !sameProgram(olds.digestProgram ?? olds.digestScript, news.digestProgram);
   // The source node's desired state is "present"; every other node's is "equal to the source".
   const drifted = news.source ? olds.digest !== news.expectedDigest : olds.digest === "";
   return { changes: changed || drifted, replaces: [] };

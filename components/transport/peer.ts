@@ -2,6 +2,7 @@
 // control node's agent forwarded for that one command (nodes hold no keys for each other) and
 // the peer's host key pinned in a known_hosts file written on the node for the copy.
 import { randomBytes } from "node:crypto";
+import { nativeProgram } from "../native-script";
 import { hostKeyAlias, knownHostsLine } from "./connection";
 import { rsyncRshJoin } from "./quote";
 import { forwardAgentOnce, type RunResult, type SshTarget } from "./ssh";
@@ -44,15 +45,8 @@ export async function copyFromPeer(
   return forwardAgentOnce(
     node,
     {
-      script: [
-        "set -e",
-        'mkdir -p .cache/sparkform "$4"',
-        "trap 'rm -f \"$2\"' EXIT",
-        'printf "%s" "$1" > "$2"',
-        "RSH=$3 DST=$4 SRC=$5",
-        "shift 5",
-        copy.body,
-      ].join("\n"),
+      // native/transport/copy-from-peer.sh (its header says what each argument is), then the body.
+      script: `${nativeProgram("transport/copy-from-peer.sh").text}${copy.body}`,
       args: [
         knownHostsLine(hostKeyAlias(peer.target.name), peer.target.hostKey),
         knownHosts,

@@ -10,8 +10,10 @@ import {
   exclusionArgs,
   localTreeDigest,
   rsyncExcludes,
+  TREE_DIGEST_PROGRAM,
   type TreeDigest,
 } from "./digest";
+import { programFor, type ProgramRef, sameProgram } from "../native-script";
 
 export interface TreeSyncInputs {
   kind: "TreeSync";
@@ -24,8 +26,8 @@ export interface TreeSyncInputs {
   exclude: Exclusion[];
   /** The control node's digest of `source` over the synced file set, at program time. */
   expectedDigest: string;
-  /** native/tree-digest.py as text, run on the node with python3. */
-  digestScript: string;
+  /** native/tree/tree-digest.py: name and sha256; run on the node with python3. */
+  digestProgram: ProgramRef;
 }
 
 export interface TreeSyncOutputs extends TreeSyncInputs {
@@ -33,10 +35,13 @@ export interface TreeSyncOutputs extends TreeSyncInputs {
   digest: string;
   files: number;
   bytes: number;
+  /** State written before ProgramRefs held the text itself; only the diff reads it. */
+  digestScript?: string;
 }
 
 function remoteDigest(inputs: TreeSyncInputs, manifest: boolean): Promise<TreeDigest | undefined> {
-  return remoteTreeDigest(inputs.target, inputs.digestScript, inputs.dest, {
+  const program = programFor(inputs.digestProgram, TREE_DIGEST_PROGRAM);
+  return remoteTreeDigest(inputs.target, program, inputs.dest, {
     args: [...exclusionArgs(inputs.exclude), ...(manifest ? ["--manifest"] : [])],
     step: "tree digest",
   });
@@ -106,9 +111,10 @@ export async function diff(
   olds: TreeSyncOutputs,
   news: TreeSyncInputs,
 ): Promise<pulumi.dynamic.DiffResult> {
-  const inputsChanged = (
-    ["providerVersion", "target", "source", "exclude", "expectedDigest", "digestScript"] as const
-  ).some((k) => JSON.stringify(olds[k]) !== JSON.stringify(news[k]));
+  const inputsChanged =
+    (["providerVersion", "target", "source", "exclude", "expectedDigest"] as const).some(
+      (k) => JSON.stringify(olds[k]) !== JSON.stringify(news[k]),
+    ) || !sameProgram(olds.digestProgram ?? olds.digestScript, news.digestProgram);
   const drifted = olds.digest !== news.expectedDigest;
   return {
     changes: inputsChanged || drifted || olds.dest !== news.dest,

@@ -3,7 +3,8 @@ import * as path from "node:path";
 import type { Exclusion } from "../config";
 import { delegatingProvider } from "../providers/delegate";
 import type { SshTarget } from "../transport/ssh";
-import { treeDigestScript } from "./digest";
+import { programRef } from "../native-script";
+import { TREE_DIGEST_PROGRAM } from "./digest";
 
 /** Bump when the provider's behaviour changes, so `up` rewrites it in state. */
 export const TREE_SYNC_PROVIDER_VERSION = "1";
@@ -44,7 +45,7 @@ export class TreeSync extends pulumi.dynamic.Resource {
         dest: args.dest,
         exclude: args.exclude,
         expectedDigest: args.expectedDigest,
-        digestScript: treeDigestScript(),
+        digestProgram: programRef(TREE_DIGEST_PROGRAM),
         digest: undefined,
         files: undefined,
         bytes: undefined,

@@ -7,7 +7,7 @@ import * as os from "node:os";
 import * as path from "node:path";
 import { execa } from "execa";
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest";
-import { repoRoot } from "../../setup/pulumi/env";
+import { FETCH_SCRIPT } from "../../components/model/provider";
 import {
   publishTestModel,
   startHfEndpoint,
@@ -17,7 +17,7 @@ import {
 } from "../../sim/hub";
 
 const TOKEN = "hf_unit_fetch_token_abcdef0123456789";
-const SCRIPT = path.join(repoRoot, "native", "model-fetch.py");
+const SCRIPT = FETCH_SCRIPT;
 let tmp: string;
 let ep: HfEndpoint;
 let pub: PublishedRepo & { model: PublishedFile };
