@@ -1,6 +1,6 @@
 // NativeBuild's dynamic-provider implementation: build llama.cpp on one node in the synced tree
-// under the environment contract, verify the result (verify.ts + native/verify-build.sh), and
-// install the artifacts atomically; refresh re-digests the installed artifacts.
+// under the environment contract, verify the result (verify.ts + native/build/verify-build.sh),
+// and install the artifacts atomically; refresh re-digests the installed artifacts.
 //
 // Phases, each a progress line with its elapsed time:
 //   probe      $HOME, the tools, the compiler version; the tree must be there

@@ -57,7 +57,7 @@ export interface ArtifactEvidence {
   readonly reason: string | null;
 }
 
-/** What native/verify-build.sh printed, validated. */
+/** What native/build/verify-build.sh printed, validated. */
 export interface BuildEvidence {
   readonly schemaVersion: 1;
   readonly isa: TargetIsa;

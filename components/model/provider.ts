@@ -59,7 +59,7 @@ export interface ModelReplicaInputs {
   source?: ModelSource;
   /** Bearer token for the endpoint (a secret input; never in outputs, argv or messages). */
   token?: string;
-  /** SHA-256 of native/model-fetch.py: a changed script is an update. */
+  /** SHA-256 of native/model/model-fetch.py: a changed script is an update. */
   scriptDigest: string;
   /** Refuse a download that would leave less than this many bytes free. */
   reserveBytes: number;

@@ -1,5 +1,5 @@
 // SparkNode's dynamic-provider implementation (loaded by providers/delegate.ts): connect,
-// run native/facts.sh, validate its JSON. `refresh` re-measures, so a changed kernel or
+// run native/node/facts.sh, validate its JSON. `refresh` re-measures, so a changed kernel or
 // driver shows up as a diff in the refresh.
 import type * as pulumi from "@pulumi/pulumi";
 import { programCommand, programFor, type ProgramRef, sameProgram } from "../native-script";

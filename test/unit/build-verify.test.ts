@@ -590,7 +590,7 @@ describe("parseEvidence", () => {
   });
 });
 
-// ---- native/verify-build.sh, for real --------------------------------------------------------------------
+// ---- native/build/verify-build.sh, for real-----------------------------------------------------------------
 
 const haveGcc =
   spawnSync("gcc", ["--version"]).status === 0 && spawnSync("objdump", ["--version"]).status === 0;

@@ -1,4 +1,4 @@
-// native/model-fetch.py on this machine against the real test endpoint on 127.0.0.1: the same
+// native/model/model-fetch.py on this machine against the real test endpoint on 127.0.0.1: the same
 // script the nodes run, so every fault path is cheap to show here. The sim e2e test
 // (test/e2e/model.test.ts) shows them again on nodes through the real pulumi CLI.
 import { createHash } from "node:crypto";

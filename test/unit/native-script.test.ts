@@ -3,7 +3,9 @@
 // and recorded in state as {name, sha256}. The rendered text of every program is pinned by a
 // snapshot, as pulumi-eks pins its user-data: a change to what runs on nodes shows in review.
 import { execFileSync, spawnSync } from "node:child_process";
-import { readFileSync } from "node:fs";
+import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import * as path from "node:path";
 import { describe, expect, it } from "vitest";
 import {
   allPrograms,
@@ -278,5 +280,44 @@ describe("state written by the previous main (the program's whole text) converge
       }) as never;
     expect((await diff("id", old(nativeProgram(digest.name).text), news)).changes).toBe(false);
     expect((await diff("id", old("print()\n"), news)).changes).toBe(true);
+  });
+});
+
+describe("transport/copy-from-peer.sh (the preamble of node-to-node copies)", () => {
+  it("leaves RSH, DST, SRC and the body's args, and removes the pinned known_hosts file however the body ends", () => {
+    const home = mkdtempSync(path.join(tmpdir(), "sparkform-peer-"));
+    try {
+      for (const [body, status] of [
+        ['printf "%s|%s|%s|%s\\n" "$RSH" "$DST" "$SRC" "$*"; cat "$KNOWN_HOSTS"; echo', 0],
+        ["false", 1],
+      ] as const) {
+        const kh = ".cache/sparkform/known_hosts.spark-2.abc";
+        const r = spawnSync(
+          "/bin/sh",
+          [
+            "-c",
+            `${nativeProgram("transport/copy-from-peer.sh").text}${body}`,
+            "sparkform",
+            "[h]:22 ssh-ed25519 AAAA",
+            kh,
+            "ssh -o X=1",
+            "dest dir",
+            "spark@10.0.0.2:src",
+            "a b",
+          ],
+          { encoding: "utf8", cwd: home },
+        );
+        expect(r.status, r.stderr).toBe(status);
+        if (status === 0) {
+          expect(r.stdout).toBe(
+            "ssh -o X=1|dest dir|spark@10.0.0.2:src|a b\n[h]:22 ssh-ed25519 AAAA\n",
+          );
+        }
+        expect(existsSync(path.join(home, "dest dir"))).toBe(true);
+        expect(readdirSync(path.join(home, ".cache/sparkform"))).toEqual([]);
+      }
+    } finally {
+      rmSync(home, { recursive: true, force: true });
+    }
   });
 });
