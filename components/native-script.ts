@@ -112,14 +112,22 @@ function isProgramRef(v: unknown): v is ProgramRef {
   );
 }
 
+/** The sha256 of what a resource recorded of a program: a ProgramRef's, or the text's own. */
+export function recordedSha256(recorded: unknown): string | undefined {
+  if (typeof recorded === "string") return sha256Hex(recorded);
+  return isProgramRef(recorded) ? recorded.sha256 : undefined;
+}
+
 /**
- * Whether what state recorded of a program is the program `current` names: a ProgramRef with
- * the same sha256, or (state written before refs) the whole text whose sha256 is that one. The
- * name is not compared: a program moved unchanged runs the same bytes.
+ * Whether two records of a program are the same program: each a ProgramRef or (state written
+ * before refs) the whole text, compared by sha256. Both sides can be either: `up` diffs old
+ * state against new inputs, while `refresh` diffs it against the inputs recorded with it. The
+ * name is not compared: a program moved unchanged runs the same bytes. Nothing recorded on
+ * either side is a change.
  */
-export function sameProgram(recorded: unknown, current: ProgramRef): boolean {
-  if (typeof recorded === "string") return sha256Hex(recorded) === current.sha256;
-  return isProgramRef(recorded) && recorded.sha256 === current.sha256;
+export function sameProgram(recorded: unknown, current: unknown): boolean {
+  const a = recordedSha256(recorded);
+  return a !== undefined && a === recordedSha256(current);
 }
 
 /** The launcher on the command line, per interpreter: it reads the program from stdin. */

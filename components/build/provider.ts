@@ -83,6 +83,11 @@ export interface NativeBuildInputs {
   cacheFrom?: CacheSource;
   /** native/build/verify-build.sh: name and sha256; a changed verifier is a rebuild. */
   verifyProgram: ProgramRef;
+  /**
+   * Inputs and state written before ProgramRefs held the text itself (`refresh` diffs against
+   * those inputs); only the diff reads it.
+   */
+  verifyScript?: string;
 }
 
 export interface NativeBuildOutputs extends NativeBuildInputs {
@@ -103,8 +108,6 @@ export interface NativeBuildOutputs extends NativeBuildInputs {
   compiler: string;
   cache: { hits: number; misses: number; seededBy: "none" | "fabric" | "relay" | "failed" };
   seconds: Record<string, number>;
-  /** State written before ProgramRefs held the text itself; only the diff reads it. */
-  verifyScript?: string;
 }
 
 const rel = (p: string) => p.replace(/^~\/?/, "");
@@ -500,7 +503,9 @@ export async function diff(
     (k) => JSON.stringify(olds[k]) !== JSON.stringify(news[k]),
   );
   // A changed verifier is a rebuild too (its ref, or the text of state written before refs).
-  if (!sameProgram(olds.verifyProgram ?? olds.verifyScript, news.verifyProgram)) {
+  if (
+    !sameProgram(olds.verifyProgram ?? olds.verifyScript, news.verifyProgram ?? news.verifyScript)
+  ) {
     changed.push("verifyProgram");
   }
   const drifted = driftedArtifacts(olds).length > 0;

@@ -12,14 +12,17 @@ export interface SparkNodeInputs {
   target: SshTarget;
   /** native/node/facts.sh: name and sha256; the provider runs its checkout's text by name. */
   factsProgram: ProgramRef;
+  /**
+   * Inputs and state written before ProgramRefs held the text itself (`refresh` diffs against
+   * those inputs); only the diff reads it.
+   */
+  factsScript?: string;
   /** Directories whose free space the fact sheet reports (model and tree directories). */
   diskPaths: string[];
 }
 
 export interface SparkNodeOutputs extends SparkNodeInputs {
   facts: SparkNodeFacts;
-  /** State written before ProgramRefs held the text itself; only the diff reads it. */
-  factsScript?: string;
 }
 
 export const FACTS_PROGRAM = "node/facts.sh";
@@ -73,7 +76,10 @@ export async function diff(
   const changed = (["providerVersion", "target", "diskPaths"] as const).filter(
     (k) => JSON.stringify(olds[k]) !== JSON.stringify(news[k]),
   );
-  const program = sameProgram(olds.factsProgram ?? olds.factsScript, news.factsProgram);
+  const program = sameProgram(
+    olds.factsProgram ?? olds.factsScript,
+    news.factsProgram ?? news.factsScript,
+  );
   return { changes: changed.length > 0 || !program, replaces: [] };
 }
 

@@ -34,6 +34,11 @@ export interface ToolchainInputs {
   expectedDigest?: string;
   /** native/tree/tree-digest.py: name and sha256; run on the node with python3. */
   digestProgram: ProgramRef;
+  /**
+   * Inputs and state written before ProgramRefs held the text itself (`refresh` diffs against
+   * those inputs); only the diff reads it.
+   */
+  digestScript?: string;
 }
 
 export interface ToolchainOutputs extends ToolchainInputs {
@@ -44,8 +49,6 @@ export interface ToolchainOutputs extends ToolchainInputs {
   probeOutput: string;
   /** How the directory got here: "present", "fabric" (node to node) or "relay" (via control). */
   copiedBy: "present" | "fabric" | "relay";
-  /** State written before ProgramRefs held the text itself; only the diff reads it. */
-  digestScript?: string;
 }
 
 const rel = (p: string) => (p === "~" ? "." : p.replace(/^~\//, ""));
@@ -192,7 +195,7 @@ export async function diff(
   ] as const;
   const changed =
     keys.some((k) => JSON.stringify(olds[k]) !== JSON.stringify(news[k])) ||
-    !sameProgram(olds.digestProgram ?? olds.digestScript, news.digestProgram);
+    !sameProgram(olds.digestProgram ?? olds.digestScript, news.digestProgram ?? news.digestScript);
   // The source node's desired state is "present"; every other node's is "equal to the source".
   const drifted = news.source ? olds.digest !== news.expectedDigest : olds.digest === "";
   return { changes: changed || drifted, replaces: [] };

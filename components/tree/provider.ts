@@ -28,6 +28,11 @@ export interface TreeSyncInputs {
   expectedDigest: string;
   /** native/tree/tree-digest.py: name and sha256; run on the node with python3. */
   digestProgram: ProgramRef;
+  /**
+   * Inputs and state written before ProgramRefs held the text itself (`refresh` diffs against
+   * those inputs); only the diff reads it.
+   */
+  digestScript?: string;
 }
 
 export interface TreeSyncOutputs extends TreeSyncInputs {
@@ -35,8 +40,6 @@ export interface TreeSyncOutputs extends TreeSyncInputs {
   digest: string;
   files: number;
   bytes: number;
-  /** State written before ProgramRefs held the text itself; only the diff reads it. */
-  digestScript?: string;
 }
 
 function remoteDigest(inputs: TreeSyncInputs, manifest: boolean): Promise<TreeDigest | undefined> {
@@ -114,7 +117,8 @@ export async function diff(
   const inputsChanged =
     (["providerVersion", "target", "source", "exclude", "expectedDigest"] as const).some(
       (k) => JSON.stringify(olds[k]) !== JSON.stringify(news[k]),
-    ) || !sameProgram(olds.digestProgram ?? olds.digestScript, news.digestProgram);
+    ) ||
+    !sameProgram(olds.digestProgram ?? olds.digestScript, news.digestProgram ?? news.digestScript);
   const drifted = olds.digest !== news.expectedDigest;
   return {
     changes: inputsChanged || drifted || olds.dest !== news.dest,

@@ -615,6 +615,8 @@ describe("provider diff", () => {
       changes: false,
       replaces: [],
     });
+    // refresh diffs the old state against the old inputs recorded with it
+    expect((await diff("id", legacy as NativeBuildOutputs, legacy as never)).changes).toBe(false);
     const edited = { ...rest, verifyScript: `${nativeProgram(VERIFY_PROGRAM).text}# edited\n` };
     expect(await diff("id", edited as NativeBuildOutputs, inputs)).toEqual({
       changes: true,

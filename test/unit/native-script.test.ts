@@ -197,6 +197,15 @@ describe("what state records: {name, sha256}", () => {
     expect(sameProgram(recorded, ref)).toBe(same);
   });
 
+  it("sameProgram compares two records of either kind (refresh diffs old state against old inputs)", () => {
+    expect(sameProgram(text, text)).toBe(true);
+    expect(sameProgram(text, ref)).toBe(true);
+    expect(sameProgram(ref, text)).toBe(true);
+    expect(sameProgram(text, `${text} `)).toBe(false);
+    expect(sameProgram(undefined, undefined)).toBe(false);
+    expect(sameProgram(ref, undefined)).toBe(false);
+  });
+
   it("programFor loads by the recorded name, or the fallback when state holds text", () => {
     expect(programFor({ name: "tree/tree-digest.py", sha256: "x" }, "node/facts.sh").name).toBe(
       "tree/tree-digest.py",
@@ -234,6 +243,9 @@ describe("state written by the previous main (the program's whole text) converge
     });
     expect((await diff("id", old("#!/bin/sh\n"), news)).changes).toBe(true);
     expect((await diff("id", { ...news, facts: {} } as never, news)).changes).toBe(false);
+    // refresh: the old state against the old inputs recorded with it
+    const legacy = old(nativeProgram(facts.name).text);
+    expect((await diff("id", legacy, legacy)).changes).toBe(false);
   });
 
   it("TreeSync: digestScript text equal to the program is no change; other text is", async () => {
@@ -252,6 +264,8 @@ describe("state written by the previous main (the program's whole text) converge
     const old = (digestScript: string) =>
       ({ ...rest, digestScript, digest: "d", files: 1, bytes: 1 }) as never;
     expect((await diff("id", old(nativeProgram(digest.name).text), news)).changes).toBe(false);
+    const legacy = old(nativeProgram(digest.name).text);
+    expect((await diff("id", legacy, legacy)).changes).toBe(false); // refresh
     expect((await diff("id", old("print()\n"), news)).changes).toBe(true);
   });
 
@@ -279,6 +293,8 @@ describe("state written by the previous main (the program's whole text) converge
         copiedBy: "present",
       }) as never;
     expect((await diff("id", old(nativeProgram(digest.name).text), news)).changes).toBe(false);
+    const legacy = old(nativeProgram(digest.name).text);
+    expect((await diff("id", legacy, legacy)).changes).toBe(false); // refresh
     expect((await diff("id", old("print()\n"), news)).changes).toBe(true);
   });
 });
