@@ -20,9 +20,10 @@ import type { Exclusion } from "../components/config";
 import {
   localTreeDigest,
   rsyncExcludes,
-  treeDigestScript,
   TREE_DIGEST_ALGORITHM,
+  TREE_DIGEST_PROGRAM,
 } from "../components/tree/digest";
+import { programRef } from "../components/native-script";
 import { create, read, type TreeSyncInputs } from "../components/tree/provider";
 import { close, rsync, run, type SshTarget } from "../components/transport/ssh";
 import { extractLlamaSource } from "../sim/llama/index";
@@ -97,7 +98,7 @@ async function bench(work: string, sim: typeof import("../sim/index")): Promise<
     hostKey: n.hostKey,
     identityFile: cluster.sshKeyPath,
   }));
-  const digestScript = treeDigestScript();
+  const digestProgram = programRef(TREE_DIGEST_PROGRAM);
 
   // Open each node's ControlMaster once, as a Pulumi run would before TreeSync (SparkNode's
   // facts); both variants then reuse it.
@@ -139,7 +140,7 @@ async function bench(work: string, sim: typeof import("../sim/index")): Promise<
     dest,
     exclude: EXCLUDE,
     expectedDigest: expected,
-    digestScript,
+    digestProgram,
   });
 
   const once: Record<Variant, () => Promise<void>> = {

@@ -1,32 +1,11 @@
 // Measurements taken inside nodes: the TCP round trip to a fabric address (connect time to the
 // peer's sshd: SYN → SYN/ACK, plus the banner as proof the far end answered), never ICMP.
+// The program is native/fabric/tcp-rtt.py; this module runs and parses it.
+import { nativeProgram } from "../components/native-script";
 import type { RunResult } from "./exec";
 
-export const tcpRttScript = String.raw`
-import json, socket, sys, time
-addr, port, count = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
-rtts, banner, err = [], "", None
-for i in range(count):
-    t = time.perf_counter()
-    try:
-        s = socket.create_connection((addr, port), timeout=2)
-    except OSError as e:
-        err = "%s: %s" % (type(e).__name__, e.strerror or e)
-        break
-    rtts.append((time.perf_counter() - t) * 1e6)
-    if i == 0:
-        s.settimeout(2)
-        try:
-            banner = s.recv(64).decode("ascii", "replace").strip()
-        except OSError:
-            pass
-    s.close()
-rtts.sort()
-out = {"addr": addr, "port": port, "samples": len(rtts), "error": err, "banner": banner}
-if rtts:
-    out.update(minUs=round(rtts[0], 1), p50Us=round(rtts[len(rtts) // 2], 1), maxUs=round(rtts[-1], 1))
-print(json.dumps(out))
-`;
+/** native/fabric/tcp-rtt.py (through the loader: the text a node is sent). Args: ADDR PORT COUNT. */
+export const tcpRttScript = nativeProgram("fabric/tcp-rtt.py").text;
 
 export interface TcpRtt {
   addr: string;

@@ -1,7 +1,7 @@
 import * as pulumi from "@pulumi/pulumi";
 import * as path from "node:path";
-import { nativeScript } from "../native-script";
 import { DYNAMIC_MODULE } from "../aliases";
+import { programRef } from "../native-script";
 import { delegatingProvider } from "../providers/delegate";
 import type { SshTarget } from "../transport/ssh";
 import { type BuildFlags, BuildFlagsError, parseBuildFlags } from "./flags";
@@ -15,7 +15,7 @@ import {
   DEFAULT_TARGETS,
 } from "./plan";
 import type { CacheSource } from "./provider";
-import type { Check } from "./verify";
+import { type Check, VERIFY_PROGRAM } from "./verify";
 
 export type { CacheSource } from "./provider";
 
@@ -63,8 +63,6 @@ export interface NativeBuildArgs {
 }
 
 const provider = delegatingProvider(path.join(__dirname, "provider.ts"));
-
-let verifyScript: string | undefined;
 
 /**
  * llama.cpp built on one node in the synced tree, verified (one CUDA architecture, -march
@@ -135,7 +133,6 @@ export class NativeBuild extends pulumi.dynamic.Resource {
       const msg = err instanceof BuildFlagsError ? err.message : (err as Error).message;
       throw new pulumi.RunError(`NativeBuild ${name}: ${msg}`);
     }
-    verifyScript ??= nativeScript("verify-build.sh");
     super(
       provider,
       name,
@@ -152,7 +149,7 @@ export class NativeBuild extends pulumi.dynamic.Resource {
         ...(command ? { command } : {}),
         ...(args.path && args.path.length > 0 ? { path: [...args.path] } : {}),
         cacheFrom: args.cacheFrom,
-        verifyScript,
+        verifyProgram: programRef(VERIFY_PROGRAM),
         buildKey: undefined,
         commit: undefined,
         buildDir: undefined,

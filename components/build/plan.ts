@@ -310,22 +310,34 @@ export function planEnv(plan: BuildPlan): Record<string, EnvValue> {
   return { ...plan.env };
 }
 
-// ---- node-side scripts (POSIX sh; arguments arrive as "$@", never re-parsed) -------------
+// ---- node-side programs (native/build/*.sh; arguments arrive as "$@", never re-parsed) -----
 
 /**
- * Print $HOME, then fail naming the first missing tool (exit 3) or a missing tree (exit 4);
- * else print `compiler=` and `ccache=` lines (each tool's first --version line; empty if absent).
- * Args: TREE MARKER TOOL...; MARKER is a file the tree must hold, or "" for the directory only.
+ * The programs a NativeBuild runs on the node, by name under native/ (components/native-script.ts
+ * loads and sends them; each file's header says what it takes and prints):
+ *
+ *   probe           TREE MARKER TOOL...          $HOME, compiler and ccache; exit 3/4 when unfit
+ *   configure       BUILD_DIR ARGV...            mkdir BUILD_DIR, then the configure argv
+ *   build           ARGV...                      the build, ccache statistics around it
+ *   commandBuild    WORKDIR ARGV...              the project's build command, the same way
+ *   findBuildDir    DIR PATTERN                  the newest DIR/PATTERN directory (command mode)
+ *   (verify.ts's VERIFY_PROGRAM, between build and install: the evidence, verify-build.sh)
+ *   install         OUT_DIR KEY BUILD_DIR ARTIFACT...  atomic install, `sha256  path` lines
+ *   digest          DIR ARTIFACT...              `sha256  path` or `-  path` per artifact
+ *   remove          BUILD_DIR OUT_DIR KEY        destroy (the compiler cache stays)
  */
-export const PROBE_SCRIPT = [
-  'printf "%s\\n" "$HOME"',
-  'tree=$1 marker=$2; shift 2; for t in "$@"; do command -v "$t" >/dev/null 2>&1 || { echo "missing tool: $t" >&2; exit 3; }; done',
-  'if [ -n "$marker" ]; then [ -f "$tree/$marker" ] || { echo "no $marker in $tree" >&2; exit 4; }; else [ -d "$tree" ] || { echo "no directory $tree" >&2; exit 4; }; fi',
-  'printf "compiler=%s\\n" "$( (gcc --version 2>/dev/null || cc --version 2>/dev/null) | head -n 1)"',
-  'printf "ccache=%s\\n" "$(ccache --version 2>/dev/null | head -n 1)"',
-].join("\n");
+export const BUILD_PROGRAMS = {
+  probe: "build/probe.sh",
+  configure: "build/configure.sh",
+  build: "build/build.sh",
+  commandBuild: "build/command-build.sh",
+  findBuildDir: "build/find-build-dir.sh",
+  install: "build/install.sh",
+  digest: "build/digest.sh",
+  remove: "build/delete.sh",
+} as const;
 
-/** PROBE_SCRIPT's output: $HOME first, then `key=value` lines. */
+/** native/build/probe.sh's output: $HOME first, then `key=value` lines. */
 export function parseProbe(stdout: string): { home: string; compiler: string; ccache: string } {
   const lines = stdout.split("\n");
   const value = (k: string) =>
@@ -335,78 +347,6 @@ export function parseProbe(stdout: string): { home: string; compiler: string; cc
 
 /** Tools the build needs on the node. */
 export const REQUIRED_TOOLS = ["cmake", "ninja", "ccache", "sha256sum", "objdump", "cc", "c++"];
-
-/** Run "$@" (a cmake build) with the ccache statistics zeroed before and printed after. */
-export const BUILD_SCRIPT = [
-  "ccache -z >/dev/null 2>&1 || true",
-  '"$@"',
-  "rc=$?",
-  'echo "==> ccache statistics"',
-  "ccache --print-stats 2>/dev/null || true",
-  "exit $rc",
-].join("\n");
-
-/**
- * Run the project's build command: cd to WORKDIR, then BUILD_SCRIPT. When ccache is there,
- * CMake (3.17+) takes it as the compiler launcher from the environment, so a command that
- * configures CMake itself still shares the compiler cache. Args: WORKDIR ARGV...
- */
-export const COMMAND_BUILD_SCRIPT = [
-  'cd -- "$1" || exit 4',
-  "shift",
-  "if command -v ccache >/dev/null 2>&1; then export CMAKE_C_COMPILER_LAUNCHER=ccache CMAKE_CXX_COMPILER_LAUNCHER=ccache; fi",
-  BUILD_SCRIPT,
-].join("\n");
-
-/**
- * The build directory a command made: DIR/PATTERN's most recently modified directory match.
- * Prints nothing when none matches. Args: DIR PATTERN (PATTERN is find -name syntax).
- */
-export const FIND_BUILD_DIR_SCRIPT =
-  'find "$1" -mindepth 1 -maxdepth 1 -type d -name "$2" -printf "%T@ %p\\n" 2>/dev/null | sort -rn | head -n 1 | cut -d" " -f2-';
-
-/** verify-build.sh arrives on stdin: kept in a temp file so nothing it runs can read it. */
-export const VERIFY_RUNNER =
-  't=$(mktemp) || exit 1; cat >"$t"; sh "$t" "$@"; rc=$?; rm -f "$t"; exit $rc';
-
-/**
- * Install: copy the artifacts from the build directory into a new store entry, then swap the
- * `out/<key>` symlink to it with one rename (mv -T), then remove older entries of the key.
- * Args: OUT_DIR KEY BUILD_DIR ARTIFACT...; prints `sha256  path` per artifact as installed.
- */
-export const INSTALL_SCRIPT = [
-  "set -eu",
-  'out=$1 key=$2 build=$3; shift 3; store="$out/.store"',
-  'mkdir -p "$store"',
-  'stage=$(mktemp -d "$store/.tmp-$key.XXXXXX")',
-  "trap 'rm -rf \"$stage\"' EXIT",
-  'for a in "$@"; do mkdir -p "$stage/$(dirname "$a")"; cp -- "$build/$a" "$stage/$a"; done',
-  'id=$(cd "$stage" && sha256sum -- "$@" | sha256sum | cut -c1-12)',
-  // Always a new entry (the stage's random suffix): an existing entry of the same content
-  // may be the damaged copy this install repairs.
-  'final="$store/$key-$id-${stage##*.}"',
-  'chmod 755 "$stage"',
-  'mv -T "$stage" "$final"',
-  'ln -sfn ".store/${final##*/}" "$out/.$key.link"',
-  'mv -T "$out/.$key.link" "$out/$key"',
-  'for d in "$store/$key-"*; do [ "$d" = "$final" ] || rm -rf -- "$d"; done',
-  'cd "$out/$key/"',
-  'sha256sum -- "$@"',
-].join("\n");
-
-/** Digest installed artifacts: `sha256  path`, or `-  path` when missing. Args: DIR ARTIFACT... */
-export const DIGEST_SCRIPT = [
-  'dir=$1; shift; cd "$dir" 2>/dev/null || { for a in "$@"; do printf -- "-  %s\\n" "$a"; done; exit 0; }',
-  'for a in "$@"; do if [ -f "$a" ]; then sha256sum -- "$a"; else printf -- "-  %s\\n" "$a"; fi; done',
-].join("\n");
-
-/** Remove this key's build directory ("" = keep it) and installed artifacts. Args: BUILD_DIR OUT_DIR KEY. */
-export const DELETE_SCRIPT = [
-  "set -eu",
-  'if [ -n "$1" ]; then rm -rf -- "$1"; fi',
-  'rm -rf -- "$2/$3" "$2/.$3.link"',
-  'for d in "$2/.store/$3-"*; do rm -rf -- "$d"; done',
-].join("\n");
 
 // ---- parsing ---------------------------------------------------------------------------------
 

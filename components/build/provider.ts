@@ -1,6 +1,6 @@
 // NativeBuild's dynamic-provider implementation: build llama.cpp on one node in the synced tree
-// under the environment contract, verify the result (verify.ts + native/verify-build.sh), and
-// install the artifacts atomically; refresh re-digests the installed artifacts.
+// under the environment contract, verify the result (verify.ts + native/build/verify-build.sh),
+// and install the artifacts atomically; refresh re-digests the installed artifacts.
 //
 // Phases, each a progress line with its elapsed time:
 //   probe      $HOME, the tools, the compiler version; the tree must be there
@@ -24,6 +24,7 @@ import {
   openNode,
   type Peer,
   RemoteCommandError,
+  type RemoteScript,
   relayDirectory,
   type SshTarget,
 } from "../transport/ssh";
@@ -31,27 +32,28 @@ import { shJoin } from "../transport/quote";
 import { DEFAULT_PATH } from "../transport/remote-command";
 import { type BuildFlags, parseBuildFlags, targetIsa } from "./flags";
 import {
-  BUILD_SCRIPT,
+  BUILD_PROGRAMS,
   type BuildCommand,
   type BuildPlan,
   buildPlan,
   buildRequirements,
   CCACHE_REL,
-  COMMAND_BUILD_SCRIPT,
   type CacheStats,
   compilerTail,
-  DELETE_SCRIPT,
-  DIGEST_SCRIPT,
-  FIND_BUILD_DIR_SCRIPT,
-  INSTALL_SCRIPT,
   ninjaProgress,
   parseCcacheStats,
   parseDigests,
   parseProbe,
-  PROBE_SCRIPT,
-  VERIFY_RUNNER,
 } from "./plan";
-import { type Check, evaluate, formatVerdict, parseEvidence, verifyScriptArgs } from "./verify";
+import {
+  type Check,
+  evaluate,
+  formatVerdict,
+  parseEvidence,
+  VERIFY_PROGRAM,
+  verifyScriptArgs,
+} from "./verify";
+import { programCommand, programFor, type ProgramRef, sameProgram } from "../native-script";
 
 /** A node whose compiler cache seeds this one's (it has built the same tree and flags). */
 export type CacheSource = Peer;
@@ -76,8 +78,13 @@ export interface NativeBuildInputs {
   /** ninja parallelism; 0 = ninja's default. */
   jobs: number;
   cacheFrom?: CacheSource;
-  /** native/verify-build.sh as text. */
-  verifyScript: string;
+  /** native/build/verify-build.sh: name and sha256; a changed verifier is a rebuild. */
+  verifyProgram: ProgramRef;
+  /**
+   * Inputs and state written before ProgramRefs held the text itself (`refresh` diffs against
+   * those inputs); only the diff reads it.
+   */
+  verifyScript?: string;
 }
 
 export interface NativeBuildOutputs extends NativeBuildInputs {
@@ -112,11 +119,10 @@ interface Probe {
 async function probe(inputs: NativeBuildInputs): Promise<Probe> {
   const needs = buildRequirements(inputs.command);
   const r = await openNode(inputs.target).run(
-    {
-      script: PROBE_SCRIPT,
+    programCommand(BUILD_PROGRAMS.probe, {
       args: [homeRelative(inputs.tree), needs.treeMarker, ...needs.tools],
       display: "probe build tools",
-    },
+    }),
     { step: "build probe", timeoutMs: 60_000, okExitCodes: [0, 3, 4] },
   );
   if (r.exitCode === 3) {
@@ -140,7 +146,7 @@ async function step(
   inputs: NativeBuildInputs,
   plan: BuildPlan,
   name: string,
-  command: { script: string; args: string[]; stdin?: string; display: string },
+  command: RemoteScript,
   opts: { timeoutMs: number; onLine?: (l: string) => void },
 ) {
   return openNode(inputs.target).run(
@@ -249,11 +255,10 @@ async function converge(inputs: NativeBuildInputs): Promise<NativeBuildOutputs> 
         inputs,
         plan,
         "configure",
-        {
-          script: 'mkdir -p -- "$1" && shift && exec "$@"',
+        programCommand(BUILD_PROGRAMS.configure, {
           args: [plan.buildDir, ...plan.configure],
           display: plan.configure.join(" "),
-        },
+        }),
         { timeoutMs: 10 * 60_000 },
       ),
     );
@@ -281,12 +286,14 @@ async function converge(inputs: NativeBuildInputs): Promise<NativeBuildOutputs> 
           plan,
           "build",
           plan.mode === "command"
-            ? {
-                script: COMMAND_BUILD_SCRIPT,
+            ? programCommand(BUILD_PROGRAMS.commandBuild, {
                 args: [plan.workdir, ...plan.build],
                 display: `cd ${shJoin([plan.workdir])} && ${shJoin(plan.build)}`,
-              }
-            : { script: BUILD_SCRIPT, args: plan.build, display: plan.build.join(" ") },
+              })
+            : programCommand(BUILD_PROGRAMS.build, {
+                args: plan.build,
+                display: plan.build.join(" "),
+              }),
           { timeoutMs: 90 * 60_000, onLine },
         ),
       )
@@ -319,17 +326,15 @@ async function converge(inputs: NativeBuildInputs): Promise<NativeBuildOutputs> 
       inputs,
       plan,
       "verify",
-      {
-        script: VERIFY_RUNNER,
+      programCommand(programFor(inputs.verifyProgram, VERIFY_PROGRAM), {
         args: verifyScriptArgs({
           buildDir,
           isa: targetIsa(flags),
           artifacts: inputs.artifactPaths,
           artifactRoot: plan.artifactRoot,
         }),
-        stdin: inputs.verifyScript,
-        display: `sh native/verify-build.sh ${buildDir}`,
-      },
+        display: `sh native/${VERIFY_PROGRAM} ${buildDir}`,
+      }),
       { timeoutMs: 10 * 60_000 },
     ),
   );
@@ -350,11 +355,10 @@ async function converge(inputs: NativeBuildInputs): Promise<NativeBuildOutputs> 
       inputs,
       plan,
       "install",
-      {
-        script: INSTALL_SCRIPT,
+      programCommand(BUILD_PROGRAMS.install, {
         args: [plan.outDir, plan.key, plan.artifactRoot, ...inputs.artifactPaths],
         display: `install ${inputs.artifactPaths.join(" ")} into ${plan.installDir}`,
-      },
+      }),
       { timeoutMs: 10 * 60_000 },
     ),
   );
@@ -394,7 +398,10 @@ async function findBuildDir(inputs: NativeBuildInputs, plan: BuildPlan): Promise
   const dir = path.posix.dirname(plan.buildDir);
   const pattern = path.posix.basename(plan.buildDir);
   const r = await openNode(inputs.target).run(
-    { script: FIND_BUILD_DIR_SCRIPT, args: [dir, pattern], display: `find ${plan.buildDir}` },
+    programCommand(BUILD_PROGRAMS.findBuildDir, {
+      args: [dir, pattern],
+      display: `find ${plan.buildDir}`,
+    }),
     { step: "find build directory", timeoutMs: 60_000 },
   );
   const found = r.stdout.trim();
@@ -410,11 +417,10 @@ async function findBuildDir(inputs: NativeBuildInputs, plan: BuildPlan): Promise
 
 async function measure(props: NativeBuildOutputs): Promise<Record<string, string>> {
   const r = await openNode(props.target).run(
-    {
-      script: DIGEST_SCRIPT,
+    programCommand(BUILD_PROGRAMS.digest, {
       args: [props.installDir, ...props.artifactPaths],
       display: `sha256sum in ${props.installDir}`,
-    },
+    }),
     { step: "artifact digest", timeoutMs: 5 * 60_000 },
   );
   return parseDigests(r.stdout, props.artifactPaths);
@@ -444,7 +450,6 @@ export const REBUILD_KEYS = [
   "targets",
   "artifactPaths",
   "jobs",
-  "verifyScript",
   "command",
   "path",
 ] as const;
@@ -463,7 +468,13 @@ export async function diff(
   olds: NativeBuildOutputs,
   news: NativeBuildInputs,
 ): Promise<pulumi.dynamic.DiffResult> {
-  const changed = changedKeys(olds, news, REBUILD_KEYS);
+  const changed: string[] = changedKeys(olds, news, REBUILD_KEYS);
+  // A changed verifier is a rebuild too (its ref, or the text of state written before refs).
+  if (
+    !sameProgram(olds.verifyProgram ?? olds.verifyScript, news.verifyProgram ?? news.verifyScript)
+  ) {
+    changed.push("verifyProgram");
+  }
   const drifted = driftedArtifacts(olds).length > 0;
   return {
     changes: changed.length > 0 || drifted,
@@ -489,11 +500,10 @@ async function deleteBuild(_id: string, props: NativeBuildOutputs): Promise<void
   // A command's build directory lies in the synced tree, which is TreeSync's: leave it.
   const buildDir = props.buildDir?.includes(marker) ? props.buildDir : "";
   await openNode(props.target).run(
-    {
-      script: DELETE_SCRIPT,
+    programCommand(BUILD_PROGRAMS.remove, {
       args: [buildDir, path.posix.dirname(props.installDir), props.buildKey],
       display: `rm -rf ${buildDir} ${props.installDir}`.replace("  ", " "),
-    },
+    }),
     { step: "remove build", timeoutMs: 5 * 60_000 },
   );
 }

@@ -1,6 +1,6 @@
 // Build verification (runbook: "Verifying a build"), control side.
 //
-// native/verify-build.sh runs on the node and reports what is on disk: the compile flags CMake
+// native/build/verify-build.sh runs on the node and reports what is on disk: the compile flags CMake
 // generated for ggml-cpu and ggml-cuda, signature-instruction counts in the CPU library, and
 // artifact digests. Its output is untrusted input here: parseEvidence() validates it with a
 // JSON schema. evaluate() then judges it against the build flags, with three checks, because
@@ -19,6 +19,7 @@
 // configures one when nvcc is present).
 import { NodeOutputError, nodeJsonParser } from "../schema/node-json";
 import * as path from "node:path";
+import { programPath } from "../native-script";
 import {
   type BuildFlags,
   type TargetIsa,
@@ -29,8 +30,10 @@ import {
   type X86Extension,
 } from "./flags";
 
-/** native/verify-build.sh, the node-side half. */
-export const VERIFY_SCRIPT_PATH = path.join(__dirname, "..", "..", "native", "verify-build.sh");
+/** native/build/verify-build.sh, the node-side half (by name under native/). */
+export const VERIFY_PROGRAM = "build/verify-build.sh";
+/** The checkout's file (sources native/lib/ itself; a node gets it with the libraries inlined). */
+export const VERIFY_SCRIPT_PATH = programPath(VERIFY_PROGRAM);
 export const EVIDENCE_SCHEMA_VERSION = 1;
 
 export type Generator = "make" | "ninja";
@@ -54,7 +57,7 @@ export interface ArtifactEvidence {
   readonly reason: string | null;
 }
 
-/** What native/verify-build.sh printed, validated. */
+/** What native/build/verify-build.sh printed, validated. */
 export interface BuildEvidence {
   readonly schemaVersion: 1;
   readonly isa: TargetIsa;

@@ -1,16 +1,16 @@
 // ModelReplica's dynamic-provider implementation: the files of one model revision on one node,
 // at `<modelsDir>/<repo>/<commit>/<file>`, each verified by SHA-256 on that node.
 //
-// The first node downloads from the hub endpoint itself (native/model-fetch.py: `.part` +
+// The first node downloads from the hub endpoint itself (native/model/model-fetch.py: `.part` +
 // Range resume, fail-closed SHA-256, atomic rename + fsync, free-space check). Every other node
 // copies from it node to node over the fabric, the control node's agent forwarded for that one
 // command (else relayed through the control node), into the `.part`, and verifies it itself.
 // `read` re-measures (size + mtime, or a full re-hash with verify "full"); `diff` calls any file
 // that is not known to hold the hub's bytes drift; `update` repairs only those files.
 import type * as pulumi from "@pulumi/pulumi";
-import { createHash } from "node:crypto";
-import { mkdirSync, readFileSync } from "node:fs";
+import { mkdirSync } from "node:fs";
 import * as path from "node:path";
+import { nativeProgram, programCommand, programPath } from "../native-script";
 import type { ProviderImpl } from "../providers/delegate";
 import { changedKeys } from "../providers/diff";
 import { progress, since } from "../providers/progress";
@@ -23,14 +23,17 @@ import {
   type SshTarget,
 } from "../transport/ssh";
 
-export const FETCH_SCRIPT = path.join(__dirname, "..", "..", "native", "model-fetch.py");
+export const FETCH_PROGRAM = "model/model-fetch.py";
+/** The checkout's file (the unit tests run it from there). */
+export const FETCH_SCRIPT = programPath(FETCH_PROGRAM);
 
 export function fetchScript(): string {
-  return readFileSync(FETCH_SCRIPT, "utf8");
+  return nativeProgram(FETCH_PROGRAM).text;
 }
 
+/** What ModelReplica records of the script (`scriptDigest`): a changed script is an update. */
 export function fetchScriptDigest(): string {
-  return createHash("sha256").update(fetchScript()).digest("hex");
+  return nativeProgram(FETCH_PROGRAM).sha256;
 }
 
 export interface ModelFile {
@@ -60,7 +63,7 @@ export interface ModelReplicaInputs {
   source?: ModelSource;
   /** Bearer token for the endpoint (a secret input; never in outputs, argv or messages). */
   token?: string;
-  /** SHA-256 of native/model-fetch.py: a changed script is an update. */
+  /** SHA-256 of native/model/model-fetch.py: a changed script is an update. */
   scriptDigest: string;
   /** Refuse a download that would leave less than this many bytes free. */
   reserveBytes: number;
@@ -144,14 +147,12 @@ async function runScript(
 ): Promise<ScriptLine[]> {
   const env: Record<string, EnvValue> = opts.token ? { HF_TOKEN: { secret: opts.token } } : {};
   const result = await openNode(inputs.target).run(
-    {
-      // The script arrives on stdin after the secret line, so the node runs this checkout's code.
-      script: 'exec python3 - "$@"',
+    // The script arrives on stdin after the secret line, so the node runs this checkout's code.
+    programCommand(FETCH_PROGRAM, {
       args: [command, JSON.stringify(spec)],
       env,
-      stdin: fetchScript(),
-      display: `python3 native/model-fetch.py ${command} ${inputs.dir}`,
-    },
+      display: `python3 native/${FETCH_PROGRAM} ${command} ${inputs.dir}`,
+    }),
     {
       step: opts.step,
       timeoutMs: opts.timeoutMs ?? 24 * 3600_000,

@@ -1,11 +1,11 @@
 // The SparkNode fact sheet: its type, its JSON schema, and the parser that checks what
-// native/facts.sh printed on a node. That output is untrusted input on the control node
+// native/node/facts.sh printed on a node. That output is untrusted input on the control node
 // (a compromised or merely odd node can print anything), so it is validated strictly:
 // known fields only, bounded sizes, and "null only together with a reason".
 
 import { NodeOutputError, nodeJsonParser } from "../schema/node-json";
 
-/** Bump together with SCHEMA_VERSION in native/facts.sh. */
+/** Bump together with SCHEMA_VERSION in native/node/facts.sh. */
 export const FACTS_SCHEMA_VERSION = 1;
 
 type Reason = string | null;

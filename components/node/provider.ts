@@ -1,7 +1,8 @@
 // SparkNode's dynamic-provider implementation (loaded by providers/delegate.ts): connect,
-// run native/facts.sh, validate its JSON. `refresh` re-measures, so a changed kernel or
+// run native/node/facts.sh, validate its JSON. `refresh` re-measures, so a changed kernel or
 // driver shows up as a diff in the refresh.
 import type * as pulumi from "@pulumi/pulumi";
+import { programCommand, programFor, type ProgramRef, sameProgram } from "../native-script";
 import type { ProviderImpl } from "../providers/delegate";
 import { changedKeys } from "../providers/diff";
 import { openNode, type SshTarget } from "../transport/ssh";
@@ -11,8 +12,13 @@ export interface SparkNodeInputs {
   kind: "SparkNode";
   providerVersion: string;
   target: SshTarget;
-  /** native/facts.sh, as text (read by the program: the provider runs from state). */
-  factsScript: string;
+  /** native/node/facts.sh: name and sha256; the provider runs its checkout's text by name. */
+  factsProgram: ProgramRef;
+  /**
+   * Inputs and state written before ProgramRefs held the text itself (`refresh` diffs against
+   * those inputs); only the diff reads it.
+   */
+  factsScript?: string;
   /** Directories whose free space the fact sheet reports (model and tree directories). */
   diskPaths: string[];
 }
@@ -21,9 +27,14 @@ export interface SparkNodeOutputs extends SparkNodeInputs {
   facts: SparkNodeFacts;
 }
 
+export const FACTS_PROGRAM = "node/facts.sh";
+
 async function measure(inputs: SparkNodeInputs): Promise<SparkNodeFacts> {
   const result = await openNode(inputs.target).run(
-    { script: inputs.factsScript, args: inputs.diskPaths, display: "native/facts.sh" },
+    programCommand(programFor(inputs.factsProgram, FACTS_PROGRAM), {
+      args: inputs.diskPaths,
+      display: "native/node/facts.sh",
+    }),
     { step: "fact sheet", timeoutMs: 60_000 },
   );
   return parseFacts(result.stdout, inputs.target.name);
@@ -63,13 +74,12 @@ export async function diff(
   olds: SparkNodeOutputs,
   news: SparkNodeInputs,
 ): Promise<pulumi.dynamic.DiffResult> {
-  const changed = changedKeys(olds, news, [
-    "providerVersion",
-    "target",
-    "factsScript",
-    "diskPaths",
-  ] as const);
-  return { changes: changed.length > 0, replaces: [] };
+  const changed = changedKeys(olds, news, ["providerVersion", "target", "diskPaths"] as const);
+  const program = sameProgram(
+    olds.factsProgram ?? olds.factsScript,
+    news.factsProgram ?? news.factsScript,
+  );
+  return { changes: changed.length > 0 || !program, replaces: [] };
 }
 
 export async function update(

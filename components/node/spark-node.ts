@@ -3,8 +3,9 @@ import * as path from "node:path";
 import { DYNAMIC_MODULE } from "../aliases";
 import { delegatingProvider } from "../providers/delegate";
 import type { SshTarget } from "../transport/ssh";
-import { nativeScript } from "../native-script";
+import { programRef } from "../native-script";
 import type { SparkNodeFacts } from "./facts";
+import { FACTS_PROGRAM } from "./provider";
 
 /** Bump when the provider's behaviour changes, so `up` rewrites it in state. */
 export const SPARK_NODE_PROVIDER_VERSION = "1";
@@ -34,7 +35,7 @@ export class SparkNode extends pulumi.dynamic.Resource {
         kind: "SparkNode",
         providerVersion: SPARK_NODE_PROVIDER_VERSION,
         target: args.target,
-        factsScript: nativeScript("facts.sh"),
+        factsProgram: programRef(FACTS_PROGRAM),
         diskPaths: args.diskPaths ?? ["~/models", "~"],
         facts: undefined,
       },

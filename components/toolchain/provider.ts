@@ -5,9 +5,10 @@
 // install directories put on PATH directly (no shims: asdf's shims need the asdf binary).
 import type * as pulumi from "@pulumi/pulumi";
 import * as path from "node:path";
+import { programFor, type ProgramRef, sameProgram } from "../native-script";
 import type { ProviderImpl } from "../providers/delegate";
 import { changedKeys } from "../providers/diff";
-import type { TreeDigest } from "../tree/digest";
+import { TREE_DIGEST_PROGRAM, type TreeDigest } from "../tree/digest";
 import { remoteTreeDigest } from "../tree/remote-digest";
 import {
   copyFromPeerOrRelay,
@@ -36,7 +37,13 @@ export interface ToolchainInputs {
   expect: string;
   /** The source node's digest (absent on the source node itself). */
   expectedDigest?: string;
-  digestScript: string;
+  /** native/tree/tree-digest.py: name and sha256; run on the node with python3. */
+  digestProgram: ProgramRef;
+  /**
+   * Inputs and state written before ProgramRefs held the text itself (`refresh` diffs against
+   * those inputs); only the diff reads it.
+   */
+  digestScript?: string;
 }
 
 export interface ToolchainOutputs extends ToolchainInputs {
@@ -50,9 +57,8 @@ export interface ToolchainOutputs extends ToolchainInputs {
 }
 
 function digestOf(target: SshTarget, inputs: ToolchainInputs): Promise<TreeDigest | undefined> {
-  return remoteTreeDigest(openNode(target), inputs.digestScript, inputs.path, {
-    step: "toolchain digest",
-  });
+  const program = programFor(inputs.digestProgram, TREE_DIGEST_PROGRAM);
+  return remoteTreeDigest(openNode(target), program, inputs.path, { step: "toolchain digest" });
 }
 
 async function probe(inputs: ToolchainInputs): Promise<string> {
@@ -171,9 +177,10 @@ export async function diff(
     "probe",
     "expect",
     "expectedDigest",
-    "digestScript",
   ] as const;
-  const changed = changedKeys(olds, news, keys).length > 0;
+  const changed =
+    changedKeys(olds, news, keys).length > 0 ||
+    !sameProgram(olds.digestProgram ?? olds.digestScript, news.digestProgram ?? news.digestScript);
   // The source node's desired state is "present"; every other node's is "equal to the source".
   const drifted = news.source ? olds.digest !== news.expectedDigest : olds.digest === "";
   return { changes: changed || drifted, replaces: [] };

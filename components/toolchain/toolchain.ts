@@ -3,7 +3,8 @@ import * as path from "node:path";
 import { DYNAMIC_MODULE } from "../aliases";
 import { delegatingProvider } from "../providers/delegate";
 import type { SshTarget } from "../transport/ssh";
-import { treeDigestScript } from "../tree/digest";
+import { programRef } from "../native-script";
+import { TREE_DIGEST_PROGRAM } from "../tree/digest";
 import type { ToolchainSource } from "./provider";
 
 /** Bump when the provider's behaviour changes, so `up` rewrites it in state. */
@@ -46,7 +47,7 @@ export class Toolchain extends pulumi.dynamic.Resource {
         probe: args.probe,
         expect: args.expect,
         expectedDigest: args.expectedDigest,
-        digestScript: treeDigestScript(),
+        digestProgram: programRef(TREE_DIGEST_PROGRAM),
         digest: undefined,
         files: undefined,
         bytes: undefined,

@@ -4,6 +4,7 @@
 // This module only builds that command; NodeConnection.copyFromPeer runs it.
 import { randomBytes } from "node:crypto";
 import type { SshTarget } from "./connection";
+import { nativeProgram } from "../native-script";
 import { hostKeyAlias, knownHostsLine } from "./connection";
 import { rsyncRshJoin } from "./quote";
 import type { RemoteScript } from "./remote-command";
@@ -45,16 +46,8 @@ export function peerCopyCommand(peer: Peer, copy: PeerCopy): RemoteScript {
   // rsync appends the host (from user@host:path) itself: drop the argv's own "-- host".
   const rsh = rsyncRshJoin(argv.slice(0, argv.lastIndexOf("--")));
   return {
-    script: [
-      "set -e",
-      'mkdir -p .cache/sparkform "$4"',
-      // The trap reads $KH, not $2: at exit, "$2" is whatever the `shift 5` below left there.
-      "KH=$2; trap 'rm -f \"$KH\"' EXIT",
-      'printf "%s" "$1" > "$2"',
-      "RSH=$3 DST=$4 SRC=$5",
-      "shift 5",
-      copy.body,
-    ].join("\n"),
+    // native/transport/copy-from-peer.sh (its header says what each argument is), then the body.
+    script: `${nativeProgram("transport/copy-from-peer.sh").text}${copy.body}`,
     args: [
       knownHostsLine(hostKeyAlias(peer.target.name), peer.target.hostKey),
       knownHosts,

@@ -1,12 +1,13 @@
-// The tree digest (native/tree-digest.py, algorithm sparkform-tree-v1): the same script runs on
+// The tree digest (native/tree/tree-digest.py, algorithm sparkform-tree-v1): the same script runs on
 // the control node and, fed through ssh, on every node, so both sides compute it identically.
 import { execFileSync } from "node:child_process";
-import { readFileSync } from "node:fs";
-import * as path from "node:path";
 import type { Exclusion } from "../config";
+import { type NativeProgram, nativeProgram, programPath } from "../native-script";
 import { nodeJsonParser } from "../schema/node-json";
 
-export const TREE_DIGEST_SCRIPT_PATH = path.join(__dirname, "..", "..", "native", "tree-digest.py");
+export const TREE_DIGEST_PROGRAM = "tree/tree-digest.py";
+/** The checkout's file: the control node runs it from there. */
+export const TREE_DIGEST_SCRIPT_PATH = programPath(TREE_DIGEST_PROGRAM);
 export const TREE_DIGEST_ALGORITHM = "sparkform-tree-v1";
 
 export interface TreeDigest {
@@ -20,8 +21,9 @@ export interface TreeDigest {
   manifest?: [string, string, string, string][];
 }
 
-export function treeDigestScript(): string {
-  return readFileSync(TREE_DIGEST_SCRIPT_PATH, "utf8");
+/** native/tree/tree-digest.py as a node receives it (TreeSync and Toolchain record its ref). */
+export function treeDigestProgram(): NativeProgram {
+  return nativeProgram(TREE_DIGEST_PROGRAM);
 }
 
 /** The script's arguments for a set of exclusions (after the root). */

@@ -12,8 +12,10 @@ import {
   exclusionArgs,
   localTreeDigest,
   rsyncExcludes,
+  TREE_DIGEST_PROGRAM,
   type TreeDigest,
 } from "./digest";
+import { programFor, type ProgramRef, sameProgram } from "../native-script";
 
 export interface TreeSyncInputs {
   kind: "TreeSync";
@@ -26,8 +28,13 @@ export interface TreeSyncInputs {
   exclude: Exclusion[];
   /** The control node's digest of `source` over the synced file set, at program time. */
   expectedDigest: string;
-  /** native/tree-digest.py as text, run on the node with python3. */
-  digestScript: string;
+  /** native/tree/tree-digest.py: name and sha256; run on the node with python3. */
+  digestProgram: ProgramRef;
+  /**
+   * Inputs and state written before ProgramRefs held the text itself (`refresh` diffs against
+   * those inputs); only the diff reads it.
+   */
+  digestScript?: string;
 }
 
 export interface TreeSyncOutputs extends TreeSyncInputs {
@@ -38,7 +45,8 @@ export interface TreeSyncOutputs extends TreeSyncInputs {
 }
 
 function remoteDigest(inputs: TreeSyncInputs, manifest: boolean): Promise<TreeDigest | undefined> {
-  return remoteTreeDigest(openNode(inputs.target), inputs.digestScript, inputs.dest, {
+  const program = programFor(inputs.digestProgram, TREE_DIGEST_PROGRAM);
+  return remoteTreeDigest(openNode(inputs.target), program, inputs.dest, {
     args: [...exclusionArgs(inputs.exclude), ...(manifest ? ["--manifest"] : [])],
     step: "tree digest",
   });
@@ -115,8 +123,8 @@ export async function diff(
       "source",
       "exclude",
       "expectedDigest",
-      "digestScript",
-    ] as const).length > 0;
+    ] as const).length > 0 ||
+    !sameProgram(olds.digestProgram ?? olds.digestScript, news.digestProgram ?? news.digestScript);
   const drifted = olds.digest !== news.expectedDigest;
   return {
     changes: inputsChanged || drifted || olds.dest !== news.dest,

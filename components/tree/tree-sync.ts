@@ -4,7 +4,8 @@ import type { Exclusion } from "../config";
 import { DYNAMIC_MODULE } from "../aliases";
 import { delegatingProvider } from "../providers/delegate";
 import type { SshTarget } from "../transport/ssh";
-import { treeDigestScript } from "./digest";
+import { programRef } from "../native-script";
+import { TREE_DIGEST_PROGRAM } from "./digest";
 
 /** Bump when the provider's behaviour changes, so `up` rewrites it in state. */
 export const TREE_SYNC_PROVIDER_VERSION = "1";
@@ -45,7 +46,7 @@ export class TreeSync extends pulumi.dynamic.Resource {
         dest: args.dest,
         exclude: args.exclude,
         expectedDigest: args.expectedDigest,
-        digestScript: treeDigestScript(),
+        digestProgram: programRef(TREE_DIGEST_PROGRAM),
         digest: undefined,
         files: undefined,
         bytes: undefined,

@@ -1,5 +1,5 @@
 // Build verification: the pure judge (evaluate) on generated flags.make / build.ninja snippets,
-// the flag parsers, the evidence schema, and native/verify-build.sh run for real on fixture
+// the flag parsers, the evidence schema, and native/build/verify-build.sh run for real on fixture
 // build directories (x86 objects compiled here by the host gcc).
 //
 // The CUDA one-architecture check is tested on generated flags.make / build.ninja text only:
@@ -24,9 +24,10 @@ import {
   parseEvidence,
   requiredSignatures,
   targetCompileFlags,
+  VERIFY_PROGRAM,
   verifyScriptArgs,
 } from "../../components/build/verify";
-import { nativeScript } from "../../components/native-script";
+import { nativeProgram } from "../../components/native-script";
 
 const COMMIT = "80fb11ac73e66d89eae2c6a91d8a77428fa733ed";
 const SPARK = sparkBuildFlags(COMMIT);
@@ -589,7 +590,7 @@ describe("parseEvidence", () => {
   });
 });
 
-// ---- native/verify-build.sh, for real --------------------------------------------------------------------
+// ---- native/build/verify-build.sh, for real-----------------------------------------------------------------
 
 const haveGcc =
   spawnSync("gcc", ["--version"]).status === 0 && spawnSync("objdump", ["--version"]).status === 0;
@@ -647,7 +648,7 @@ __attribute__((target("avx2,fma,f16c"))) float dot_q8(const uint8_t *a, const in
   function runScript(args: string[]): BuildEvidence {
     const out = execFileSync(
       "/bin/sh",
-      ["-c", nativeScript("verify-build.sh"), "verify-build.sh", ...args],
+      ["-c", nativeProgram(VERIFY_PROGRAM).text, "verify-build.sh", ...args],
       {
         encoding: "utf8",
         env: {

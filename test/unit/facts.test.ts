@@ -1,11 +1,11 @@
-// native/facts.sh runs for real (on this machine and against the Spark sysfs fixture), and
+// native/node/facts.sh runs for real (on this machine and against the Spark sysfs fixture), and
 // parseFacts rejects crafted bad output naming the node and the JSON path.
 import { execFileSync } from "node:child_process";
 import * as fs from "node:fs";
 import * as os from "node:os";
 import * as path from "node:path";
 import { describe, expect, it } from "vitest";
-import { nativeScript } from "../../components/native-script";
+import { nativeProgram } from "../../components/native-script";
 import { parseFacts, type SparkNodeFacts } from "../../components/node/facts";
 
 const FIXTURE = path.join(__dirname, "..", "fixtures", "sysfs-spark");
@@ -13,7 +13,7 @@ const IBV_FIXTURE = path.join(__dirname, "..", "fixtures", "sysfs-spark.ibv_devi
 
 /** Run facts.sh as the transport sends it (libraries inlined, `sh -c`), in an empty environment plus the contract's few names. */
 function facts(shell: string, args: string[], env: Record<string, string> = {}): string {
-  return execFileSync(shell, ["-c", nativeScript("facts.sh"), "facts.sh", ...args], {
+  return execFileSync(shell, ["-c", nativeProgram("node/facts.sh").text, "facts.sh", ...args], {
     encoding: "utf8",
     env: {
       HOME: os.homedir(),

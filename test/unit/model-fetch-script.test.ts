@@ -1,4 +1,4 @@
-// native/model-fetch.py on this machine against the real test endpoint on 127.0.0.1: the same
+// native/model/model-fetch.py on this machine against the real test endpoint on 127.0.0.1: the same
 // script the nodes run, so every fault path is cheap to show here. The sim e2e test
 // (test/e2e/model.test.ts) shows them again on nodes through the real pulumi CLI.
 import { createHash } from "node:crypto";
@@ -7,7 +7,7 @@ import * as os from "node:os";
 import * as path from "node:path";
 import { execa } from "execa";
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest";
-import { repoRoot } from "../../setup/pulumi/env";
+import { FETCH_SCRIPT } from "../../components/model/provider";
 import {
   publishTestModel,
   startHfEndpoint,
@@ -17,7 +17,7 @@ import {
 } from "../../sim/hub";
 
 const TOKEN = "hf_unit_fetch_token_abcdef0123456789";
-const SCRIPT = path.join(repoRoot, "native", "model-fetch.py");
+const SCRIPT = FETCH_SCRIPT;
 let tmp: string;
 let ep: HfEndpoint;
 let pub: PublishedRepo & { model: PublishedFile };

@@ -24,6 +24,7 @@ import { simBuildFlags, sparkBuildFlags } from "../../components/build/flags";
 import {
   absoluteOnNode,
   artifactSetDigest,
+  BUILD_PROGRAMS,
   buildPlan,
   buildRequirements,
   checkArtifact,
@@ -33,18 +34,15 @@ import {
   compilerTail,
   DEFAULT_ARTIFACTS,
   DEFAULT_TARGETS,
-  DELETE_SCRIPT,
-  DIGEST_SCRIPT,
-  FIND_BUILD_DIR_SCRIPT,
-  INSTALL_SCRIPT,
   mergeLanguageFlags,
   ninjaProgress,
   parseCcacheStats,
   parseDigests,
   parseProbe,
-  PROBE_SCRIPT,
 } from "../../components/build/plan";
 import { diff, driftedArtifacts, type NativeBuildOutputs } from "../../components/build/provider";
+import { VERIFY_PROGRAM } from "../../components/build/verify";
+import { nativeProgram, programCommand, programRef } from "../../components/native-script";
 
 const COMMIT = "80fb11ac73e66d89eae2c6a91d8a77428fa733ed";
 const HOME = "/home/spark";
@@ -313,11 +311,17 @@ describe("small helpers", () => {
   });
 });
 
-describe("node-side scripts (run with the local sh)", () => {
+describe("node-side programs (native/build/, sent as to a node, run with the local sh)", () => {
   const dir = mkdtempSync(path.join(tmpdir(), "sparkform-plan-"));
   afterAll(() => rmSync(dir, { recursive: true, force: true }));
-  const sh = (script: string, args: string[]) =>
-    spawnSync("sh", ["-c", script, "sparkform", ...args], { encoding: "utf8" });
+  // As the transport delivers it: the launcher on the command line, the program on stdin.
+  const sh = (name: string, args: string[]) => {
+    const cmd = programCommand(name, { args });
+    return spawnSync("sh", ["-c", cmd.script, "sparkform", ...(cmd.args ?? [])], {
+      encoding: "utf8",
+      input: cmd.stdin,
+    });
+  };
   const build = path.join(dir, "build");
   const out = path.join(dir, "out");
   const sha = (s: string) => execFileSync("sha256sum", { input: s, encoding: "utf8" }).slice(0, 64);
@@ -326,7 +330,7 @@ describe("node-side scripts (run with the local sh)", () => {
     mkdirSync(path.join(build, "bin"), { recursive: true });
     writeFileSync(path.join(build, "bin/a"), "one", { mode: 0o755 });
     writeFileSync(path.join(build, "lib.a"), "lib");
-    let r = sh(INSTALL_SCRIPT, [out, "k1", build, "bin/a", "lib.a"]);
+    let r = sh(BUILD_PROGRAMS.install, [out, "k1", build, "bin/a", "lib.a"]);
     expect(r.status, r.stderr).toBe(0);
     expect(parseDigests(r.stdout, ["bin/a", "lib.a"])).toEqual({
       "bin/a": sha("one"),
@@ -337,7 +341,7 @@ describe("node-side scripts (run with the local sh)", () => {
     expect(spawnSync("test", ["-x", path.join(out, "k1/bin/a")]).status).toBe(0);
 
     writeFileSync(path.join(build, "bin/a"), "two", { mode: 0o755 });
-    r = sh(INSTALL_SCRIPT, [out, "k1", build, "bin/a", "lib.a"]);
+    r = sh(BUILD_PROGRAMS.install, [out, "k1", build, "bin/a", "lib.a"]);
     expect(r.status, r.stderr).toBe(0);
     expect(readFileSync(path.join(out, "k1/bin/a"), "utf8")).toBe("two");
     expect(readlinkSync(path.join(out, "k1"))).not.toBe(firstTarget);
@@ -351,13 +355,13 @@ describe("node-side scripts (run with the local sh)", () => {
 
   it("a re-install of the same content repairs a file deleted from the installed set", () => {
     rmSync(path.join(out, "k1/bin/a"));
-    const r = sh(INSTALL_SCRIPT, [out, "k1", build, "bin/a", "lib.a"]);
+    const r = sh(BUILD_PROGRAMS.install, [out, "k1", build, "bin/a", "lib.a"]);
     expect(r.status, r.stderr).toBe(0);
     expect(readFileSync(path.join(out, "k1/bin/a"), "utf8")).toBe("two");
   });
 
   it("install of a missing artifact fails and leaves the installed ones in place", () => {
-    const r = sh(INSTALL_SCRIPT, [out, "k1", build, "bin/a", "bin/missing"]);
+    const r = sh(BUILD_PROGRAMS.install, [out, "k1", build, "bin/a", "bin/missing"]);
     expect(r.status).not.toBe(0);
     expect(readFileSync(path.join(out, "k1/bin/a"), "utf8")).toBe("two");
     expect(
@@ -368,19 +372,19 @@ describe("node-side scripts (run with the local sh)", () => {
   });
 
   it("digest reports missing files and a missing directory", () => {
-    let r = sh(DIGEST_SCRIPT, [path.join(out, "k1"), "bin/a", "bin/gone"]);
+    let r = sh(BUILD_PROGRAMS.digest, [path.join(out, "k1"), "bin/a", "bin/gone"]);
     expect(parseDigests(r.stdout, ["bin/a", "bin/gone"])).toEqual({
       "bin/a": sha("two"),
       "bin/gone": "",
     });
-    r = sh(DIGEST_SCRIPT, [path.join(out, "nope"), "bin/a"]);
+    r = sh(BUILD_PROGRAMS.digest, [path.join(out, "nope"), "bin/a"]);
     expect(parseDigests(r.stdout, ["bin/a"])).toEqual({ "bin/a": "" });
   });
 
   it("probe: $HOME, compiler and ccache lines; exit 3 for a missing tool, 4 for a missing tree", () => {
     const tree = path.join(dir, "probe-tree");
     mkdirSync(tree);
-    let r = sh(PROBE_SCRIPT, [tree, "", "sh"]);
+    let r = sh(BUILD_PROGRAMS.probe, [tree, "", "sh"]);
     expect(r.status, r.stderr).toBe(0);
     const probe = parseProbe(r.stdout);
     expect(probe.home).toBe(process.env.HOME);
@@ -389,11 +393,11 @@ describe("node-side scripts (run with the local sh)", () => {
       encoding: "utf8",
     }).stdout.trim();
     expect(probe.ccache).toBe(ccache); // "" where the machine has none
-    r = sh(PROBE_SCRIPT, [tree, "", "sh", "sparkform-no-such-tool"]);
+    r = sh(BUILD_PROGRAMS.probe, [tree, "", "sh", "sparkform-no-such-tool"]);
     expect([r.status, r.stderr.trim()]).toEqual([3, "missing tool: sparkform-no-such-tool"]);
-    r = sh(PROBE_SCRIPT, [tree, "CMakeLists.txt", "sh"]);
+    r = sh(BUILD_PROGRAMS.probe, [tree, "CMakeLists.txt", "sh"]);
     expect([r.status, r.stderr.trim()]).toEqual([4, `no CMakeLists.txt in ${tree}`]);
-    r = sh(PROBE_SCRIPT, [path.join(dir, "no-tree"), "", "sh"]);
+    r = sh(BUILD_PROGRAMS.probe, [path.join(dir, "no-tree"), "", "sh"]);
     expect(r.status).toBe(4);
   });
 
@@ -403,23 +407,57 @@ describe("node-side scripts (run with the local sh)", () => {
     mkdirSync(path.join(obj, "llama_build-cpu-new"));
     writeFileSync(path.join(obj, "llama_build-file"), "not a directory");
     execFileSync("touch", ["-d", "2020-01-01", path.join(obj, "llama_build-cpu-old")]);
-    expect(sh(FIND_BUILD_DIR_SCRIPT, [obj, "llama_build-*"]).stdout.trim()).toBe(
+    expect(sh(BUILD_PROGRAMS.findBuildDir, [obj, "llama_build-*"]).stdout.trim()).toBe(
       path.join(obj, "llama_build-cpu-new"),
     );
-    expect(sh(FIND_BUILD_DIR_SCRIPT, [obj, "cmake_build-*"]).stdout).toBe("");
-    expect(sh(FIND_BUILD_DIR_SCRIPT, [path.join(dir, "nope"), "*"]).stdout).toBe("");
+    expect(sh(BUILD_PROGRAMS.findBuildDir, [obj, "cmake_build-*"]).stdout).toBe("");
+    expect(sh(BUILD_PROGRAMS.findBuildDir, [path.join(dir, "nope"), "*"]).stdout).toBe("");
+  });
+
+  it("build runs its argv between ccache's statistics and keeps its exit status", () => {
+    const ok = sh(BUILD_PROGRAMS.build, ["sh", "-c", 'echo built "$1"', "x", "one two"]);
+    expect(ok.status, ok.stderr).toBe(0);
+    expect(ok.stdout.split("\n").slice(0, 2)).toEqual(["built one two", "==> ccache statistics"]);
+    const failed = sh(BUILD_PROGRAMS.build, ["sh", "-c", "exit 7"]);
+    expect(failed.status).toBe(7);
+    expect(failed.stdout).toContain("==> ccache statistics");
+  });
+
+  it("command-build runs in WORKDIR with ccache as CMake's launcher when there is one; exit 4 without WORKDIR", () => {
+    const work = path.join(dir, "work");
+    mkdirSync(work);
+    const r = sh(BUILD_PROGRAMS.commandBuild, [
+      work,
+      "sh",
+      "-c",
+      'pwd; echo "launcher=${CMAKE_C_COMPILER_LAUNCHER:-}"; exit 5',
+    ]);
+    expect(r.status).toBe(5);
+    const ccache = spawnSync("sh", ["-c", "command -v ccache"], { encoding: "utf8" }).status === 0;
+    expect(r.stdout.split("\n").slice(0, 3)).toEqual([
+      work,
+      `launcher=${ccache ? "ccache" : ""}`,
+      "==> ccache statistics",
+    ]);
+    expect(sh(BUILD_PROGRAMS.commandBuild, [path.join(dir, "no-work"), "true"]).status).toBe(4);
+  });
+
+  it("configure creates the build directory, then runs the argv", () => {
+    const b = path.join(dir, "cfg", "build");
+    const r = sh(BUILD_PROGRAMS.configure, [b, "sh", "-c", 'test -d "$1" && echo ok', "x", b]);
+    expect([r.status, r.stdout.trim()]).toEqual([0, "ok"]);
   });
 
   it("delete with no build directory (a command's, in the tree) keeps it", () => {
     mkdirSync(path.join(out, "k9"), { recursive: true });
-    const r = sh(DELETE_SCRIPT, ["", out, "k9"]);
+    const r = sh(BUILD_PROGRAMS.remove, ["", out, "k9"]);
     expect(r.status, r.stderr).toBe(0);
     expect(existsSync(build)).toBe(true);
     expect(existsSync(path.join(out, "k9"))).toBe(false);
   });
 
   it("delete removes the build directory, the link and the store entries of the key", () => {
-    const r = sh(DELETE_SCRIPT, [build, out, "k1"]);
+    const r = sh(BUILD_PROGRAMS.remove, [build, out, "k1"]);
     expect(r.status, r.stderr).toBe(0);
     expect(existsSync(build)).toBe(false);
     expect(existsSync(path.join(out, "k1"))).toBe(false);
@@ -544,7 +582,7 @@ describe("provider diff", () => {
     targets: ["ggml-rpc-server"],
     artifactPaths: ["bin/ggml-rpc-server"],
     jobs: 0,
-    verifyScript: "#!/bin/sh",
+    verifyProgram: programRef(VERIFY_PROGRAM),
   };
   const olds = {
     ...inputs,
@@ -568,6 +606,30 @@ describe("provider diff", () => {
       changes: true,
       replaces: [],
       diffs,
+    });
+  });
+  it("state written before program refs (the verifier's text) is no change when the text is the same", async () => {
+    const { verifyProgram: _ref, ...rest } = olds;
+    const legacy = { ...rest, verifyScript: nativeProgram(VERIFY_PROGRAM).text };
+    expect(await diff("id", legacy as NativeBuildOutputs, inputs)).toEqual({
+      changes: false,
+      replaces: [],
+    });
+    // refresh diffs the old state against the old inputs recorded with it
+    expect((await diff("id", legacy as NativeBuildOutputs, legacy as never)).changes).toBe(false);
+    const edited = { ...rest, verifyScript: `${nativeProgram(VERIFY_PROGRAM).text}# edited\n` };
+    expect(await diff("id", edited as NativeBuildOutputs, inputs)).toEqual({
+      changes: true,
+      replaces: [],
+      diffs: ["verifyProgram"],
+    });
+  });
+  it("rebuilds when the verifier changes", async () => {
+    const news = { ...inputs, verifyProgram: { name: VERIFY_PROGRAM, sha256: "0".repeat(64) } };
+    expect(await diff("id", olds, news)).toEqual({
+      changes: true,
+      replaces: [],
+      diffs: ["verifyProgram"],
     });
   });
   it("rebuilds when an artifact was deleted or modified on the node", async () => {

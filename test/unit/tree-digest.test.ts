@@ -1,4 +1,4 @@
-// native/tree-digest.py on real directories: what changes the digest and what does not.
+// native/tree/tree-digest.py on real directories: what changes the digest and what does not.
 import {
   chmodSync,
   mkdirSync,

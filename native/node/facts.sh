@@ -28,7 +28,7 @@ SYS=${SPARKFORM_SYSFS_ROOT:-/sys}
 IBV_DEVINFO=${SPARKFORM_IBV_DEVINFO:-ibv_devinfo}
 
 # JSON encoding: js, jsn, jsfile, num (inlined here when this script is sent to a node).
-. "$(dirname -- "$0")/lib/json.sh"
+. "$(dirname -- "$0")/../lib/json.sh"
 
 # readv FILE: the first line of FILE into $V (empty if unreadable). `read` is a builtin,
 # which matters for the hundreds of small sysfs files on a real node.

@@ -44,7 +44,7 @@ SCHEMA_VERSION=1
 MAX_TEXT=262144 # bytes of flags text per target; more is truncated (and says so)
 
 # JSON encoding: js, jsn, jsfile, num (inlined here when this script is sent to a node).
-. "$(dirname -- "$0")/lib/json.sh"
+. "$(dirname -- "$0")/../lib/json.sh"
 
 # ---- arguments --------------------------------------------------------------------------
 

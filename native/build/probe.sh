@@ -1,0 +1,15 @@
+#!/bin/sh
+# probe.sh — what a NativeBuild needs before it plans anything. Runs ON the node (POSIX sh),
+# sent by components/build/provider.ts; its output is parsed by parseProbe() in
+# components/build/plan.ts. First, because the build plan needs the node's $HOME.
+#
+# Usage: probe.sh TREE MARKER TOOL...
+#   MARKER is a file TREE must hold (cmake: CMakeLists.txt), or "" to require the directory only.
+#
+# Prints $HOME, then `compiler=` and `ccache=` lines (each tool's first --version line; empty
+# when absent). Fails naming the first missing TOOL (exit 3) or a missing tree (exit 4).
+printf "%s\n" "$HOME"
+tree=$1 marker=$2; shift 2; for t in "$@"; do command -v "$t" >/dev/null 2>&1 || { echo "missing tool: $t" >&2; exit 3; }; done
+if [ -n "$marker" ]; then [ -f "$tree/$marker" ] || { echo "no $marker in $tree" >&2; exit 4; }; else [ -d "$tree" ] || { echo "no directory $tree" >&2; exit 4; }; fi
+printf "compiler=%s\n" "$( (gcc --version 2>/dev/null || cc --version 2>/dev/null) | head -n 1)"
+printf "ccache=%s\n" "$(ccache --version 2>/dev/null | head -n 1)"
