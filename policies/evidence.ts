@@ -68,7 +68,7 @@ const FIELDS: { [K in Kind]: { [F in keyof KindEvidence[K]]-?: (v: unknown) => b
 
 /** Whether `kind` names a sparkform kind. */
 export function isKind(kind: unknown): kind is Kind {
-  return isString(kind) && Object.hasOwn(FIELDS, kind);
+  return isString(kind) && Object.prototype.hasOwnProperty.call(FIELDS, kind);
 }
 
 /** The sparkform kind of a resource, by its type (or the legacy type and its `kind`), else undefined. */
