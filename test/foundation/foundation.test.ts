@@ -1,5 +1,6 @@
 // The Pulumi toolchain end to end: the real CLI, the Node.js language host, a dynamic
-// provider whose read re-measures, and the policy pack, on a private local file backend.
+// provider whose read re-measures, and policy packs (the proof stack's own and sparkform's),
+// on a private local file backend.
 import { createHash } from "node:crypto";
 import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";

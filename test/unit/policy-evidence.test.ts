@@ -18,6 +18,7 @@ import {
   createStackValidationArgs,
   resourceViolations,
   sparkform,
+  stackViolations,
 } from "../support/policy";
 
 const d = (c: string) => c.repeat(64);
@@ -94,6 +95,25 @@ describe("resourcesOf and asKind", () => {
       createResourceValidationArgs(sparkform("Toolchain", { digest: "" }, { name: "tc-x" })),
     );
     expect(found).toMatchObject({ node: "tc-x", props: { digest: "" }, unknown: ["target"] });
+  });
+});
+
+describe("a stack in the middle of its move to the type tokens", () => {
+  it("is judged as one: old-type and new-type resources of a kind are compared", () => {
+    const build = (node: string, commit: string, legacy: boolean) =>
+      sparkform(
+        "NativeBuild",
+        { target: { name: node }, commit, artifacts: {} },
+        { name: `b-${node}`, legacy },
+      );
+    expect(
+      stackViolations(buildsIdentical, [
+        build("spark-1", "1".repeat(40), false),
+        build("spark-2", "2".repeat(40), true),
+      ]),
+    ).toEqual([
+      "Nodes build different llama.cpp commits (spark-1=111111111111, spark-2=222222222222): sync the same tree to every node and run `pulumi up`.",
+    ]);
   });
 });
 
