@@ -68,6 +68,7 @@ const FIELDS: { [K in Kind]: { [F in keyof KindEvidence[K]]-?: (v: unknown) => b
 
 /** Whether `kind` names a sparkform kind. */
 export function isKind(kind: unknown): kind is Kind {
+  // Not Object.hasOwn: the CLI compiles the pack with ts-node's ES2020 lib, which lacks it.
   return isString(kind) && Object.prototype.hasOwnProperty.call(FIELDS, kind);
 }
 
