@@ -1,22 +1,60 @@
 // Policies on how llama.cpp is built (runbook: "Why LLAMA_CPU_ARM_ARCH is not optional", "Why
-// LLAMA_CUDA_ARCH must accompany it", "Verifying a build"). NativeBuild refuses these flags
-// itself; the pack also holds any build made another way, and reads the node's evidence.
-import type { ResourceValidationPolicy } from "@pulumi/policy";
-import { kindOf } from "./kinds";
+// LLAMA_CUDA_ARCH must accompany it", "Verifying a build") and on what the builds produced.
+// NativeBuild refuses bad flags itself; the pack also holds any build made another way, and
+// reads the node's evidence.
+import type { ResourceValidationPolicy, StackValidationPolicy } from "@pulumi/policy";
+import type { Evidence } from "../components/kinds";
+import { asKind, known, resourcesOf } from "./evidence";
+
+type BuildEvidence = Evidence<"NativeBuild">;
 
 /** One CMake CUDA architecture (as components/build/flags.ts): `121a-real`, `90`, `89-virtual`. */
 const ONE_CUDA_ARCH = /^[1-9][0-9]{1,2}[af]?(-real|-virtual)?$/;
 
-interface Flags {
-  LLAMA_BACKEND?: unknown;
-  LLAMA_CPU_ARM_ARCH?: unknown;
-  LLAMA_CUDA_ARCH?: unknown;
+/** What cuda-arch-pinned judges of one build. */
+export interface CudaArchEvidence {
+  node: string;
+  flags: Pick<BuildEvidence["flags"], "LLAMA_BACKEND" | "LLAMA_CPU_ARM_ARCH" | "LLAMA_CUDA_ARCH">;
+  /** The node's verification; left out while this run is about to rebuild (none yet). */
+  checks?: readonly Pick<BuildEvidence["checks"][number], "name" | "ok" | "detail">[];
 }
 
-interface Check {
-  name?: unknown;
-  ok?: unknown;
-  detail?: unknown;
+/**
+ * A CUDA build names exactly one CUDA architecture, and a named ARM CPU architecture comes
+ * with it; the node's flags.make (the build's `cuda-one-arch` check) must agree.
+ */
+export function checkCudaArchPinned({ node, flags, checks }: CudaArchEvidence): string[] {
+  if (flags.LLAMA_BACKEND !== "cuda") return [];
+  const found: string[] = [];
+  // Typed as the provider writes them; a build made another way may carry anything.
+  const cudaArch: unknown = flags.LLAMA_CUDA_ARCH;
+  if (cudaArch === undefined || cudaArch === null || cudaArch === "") {
+    if (flags.LLAMA_CPU_ARM_ARCH) {
+      found.push(
+        `The CUDA build on ${node} names LLAMA_CPU_ARM_ARCH without LLAMA_CUDA_ARCH: naming the CPU ` +
+          "architecture turns GGML_NATIVE off, and ggml-cuda then compiles a seven-architecture fat " +
+          "binary (~6× build time). Set LLAMA_CUDA_ARCH (DGX Spark: 121a-real).",
+      );
+    } else {
+      found.push(
+        `The CUDA build on ${node} has no LLAMA_CUDA_ARCH: set exactly one (DGX Spark: 121a-real).`,
+      );
+    }
+  } else if (typeof cudaArch !== "string" || !ONE_CUDA_ARCH.test(cudaArch)) {
+    found.push(
+      `The CUDA build on ${node} has LLAMA_CUDA_ARCH=${JSON.stringify(cudaArch)}: give exactly one ` +
+        "CMake CUDA architecture (DGX Spark: 121a-real), not a list, all or native.",
+    );
+  }
+  if (checks === undefined) return found;
+  const one = checks.find((c) => c.name === "cuda-one-arch");
+  if (one?.ok !== true) {
+    found.push(
+      `The CUDA build on ${node} has no passed one-architecture check from ggml-cuda's flags.make` +
+        `${one?.detail ? ` (${String(one.detail)})` : ""}: rebuild with \`pulumi up\` and read the verification.`,
+    );
+  }
+  return found;
 }
 
 /**
@@ -29,38 +67,54 @@ export const cudaArchPinned: ResourceValidationPolicy = {
     "CUDA builds name exactly one CUDA architecture, always together with a named ARM CPU architecture, and the built flags.make shows one.",
   enforcementLevel: "mandatory",
   validateResource: (args, reportViolation) => {
-    if (kindOf(args.type, args.props) !== "NativeBuild") return;
-    const flags = (args.props.flags ?? {}) as Flags;
-    if (flags.LLAMA_BACKEND !== "cuda") return;
-    const node = String((args.props.target as { name?: unknown } | undefined)?.name ?? args.name);
-    const cudaArch = flags.LLAMA_CUDA_ARCH;
-    if (cudaArch === undefined || cudaArch === null || cudaArch === "") {
-      if (flags.LLAMA_CPU_ARM_ARCH) {
-        reportViolation(
-          `The CUDA build on ${node} names LLAMA_CPU_ARM_ARCH without LLAMA_CUDA_ARCH: naming the CPU ` +
-            "architecture turns GGML_NATIVE off, and ggml-cuda then compiles a seven-architecture fat " +
-            "binary (~6× build time). Set LLAMA_CUDA_ARCH (DGX Spark: 121a-real).",
-        );
-      } else {
-        reportViolation(
-          `The CUDA build on ${node} has no LLAMA_CUDA_ARCH: set exactly one (DGX Spark: 121a-real).`,
-        );
-      }
-    } else if (typeof cudaArch !== "string" || !ONE_CUDA_ARCH.test(cudaArch)) {
-      reportViolation(
-        `The CUDA build on ${node} has LLAMA_CUDA_ARCH=${JSON.stringify(cudaArch)}: give exactly one ` +
-          "CMake CUDA architecture (DGX Spark: 121a-real), not a list, all or native.",
+    const build = asKind(args, "NativeBuild");
+    const flags = build?.props.flags;
+    if (build === undefined || flags === undefined) return;
+    const { checks } = build.props;
+    checkCudaArchPinned({ node: build.node, flags, ...(checks ? { checks } : {}) }).forEach((m) =>
+      reportViolation(m),
+    );
+  },
+};
+
+/** One node's measured build. */
+export type BuildDigests = { node: string } & Pick<BuildEvidence, "commit" | "artifacts">;
+
+/**
+ * Every node's build has the same commit and byte-identical artifacts. The RPC HELLO compares
+ * only major/minor: builds that differ connect and then misread each other's op codes.
+ */
+export function checkBuildsIdentical(builds: readonly BuildDigests[]): string[] {
+  const found: string[] = [];
+  if (new Set(builds.map((b) => b.commit)).size > 1) {
+    found.push(
+      `Nodes build different llama.cpp commits (${builds.map((b) => `${b.node}=${String(b.commit).slice(0, 12)}`).join(", ")}): ` +
+        "sync the same tree to every node and run `pulumi up`.",
+    );
+  }
+  const paths = [...new Set(builds.flatMap((b) => Object.keys(b.artifacts)))].sort();
+  for (const p of paths) {
+    const digests = builds.map((b) => ({ node: b.node, sha: String(b.artifacts[p] ?? "") }));
+    if (new Set(digests.map((d) => d.sha)).size > 1) {
+      found.push(
+        `${p} differs between nodes (${digests.map((d) => `${d.node}=${d.sha.slice(0, 12) || "(missing)"}`).join(", ")}): ` +
+          "rebuild with `pulumi up` before any worker starts.",
       );
     }
-    // Evidence from the node, when this run is not about to rebuild (then there is none yet).
-    const checks = args.props.checks as Check[] | undefined;
-    if (!Array.isArray(checks)) return;
-    const one = checks.find((c) => c.name === "cuda-one-arch");
-    if (one?.ok !== true) {
-      reportViolation(
-        `The CUDA build on ${node} has no passed one-architecture check from ggml-cuda's flags.make` +
-          `${one?.detail ? ` (${String(one.detail)})` : ""}: rebuild with \`pulumi up\` and read the verification.`,
-      );
-    }
+  }
+  return found;
+}
+
+/** Every node's build has the same commit and byte-identical artifacts. */
+export const buildsIdentical: StackValidationPolicy = {
+  name: "builds-identical",
+  description: "Every node runs the same llama.cpp commit with byte-identical build artifacts.",
+  enforcementLevel: "mandatory",
+  validateStack: (args, reportViolation) => {
+    const builds = resourcesOf(args.resources, "NativeBuild").flatMap((b) => {
+      const m = known(b, "commit", "artifacts");
+      return m ? [{ node: b.node, ...m }] : [];
+    });
+    checkBuildsIdentical(builds).forEach((m) => reportViolation(m));
   },
 };

@@ -1,18 +1,19 @@
-// The sparkform policy pack: `pulumi preview --policy-pack policies`.
+// The sparkform policy pack: `pulumi preview --policy-pack policies`. One module per domain,
+// in stage order; each exports its pure check…() functions too (a preflight can reuse them).
 import { PolicyPack } from "@pulumi/policy";
-import { cudaArchPinned } from "./build";
-import { buildsIdentical, toolchainsIdentical, treesIdentical } from "./consistency";
-import { digestPinned, modelPinned } from "./digests";
-import { hostKeyPinned } from "./transport";
+import { buildsIdentical, cudaArchPinned } from "./build";
+import { modelPinned } from "./model";
+import { hostKeyPinned } from "./node";
+import { toolchainsIdentical } from "./toolchain";
+import { treesIdentical } from "./tree";
 
 new PolicyPack("sparkform", {
   policies: [
-    digestPinned,
-    modelPinned,
     hostKeyPinned,
-    treesIdentical,
     toolchainsIdentical,
+    treesIdentical,
     buildsIdentical,
     cudaArchPinned,
+    modelPinned,
   ],
 });

@@ -1,5 +1,6 @@
 // The Pulumi toolchain end to end: the real CLI, the Node.js language host, a dynamic
-// provider whose read re-measures, and the policy pack, on a private local file backend.
+// provider whose read re-measures, and policy packs (the proof stack's own and sparkform's),
+// on a private local file backend.
 import { createHash } from "node:crypto";
 import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
@@ -10,7 +11,15 @@ import { type PulumiCli, pulumiCli } from "../support/pulumi-cli";
 
 const sha256 = (text: string) => createHash("sha256").update(text).digest("hex");
 const projectDir = path.join(__dirname, "proof");
-const policyPack = path.join(repoRoot, "policies");
+// The proof stack's own pack guards its FileDigest (sha256-pinned); sparkform's pack runs beside
+// it, so the real CLI loads it too (it finds no sparkform resources here and reports nothing).
+const proofPolicies = path.join(__dirname, "proof-policies");
+const policyPacks = [
+  "--policy-pack",
+  path.join(repoRoot, "policies"),
+  "--policy-pack",
+  proofPolicies,
+];
 
 describe("pulumi toolchain proof stack", () => {
   const work = mkdtempSync(path.join(tmpdir(), "sparkform-proof-"));
@@ -58,14 +67,15 @@ describe("pulumi toolchain proof stack", () => {
   });
 
   it("previews the creation without touching the file", async () => {
-    const preview = await cli.run(["preview", "-s", stack, "--policy-pack", policyPack]);
+    const preview = await cli.run(["preview", "-s", stack, ...policyPacks]);
     expect(preview.output).toMatch(/\+\s+pulumi-nodejs:dynamic:Resource\s+proof-file\s+create/);
     expect(preview.output).toMatch(/sparkform@v0\.1\.0/);
+    expect(preview.output).toMatch(/sparkform-proof@v0\.1\.0/);
     expect(existsSync(file)).toBe(false);
   });
 
   it("creates the file and outputs its measured digest", async () => {
-    await cli.run(["up", "--yes", "-s", stack, "--policy-pack", policyPack]);
+    await cli.run(["up", "--yes", "-s", stack, ...policyPacks]);
     expect(readFileSync(file, "utf8")).toBe(content);
     const out = await outputs();
     expect(out).toEqual({ path: file, sha256: sha256(content), size: Buffer.byteLength(content) });
@@ -94,12 +104,12 @@ describe("pulumi toolchain proof stack", () => {
 
   it("stops a preview on a mandatory policy violation, with the policy's message", async () => {
     await cli.run(["config", "set", "-s", stack, "pinnedSha256", ""]);
-    const preview = await cli.run(["preview", "-s", stack, "--policy-pack", policyPack], {
+    const preview = await cli.run(["preview", "-s", stack, ...policyPacks], {
       expectFailure: true,
     });
     expect(preview.output).toMatch(/\[mandatory\]\s+sha256-pinned/);
     expect(preview.output).toContain(`Pin the SHA-256 of ${file}: set pinnedSha256`);
-    const up = await cli.run(["up", "--yes", "-s", stack, "--policy-pack", policyPack], {
+    const up = await cli.run(["up", "--yes", "-s", stack, ...policyPacks], {
       expectFailure: true,
     });
     expect(up.output).toContain("sha256-pinned");

@@ -1,30 +1,17 @@
 // Policies are called directly with crafted resource arguments (awsguard's way); the real
 // CLI run with --policy-pack is in test/foundation.
-import type { ResourceValidationArgs } from "@pulumi/policy";
 import { describe, expect, it } from "vitest";
-import { digestPinned, modelPinned } from "../../policies/digests";
+import { LEGACY_TYPE } from "../../components/kinds";
+import { modelPinned } from "../../policies/model";
+import { digestPinned } from "../foundation/proof-policies/digest";
+import { resourceViolations, sparkform } from "../support/policy";
 
-function violations(
-  props: Record<string, unknown>,
-  type = "pulumi-nodejs:dynamic:Resource",
-  policy = digestPinned,
-): string[] {
-  const found: string[] = [];
-  const args = {
-    type,
-    props,
-    urn: "urn:test",
-    name: "r",
-    opts: {},
-  } as unknown as ResourceValidationArgs;
-  const validate = policy.validateResource;
-  if (typeof validate !== "function") throw new Error(`${policy.name} has one validateResource`);
-  void validate(args, (message: string) => found.push(message));
-  return found;
-}
-
+// sha256-pinned guards FileDigest, which only the proof stack creates: it is the proof stack's
+// own pack (test/foundation/proof-policies).
 describe("sha256-pinned", () => {
   const pinned = "a".repeat(64);
+  const violations = (props: Record<string, unknown>, type: string = LEGACY_TYPE) =>
+    resourceViolations(digestPinned, { type, props });
 
   it.each([
     [
@@ -59,16 +46,14 @@ describe("sha256-pinned", () => {
   });
 });
 
-describe("model-pinned", () => {
-  const replica = (commit: unknown, files: unknown) => ({
-    kind: "ModelReplica",
-    repo: "org/m",
-    commit,
-    files,
-  });
+describe.each([
+  ["its type token", false],
+  ["the legacy type and kind", true],
+])("model-pinned, a replica by %s", (_by, legacy) => {
+  const replica = (commit: unknown, files: unknown) =>
+    sparkform("ModelReplica", { repo: "org/m", commit, files }, { legacy });
   const ok = [{ path: "m.gguf", size: 1, sha256: "b".repeat(64) }];
-  const check = (props: Record<string, unknown>) =>
-    violations(props, "pulumi-nodejs:dynamic:Resource", modelPinned);
+  const check = (r: ReturnType<typeof replica>) => resourceViolations(modelPinned, r);
 
   it("accepts a commit and known digests", () => {
     expect(check(replica("c".repeat(40), ok))).toEqual([]);

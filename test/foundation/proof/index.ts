@@ -1,5 +1,6 @@
 // Proof stack for the Pulumi toolchain (see ../foundation.test.ts): one dynamic-provider
-// resource whose `read` re-measures a file's digest, checked by the policy pack.
+// resource whose `read` re-measures a file's digest, checked by its own policy pack
+// (../proof-policies).
 import * as pulumi from "@pulumi/pulumi";
 import { ManagedFile } from "./managed-file";
 

@@ -69,7 +69,7 @@ export interface ManagedFileArgs {
   path: pulumi.Input<string>;
   /** Desired content (UTF-8). */
   content: pulumi.Input<string>;
-  /** SHA-256 the content must have; checked by the policy pack's sha256-pinned policy. */
+  /** SHA-256 the content must have; checked by sha256-pinned in ../proof-policies. */
   pinnedSha256: pulumi.Input<string>;
 }
 

@@ -1,0 +1,79 @@
+// The one list of sparkform's resource kinds, their type tokens, and the evidence each kind
+// carries for the policy pack. The pack imports this file with `import type` only, and every
+// import here is `import type`: nothing of @pulumi/* (or of the providers) loads with it.
+// The evidence is a slice of each provider's Outputs interface, so a renamed or retyped output
+// breaks the pack's compile instead of silently hiding evidence from a policy.
+import type { NativeBuildOutputs } from "./build/provider";
+import type { ModelReplicaOutputs } from "./model/provider";
+import type { SparkNodeOutputs } from "./node/provider";
+import type { ToolchainOutputs } from "./toolchain/provider";
+import type { TreeSyncOutputs } from "./tree/provider";
+
+/** Each kind's state as its provider writes it: the inputs plus what it measured. */
+export interface KindOutputs {
+  SparkNode: SparkNodeOutputs;
+  Toolchain: ToolchainOutputs;
+  TreeSync: TreeSyncOutputs;
+  NativeBuild: NativeBuildOutputs;
+  ModelReplica: ModelReplicaOutputs;
+}
+
+/** A sparkform resource kind: `SparkNode`, `Toolchain`, `TreeSync`, `NativeBuild`, `ModelReplica`. */
+export type Kind = keyof KindOutputs;
+
+/** Every kind, in stage order (config → nodes → toolchain → tree → build → model). */
+export const KINDS = [
+  "SparkNode",
+  "Toolchain",
+  "TreeSync",
+  "NativeBuild",
+  "ModelReplica",
+] as const satisfies readonly Kind[];
+// The list names every kind: a kind added to KindOutputs and not here fails to compile.
+type _AllKindsListed = Assert<
+  [Exclude<Kind, (typeof KINDS)[number]>] extends [never] ? true : false
+>;
+
+/** A compile-time assertion: `Assert<false>` does not compile. */
+export type Assert<T extends true> = T;
+
+/**
+ * The module of every sparkform dynamic resource: the SDK's `dynamic.Resource` constructor
+ * takes it with the kind as the type, and composes `pulumi-nodejs:dynamic/<module>:<type>`.
+ */
+export const TYPE_MODULE = "sparkform";
+
+/** The type token of a kind: `pulumi-nodejs:dynamic/sparkform:TreeSync`. */
+export type TypeToken<K extends Kind = Kind> = `pulumi-nodejs:dynamic/${typeof TYPE_MODULE}:${K}`;
+
+/**
+ * The type every sparkform resource had before the kinds had tokens (then a `kind` input said
+ * which it was). Existing state holds it until an `up` moves each resource by its alias; the
+ * policy pack, which runs during that very `up`, recognises both.
+ */
+export type LegacyType = "pulumi-nodejs:dynamic:Resource";
+export const LEGACY_TYPE: LegacyType = "pulumi-nodejs:dynamic:Resource";
+
+/** The type token of `kind`, as the SDK composes it from TYPE_MODULE and the kind. */
+export function typeToken<K extends Kind>(kind: K): TypeToken<K> {
+  return `pulumi-nodejs:dynamic/${TYPE_MODULE}:${kind}`;
+}
+
+/** How a resource reaches its node (every kind has one); the pack reads `name` and `hostKey`. */
+export type Target = SparkNodeOutputs["target"];
+
+/**
+ * What the policy pack reads from each kind. Inputs (`target`, `flags`, `expectedDigest`,
+ * `repo`, `commit`, `files`) are known in every run; the measured outputs (`facts`, `digest`,
+ * `artifacts`, `checks`) are unknown in a run that changes the resource, and judged after it.
+ */
+export interface KindEvidence extends Record<Kind, { target: Target }> {
+  SparkNode: Pick<SparkNodeOutputs, "target" | "facts">;
+  Toolchain: Pick<ToolchainOutputs, "target" | "digest">;
+  TreeSync: Pick<TreeSyncOutputs, "target" | "digest" | "expectedDigest">;
+  NativeBuild: Pick<NativeBuildOutputs, "target" | "flags" | "commit" | "artifacts" | "checks">;
+  ModelReplica: Pick<ModelReplicaOutputs, "target" | "repo" | "commit" | "files">;
+}
+
+/** The evidence of one kind. */
+export type Evidence<K extends Kind> = KindEvidence[K];

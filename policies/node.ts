@@ -1,0 +1,37 @@
+// Policies on the nodes themselves: how the control node reaches them, and what their fact
+// sheets say.
+import type { ResourceValidationPolicy } from "@pulumi/policy";
+import type { Target } from "../components/kinds";
+import { asKind } from "./evidence";
+
+const HOST_KEY =
+  /^(ssh-ed25519|ecdsa-sha2-nistp(256|384|521)|ssh-rsa|sk-ssh-ed25519@openssh\.com|sk-ecdsa-sha2-nistp256@openssh\.com) [A-Za-z0-9+/]+={0,2}$/;
+
+/** A connection pins the node's host key (`type base64`, a comment after it is fine). */
+export function checkHostKeyPinned(target: Pick<Target, "name" | "hostKey">): string[] {
+  // Typed as the provider writes it; state from elsewhere may lack the key, which is the point.
+  const key =
+    typeof target.hostKey === "string"
+      ? target.hostKey.trim().split(/\s+/).slice(0, 2).join(" ")
+      : "";
+  if (HOST_KEY.test(key)) return [];
+  return [
+    `Pin the host key of node ${String(target.name)}: set its hostKey in sparkform:nodes to the ` +
+      `line from /etc/ssh/ssh_host_ed25519_key.pub on that node (host key checking is never disabled).`,
+  ];
+}
+
+/**
+ * Every connection pins the node's host key. sparkform's transport never turns host key
+ * checking off; this catches a resource that would connect without a pinned key at all.
+ */
+export const hostKeyPinned: ResourceValidationPolicy = {
+  name: "host-key-pinned",
+  description: "Every SSH connection to a node pins the node's host key.",
+  enforcementLevel: "mandatory",
+  validateResource: (args, reportViolation) => {
+    const target = asKind(args)?.props.target;
+    if (target === undefined) return;
+    checkHostKeyPinned(target).forEach((m) => reportViolation(m));
+  },
+};
