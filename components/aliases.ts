@@ -2,12 +2,13 @@
 // of SparkCluster with the SDK's generic dynamic type. Without these, `up` would see new URNs
 // and replace — and a replace runs delete, which removes synced trees, builds and models.
 import type * as pulumi from "@pulumi/pulumi";
+import { LEGACY_TYPE, TYPE_MODULE } from "./kinds";
 
-/** The type every sparkform dynamic resource had before it carried its own. */
-export const LEGACY_DYNAMIC_TYPE = "pulumi-nodejs:dynamic:Resource";
+/** The type every sparkform dynamic resource had before it carried its own (kinds.ts). */
+export const LEGACY_DYNAMIC_TYPE = LEGACY_TYPE;
 
-/** sparkform's dynamic resources are `pulumi-nodejs:dynamic/sparkform:<Kind>`. */
-export const DYNAMIC_MODULE = "sparkform";
+/** sparkform's dynamic resources are `pulumi-nodejs:dynamic/sparkform:<Kind>` (kinds.ts). */
+export const DYNAMIC_MODULE = TYPE_MODULE;
 
 /** Where a stage's per-node resources lived before the stage layout. */
 export interface PreStageLayout {
