@@ -303,7 +303,7 @@ describe.skipIf(!isRoot)("sparkform on a simulated pair (real pulumi CLI)", () =
       configFor((t) => t.replace(JSON.stringify(treeDir), JSON.stringify(`${treeDir}-missing`)));
       const preview = await cli.run(["preview", "-s", bad], { expectFailure: true });
       expect(preview.output).toContain(
-        `sparkform:tree.source "${treeDir}-missing" is not a directory`,
+        `sparkform:tree.source: "${treeDir}-missing" is not a directory`,
       );
       await nothingChanged();
     });

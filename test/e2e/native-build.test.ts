@@ -438,7 +438,7 @@ describe.skipIf(!isRoot)("NativeBuild on a simulated pair (real pulumi CLI)", ()
       writeStackConfig(cmd, COMMAND_BUILD, { ...fakeTree, exclude: '[{path: priv, reason: "x"}]' });
       const notExcluded = await cli.run(["preview", "-s", cmd], { expectFailure: true });
       expect(notExcluded.output).toContain(
-        "sparkform:build.command writes _build/obj/llama_build-* in the synced tree, and sparkform:tree.exclude does not exclude it",
+        "sparkform:build.command: writes _build/obj/llama_build-* in the synced tree, and sparkform:tree.exclude does not exclude it",
       );
       expect(notExcluded.output).toContain(
         'Add to sparkform:tree.exclude: {path: _build, reason: "build output, made on each node"}',
