@@ -38,11 +38,14 @@ export function fixtureRdma(name: string): RdmaSource {
     },
   });
   const f = parseFacts(stdout, `fixture ${name}`);
+  // The fixture's absolute path differs per checkout: name it instead, so state is the same
+  // wherever the program runs.
+  const named = (r: string | null) => (r === null ? null : r.split(root).join(`fixture ${name}`));
   return {
     source: "fixture",
     origin: name,
-    devices: f.rdma.devices,
-    netdevs: f.netdevs,
-    reason: f.rdma.reason,
+    devices: f.rdma.devices.map((d) => ({ ...d, reason: named(d.reason) })),
+    netdevs: f.netdevs.map((n) => ({ ...n, reason: named(n.reason) })),
+    reason: named(f.rdma.reason),
   };
 }
