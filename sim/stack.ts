@@ -70,11 +70,20 @@ export function renderStackConfig(c: SimCluster | undefined): string {
  * node's fabricAddress), the topology, and where the RDMA facts come from — the containers have
  * no RDMA devices, so a sysfs fixture tree made from the reference figures (labelled as such).
  */
+/** The local stack's healthy fraction of the loopback reference (see renderFabric). */
+export const SIM_HEALTHY_FRACTION = 0.25;
+
 export function renderFabric(c: SimCluster): string[] {
   const lines = [
     "  sparkform:fabric:",
     `    topology: ${q(c.fabricTopology)}`,
     `    rdmaFixture: ${q("sysfs-spark")}`,
+    // One TCP stream over a veth on a shared host measures 40-65% of the same probe over
+    // loopback (the reference); a rail shaped to a tenth stays far below this.
+    "    thresholds:",
+    `      healthyFraction: ${SIM_HEALTHY_FRACTION}`,
+    // Short probes: the sim's nodes share the host's few cores with everything else.
+    "    probe: {count: 500, seconds: 1}",
     "    rails:",
   ];
   for (const n of c.nodes) {

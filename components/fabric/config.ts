@@ -18,7 +18,10 @@ export const railSchema = z.strictObject({
   /** `a.b.c.d/len`: the node's address on this rail. */
   address: z
     .string()
-    .regex(/^\d{1,3}(\.\d{1,3}){3}\/\d{1,2}$/, "must be an IPv4 address with its prefix, a.b.c.d/len"),
+    .regex(
+      /^\d{1,3}(\.\d{1,3}){3}\/\d{1,2}$/,
+      "must be an IPv4 address with its prefix, a.b.c.d/len",
+    ),
 });
 
 const fixtureName = z
@@ -86,7 +89,8 @@ export function parseFabricConfig(raw: unknown, nodeNames: readonly string[]): F
         lines.push(`  sparkform:fabric.rails.${n}: no such node in sparkform:nodes`);
       const seen = new Set<number>();
       for (const rail of r.data.rails[n] ?? []) {
-        if (seen.has(rail.rail)) lines.push(`  sparkform:fabric.rails.${n}: rail ${rail.rail} is listed twice`);
+        if (seen.has(rail.rail))
+          lines.push(`  sparkform:fabric.rails.${n}: rail ${rail.rail} is listed twice`);
         seen.add(rail.rail);
       }
     }

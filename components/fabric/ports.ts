@@ -163,3 +163,35 @@ export function portFacts(
     reason: reasons.length ? reasons.join("; ") : null,
   };
 }
+
+/** The carrying interface as `ip -j link show dev IFACE` reports it (netlink: right in any netns). */
+export interface IfaceState {
+  readonly mtu: number | null;
+  /** Lower case, as sysfs spells it: up, down, lowerlayerdown; null when the interface is absent. */
+  readonly operstate: string | null;
+}
+
+/** Parse `ip -j link show dev IFACE` output; absent (empty, error text) → nulls. */
+export function parseIpLink(stdout: string): IfaceState {
+  try {
+    const [l] = JSON.parse(stdout) as { mtu?: unknown; operstate?: unknown }[];
+    return {
+      mtu: typeof l?.mtu === "number" ? l.mtu : null,
+      operstate: typeof l?.operstate === "string" ? l.operstate.toLowerCase() : null,
+    };
+  } catch {
+    return { mtu: null, operstate: null };
+  }
+}
+
+/** The port with its interface's MTU and state as measured now. */
+export function withIface(p: PortFacts, live: IfaceState): PortFacts {
+  const reason =
+    live.operstate === null
+      ? `interface ${p.iface} is not on the node`
+      : (p.reason
+          ?.split("; ")
+          .filter((r) => r !== `interface ${p.iface} is not on the node`)
+          .join("; ") ?? null);
+  return { ...p, ifaceMtu: live.mtu, ifaceOperstate: live.operstate, reason: reason || null };
+}
