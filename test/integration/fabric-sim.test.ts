@@ -18,7 +18,9 @@ import {
   type FabricLinkInputs,
   type FabricLinkOutputs,
 } from "../../components/fabric/provider";
+import { renderMarkdown, renderSvg } from "../../components/fabric/report";
 import { SIM_RAILS } from "../../components/fabric/sim-rails";
+import { svgToPng } from "../../cli/commands/report";
 import { nativeScript } from "../../components/native-script";
 import { parseFacts } from "../../components/node/facts";
 import { close, run, type SshTarget } from "../../components/transport/ssh";
@@ -112,8 +114,10 @@ describe.skipIf(!isRoot)("fabric on the simulated cluster (root)", () => {
   });
 
   it("measures both rails: TCP RTT and throughput over each rail's addresses, healthy, fixture-labelled", async () => {
+    const measured: FabricLinkOutputs[] = [];
     for (const rail of [0, 1]) {
       const { id, outs } = await created(await inputs(rail));
+      measured.push(outs);
       expect(id).toBe(`spark-1-spark-2-rail${rail}`);
       console.info(
         `rail ${rail}: p50 ${outs.rttP50Us} µs, p99 ${outs.rttP99Us} µs, ${outs.throughputGbps} Gbit/s (loopback ${outs.loopbackGbps}), ${outs.class}`,
@@ -134,6 +138,25 @@ describe.skipIf(!isRoot)("fabric on the simulated cluster (root)", () => {
       expect(again.props).toEqual(outs);
       expect((await diff(id, outs, await inputs(rail))).changes).toBe(false);
     }
+    // The report of what was measured: both rails, fixture-labelled, the picture beside it.
+    const dir =
+      process.env.SPARKFORM_FABRIC_REPORT_DIR ??
+      fs.mkdtempSync(path.join(os.tmpdir(), "fabric-report-"));
+    fs.mkdirSync(dir, { recursive: true });
+    const svg = renderSvg(measured, "sparkform fabric: simulated pair");
+    fs.writeFileSync(path.join(dir, "fabric.svg"), svg);
+    fs.writeFileSync(path.join(dir, "fabric.png"), await svgToPng(svg));
+    const md = renderMarkdown(measured, { stack: "local", picture: "fabric.png" });
+    fs.writeFileSync(path.join(dir, "fabric.md"), md);
+    console.info(`fabric report: ${dir}/fabric.md`);
+    expect(md).toContain("**Fixture-sourced RDMA facts** (sysfs-spark)");
+    expect(md).toContain(
+      `| spark-1↔spark-2 | 1 | spark-1:fabric1 (roceP2p1s0f1, fixture) ↔ spark-2:fabric1 (roceP2p1s0f1, fixture) | ${measured[1]!.rttP50Us!.toFixed(1)} µs`,
+    );
+    expect(md).toContain(
+      "export NCCL_IB_HCA=rocep1s0f1,roceP2p1s0f1\nexport NCCL_SOCKET_IFNAME=mgmt0\nexport NCCL_IB_GID_INDEX=3",
+    );
+    expect(svg).toContain("fabric1 · roceP2p1s0f1 (fixture)");
   });
 
   it("a cut rail 1 is drift on read: link-up, reachable and bandwidth fail naming rail 1 and the fix; up after repair converges", async () => {
