@@ -171,6 +171,18 @@ const COLOR: Record<BandwidthClass, string> = {
   down: "#9e9e9e",
 };
 
+/** A link whose class is fine but another check fails (GID, MTU, speed, …). */
+const CHECK_FAILED = "#6a1b9a";
+
+/** A link's colour: its class, or CHECK_FAILED when the class is healthy but a check fails. */
+const colorOf = (l: ReportLink) =>
+  l.class === "healthy" && !l.healthy ? CHECK_FAILED : COLOR[l.class];
+
+const failedChecks = (l: ReportLink) => {
+  const f = l.checks.filter((c) => !c.ok && c.check !== "bandwidth").map((c) => c.check);
+  return f.length ? ` · ✗ ${[...new Set(f)].join(", ")}` : "";
+};
+
 const esc = (s: string) =>
   s.replace(/&/g, "&amp;").replace(/</g, "&lt;").replace(/>/g, "&gt;").replace(/"/g, "&quot;");
 
@@ -186,9 +198,10 @@ function text(
 }
 
 const metrics = (l: ReportLink) =>
-  l.error !== null && l.throughputGbps === null
+  (l.error !== null && l.throughputGbps === null
     ? `${l.class}: ${l.error}`
-    : `p50 ${fmt(l.rttP50Us, "µs")} · p99 ${fmt(l.rttP99Us, "µs")} · ${fmt(l.throughputGbps, "Gbit/s", 2)} · ${l.class}`;
+    : `p50 ${fmt(l.rttP50Us, "µs")} · p99 ${fmt(l.rttP99Us, "µs")} · ${fmt(l.throughputGbps, "Gbit/s", 2)} · ${l.class}`) +
+  failedChecks(l);
 
 const portLabel = (p: PortFacts) =>
   `${p.iface}${p.rdmaDevice ? ` · ${p.rdmaDevice}${p.source === "fixture" ? " (fixture)" : ""}` : ""}`;
@@ -231,7 +244,7 @@ export function renderSvg(links: readonly ReportLink[], title = "sparkform fabri
       const l = ls.find((x) => x.rail === r);
       const pl = nodes.get(left)?.get(r);
       const pr = nodes.get(right)?.get(r);
-      const color = l ? COLOR[l.class] : "#9e9e9e";
+      const color = l ? colorOf(l) : "#9e9e9e";
       parts.push(
         `<line x1="${xl + boxW}" y1="${y}" x2="${xr}" y2="${y}" stroke="${color}" stroke-width="5"${l?.class === "down" ? ' stroke-dasharray="10 8"' : ""}/>`,
         `<circle cx="${xl + boxW}" cy="${y}" r="6" fill="${color}"/>`,
@@ -280,7 +293,7 @@ export function renderSvg(links: readonly ReportLink[], title = "sparkform fabri
         );
         const worst =
           mine.find((l) => l.class === "down") ?? mine.find((l) => !l.healthy) ?? mine[0];
-        const color = worst ? COLOR[worst.class] : "#9e9e9e";
+        const color = worst ? colorOf(worst) : "#9e9e9e";
         const swY = y0 + 30 + (j * (names.length * (nodeH + 20))) / rails.length;
         parts.push(
           `<line x1="${24 + boxW}" y1="${py}" x2="${swX}" y2="${swY}" stroke="${color}" stroke-width="3"${worst?.class === "down" ? ' stroke-dasharray="8 6"' : ""}/>`,
@@ -310,19 +323,23 @@ export function renderSvg(links: readonly ReportLink[], title = "sparkform fabri
     for (const l of ls) {
       y0 += 20;
       parts.push(
-        text(36, y0, `${l.link} rail ${l.rail}: ${metrics(l)}`, { size: 12, fill: COLOR[l.class] }),
+        text(36, y0, `${l.link} rail ${l.rail}: ${metrics(l)}`, { size: 12, fill: colorOf(l) }),
       );
     }
     y0 += 30;
   }
   // Legend.
   let lx = 24;
-  for (const c of Object.keys(COLOR) as BandwidthClass[]) {
+  const legend: [string, string][] = [
+    ...(Object.keys(COLOR) as BandwidthClass[]).map((c): [string, string] => [c, COLOR[c]]),
+    ["check failed", CHECK_FAILED],
+  ];
+  for (const [label, color] of legend) {
     parts.push(
-      `<rect x="${lx}" y="${y0 - 10}" width="14" height="14" fill="${COLOR[c]}"/>`,
-      text(lx + 20, y0 + 2, c, { size: 12 }),
+      `<rect x="${lx}" y="${y0 - 10}" width="14" height="14" fill="${color}"/>`,
+      text(lx + 20, y0 + 2, label, { size: 12 }),
     );
-    lx += 44 + c.length * 7;
+    lx += 44 + label.length * 7;
   }
   const H = y0 + 24;
   return [
