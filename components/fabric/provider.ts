@@ -6,6 +6,7 @@
 // shows them; an `up` after the repair re-measures (diff: an unhealthy link always updates).
 import type * as pulumi from "@pulumi/pulumi";
 import { parseFacts, type SparkNodeFacts } from "../node/facts";
+import type { ProviderImpl } from "../providers/delegate";
 import { run, type SshTarget } from "../transport/ssh";
 import {
   checkBandwidth,
@@ -316,3 +317,9 @@ export async function update(
   // `up` re-reads the ports too: the program's facts are the SparkNode's, which may predate a repair.
   return { outs: await evaluate(news, await portsNow(news)) };
 }
+
+/** The contract, checked at compile time; nothing to delete: a measurement leaves nothing behind. */
+export const provider = { create, read, diff, update } satisfies ProviderImpl<
+  FabricLinkInputs,
+  FabricLinkOutputs
+>;
