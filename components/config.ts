@@ -27,6 +27,7 @@ import {
   nodePathSchema,
   normaliseNodePath,
 } from "./config/node-path";
+import { type FabricConfig, fabricConfigSchema, railIssues } from "./fabric/config";
 import { MODELS_DIR_DEFAULT, type ModelConfig, modelConfigSchema } from "./model/config";
 import type { SshTarget } from "./transport/ssh";
 
@@ -262,6 +263,8 @@ const sectionsSchema = z.object({
   /** The native build in the synced tree (needs `tree`); see components/build/config.ts. */
   build: buildConfigSchema.optional(),
   model: modelConfigSchema.optional(),
+  /** The fabric's rails per node, topology, RDMA fact source, thresholds (components/fabric). */
+  fabric: fabricConfigSchema.optional(),
 });
 
 type Sections = z.infer<typeof sectionsSchema>;
@@ -298,6 +301,7 @@ export interface StackConfigData {
   tree?: StackTree;
   build?: StackBuild;
   model?: StackModel;
+  fabric?: FabricConfig;
   /** Directories whose free space each node's fact sheet reports: the models dir, the tree. */
   diskPaths: string[];
 }
@@ -318,6 +322,7 @@ export const configKeys = [
   "toolchain",
   "tree",
   "build",
+  "fabric",
 ] as const;
 /** Keys read with getSecret: their values are never part of the parsed data. */
 export const secretConfigKeys = ["privateKey", "hfToken"] as const;
@@ -353,7 +358,7 @@ const secretsSchema = z.object({
 });
 
 /** Keys whose values are YAML maps or lists (read with getObject); the rest are strings. */
-const structuredKeys = new Set<string>(["nodes", "toolchain", "tree", "build", "model"]);
+const structuredKeys = new Set<string>(["nodes", "toolchain", "tree", "build", "model", "fabric"]);
 
 export interface ParseOptions {
   /**
@@ -434,6 +439,11 @@ function crossChecks(v: Record<string, unknown>, ctx: z.RefinementCtx, opts: Par
           "model.nodes out for all nodes",
       );
     }
+  }
+
+  const fabric = valid(fabricConfigSchema, v.fabric);
+  if (fabric && known.length > 0) {
+    for (const i of railIssues(fabric.rails, known)) add(["fabric", ...i.path], i.message);
   }
 
   if (v.build !== undefined && v.tree === undefined) {
@@ -537,6 +547,7 @@ function resolve(c: Sections, opts: ParseOptions): StackConfigData {
         }
       : {}),
     ...(c.model ? { model: { ...c.model, nodes: c.model.nodes ?? all } } : {}),
+    ...(c.fabric ? { fabric: c.fabric } : {}),
     diskPaths: [c.model?.modelsDir ?? MODELS_DIR_DEFAULT, c.tree?.dest ?? "~"],
   };
 }

@@ -46,6 +46,7 @@ describe("every program in native/", () => {
       "build/install.sh",
       "build/probe.sh",
       "build/verify-build.sh",
+      "fabric/probe.py",
       "fabric/tcp-rtt.py",
       "model/model-fetch.py",
       "node/facts.sh",
