@@ -5,7 +5,9 @@ import * as check from "./commands/check";
 import * as llamaSource from "./commands/llama-source";
 import * as local from "./commands/local";
 import * as report from "./commands/report";
+import * as runOnNode from "./commands/run";
 import * as sim from "./commands/sim";
+import * as sync from "./commands/sync";
 
 interface Command {
   readonly summary: string;
@@ -15,6 +17,8 @@ interface Command {
 
 const commands: Record<string, Command> = {
   local,
+  sync,
+  run: runOnNode,
   sim,
   "llama-source": llamaSource,
   check,
@@ -40,6 +44,10 @@ async function main(argv: string[]): Promise<number> {
   if (!command) {
     process.stderr.write(`sparkform: unknown command ${JSON.stringify(name)}\n${usage()}\n`);
     return 2;
+  }
+  if (rest[0] === "--help" || rest[0] === "-h") {
+    process.stdout.write(`${command.usage}\n`);
+    return 0;
   }
   try {
     return await command.run(rest);
