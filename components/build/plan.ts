@@ -14,7 +14,14 @@
 import { createHash } from "node:crypto";
 import * as path from "node:path";
 import type { EnvValue } from "../transport/ssh";
-import { type BuildFlags, buildDirName, buildEnv, buildKey, cmakeDefines } from "./flags";
+import {
+  type BuildFlags,
+  buildDirName,
+  buildEnv,
+  buildKey,
+  cmakeDefines,
+  mergeCudaHostFlags,
+} from "./flags";
 
 /** The cmake targets the simulated cluster builds: the RPC worker and a `--rpc` client. */
 export const DEFAULT_TARGETS: readonly string[] = ["ggml-rpc-server", "llama-completion"];
@@ -230,8 +237,13 @@ export function buildPlan(input: PlanInput): BuildPlan {
   const outDir = path.posix.join(root, "out");
   const ccacheDir = path.posix.join(home, CCACHE_REL);
   const cuda = flags.LLAMA_BACKEND === "cuda";
-  // nvcc takes host flags through -Xcompiler; the prefix map is for the C/C++ compilers.
-  const defines = mergeLanguageFlags(cmakeDefines(flags), prefixMapFlags(tree, buildDir));
+  // The prefix maps go to the C/C++ compilers and, through nvcc's -Xcompiler, to the host
+  // compiler of CUDA files (CUDA builds only).
+  const prefixMaps = prefixMapFlags(tree, buildDir);
+  const defines = mergeCudaHostFlags(
+    mergeLanguageFlags(cmakeDefines(flags), prefixMaps),
+    prefixMaps,
+  );
   const configure = [
     "cmake",
     "-S",
@@ -354,7 +366,7 @@ export const BUILD_SCRIPT = [
 export const COMMAND_BUILD_SCRIPT = [
   'cd -- "$1" || exit 4',
   "shift",
-  "if command -v ccache >/dev/null 2>&1; then export CMAKE_C_COMPILER_LAUNCHER=ccache CMAKE_CXX_COMPILER_LAUNCHER=ccache; fi",
+  "if command -v ccache >/dev/null 2>&1; then export CMAKE_C_COMPILER_LAUNCHER=ccache CMAKE_CXX_COMPILER_LAUNCHER=ccache CMAKE_CUDA_COMPILER_LAUNCHER=ccache; fi",
   BUILD_SCRIPT,
 ].join("\n");
 
