@@ -5,6 +5,7 @@
 import type { ResourceValidationPolicy, StackValidationPolicy } from "@pulumi/policy";
 import type { Evidence } from "../components/kinds";
 import { asKind, known, resourcesOf } from "./evidence";
+import { FAT_BUILD_COST } from "../components/build/flags";
 
 type BuildEvidence = Evidence<"NativeBuild">;
 
@@ -33,7 +34,7 @@ export function checkCudaArchPinned({ node, flags, checks }: CudaArchEvidence): 
       found.push(
         `The CUDA build on ${node} names LLAMA_CPU_ARM_ARCH without LLAMA_CUDA_ARCH: naming the CPU ` +
           "architecture turns GGML_NATIVE off, and ggml-cuda then compiles a seven-architecture fat " +
-          "binary (~6× build time). Set LLAMA_CUDA_ARCH (DGX Spark: 121a-real).",
+          `binary (${FAT_BUILD_COST}). Set LLAMA_CUDA_ARCH (DGX Spark: 121a-real).`,
       );
     } else {
       found.push(

@@ -104,9 +104,9 @@ export const LOCAL_HUB_PORT = 18765;
 /** The test model the local endpoint publishes (sim/hub, deterministic). */
 export const LOCAL_MODEL = {
   repo: "sparkform/tiny-llama",
-  commit: "3d929a5908b7606094fca1505a5be4a35532e7bd",
+  commit: "8ed50be8ec6f2cdc3d064cc9ec6d1105bfa98b83",
   file: "tiny-llama-f16.gguf",
-  sha256: "a88d1492281e8bf9afdbf8779e26fd7cc908910a5c1d0a0adcac8259f22e93d8",
+  sha256: "f7e5d5992b77d604b7408652c206dbe6b805006a7bd808a9856ad6b92463f056",
 } as const;
 
 /**

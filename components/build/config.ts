@@ -25,6 +25,7 @@
 // Presets (runbook "Build flags"):
 //   spark  LLAMA_BACKEND=cuda LLAMA_CPU_ARM_ARCH=armv9.2-a+dotprod+i8mm+fp16+bf16+sve2
 //          LLAMA_CUDA_ARCH=121a-real CUDA_HOME=/usr/local/cuda LLAMA_RPC=1
+//          LLAMA_RPC_RDMA=1 (the fabric needs it; LLAMA_CUDA_NCCL absent: off, one GPU a node)
 //   sim    LLAMA_BACKEND=cpu LLAMA_CPU_X86_MARCH=x86-64-v3 LLAMA_RPC=1
 // Validation is flags.ts's: e.g. a CPU arch without a CUDA arch on a CUDA build is refused
 // with the runbook's reason, before anything runs.
@@ -50,6 +51,7 @@ export const BUILD_PRESETS = {
     LLAMA_CUDA_ARCH: SPARK_CUDA_ARCH,
     CUDA_HOME: SPARK_CUDA_HOME,
     LLAMA_RPC: "1",
+    LLAMA_RPC_RDMA: "1",
   },
   sim: { LLAMA_BACKEND: "cpu", LLAMA_CPU_X86_MARCH: SIM_X86_MARCH, LLAMA_RPC: "1" },
 } as const satisfies Record<string, Partial<BuildFlags>>;

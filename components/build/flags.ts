@@ -65,16 +65,31 @@ export interface BuildFlags {
   readonly CUDA_HOME?: string;
   /** The llama.cpp commit (40 hex), passed explicitly: the synced tree has no .git. */
   readonly LLAMA_COMMIT: string;
+  /**
+   * "1": the RPC backend's RDMA transport (GGML_RPC_RDMA=ON, links libibverbs; configure fails
+   * where libibverbs is missing); "0" or absent: off. Pinned either way: left to CMake, it
+   * follows whether the build host has libibverbs installed (Spark: on, the fabric needs it).
+   */
+  readonly LLAMA_RPC_RDMA?: "0" | "1";
+  /**
+   * CUDA builds: "1" links NCCL into ggml-cuda (GGML_CUDA_NCCL=ON; multi-GPU in one process
+   * only), "0" or absent: off. Pinned: ggml's default is ON, so NCCL follows the build host.
+   */
+  readonly LLAMA_CUDA_NCCL?: "0" | "1";
 }
 
 /** The instruction set a set of flags builds ggml-cpu for. */
 export type TargetIsa = "aarch64" | "x86_64";
 
 // Reasons, worded once; the validation messages and the docs use the same text.
+/** What a fat CUDA build costs, as measured (bench/cuda-proof.md), not estimated. */
+export const FAT_BUILD_COST =
+  "each ggml-cuda object compiles 2-5x longer, measured with nvcc 13 for seven architectures against one";
 const FAT_BINARY_REASON =
   "naming the CPU architecture turns GGML_NATIVE off, and with native off ggml-cuda stops " +
-  "compiling for the GPU it can see and emits a seven-architecture fat binary instead (a ~6x " +
-  "build-time regression, silently)";
+  "compiling for the GPU it can see and emits a seven-architecture fat binary instead (" +
+  FAT_BUILD_COST +
+  ", silently)";
 const NATIVE_REASON =
   "without it GGML_NATIVE probes the host with -mcpu=native, which fails silently on GB10 " +
   "(the compiler rejects the Cortex-X925/A725 cores) and the build exits 0 with the CPU " +
@@ -90,6 +105,7 @@ const CUDA_ARCH_TEXT =
   "(not a list, not all, all-major or native: one architecture per build)";
 const CUDA_HOME_TEXT = "must be an absolute path without spaces or shell metacharacters";
 const COMMIT_TEXT = "must be the full 40-hex llama.cpp commit (the synced tree has no .git to ask)";
+const SWITCH_TEXT = 'must be "1" (on) or "0" (off)';
 
 /** A zod error map: "is required" when the field is absent, else `text`. */
 function says(text: string) {
@@ -113,6 +129,8 @@ const rawSchema = z.strictObject({
     })
     .optional(),
   LLAMA_COMMIT: stringOr(COMMIT_TEXT).regex(COMMIT, { error: COMMIT_TEXT }),
+  LLAMA_RPC_RDMA: z.enum(["0", "1"], { error: says(SWITCH_TEXT) }).optional(),
+  LLAMA_CUDA_NCCL: z.enum(["0", "1"], { error: says(SWITCH_TEXT) }).optional(),
 });
 
 const schema = rawSchema.superRefine((f, ctx) => {
@@ -155,7 +173,7 @@ const schema = rawSchema.superRefine((f, ctx) => {
       });
     }
   } else {
-    for (const field of ["LLAMA_CUDA_ARCH", "CUDA_HOME"] as const) {
+    for (const field of ["LLAMA_CUDA_ARCH", "CUDA_HOME", "LLAMA_CUDA_NCCL"] as const) {
       if (f[field] !== undefined) {
         ctx.addIssue({
           code: "custom",
@@ -216,6 +234,7 @@ export function sparkBuildFlags(commit: string, overrides: Partial<BuildFlags> =
     LLAMA_RPC: "1",
     CUDA_HOME: SPARK_CUDA_HOME,
     LLAMA_COMMIT: commit,
+    LLAMA_RPC_RDMA: "1",
     ...overrides,
   });
 }
@@ -252,7 +271,15 @@ const KEY_FIELDS = [
   "LLAMA_RPC",
   "CUDA_HOME",
   "LLAMA_COMMIT",
+  "LLAMA_RPC_RDMA",
+  "LLAMA_CUDA_NCCL",
 ] as const satisfies readonly (keyof BuildFlags)[];
+
+/** What an absent field builds as, for the key: absent and "0" render the same defines. */
+const KEY_DEFAULTS: Partial<Record<(typeof KEY_FIELDS)[number], string>> = {
+  LLAMA_RPC_RDMA: "0",
+  LLAMA_CUDA_NCCL: "0",
+};
 
 /**
  * The build-directory key: 12 hex of a SHA-256 over every contract field (both architecture
@@ -261,7 +288,7 @@ const KEY_FIELDS = [
  * switching back gives the old key, a cache hit.
  */
 export function buildKey(flags: BuildFlags): string {
-  const canonical = JSON.stringify(KEY_FIELDS.map((k) => [k, flags[k] ?? null]));
+  const canonical = JSON.stringify(KEY_FIELDS.map((k) => [k, flags[k] ?? KEY_DEFAULTS[k] ?? null]));
   return createHash("sha256").update(canonical).digest("hex").slice(0, 12);
 }
 
@@ -286,10 +313,15 @@ export function buildEnv(flags: BuildFlags): Record<string, string> {
  * GGML_NATIVE is off in both cases: the architecture is named, never probed.
  */
 export function cmakeDefines(flags: BuildFlags): string[] {
-  const d = ["-DGGML_NATIVE=OFF", "-DGGML_RPC=ON"];
+  const d = [
+    "-DGGML_NATIVE=OFF",
+    "-DGGML_RPC=ON",
+    `-DGGML_RPC_RDMA=${onOff(flags.LLAMA_RPC_RDMA)}`,
+  ];
   if (flags.LLAMA_BACKEND === "cuda") {
     d.push("-DGGML_CUDA=ON", `-DCMAKE_CUDA_ARCHITECTURES=${flags.LLAMA_CUDA_ARCH ?? ""}`);
     if (flags.CUDA_HOME) d.push(`-DCUDAToolkit_ROOT=${flags.CUDA_HOME}`);
+    d.push(`-DGGML_CUDA_NCCL=${onOff(flags.LLAMA_CUDA_NCCL)}`, ...CUDA_DEFINES);
   }
   if (flags.LLAMA_CPU_ARM_ARCH) d.push(`-DGGML_CPU_ARM_ARCH=${flags.LLAMA_CPU_ARM_ARCH}`);
   if (flags.LLAMA_CPU_X86_MARCH) {
@@ -302,4 +334,48 @@ export function cmakeDefines(flags: BuildFlags): string[] {
     if (ext.includes("avx-vnni") && !ext.includes("avx512")) d.push("-DGGML_AVX_VNNI=ON");
   }
   return d;
+}
+
+function onOff(v: "0" | "1" | undefined): "ON" | "OFF" {
+  return v === "1" ? "ON" : "OFF";
+}
+
+/**
+ * What every CUDA build adds (measured on an H200 with nvcc 13, bench/cuda-proof.md):
+ *
+ *   --objdir-as-tempdir   nvcc names its intermediate files after the object, in the object's
+ *                         directory, instead of /tmp/tmpxft_<pid>_…: the name lands in each
+ *                         object's symbol table, so without it two clean builds differ in 3–4
+ *                         bytes per CUDA object and every binary that links ggml-cuda differs.
+ *   the ccache launcher   CUDA objects are about 80% of a CUDA build's compile time; without it
+ *                         a cache seeded from a peer covers only the C/C++ rest.
+ */
+export const CUDA_DEFINES: readonly string[] = [
+  "-DCMAKE_CUDA_COMPILER_LAUNCHER=ccache",
+  "-DCMAKE_CUDA_FLAGS=--objdir-as-tempdir",
+];
+
+/**
+ * `hostFlags` appended to CMAKE_CUDA_FLAGS, each through `-Xcompiler=` (nvcc passes it to the
+ * host compiler, which compiles the host half of every .cu file). Defines without
+ * CMAKE_CUDA_FLAGS (CPU builds) come back unchanged. A flag holding a comma is refused:
+ * -Xcompiler splits its value at commas.
+ */
+export function mergeCudaHostFlags(
+  defines: readonly string[],
+  hostFlags: readonly string[],
+): string[] {
+  const prefix = "-DCMAKE_CUDA_FLAGS=";
+  const i = defines.findIndex((d) => d.startsWith(prefix));
+  if (i < 0 || hostFlags.length === 0) return [...defines];
+  const bad = hostFlags.find((f) => f.includes(","));
+  if (bad !== undefined) {
+    throw new Error(
+      `host compiler flag ${JSON.stringify(bad)} holds a comma, which nvcc's -Xcompiler splits at: ` +
+        "use a tree and home path without commas",
+    );
+  }
+  const out = [...defines];
+  out[i] = `${out[i]} ${hostFlags.map((f) => `-Xcompiler=${f}`).join(" ")}`;
+  return out;
 }

@@ -15,7 +15,14 @@ import { createHash } from "node:crypto";
 import * as path from "node:path";
 import type { EnvValue } from "../transport/ssh";
 import { contractPath } from "./contract";
-import { type BuildFlags, buildDirName, buildEnv, buildKey, cmakeDefines } from "./flags";
+import {
+  type BuildFlags,
+  buildDirName,
+  buildEnv,
+  buildKey,
+  cmakeDefines,
+  mergeCudaHostFlags,
+} from "./flags";
 
 /** The cmake targets the simulated cluster builds: the RPC worker and a `--rpc` client. */
 export const DEFAULT_TARGETS: readonly string[] = ["ggml-rpc-server", "llama-completion"];
@@ -230,8 +237,13 @@ export function buildPlan(input: PlanInput): BuildPlan {
   const buildDir = path.posix.join(root, buildDirName(flags));
   const outDir = path.posix.join(root, "out");
   const ccacheDir = path.posix.join(home, CCACHE_REL);
-  // nvcc takes host flags through -Xcompiler; the prefix map is for the C/C++ compilers.
-  const defines = mergeLanguageFlags(cmakeDefines(flags), prefixMapFlags(tree, buildDir));
+  // The prefix maps go to the C/C++ compilers and, through nvcc's -Xcompiler, to the host
+  // compiler of CUDA files (CUDA builds only).
+  const prefixMaps = prefixMapFlags(tree, buildDir);
+  const defines = mergeCudaHostFlags(
+    mergeLanguageFlags(cmakeDefines(flags), prefixMaps),
+    prefixMaps,
+  );
   const configure = [
     "cmake",
     "-S",

@@ -24,6 +24,7 @@ import {
   type BuildFlags,
   type TargetIsa,
   expectedMarch,
+  FAT_BUILD_COST,
   SPARK_CPU_ARM_ARCH,
   targetIsa,
   X86_MARCH_EXTENSIONS,
@@ -55,6 +56,8 @@ export interface ArtifactEvidence {
   readonly sha256: string | null;
   readonly size: number | null;
   readonly reason: string | null;
+  /** Shared libraries it loads (readelf -d NEEDED; [] static); null: not ELF or no readelf. */
+  readonly needed?: readonly string[] | null;
 }
 
 /** What native/build/verify-build.sh printed, validated. */
@@ -82,12 +85,18 @@ const STR = { type: "string", minLength: 1, maxLength: 4096 } as const;
 const NSTR = { type: ["string", "null"], maxLength: 4096 } as const;
 const SHA = { type: ["string", "null"], pattern: "^[0-9a-f]{64}$" } as const;
 const COUNT = { type: "integer", minimum: 0, maximum: 100_000_000 } as const;
+/** readelf -d NEEDED entries (optional: evidence from before it was recorded has none). */
+const NEEDED = {
+  type: ["array", "null"],
+  maxItems: 256,
+  items: { type: "string", minLength: 1, maxLength: 256, pattern: "^[A-Za-z0-9._+-]+$" },
+} as const;
 
 function obj(properties: Record<string, object>, extra: object = {}) {
   return {
     type: "object",
     properties,
-    required: Object.keys(properties),
+    required: Object.keys(properties).filter((k) => properties[k] !== NEEDED),
     additionalProperties: false,
     ...extra,
   };
@@ -127,6 +136,7 @@ export const evidenceSchema = obj({
       sha256: SHA,
       size: { type: ["integer", "null"], minimum: 0 },
       reason: NSTR,
+      needed: NEEDED,
     }),
   },
 });
@@ -392,8 +402,8 @@ function checkCuda(ev: BuildEvidence, flags: BuildFlags): Check {
     detail:
       `ggml-cuda: ${archs.length} architectures (${archs.join(", ")}) in ${where}, expected ` +
       `only ${want}. This is the fat binary: with GGML_NATIVE off and no CUDA architecture ` +
-      "named, ggml-cuda compiles for every architecture it supports, a ~6x build-time " +
-      `regression that still exits 0. Set LLAMA_CUDA_ARCH=${flags.LLAMA_CUDA_ARCH ?? "121a-real"} ` +
+      "named, ggml-cuda compiles for every architecture it supports, a build-time regression " +
+      `(${FAT_BUILD_COST}) that still exits 0. Set LLAMA_CUDA_ARCH=${flags.LLAMA_CUDA_ARCH ?? "121a-real"} ` +
       `whenever the CPU architecture is named, and ${REBUILD_CLEAN}.`,
   };
 }

@@ -23,8 +23,9 @@
 #     Makefile generator: the target's flags.make, whole (C_FLAGS, CXX_FLAGS, CUDA_FLAGS);
 #     Ninja generator:    the target's compile statements from build.ninja, one per distinct
 #                         FLAGS value (the file is megabytes; the statements are what matters).
-#     Not CMakeCache.txt: CMAKE_CUDA_ARCHITECTURES is an ordinary variable and never appears
-#     in the cache, so the cache cannot show what nvcc was told.
+#     Not CMakeCache.txt: it holds CMAKE_CUDA_ARCHITECTURES only as the value passed with -D
+#     (`CMAKE_CUDA_ARCHITECTURES:UNINITIALIZED=90a-real`; nothing when CMake chose the list),
+#     never what nvcc was told, which is what the check is about.
 #   library: the CPU library's sha256 and counts of signature instructions in `objdump -d`:
 #     aarch64: sdot (dotprod), smmla (i8mm), sve = instructions with an SVE vector operand
 #              (z0-z31 with an element size, e.g. z3.b);
@@ -32,7 +33,10 @@
 #              fma = vfmadd/vfmsub/vfnmadd/vfnmsub*, f16c = vcvtph2ps/vcvtps2ph,
 #              vnni = vpdpbusd(s)/vpdpwssd(s) (AVX-VNNI or AVX512-VNNI),
 #              avx512 = instructions with a zmm operand.
-#   artifacts: sha256 and size of each ARTIFACT, or null with a reason.
+#   artifacts: sha256 and size of each ARTIFACT, or null with a reason; `needed`: the shared
+#     libraries it loads (readelf -d NEEDED entries; [] for a static binary or archive), null
+#     when readelf is missing or the file is not ELF. What a binary needs at run time
+#     (libibverbs for RDMA, libnccl) is part of what was built.
 #
 # Rule: what cannot be read is null together with a "reason"; nothing is guessed.
 
@@ -178,8 +182,24 @@ artifact_json() {
 		sha=$(sha256_of "$abs")
 		[ -n "$sha" ] || reason="cannot digest (no sha256sum or shasum, or unreadable)"
 	fi
-	printf '{"path":%s,"sha256":%s,"size":%s,"reason":%s}' \
-		"$(js "$p")" "$(jsn "$sha")" "${size:-null}" "$(jsn "$reason")"
+	printf '{"path":%s,"sha256":%s,"size":%s,"reason":%s,"needed":%s}' \
+		"$(js "$p")" "$(jsn "$sha")" "${size:-null}" "$(jsn "$reason")" "$(needed_json "$abs")"
+}
+
+# needed_json FILE: the NEEDED entries of FILE's dynamic section as a JSON array, or null.
+needed_json() {
+	if [ ! -f "$1" ] || ! command -v readelf >/dev/null 2>&1 ||
+		! readelf -d -- "$1" >"$TMP/dyn" 2>/dev/null; then
+		printf 'null'
+		return
+	fi
+	printf '['
+	nsep=
+	for lib in $(sed -n 's/^.*(NEEDED)[^[]*\[\([^]]*\)\].*$/\1/p' "$TMP/dyn"); do
+		printf '%s%s' "$nsep" "$(js "$lib")"
+		nsep=,
+	done
+	printf ']'
 }
 
 # ---- the CPU library and its instructions ----------------------------------------------------

@@ -22,11 +22,14 @@ export interface TinyLlamaDims {
   nCtx: number;
 }
 
+// Head size 64 (nEmbd / nHead): the smallest that ggml-cuda has flash-attention kernels for.
+// With 16, a CUDA rpc-server holding every layer aborted in ggml-cuda/fattn.cu: the RPC backend
+// reports every op as supported, so `-fa auto` enabled flash attention there. 2.5 MB in all.
 export const TINY_LLAMA_DIMS: Readonly<TinyLlamaDims> = Object.freeze({
-  nEmbd: 64,
-  nHead: 4,
-  nHeadKv: 2,
-  nFf: 128,
+  nEmbd: 128,
+  nHead: 2,
+  nHeadKv: 1,
+  nFf: 256,
   nLayer: 8,
   nCtx: 256,
 });

@@ -9,7 +9,10 @@ import {
   buildKey,
   checkBuildFlags,
   cmakeDefines,
+  CUDA_DEFINES,
   expectedMarch,
+  FAT_BUILD_COST,
+  mergeCudaHostFlags,
   parseBuildFlags,
   SIM_X86_MARCH,
   simBuildFlags,
@@ -18,6 +21,7 @@ import {
   sparkBuildFlags,
   targetIsa,
 } from "../../components/build/flags";
+import { buildPlan } from "../../components/build/plan";
 
 const COMMIT = "80fb11ac73e66d89eae2c6a91d8a77428fa733ed";
 const OTHER_COMMIT = "0123456789abcdef0123456789abcdef01234567";
@@ -29,6 +33,7 @@ const spark = {
   LLAMA_RPC: "1",
   CUDA_HOME: "/usr/local/cuda",
   LLAMA_COMMIT: COMMIT,
+  LLAMA_RPC_RDMA: "1",
 };
 const sim = {
   LLAMA_BACKEND: "cpu",
@@ -58,6 +63,9 @@ describe("accepted contracts", () => {
       { ...sim, LLAMA_BACKEND: "cuda", LLAMA_CUDA_ARCH: "89-real", CUDA_HOME: "/opt/cuda-12.9" },
     ],
     ["CUDA arch without -real", { ...spark, LLAMA_CUDA_ARCH: "121a" }],
+    ["RDMA off on a Spark", { ...spark, LLAMA_RPC_RDMA: "0" }],
+    ["NCCL on a CUDA build", { ...spark, LLAMA_CUDA_NCCL: "1" }],
+    ["RDMA on a CPU build", { ...sim, LLAMA_RPC_RDMA: "1" }],
     ["every known x86 -march", { ...sim, LLAMA_CPU_X86_MARCH: "znver4" }],
   ];
   it.each(cases)("%s", (_name, input) => {
@@ -81,7 +89,8 @@ describe("rejected contracts name the field and the fix", () => {
         "LLAMA_CUDA_ARCH is required with LLAMA_CPU_ARM_ARCH on a CUDA build (LLAMA_BACKEND=cuda): " +
           "naming the CPU architecture turns GGML_NATIVE off, and with native off ggml-cuda stops " +
           "compiling for the GPU it can see and emits a seven-architecture fat binary instead " +
-          "(a ~6x build-time regression, silently); set LLAMA_CUDA_ARCH=121a-real on DGX Spark (GB10)",
+          "(each ggml-cuda object compiles 2-5x longer, measured with nvcc 13 for seven architectures " +
+          "against one, silently); set LLAMA_CUDA_ARCH=121a-real on DGX Spark (GB10)",
       ],
     ],
     [
@@ -190,6 +199,18 @@ describe("rejected contracts name the field and the fix", () => {
       ["CUDA_HOME must be an absolute path without spaces or shell metacharacters"],
     ],
     [
+      "RDMA as ON instead of 1",
+      { ...spark, LLAMA_RPC_RDMA: "ON" },
+      ['LLAMA_RPC_RDMA must be "1" (on) or "0" (off)'],
+    ],
+    [
+      "NCCL on a CPU build",
+      { ...sim, LLAMA_CUDA_NCCL: "1" },
+      [
+        "LLAMA_CUDA_NCCL is set on a CPU build (LLAMA_BACKEND=cpu), where nothing reads it; remove it, or set LLAMA_BACKEND=cuda",
+      ],
+    ],
+    [
       "a typo'd field",
       { ...spark, LLAMA_CUDA_ARCHS: "121a-real" },
       [expect.stringMatching(/^unknown field LLAMA_CUDA_ARCHS: the contract has LLAMA_BACKEND, /)],
@@ -232,9 +253,29 @@ describe("derived values", () => {
       [
         "-DGGML_NATIVE=OFF",
         "-DGGML_RPC=ON",
+        "-DGGML_RPC_RDMA=ON",
         "-DGGML_CUDA=ON",
         "-DCMAKE_CUDA_ARCHITECTURES=121a-real",
         "-DCUDAToolkit_ROOT=/usr/local/cuda",
+        "-DGGML_CUDA_NCCL=OFF",
+        "-DCMAKE_CUDA_COMPILER_LAUNCHER=ccache",
+        "-DCMAKE_CUDA_FLAGS=--objdir-as-tempdir",
+        "-DGGML_CPU_ARM_ARCH=armv9.2-a+dotprod+i8mm+fp16+bf16+sve2",
+      ],
+    ],
+    [
+      "Spark with NCCL on and RDMA off",
+      sparkBuildFlags(COMMIT, { LLAMA_CUDA_NCCL: "1", LLAMA_RPC_RDMA: "0" }),
+      [
+        "-DGGML_NATIVE=OFF",
+        "-DGGML_RPC=ON",
+        "-DGGML_RPC_RDMA=OFF",
+        "-DGGML_CUDA=ON",
+        "-DCMAKE_CUDA_ARCHITECTURES=121a-real",
+        "-DCUDAToolkit_ROOT=/usr/local/cuda",
+        "-DGGML_CUDA_NCCL=ON",
+        "-DCMAKE_CUDA_COMPILER_LAUNCHER=ccache",
+        "-DCMAKE_CUDA_FLAGS=--objdir-as-tempdir",
         "-DGGML_CPU_ARM_ARCH=armv9.2-a+dotprod+i8mm+fp16+bf16+sve2",
       ],
     ],
@@ -244,6 +285,7 @@ describe("derived values", () => {
       [
         "-DGGML_NATIVE=OFF",
         "-DGGML_RPC=ON",
+        "-DGGML_RPC_RDMA=OFF",
         "-DCMAKE_C_FLAGS=-march=x86-64-v3",
         "-DCMAKE_CXX_FLAGS=-march=x86-64-v3",
       ],
@@ -254,6 +296,7 @@ describe("derived values", () => {
       [
         "-DGGML_NATIVE=OFF",
         "-DGGML_RPC=ON",
+        "-DGGML_RPC_RDMA=OFF",
         "-DCMAKE_C_FLAGS=-march=alderlake",
         "-DCMAKE_CXX_FLAGS=-march=alderlake",
         "-DGGML_AVX_VNNI=ON",
@@ -261,6 +304,65 @@ describe("derived values", () => {
     ],
   ])("CMake definitions: %s", (_n, flags, defines) => {
     expect(cmakeDefines(flags)).toEqual(defines);
+  });
+
+  it("CMake definitions: RDMA pinned on a CPU build too, both ways", () => {
+    expect(cmakeDefines(simBuildFlags(COMMIT, { LLAMA_RPC_RDMA: "1" })).slice(0, 3)).toEqual([
+      "-DGGML_NATIVE=OFF",
+      "-DGGML_RPC=ON",
+      "-DGGML_RPC_RDMA=ON",
+    ]);
+    expect(cmakeDefines(simBuildFlags(COMMIT, { LLAMA_RPC_RDMA: "0" }))).toEqual(
+      cmakeDefines(simBuildFlags(COMMIT)),
+    );
+    expect(cmakeDefines(simBuildFlags(COMMIT)).join(" ")).not.toMatch(/CUDA/);
+  });
+
+  it("the fat-build cost is worded from the measurement", () => {
+    expect(FAT_BUILD_COST).toBe(
+      "each ggml-cuda object compiles 2-5x longer, measured with nvcc 13 for seven architectures against one",
+    );
+    expect(CUDA_DEFINES).toEqual([
+      "-DCMAKE_CUDA_COMPILER_LAUNCHER=ccache",
+      "-DCMAKE_CUDA_FLAGS=--objdir-as-tempdir",
+    ]);
+  });
+});
+
+describe("mergeCudaHostFlags", () => {
+  const maps = [
+    "-ffile-prefix-map=/home/spark/src/llama.cpp=llama.cpp",
+    "-ffile-prefix-map=/b=llama-build",
+  ];
+
+  it("appends each host flag to CMAKE_CUDA_FLAGS through -Xcompiler=", () => {
+    expect(mergeCudaHostFlags(cmakeDefines(sparkBuildFlags(COMMIT)), maps)).toEqual([
+      "-DGGML_NATIVE=OFF",
+      "-DGGML_RPC=ON",
+      "-DGGML_RPC_RDMA=ON",
+      "-DGGML_CUDA=ON",
+      "-DCMAKE_CUDA_ARCHITECTURES=121a-real",
+      "-DCUDAToolkit_ROOT=/usr/local/cuda",
+      "-DGGML_CUDA_NCCL=OFF",
+      "-DCMAKE_CUDA_COMPILER_LAUNCHER=ccache",
+      "-DCMAKE_CUDA_FLAGS=--objdir-as-tempdir " +
+        "-Xcompiler=-ffile-prefix-map=/home/spark/src/llama.cpp=llama.cpp " +
+        "-Xcompiler=-ffile-prefix-map=/b=llama-build",
+      "-DGGML_CPU_ARM_ARCH=armv9.2-a+dotprod+i8mm+fp16+bf16+sve2",
+    ]);
+  });
+
+  it("leaves a CPU build's defines alone (no CMAKE_CUDA_FLAGS to extend)", () => {
+    const cpu = cmakeDefines(simBuildFlags(COMMIT));
+    expect(mergeCudaHostFlags(cpu, maps)).toEqual(cpu);
+  });
+
+  it("refuses a flag with a comma, which -Xcompiler would split", () => {
+    expect(() =>
+      mergeCudaHostFlags(cmakeDefines(sparkBuildFlags(COMMIT)), ["-ffile-prefix-map=/a,b=x"]),
+    ).toThrow(
+      'host compiler flag "-ffile-prefix-map=/a,b=x" holds a comma, which nvcc\'s -Xcompiler splits at: use a tree and home path without commas',
+    );
   });
 });
 
@@ -271,13 +373,21 @@ describe("buildKey", () => {
     ["LLAMA_CUDA_ARCH", { LLAMA_CUDA_ARCH: "121a" }],
     ["LLAMA_COMMIT", { LLAMA_COMMIT: OTHER_COMMIT }],
     ["CUDA_HOME", { CUDA_HOME: "/opt/cuda-13" }],
+    ["LLAMA_RPC_RDMA", { LLAMA_RPC_RDMA: "0" }],
+    ["LLAMA_CUDA_NCCL", { LLAMA_CUDA_NCCL: "1" }],
   ];
 
   it("is 12 hex and stable (a pinned value: changing the hashing invalidates every cache)", () => {
     expect(buildKey(base)).toMatch(/^[0-9a-f]{12}$/);
     expect(buildKey(base)).toBe(buildKey(sparkBuildFlags(COMMIT)));
-    expect(buildKey(base)).toMatchInlineSnapshot(`"6998e56b7a44"`);
+    expect(buildKey(base)).toMatchInlineSnapshot(`"186cddf2edd6"`);
     expect(buildDirName(base)).toBe(`llama_build-cuda-${buildKey(base)}`);
+  });
+
+  it("an absent switch keys like its rendered default (same defines, same build)", () => {
+    const sim = simBuildFlags(COMMIT);
+    expect(buildKey(simBuildFlags(COMMIT, { LLAMA_RPC_RDMA: "0" }))).toBe(buildKey(sim));
+    expect(buildKey(sparkBuildFlags(COMMIT, { LLAMA_CUDA_NCCL: "0" }))).toBe(buildKey(base));
   });
 
   it("does not depend on property order", () => {
@@ -311,5 +421,31 @@ describe("buildKey", () => {
       ),
     ]);
     expect(keys.size).toBe(4);
+  });
+});
+
+describe("the rendered CUDA build (buildPlan)", () => {
+  it("prefix maps reach the CUDA host compiler; launcher and objdir are set", () => {
+    const plan = buildPlan({
+      home: "/home/spark",
+      tree: "~/src/llama.cpp",
+      flags: sparkBuildFlags(COMMIT),
+      targets: ["ggml-rpc-server"],
+      artifacts: ["bin/ggml-rpc-server"],
+    });
+    const bd = plan.buildDir;
+    expect(plan.configure.filter((a) => /CUDA|RDMA|NCCL/.test(a))).toEqual([
+      "-DGGML_RPC_RDMA=ON",
+      "-DGGML_CUDA=ON",
+      "-DCMAKE_CUDA_ARCHITECTURES=121a-real",
+      "-DCUDAToolkit_ROOT=/usr/local/cuda",
+      "-DGGML_CUDA_NCCL=OFF",
+      "-DCMAKE_CUDA_COMPILER_LAUNCHER=ccache",
+      "-DCMAKE_CUDA_FLAGS=--objdir-as-tempdir " +
+        "-Xcompiler=-ffile-prefix-map=/home/spark/src/llama.cpp=llama.cpp " +
+        `-Xcompiler=-ffile-prefix-map=${bd}=llama-build`,
+    ]);
+    expect(plan.env.LLAMA_RPC_RDMA).toBe("1");
+    expect(plan.env).not.toHaveProperty("LLAMA_CUDA_NCCL");
   });
 });

@@ -80,6 +80,7 @@ describe("buildPlan", () => {
       "-DCMAKE_CXX_COMPILER_LAUNCHER=ccache",
       "-DGGML_NATIVE=OFF",
       "-DGGML_RPC=ON",
+      "-DGGML_RPC_RDMA=OFF",
       `-DCMAKE_C_FLAGS=-march=x86-64-v3 -ffile-prefix-map=${HOME}/src/llama.cpp=llama.cpp -ffile-prefix-map=${bd}=llama-build`,
       `-DCMAKE_CXX_FLAGS=-march=x86-64-v3 -ffile-prefix-map=${HOME}/src/llama.cpp=llama.cpp -ffile-prefix-map=${bd}=llama-build`,
       `-DLLAMA_BUILD_COMMIT=${COMMIT}`,
