@@ -14,6 +14,7 @@ import {
 } from "node:fs";
 import { tmpdir } from "node:os";
 import * as path from "node:path";
+import { execa } from "execa";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { parseFacts } from "../../components/node/facts";
 import { localTreeDigest } from "../../components/tree/digest";
@@ -106,6 +107,18 @@ async function onNode(node: string, script: string): Promise<string> {
 }
 
 const withAgent = () => ({ env: { SSH_AUTH_SOCK: agentSocket } });
+
+/** `npx sparkform …` against this test's backend and state dir. */
+async function sparkform(args: string[]) {
+  const r = await execa(process.execPath, [path.join(repoRoot, "bin", "sparkform.js"), ...args], {
+    cwd: repoRoot,
+    env: { ...cli.env, SSH_AUTH_SOCK: "" },
+    extendEnv: false,
+    reject: false,
+  });
+  console.log(`$ sparkform ${args.join(" ")}  [exit ${r.exitCode}]\n${r.stdout}\n${r.stderr}`);
+  return { exitCode: r.exitCode ?? -1, stdout: r.stdout, stderr: r.stderr };
+}
 
 describe.skipIf(!isRoot)("sparkform on a simulated pair (real pulumi CLI)", () => {
   beforeAll(async () => {
@@ -257,6 +270,31 @@ describe.skipIf(!isRoot)("sparkform on a simulated pair (real pulumi CLI)", () =
     await cli.run(["refresh", "--yes", "--expect-no-changes", "-s", stack]);
   });
 
+  it("sparkform sync puts an edit on both nodes with the digest proof; refresh then agrees", async () => {
+    const file = path.join(treeDir, "src/synced.c");
+    writeFileSync(file, "/* synced by sparkform sync */\n");
+    try {
+      const r = await sparkform(["sync", "--stack", stack]);
+      expect(r.exitCode).toBe(0);
+      const digest = localTreeDigest(treeDir, exclude).digest;
+      for (const node of ["spark-1", "spark-2"]) {
+        expect(r.stdout).toMatch(
+          new RegExp(
+            `^${node}: 4 files, .* digest ${digest.slice(0, 16)} = the control node's$`,
+            "m",
+          ),
+        );
+        expect(await onNode(node, `cat /home/spark/src/e2e-${process.pid}/src/synced.c`)).toBe(
+          "/* synced by sparkform sync */",
+        );
+      }
+      await cli.run(["refresh", "--yes", "--expect-no-changes", "-s", stack]);
+    } finally {
+      rmSync(file, { force: true });
+      await cli.run(["up", "--yes", "-s", stack], withAgent());
+    }
+  });
+
   it("a private key given as a secret connects, and never appears in output or state", async () => {
     const key = readFileSync(cluster.sshKeyPath, "utf8");
     const keyBody = key.split("\n")[1] ?? ""; // a line of the base64 body
@@ -401,6 +439,31 @@ describe.skipIf(!isRoot)("sparkform on a simulated pair (real pulumi CLI)", () =
           `fake ggml-rpc-server ${"c".repeat(40)} sum=36`,
         );
       }
+      // `sparkform run`: the same contract and PATH for a command of the user's, in the tree,
+      // without a login shell (the copied toolchain found on spark-2 too); its exit code.
+      const shown = await sparkform([
+        "run",
+        "spark-2",
+        "--stack",
+        cmd,
+        "--",
+        "sh",
+        "-c",
+        'echo "$LLAMA_BACKEND $LLAMA_RPC $LLAMA_COMMIT"; command -v sparktool; pwd; exit 3',
+      ]);
+      expect(shown.exitCode).toBe(3);
+      expect(shown.stdout.split("\n")).toEqual([
+        `cpu 1 ${"c".repeat(40)}`,
+        "/home/spark/.sparktool/installs/sparktool/1.0.0/bin/sparktool",
+        `/home/spark/src/fake-llama-${process.pid}`,
+      ]);
+      const printed = await sparkform(["run", "spark-1", "--stack", cmd, "--print", "--", "make"]);
+      expect(printed.exitCode).toBe(0);
+      expect(printed.stdout).toContain("LLAMA_BACKEND=cpu");
+      expect(printed.stdout).toContain('PATH="$HOME"/.sparktool/installs/sparktool/1.0.0/bin:');
+      const big = await sparkform(["run", "spark-1", "--stack", cmd, "--big-cores", "--", "true"]);
+      expect(big.exitCode).toBe(1);
+      expect(big.stderr).toContain("--big-cores: spark-1's fact sheet lists no performance cores");
     } finally {
       await cli.run(["destroy", "--yes", "-s", cmd], withAgent()).catch(() => undefined);
       await cli.run(["stack", "rm", "--yes", "--force", "-s", cmd]).catch(() => undefined);
