@@ -5,7 +5,7 @@
 import type { ResourceValidationPolicy, StackValidationPolicy } from "@pulumi/policy";
 import type { Evidence } from "../components/kinds";
 import { asKind, known, resourcesOf } from "./evidence";
-import { FAT_BUILD_COST } from "../components/build/flags";
+import { FAT_BUILD_COST } from "../components/build/wording";
 
 type BuildEvidence = Evidence<"NativeBuild">;
 

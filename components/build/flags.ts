@@ -11,6 +11,9 @@
 import { createHash } from "node:crypto";
 import * as path from "node:path";
 import { z } from "zod";
+import { FAT_BUILD_COST } from "./wording";
+
+export { FAT_BUILD_COST } from "./wording";
 
 /** DGX Spark (GB10): the CPU architecture the runbook builds with. */
 export const SPARK_CPU_ARM_ARCH = "armv9.2-a+dotprod+i8mm+fp16+bf16+sve2";
@@ -82,9 +85,6 @@ export interface BuildFlags {
 export type TargetIsa = "aarch64" | "x86_64";
 
 // Reasons, worded once; the validation messages and the docs use the same text.
-/** What a fat CUDA build costs, as measured (bench/cuda-proof.md), not estimated. */
-export const FAT_BUILD_COST =
-  "each ggml-cuda object compiles 2-5x longer, measured with nvcc 13 for seven architectures against one";
 const FAT_BINARY_REASON =
   "naming the CPU architecture turns GGML_NATIVE off, and with native off ggml-cuda stops " +
   "compiling for the GPU it can see and emits a seven-architecture fat binary instead (" +
