@@ -121,7 +121,18 @@ export async function run(argv: string[]): Promise<number> {
         env,
       });
     }
-    const up = pulumi(["up", "--yes", "--stack", "local", "--policy-pack", "policies"]);
+    // The simulated fabric has no RDMA (its RDMA facts are fixtures): rdma-transport is advisory
+    // there, and only there (stacks/policies.local.json).
+    const up = pulumi([
+      "up",
+      "--yes",
+      "--stack",
+      "local",
+      "--policy-pack",
+      "policies",
+      "--policy-pack-config",
+      path.join("stacks", "policies.local.json"),
+    ]);
     mkdirSync(ccache, { recursive: true });
     spawnSync(
       "rsync",
