@@ -622,19 +622,42 @@ export async function startHfEndpoint(opts: HfEndpointOptions): Promise<HfEndpoi
   };
   const plain = http.createServer(onRequest);
   const secure = opts.tls ? https.createServer(opts.tls, onRequest) : undefined;
-  // With TLS, one listener hands each connection to the TLS or the plain server by its first
-  // byte (0x16: a TLS handshake record).
+  // With TLS, one listener answers both: it reads a connection's first bytes (0x16 starts a TLS
+  // handshake record) and relays the connection to an internal TLS or plain server on loopback
+  // (Node's TLS server reads a socket's handle directly, so bytes already read cannot be given
+  // back to it). Test-only: the log's `remote` is then the relay's loopback address.
+  const internal = new Map<"tls" | "plain", number>();
+  const listenLocal = (srv: net.Server) =>
+    new Promise<number>((resolve, reject) => {
+      srv.once("error", reject);
+      srv.listen(0, "127.0.0.1", () => resolve((srv.address() as AddressInfo).port));
+    });
+  if (secure) {
+    internal.set("tls", await listenLocal(secure));
+    internal.set("plain", await listenLocal(plain));
+  }
+  const relays = new Set<net.Socket>();
   const server: net.Server = secure
     ? net.createServer((socket) => {
+        relays.add(socket);
+        socket.on("close", () => relays.delete(socket));
+        socket.on("error", () => socket.destroy());
         socket.once("data", (first) => {
-          socket.pause();
-          socket.unshift(first);
-          (first[0] === 0x16 ? secure : plain).emit("connection", socket);
-          socket.resume();
+          const port = internal.get(first[0] === 0x16 ? "tls" : "plain")!;
+          const up = net.connect(port, "127.0.0.1");
+          relays.add(up);
+          up.on("close", () => {
+            relays.delete(up);
+            socket.destroy();
+          });
+          up.on("error", () => socket.destroy());
+          socket.on("close", () => up.destroy());
+          up.write(first);
+          socket.pipe(up);
+          up.pipe(socket);
         });
       })
     : plain;
-
   await new Promise<void>((resolve, reject) => {
     server.once("error", reject);
     server.listen(opts.port ?? 0, host, () => {
@@ -651,8 +674,13 @@ export async function startHfEndpoint(opts: HfEndpointOptions): Promise<HfEndpoi
     host,
     port,
     async close() {
+      for (const r of relays) r.destroy();
       plain.closeAllConnections();
       secure?.closeAllConnections();
+      if (secure) {
+        await new Promise<void>((r) => secure.close(() => r()));
+        await new Promise<void>((r) => plain.close(() => r()));
+      }
       await new Promise<void>((r) => server.close(() => r()));
       if (logStream) await new Promise<void>((r) => logStream.end(r));
     },
