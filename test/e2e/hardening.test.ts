@@ -59,7 +59,7 @@ const PRECIOUS =
 const intact = (i: number) =>
   asSpark(
     i,
-    "wc -l < ~/.ssh/authorized_keys; cat ~/models/org/keep/model.gguf; cat ~/.asdf/installs/erl",
+    "wc -l < ~/.ssh/authorized_keys; cat ~/models/org/keep/model.gguf; echo; cat ~/.asdf/installs/erl",
   );
 
 async function rejection(p: Promise<unknown>): Promise<string> {
@@ -143,7 +143,9 @@ describe.skipIf(!isRoot)("issue 10 on a simulated pair (providers, real ssh/rsyn
       const msg = await rejection(
         prepareDir(openNode(target(0)), "~/models/evil/rev", { step: "t" }),
       );
-      expect(msg).toMatch(/refusing to write into ~\/models\/evil\/rev: it is a symlink/);
+      expect(msg).toMatch(
+        /refusing to write into ~\/models\/evil\/rev: it (is a symlink|is \$HOME)/,
+      );
     });
   });
 
