@@ -209,3 +209,55 @@ describe("native/build install and delete: exactly one key's store entries", () 
     homeIntact(home);
   });
 });
+
+describe("model-fetch.py: the same checks in Python before it writes or deletes", () => {
+  const py = (cmd: string, spec: Record<string, unknown>) => {
+    const p = programCommand("model/model-fetch.py", { args: [cmd, JSON.stringify(spec)] });
+    const r = spawnSync("sh", ["-c", p.script, "sparkform", ...(p.args ?? [])], {
+      encoding: "utf8",
+      input: p.stdin,
+      cwd: home,
+      env: { PATH: process.env.PATH ?? "/usr/bin:/bin", HOME: home },
+    });
+    return { status: r.status, stderr: r.stderr };
+  };
+  const file = (p: string) => ({
+    path: p,
+    size: 1,
+    sha256: "0".repeat(64),
+    url: "http://127.0.0.1:9/x",
+  });
+
+  it.each([
+    [
+      "remove with the home as root",
+      "remove",
+      { dir: "~/models/org/m", root: "~", files: [{ path: "model.gguf" }] },
+      /refusing to delete from ~: it is \$HOME/,
+    ],
+    [
+      "remove of a model dir that is a symlink to the home",
+      "remove",
+      { dir: "~/models/link", root: "~/models", files: [{ path: ".ssh/authorized_keys" }] },
+      /refusing to delete from ~\/models\/link: it (is a symlink|is \$HOME)/,
+    ],
+    [
+      "prepare with a file path climbing out",
+      "prepare",
+      { dir: "~/models/org/m", files: [file("../../../.ssh/authorized_keys")] },
+      /refusing file path '\.\.\/\.\.\/\.\.\/\.ssh\/authorized_keys'/,
+    ],
+    [
+      "fetch into a dir through a symlink to /",
+      "fetch",
+      { dir: "~/to-root/tmp/m", files: [file("x")] },
+      /through a symlink/,
+    ],
+  ])("refuses %s (exit 97); the home stays", (_n, cmd, spec, re) => {
+    symlinkSync(home, path.join(home, "models", "link"));
+    symlinkSync("/", path.join(home, "to-root"));
+    const r = py(cmd, spec);
+    expect([r.status, r.stderr]).toEqual([97, expect.stringMatching(re)]);
+    homeIntact(home);
+  });
+});
