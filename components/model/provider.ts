@@ -386,11 +386,11 @@ async function converge(
   const known = olds?.nodeFiles;
   const refToken = olds?.refToken ?? newRefToken();
   // On the node, before anything is written: the directory is checked (strictly inside the
-  // home, no symlink; native/lib/guard.sh) and this resource's reference to it recorded, so
-  // destroying another stack that uses the same revision on this node keeps the files.
-  await prepareDir(openNode(inputs.target), inputs.dir, {
+  // home, no symlink; native/lib/guard.sh). Nothing is created yet: the free-space check
+  // comes first and leaves the disk as it was when it fails.
+  const checked = await prepareDir(openNode(inputs.target), inputs.dir, {
     step: "check model directory",
-    token: refToken,
+    mode: "check",
   });
   let placed: string[];
   let by: ModelReplicaOutputs["fetchedBy"];
@@ -406,6 +406,14 @@ async function converge(
   const created = [...new Set([...(olds?.created ?? []), ...placed])].filter((p) =>
     inputs.files.some((f) => f.path === p),
   );
+  // This resource's reference, once the files are in place: destroying another stack that
+  // uses the same revision on this node keeps them.
+  await prepareDir(openNode(inputs.target), inputs.dir, {
+    step: "reference model directory",
+    mode: "ref",
+    token: refToken,
+    created: checked.created,
+  });
   const { token: _token, ...rest } = inputs;
   return {
     ...rest,

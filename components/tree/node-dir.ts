@@ -84,19 +84,22 @@ function explain(err: unknown, node: NodeConnection, dir: string): unknown {
 }
 
 /**
- * Check `dir` on the node (absolute, `~/…` or relative to $HOME) and create it, just before a
- * copy into it; with `token`, record the resource's reference.
+ * Check `dir` on the node (absolute, `~/…` or relative to $HOME) just before a copy into it:
+ * mode "make" also creates it and, with `token`, records the resource's reference; "check"
+ * only checks; "ref" records the reference afterwards, with `created` from an earlier check.
  */
 export async function prepareDir(
   node: NodeConnection,
   dir: string,
-  opts: { step: string; token?: string },
+  opts: { step: string; token?: string; mode?: "make" | "check" | "ref"; created?: boolean },
 ): Promise<PreparedDir> {
+  const mode = opts.mode ?? "make";
+  const ref = opts.token ? [opts.token, ...(mode === "ref" ? [String(!!opts.created)] : [])] : [];
   try {
     const r = await node.run(
       programCommand(NODE_DIR_PROGRAMS.prepare, {
-        args: [dir, ...(opts.token ? [opts.token] : [])],
-        display: `check and create ${dir}`,
+        args: [mode, dir, ...ref],
+        display: `${mode === "make" ? "check and create" : mode === "check" ? "check" : "reference"} ${dir}`,
       }),
       { step: opts.step, timeoutMs: 60_000 },
     );

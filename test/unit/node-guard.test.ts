@@ -98,7 +98,7 @@ describe("native/lib/guard.sh through prepare-dir.sh and remove-dir.sh", () => {
 
   it.each(refusals)("refuses %s on write and delete, and the home stays intact", (_n, dest, re) => {
     const d = dest();
-    const w = run(NODE_DIR_PROGRAMS.prepare, [d]);
+    const w = run(NODE_DIR_PROGRAMS.prepare, ["make", d]);
     expect([w.status, w.stderr]).toEqual([97, expect.stringMatching(re)]);
     expect(w.stderr).toMatch(/^sparkform guard: refusing to write into /);
     const rm = run(NODE_DIR_PROGRAMS.remove, ["rm", d]);
@@ -110,29 +110,31 @@ describe("native/lib/guard.sh through prepare-dir.sh and remove-dir.sh", () => {
   });
 
   it("prepare creates a directory below $HOME and says whether it was there", () => {
-    let r = run(NODE_DIR_PROGRAMS.prepare, ["~/src/llama.cpp"]);
+    let r = run(NODE_DIR_PROGRAMS.prepare, ["make", "~/src/llama.cpp"]);
     expect(r.status, r.stderr).toBe(0);
     expect(JSON.parse(r.stdout)).toEqual({
       path: path.join(home, "src/llama.cpp"),
       created: true,
     });
     writeFileSync(path.join(home, "src/llama.cpp/x"), "x");
-    r = run(NODE_DIR_PROGRAMS.prepare, ["src/llama.cpp"]);
+    r = run(NODE_DIR_PROGRAMS.prepare, ["make", "src/llama.cpp"]);
     expect(JSON.parse(r.stdout)).toEqual({
       path: path.join(home, "src/llama.cpp"),
       created: false,
     });
     writeFileSync(path.join(home, "afile"), "f");
-    r = run(NODE_DIR_PROGRAMS.prepare, ["~/afile"]);
+    r = run(NODE_DIR_PROGRAMS.prepare, ["make", "~/afile"]);
     expect([r.status, r.stderr]).toEqual([97, expect.stringMatching(/not a directory/)]);
   });
 
   it("an entry two resources reference is removed with the last reference, only if sparkform made it", () => {
     const a = "tok-a-0001";
     const b = "tok-b-0002";
-    expect(run(NODE_DIR_PROGRAMS.prepare, ["~/.tc", a]).status).toBe(0);
+    expect(run(NODE_DIR_PROGRAMS.prepare, ["make", "~/.tc", a]).status).toBe(0);
     writeFileSync(path.join(home, ".tc", "bin"), "erl");
-    expect(JSON.parse(run(NODE_DIR_PROGRAMS.prepare, ["~/.tc", b]).stdout).created).toBe(false);
+    expect(JSON.parse(run(NODE_DIR_PROGRAMS.prepare, ["make", "~/.tc", b]).stdout).created).toBe(
+      false,
+    );
     let r = run(NODE_DIR_PROGRAMS.remove, ["rm", "~/.tc", a]);
     expect(JSON.parse(r.stdout)).toMatchObject({ removed: false, refsLeft: 1, last: false });
     expect(existsSync(path.join(home, ".tc", "bin"))).toBe(true);
@@ -141,10 +143,33 @@ describe("native/lib/guard.sh through prepare-dir.sh and remove-dir.sh", () => {
     expect(existsSync(path.join(home, ".tc"))).toBe(false);
     expect(readdirSync(path.join(home, ".cache/sparkform/refs"))).toEqual([]);
 
+    // check creates nothing; ref records what the check said, after the files are in place.
+    const c = run(NODE_DIR_PROGRAMS.prepare, ["check", "~/m/rev"]);
+    expect(JSON.parse(c.stdout)).toEqual({ path: path.join(home, "m/rev"), created: true });
+    expect(existsSync(path.join(home, "m"))).toBe(false);
+    mkdirSync(path.join(home, "m/rev"), { recursive: true });
+    writeFileSync(path.join(home, "m/rev/f.gguf"), "w");
+    expect(
+      JSON.parse(run(NODE_DIR_PROGRAMS.prepare, ["ref", "~/m/rev", a, "true"]).stdout),
+    ).toEqual({
+      path: path.join(home, "m/rev"),
+      created: true,
+    });
+    expect(JSON.parse(run(NODE_DIR_PROGRAMS.remove, ["unref", "~/m/rev", a]).stdout)).toMatchObject(
+      {
+        removed: false,
+        last: true,
+        created: true,
+      },
+    );
+    expect(existsSync(path.join(home, "m/rev/f.gguf"))).toBe(true); // unref removes nothing
+
     // A directory that was there (with files) before sparkform's first reference is kept.
     mkdirSync(path.join(home, "mine"));
     writeFileSync(path.join(home, "mine", "notes"), "n");
-    expect(JSON.parse(run(NODE_DIR_PROGRAMS.prepare, ["~/mine", a]).stdout).created).toBe(false);
+    expect(JSON.parse(run(NODE_DIR_PROGRAMS.prepare, ["make", "~/mine", a]).stdout).created).toBe(
+      false,
+    );
     r = run(NODE_DIR_PROGRAMS.remove, ["rm", "~/mine", a]);
     expect(JSON.parse(r.stdout)).toMatchObject({ removed: false, last: true, created: false });
     expect(readFileSync(path.join(home, "mine", "notes"), "utf8")).toBe("n");
