@@ -15,6 +15,8 @@ import * as model from "../../components/model/provider";
 import type { ModelReplicaInputs, ModelReplicaOutputs } from "../../components/model/provider";
 import { programRef } from "../../components/native-script";
 import { localTreeDigest, TREE_DIGEST_PROGRAM } from "../../components/tree/digest";
+import * as toolchain from "../../components/toolchain/provider";
+import type { ToolchainInputs } from "../../components/toolchain/provider";
 import * as tree from "../../components/tree/provider";
 import { prepareDir } from "../../components/tree/node-dir";
 import { closeAll, openNode } from "../../components/transport/node-connection";
@@ -145,6 +147,46 @@ describe.skipIf(!isRoot)("issue 10 on a simulated pair (providers, real ssh/rsyn
       );
       expect(msg).toMatch(
         /refusing to write into ~\/models\/evil\/rev: it (is a symlink|is \$HOME)/,
+      );
+    });
+  });
+
+  describe("item 4: a toolchain copy over a directory that was there is not deleted on destroy", () => {
+    const inputs = (i: number, expectedDigest?: string): ToolchainInputs => ({
+      kind: "Toolchain",
+      providerVersion: "test",
+      target: target(i),
+      path: "~/.sparktool",
+      binDirs: ["installs/sparktool/1.0.0/bin"],
+      probe: ["sparktool", "--version"],
+      expect: "sparktool 1.0.0",
+      digestProgram: programRef(TREE_DIGEST_PROGRAM),
+      ...(expectedDigest ? { source: peer(0), expectedDigest } : {}),
+    });
+
+    it("made into a missing directory: removed on destroy; over an existing one: kept", async () => {
+      const src = (await toolchain.create(inputs(0))).outs!;
+      // spark-2 has no toolchain: the copy creates the directory, destroy removes it.
+      const made = (await toolchain.create(inputs(1, src.digest))).outs!;
+      expect([made.copiedBy, made.created]).toEqual(["relay", true]);
+      await toolchain.delete("x", made);
+      expect(await asSpark(1, "test -e ~/.sparktool && echo there || echo gone")).toBe("gone");
+      // A directory of the user's at that path: the copy replaces its content (the resource's
+      // job), but destroy does not delete the directory sparkform did not create.
+      await asSpark(1, "mkdir -p ~/.sparktool && printf old > ~/.sparktool/user-file");
+      const over = (await toolchain.create(inputs(1, src.digest))).outs!;
+      expect(over.created).toBe(false);
+      await toolchain.delete("x", over);
+      expect(await asSpark(1, "test -d ~/.sparktool/installs && echo kept || echo gone")).toBe(
+        "kept",
+      );
+      // State from before references: kept too.
+      await toolchain.delete("x", { ...over, refToken: undefined });
+      expect(await asSpark(1, "test -d ~/.sparktool && echo kept || echo gone")).toBe("kept");
+      // The source's own toolchain is never touched.
+      await toolchain.delete("x", src);
+      expect(await asSpark(0, "test -d ~/.sparktool/installs && echo kept || echo gone")).toBe(
+        "kept",
       );
     });
   });
