@@ -54,6 +54,7 @@ import {
   verifyScriptArgs,
 } from "./verify";
 import { programCommand, programFor, type ProgramRef, sameProgram } from "../native-script";
+import { newRefToken } from "../tree/node-dir";
 
 /** A node whose compiler cache seeds this one's (it has built the same tree and flags). */
 export type CacheSource = Peer;
@@ -105,6 +106,13 @@ export interface NativeBuildOutputs extends NativeBuildInputs {
   compiler: string;
   cache: { hits: number; misses: number; seededBy: "none" | "fabric" | "relay" | "failed" };
   seconds: Record<string, number>;
+  /**
+   * This resource's reference to `installDir` on the node (install.sh records it): destroy
+   * removes the key's build only with the last reference, so another stack on the node with
+   * the same flags keeps its binaries. Absent in state written before references: destroy
+   * keeps the build then.
+   */
+  refToken?: string;
 }
 
 const tag = (t: SshTarget) => `[${t.name}] build`;
@@ -150,7 +158,7 @@ async function step(
   opts: { timeoutMs: number; onLine?: (l: string) => void },
 ) {
   return openNode(inputs.target).run(
-    { ...command, env: plan.env, path: plan.path },
+    { ...command, env: { ...plan.env, ...command.env }, path: plan.path },
     { step: name, timeoutMs: opts.timeoutMs, ...(opts.onLine ? { onLine: opts.onLine } : {}) },
   );
 }
@@ -214,7 +222,10 @@ function firstLine(err: unknown): string {
 
 // ---- the build ----------------------------------------------------------------------------------
 
-async function converge(inputs: NativeBuildInputs): Promise<NativeBuildOutputs> {
+async function converge(
+  inputs: NativeBuildInputs,
+  refToken: string = newRefToken(),
+): Promise<NativeBuildOutputs> {
   const t0 = Date.now();
   const flags = parseBuildFlags(inputs.flags);
   const who = tag(inputs.target);
@@ -357,6 +368,7 @@ async function converge(inputs: NativeBuildInputs): Promise<NativeBuildOutputs> 
       "install",
       programCommand(BUILD_PROGRAMS.install, {
         args: [plan.outDir, plan.key, plan.artifactRoot, ...inputs.artifactPaths],
+        env: { SPARKFORM_REF: refToken },
         display: `install ${inputs.artifactPaths.join(" ")} into ${plan.installDir}`,
       }),
       { timeoutMs: 10 * 60_000 },
@@ -390,6 +402,7 @@ async function converge(inputs: NativeBuildInputs): Promise<NativeBuildOutputs> 
     compiler,
     cache: { ...stats, seededBy },
     seconds,
+    refToken,
   };
 }
 
@@ -487,10 +500,10 @@ export async function diff(
 
 export async function update(
   _id: string,
-  _olds: NativeBuildOutputs,
+  olds: NativeBuildOutputs,
   news: NativeBuildInputs,
 ): Promise<pulumi.dynamic.UpdateResult<NativeBuildOutputs>> {
-  return { outs: await converge(news) };
+  return { outs: await converge(news, olds.refToken) };
 }
 
 /** Destroy removes this key's build directory and installed artifacts; the compiler cache stays. */
@@ -499,13 +512,29 @@ async function deleteBuild(_id: string, props: NativeBuildOutputs): Promise<void
   if (!props.installDir?.includes(marker)) return;
   // A command's build directory lies in the synced tree, which is TreeSync's: leave it.
   const buildDir = props.buildDir?.includes(marker) ? props.buildDir : "";
-  await openNode(props.target).run(
+  if (!props.refToken) {
+    // State from before references: another stack on this node may run these binaries, and
+    // nothing on the node says otherwise; keeping a build costs disk, deleting it an outage.
+    await progress(
+      `${tag(props.target)}: kept ${props.installDir} (its state predates sparkform's references, ` +
+        "so another stack may use it); remove it by hand when nothing does",
+    );
+    return;
+  }
+  const r = await openNode(props.target).run(
     programCommand(BUILD_PROGRAMS.remove, {
       args: [buildDir, path.posix.dirname(props.installDir), props.buildKey],
+      env: { SPARKFORM_REF: props.refToken },
       display: `rm -rf ${buildDir} ${props.installDir}`.replace("  ", " "),
     }),
     { step: "remove build", timeoutMs: 5 * 60_000 },
   );
+  const kept = /^kept (\d+)$/m.exec(r.stdout);
+  if (kept) {
+    await progress(
+      `${tag(props.target)}: kept ${props.installDir}: ${kept[1]} other resource(s) on the node use the same build`,
+    );
+  }
 }
 export { deleteBuild as delete };
 

@@ -4,6 +4,7 @@
 import { z } from "zod";
 import { configError, configErrorMap, configIssueLines } from "../config/errors";
 import { nodePathSchema } from "../config/node-path";
+import { endpointProblem } from "./token-fetch";
 
 /** Where models live on the nodes unless `sparkform:model.modelsDir` says otherwise. */
 export const MODELS_DIR_DEFAULT = "~/models";
@@ -78,6 +79,11 @@ export const modelConfigSchema = z
       .string()
       .refine((u) => URL.canParse(u) && /^https?:\/\//.test(u), {
         message: "must be an http(s) URL; write it in full, e.g. https://huggingface.co",
+      })
+      // No user-info, no query string: the token is a secret of its own (token-fetch.ts).
+      .superRefine((u, ctx) => {
+        const problem = URL.canParse(u) && /^https?:\/\//.test(u) ? endpointProblem(u) : undefined;
+        if (problem) ctx.addIssue({ code: "custom", message: problem });
       })
       .default(MODEL_ENDPOINT_DEFAULT),
     /** Refresh check: "fast" (size + mtime) or "full" (re-hash every file on every refresh). */

@@ -14,6 +14,17 @@ import { nativeProgram, programCommand, programPath } from "../native-script";
 import type { ProviderImpl } from "../providers/delegate";
 import { changedKeys } from "../providers/diff";
 import { progress, since } from "../providers/progress";
+import { newRefToken, prepareDir, removeDir } from "../tree/node-dir";
+import {
+  askedFiles,
+  containedPath,
+  parseFilesResult,
+  parsePrepareResult,
+  parseRemoveResult,
+  parseScriptLine,
+  resultOf,
+  type ScriptLine,
+} from "./fetch-output";
 import {
   copyFromPeerOrRelay,
   homeRelative,
@@ -85,21 +96,12 @@ export interface ModelReplicaOutputs extends Omit<ModelReplicaInputs, "token"> {
   fetchedBy: "hub" | "fabric" | "relay" | "present";
   /** Files this resource put in place (the only ones delete removes). */
   created: string[];
-}
-
-interface ScriptLine {
-  kind: string;
-  data: Record<string, unknown>;
-}
-
-function parseLine(line: string): ScriptLine | undefined {
-  const m = /^@(\w+) (.*)$/.exec(line.trim());
-  if (!m) return undefined;
-  try {
-    return { kind: m[1] ?? "", data: JSON.parse(m[2] ?? "") as Record<string, unknown> };
-  } catch {
-    return undefined;
-  }
+  /**
+   * This resource's reference to `dir` on the node (native/lib/guard.sh): destroy removes files
+   * only with the last reference, so another stack using the same revision keeps it. Absent in
+   * state written before references: destroy then keeps the files.
+   */
+  refToken?: string;
 }
 
 /** Bytes in binary units: "512 B", "655.9 KiB", "1.2 GiB". */
@@ -158,21 +160,21 @@ async function runScript(
       timeoutMs: opts.timeoutMs ?? 24 * 3600_000,
       onLine: (line, stream) => {
         if (stream !== "stdout" || !opts.onLine) return;
-        const parsed = parseLine(line);
+        // Progress display only: a bad line is refused below, when the whole output is parsed.
+        let parsed: ScriptLine | undefined;
+        try {
+          parsed = parseScriptLine(line, inputs.target.name);
+        } catch {
+          return;
+        }
         if (parsed) opts.onLine(parsed);
       },
     },
   );
   return result.stdout
     .split("\n")
-    .map(parseLine)
+    .map((l) => parseScriptLine(l, inputs.target.name))
     .filter((l): l is ScriptLine => l !== undefined);
-}
-
-function resultOf(lines: ScriptLine[]): Record<string, unknown> {
-  const r = [...lines].reverse().find((l) => l.kind === "result");
-  if (!r) throw new Error("model-fetch.py printed no @result line; this is a sparkform bug");
-  return r.data;
 }
 
 /** Measured files, with the known hash carried over where size and mtime did not change. */
@@ -214,7 +216,8 @@ async function measure(
     { dir: inputs.dir, files: inputs.files.map((f) => ({ path: f.path })), hash },
     { step: hash ? "model re-hash" : "model measure" },
   );
-  return nodeFilesFrom(resultOf(lines).files as NodeFile[], inputs, known, verified, hash);
+  const { files } = resultOf(lines, inputs.target.name, parseFilesResult);
+  return nodeFilesFrom(files, inputs, known, verified, hash);
 }
 
 function reporter(inputs: ModelReplicaInputs): (l: ScriptLine) => void {
@@ -262,9 +265,14 @@ async function fetchFromHub(
     ...(inputs.token ? { token: inputs.token } : {}),
     onLine: reporter(inputs),
   });
-  const placed = lines
-    .filter((l) => l.kind === "event" && l.data.event === "placed")
-    .map((l) => String(l.data.file));
+  const placed = askedFiles(
+    lines
+      .filter((l) => l.kind === "event" && l.data.event === "placed")
+      .map((l) => String(l.data.file)),
+    inputs.files.map((f) => f.path),
+    inputs.target.name,
+    "model-fetch.py fetch's placed events",
+  );
   if (placed.length > 0) {
     const bytes = inputs.files
       .filter((f) => placed.includes(f.path))
@@ -308,7 +316,8 @@ function copyFiles(
     stagingPrefix: "sparkform-model-",
     relay: async ({ staging, from, to }) => {
       for (const f of todo) {
-        const local = path.join(staging, ...f.split("/"));
+        // Contained in staging on the control node, whatever the node said (fetch-output.ts).
+        const local = containedPath(staging, f);
         mkdirSync(path.dirname(local), { recursive: true });
         await from.rsync({ remote: `${inputs.dir}/${f}` }, local, {
           step: `fetch model file from ${source.target.name}`,
@@ -338,8 +347,16 @@ async function copyFromSource(
       step: "model free-space check",
       onLine: reporter(inputs),
     }),
+    inputs.target.name,
+    parsePrepareResult,
   );
-  const todo = (prep.todo as string[]) ?? [];
+  // Only files the resource asked for become paths on the peer, here and on the target.
+  const todo = askedFiles(
+    prep.todo,
+    inputs.files.map((f) => f.path),
+    inputs.target.name,
+    "model-fetch.py prepare's todo list",
+  );
   if (todo.length === 0) return { placed: [], by: "present" };
   const start = Date.now();
   const by = await copyFiles(inputs, source, todo);
@@ -367,6 +384,14 @@ async function converge(
   olds: ModelReplicaOutputs | undefined,
 ): Promise<ModelReplicaOutputs> {
   const known = olds?.nodeFiles;
+  const refToken = olds?.refToken ?? newRefToken();
+  // On the node, before anything is written: the directory is checked (strictly inside the
+  // home, no symlink; native/lib/guard.sh). Nothing is created yet: the free-space check
+  // comes first and leaves the disk as it was when it fails.
+  const checked = await prepareDir(openNode(inputs.target), inputs.dir, {
+    step: "check model directory",
+    mode: "check",
+  });
   let placed: string[];
   let by: ModelReplicaOutputs["fetchedBy"];
   if (inputs.source) {
@@ -381,12 +406,21 @@ async function converge(
   const created = [...new Set([...(olds?.created ?? []), ...placed])].filter((p) =>
     inputs.files.some((f) => f.path === p),
   );
+  // This resource's reference, once the files are in place: destroying another stack that
+  // uses the same revision on this node keeps them.
+  await prepareDir(openNode(inputs.target), inputs.dir, {
+    step: "reference model directory",
+    mode: "ref",
+    token: refToken,
+    created: checked.created,
+  });
   const { token: _token, ...rest } = inputs;
   return {
     ...rest,
     nodeFiles,
     fetchedBy: olds && placed.length === 0 ? olds.fetchedBy : by,
     created,
+    refToken,
   };
 }
 
@@ -449,18 +483,44 @@ export async function update(
 }
 
 async function removeFiles(props: ModelReplicaOutputs, files: readonly string[]): Promise<void> {
-  await runScript(
+  const lines = await runScript(
     props,
     "remove",
     { dir: props.dir, root: props.modelsDir, files: files.map((p) => ({ path: p })) },
     { step: "remove model files" },
   );
+  resultOf(lines, props.target.name, parseRemoveResult);
 }
 
-/** Destroy removes only the files this resource put in place (and their `.part`). */
+/**
+ * Destroy drops this resource's reference to the revision's directory; with the last one it
+ * removes the files sparkform put there: all of the model's when sparkform made the directory
+ * (another stack's download included: nobody references it any more), else only this
+ * resource's own. State written before references has no token: the files are kept (said so),
+ * as another stack on the node may use them and nothing on the node says otherwise.
+ */
 async function deleteReplica(_id: string, props: ModelReplicaOutputs): Promise<void> {
-  if (!props.created || props.created.length === 0) return;
-  await removeFiles(props, props.created);
+  if (!props.refToken) {
+    if (props.created?.length) {
+      await progress(
+        `${label(props)}: kept ${props.dir} (its state predates sparkform's references, so another ` +
+          "stack may use it); remove it by hand when nothing does",
+      );
+    }
+    return;
+  }
+  const r = await removeDir(openNode(props.target), "unref", props.dir, {
+    step: "drop model reference",
+    token: props.refToken,
+  });
+  if (!r.last) {
+    await progress(
+      `${label(props)}: kept ${props.dir}: ${r.refsLeft} other resource(s) on the node use it`,
+    );
+    return;
+  }
+  const files = r.created ? props.files.map((f) => f.path) : (props.created ?? []);
+  if (files.length > 0) await removeFiles(props, files);
 }
 export { deleteReplica as delete };
 

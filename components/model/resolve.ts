@@ -7,6 +7,7 @@ import * as fs from "node:fs";
 import * as path from "node:path";
 import { gguf, GGMLFileQuantizationType, GGMLQuantizationType } from "@huggingface/gguf";
 import { HubApiError, modelInfo, pathsInfo } from "@huggingface/hub";
+import { endpointProblem, tokenSafeFetch } from "./token-fetch";
 
 export const PUBLIC_HUB = "https://huggingface.co";
 
@@ -137,8 +138,11 @@ function hubError(what: string, req: ResolveRequest, err: unknown): ModelResolve
  */
 export async function resolveModel(req: ResolveRequest): Promise<ResolvedModel> {
   const endpoint = normalizeEndpoint(req.endpoint);
+  const problem = endpointProblem(endpoint);
+  if (problem) throw new ModelResolveError(`sparkform:model.endpoint ${problem}`);
   const creds = req.token ? { accessToken: req.token } : {};
-  const common = { hubUrl: endpoint, ...creds, ...(req.fetch ? { fetch: req.fetch } : {}) };
+  // Every request and redirect under the token rules (token-fetch.ts).
+  const common = { hubUrl: endpoint, ...creds, fetch: tokenSafeFetch(req.fetch) };
   let commit: string;
   try {
     const info = await modelInfo({
@@ -273,7 +277,7 @@ export async function readGgufSummary(
         await gguf(s.url, {
           computeParametersCount: true,
           ...(headers ? { additionalFetchHeaders: headers } : {}),
-          ...(req.fetch ? { fetch: req.fetch } : {}),
+          fetch: tokenSafeFetch(req.fetch),
         }),
       );
     } catch (err) {

@@ -9,7 +9,9 @@ import { programFor, type ProgramRef, sameProgram } from "../native-script";
 import type { ProviderImpl } from "../providers/delegate";
 import { changedKeys } from "../providers/diff";
 import { TREE_DIGEST_PROGRAM, type TreeDigest } from "../tree/digest";
+import { newRefToken, prepareDir, removeDir } from "../tree/node-dir";
 import { remoteTreeDigest } from "../tree/remote-digest";
+import { progress } from "../providers/progress";
 import {
   copyFromPeerOrRelay,
   deletableOperand,
@@ -54,6 +56,14 @@ export interface ToolchainOutputs extends ToolchainInputs {
   probeOutput: string;
   /** How the directory got here: "present", "fabric" (node to node) or "relay" (via control). */
   copiedBy: "present" | "fabric" | "relay";
+  /**
+   * This resource's reference to the directory on the node (native/lib/guard.sh): destroy
+   * removes the copy only when no other resource (another stack on the node) references it and
+   * sparkform created it. Absent in state written before references: destroy then keeps it.
+   */
+  refToken?: string;
+  /** The directory was missing (or empty) when this resource first copied into it. */
+  created?: boolean;
 }
 
 function digestOf(target: SshTarget, inputs: ToolchainInputs): Promise<TreeDigest | undefined> {
@@ -114,8 +124,20 @@ async function converge(
   previous?: ToolchainOutputs,
 ): Promise<ToolchainOutputs> {
   let copiedBy: ToolchainOutputs["copiedBy"] = previous?.copiedBy ?? "present";
-  let mine = await digestOf(inputs.target, inputs);
   const source = inputs.source;
+  const refToken = previous?.refToken ?? newRefToken();
+  let created = previous?.created ?? false;
+  if (source) {
+    // On the node, before the copy's --delete: the directory is checked (strictly inside the
+    // home, no symlink) and this resource's reference recorded, also when the copy is already
+    // in place, so another stack's destroy keeps what this one uses.
+    const prepared = await prepareDir(openNode(inputs.target), inputs.path, {
+      step: "check toolchain directory",
+      token: refToken,
+    });
+    created ||= prepared.created;
+  }
+  let mine = await digestOf(inputs.target, inputs);
   if (!source) {
     if (!mine) {
       throw new Error(
@@ -142,6 +164,7 @@ async function converge(
     bytes: mine?.bytes ?? 0,
     probeOutput: await probe(inputs),
     copiedBy,
+    ...(source ? { refToken, created } : {}),
   };
 }
 
@@ -194,14 +217,37 @@ export async function update(
   return { outs: await converge(news, olds) };
 }
 
-/** Destroy removes only a copy this resource made; the source's toolchain is never touched. */
+/**
+ * Destroy removes only a copy sparkform made into a missing or empty directory, and only with
+ * the last reference to it; a directory that was there before (and the source's toolchain) is
+ * never removed. State written before references has no token: the copy is kept (said so), as
+ * another stack may use it and nothing on the node says otherwise.
+ */
 async function deleteToolchain(_id: string, props: ToolchainOutputs): Promise<void> {
-  if (props.copiedBy === "present" || !props.source) return;
+  if (!props.source) return;
   // Never $HOME itself, nor / or a directory directly under it (paths.ts).
   const operand = deletableOperand(props.path, { node: props.target.name, minHomeDepth: 1 });
-  await openNode(props.target).run(["rm", "-rf", "--", operand], {
+  if (!props.refToken) {
+    if (props.copiedBy !== "present") {
+      await progress(
+        `[${props.target.name}] toolchain ${props.path}: kept (its state predates sparkform's references, ` +
+          "so another stack may use it); remove it by hand when nothing does",
+      );
+    }
+    return;
+  }
+  const r = await removeDir(openNode(props.target), "rm", operand, {
     step: "remove copied toolchain",
+    token: props.refToken,
   });
+  if (!r.removed) {
+    await progress(
+      `[${props.target.name}] toolchain ${props.path}: kept (` +
+        (r.refsLeft > 0
+          ? `${r.refsLeft} other resource(s) on the node still use it)`
+          : "sparkform did not create it)"),
+    );
+  }
 }
 export { deleteToolchain as delete };
 

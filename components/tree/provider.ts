@@ -6,7 +6,8 @@ import type { ProviderImpl } from "../providers/delegate";
 import { changedKeys } from "../providers/diff";
 import { progress, since } from "../providers/progress";
 import { remoteTreeDigest } from "./remote-digest";
-import { deletableOperand, homeRelative, openNode, type SshTarget } from "../transport/ssh";
+import { deletableOperand, openNode, type SshTarget } from "../transport/ssh";
+import { prepareDir, removeDir } from "./node-dir";
 import {
   differingPaths,
   exclusionArgs,
@@ -58,9 +59,9 @@ function outputs(inputs: TreeSyncInputs, d: TreeDigest | undefined): TreeSyncOut
 
 async function sync(inputs: TreeSyncInputs): Promise<TreeSyncOutputs> {
   const node = openNode(inputs.target);
-  await node.run(["mkdir", "-p", "--", homeRelative(inputs.dest)], {
-    step: "create tree directory",
-  });
+  // On the node, just before the --delete: the destination resolves to a directory strictly
+  // inside the home (or an absolute one away from it), not through a symlink (node-dir.ts).
+  await prepareDir(node, inputs.dest, { step: "create tree directory" });
   const start = Date.now();
   await node.rsync(
     `${inputs.source.replace(/\/+$/, "")}/`,
@@ -145,7 +146,8 @@ export async function update(
 export async function deleteTree(_id: string, props: TreeSyncOutputs): Promise<void> {
   // At least 2 components under $HOME (never ~/src itself) or under / (paths.ts).
   const operand = deletableOperand(props.dest, { node: props.target.name, minHomeDepth: 2 });
-  await openNode(props.target).run(["rm", "-rf", "--", operand], { step: "remove tree" });
+  // And again on the node, where a symlink or a resolved $HOME can still make it something else.
+  await removeDir(openNode(props.target), "rm", operand, { step: "remove tree" });
 }
 export { deleteTree as delete };
 

@@ -5,10 +5,20 @@
 # Usage: install.sh OUT_DIR KEY BUILD_DIR ARTIFACT...
 #   copies the artifacts from BUILD_DIR into a new entry OUT_DIR/.store/KEY-<id>-<random>, then
 #   swaps the OUT_DIR/KEY symlink to it with one rename (mv -T), then removes older entries of
-#   KEY. Prints `sha256  path` per artifact as installed (parseDigests() reads it).
+#   exactly KEY (a command build's key is another key plus `-<8 hex>`: a prefix glob would take
+#   its entries too). Prints `sha256  path` per artifact as installed (parseDigests() reads it).
+#   With $SPARKFORM_REF set (the resource's reference token), records that reference to
+#   OUT_DIR/KEY (native/lib/guard.sh), so destroying another stack's build of the same key
+#   keeps this one.
 # A failed copy leaves the last good install in place: nothing is renamed before all are copied.
 set -eu
-out=$1 key=$2 build=$3; shift 3; store="$out/.store"
+# guard_path, ref_add (inlined here when this program is sent to a node).
+. "$(dirname -- "$0")/../lib/guard.sh"
+# store_entries (inlined here when this program is sent to a node).
+. "$(dirname -- "$0")/../lib/store.sh"
+guard_path "install into" "$1"
+out=$GUARD_PATH key=$2 build=$3; shift 3; store="$out/.store"
+store_key "$key"
 mkdir -p "$store"
 stage=$(mktemp -d "$store/.tmp-$key.XXXXXX")
 trap 'rm -rf "$stage"' EXIT
@@ -21,6 +31,7 @@ chmod 755 "$stage"
 mv -T "$stage" "$final"
 ln -sfn ".store/${final##*/}" "$out/.$key.link"
 mv -T "$out/.$key.link" "$out/$key"
-for d in "$store/$key-"*; do [ "$d" = "$final" ] || rm -rf -- "$d"; done
+store_entries "$store" "$key" | while IFS= read -r d; do [ "$d" = "$final" ] || rm -rf -- "$d"; done
+if [ -n "${SPARKFORM_REF:-}" ]; then ref_add "$out/$key" "$SPARKFORM_REF" 1; fi
 cd "$out/$key/"
 sha256sum -- "$@"

@@ -7,7 +7,10 @@
 #            verify size + SHA-256, then rename into place and fsync. A free-space check for
 #            all files comes first. The token, if any, is read from $HF_TOKEN (delivered on
 #            stdin by the transport, never on a command line) and sent only to the endpoint's
-#            host: a redirect to another host drops it.
+#            own origin (scheme, host and port): a redirect to another origin drops it. It never
+#            travels in clear: over http only to loopback or the simulated cluster's control
+#            address; an https URL redirected to http is refused, as is an endpoint URL with
+#            user-info or a query string. A CA file for a private endpoint: $SSL_CERT_FILE.
 #   place    verify <file>.part files (copied by rsync from a peer) and rename them into place.
 #   prepare  free-space check for files about to be copied; a wrong final file becomes the
 #            .part (rsync's delta basis), so a repair moves only the changed blocks.
@@ -20,18 +23,23 @@
 #   @result   {...}                                  last line, on success
 # Failures: a message on stderr starting "model-fetch:", and an exit code:
 #   2 usage, 3 SHA-256 or size mismatch (the .part is removed), 4 not enough free space,
-#   5 HTTP / network failure (the .part is kept for a resume).
+#   5 HTTP / network failure (the .part is kept for a resume), 6 refused for the token's sake
+#   (plain http, a downgrade, user-info), 97 a directory or file path it must not write or
+#   delete (the checks of native/lib/guard.sh, here in Python).
 import hashlib
 import http.client
+import ipaddress
 import json
 import os
+import pwd
 import socket
 import sys
 import time
 import urllib.parse
 
 CHUNK = 1 << 20
-EXIT_USAGE, EXIT_MISMATCH, EXIT_SPACE, EXIT_HTTP = 2, 3, 4, 5
+EXIT_USAGE, EXIT_MISMATCH, EXIT_SPACE, EXIT_HTTP, EXIT_INSECURE = 2, 3, 4, 5, 6
+EXIT_GUARD = 97
 
 
 class Failure(Exception):
@@ -54,13 +62,67 @@ def human(n):
     return "%d B" % n
 
 
+def guarded_dir(d, what):
+    """`d` resolved, when it is a directory sparkform may write into or delete from.
+
+    The checks of native/lib/guard.sh: not the root, $HOME or anything containing it; no '.',
+    '..' or empty parts; below $HOME no part is a symlink (it resolves to <home>/<rest>); a path
+    outside $HOME at least two parts deep; the directory itself never a symlink.
+    """
+
+    def refuse(why):
+        raise Failure(EXIT_GUARD, "refusing to %s %s: %s" % (what, d, why))
+
+    # $HOME as the login gave it; the account's home when unset (a bare environment).
+    env_home = os.environ.get("HOME") or pwd.getpwuid(os.getuid()).pw_dir
+    if not env_home.startswith("/"):
+        refuse("$HOME (%r) is not an absolute directory" % env_home)
+    env_home = env_home.rstrip("/") or "/"
+    home = os.path.realpath(env_home)
+    if home == "/":
+        refuse("$HOME is /")
+    if d == "~" or d.startswith("~/"):
+        a = env_home + d[1:]
+    elif d.startswith("/"):
+        a = d
+    else:
+        a = env_home + "/" + d
+    a = a.rstrip("/") or "/"
+    if a != "/" and any(p in ("", ".", "..") for p in a.split("/")[1:]):
+        refuse("it has a '.', '..' or empty part")
+    r = os.path.realpath(a)
+    if r == "/":
+        refuse("it is the root directory")
+    if (home + "/").startswith(r + "/"):
+        refuse("it is $HOME (%s) or contains it" % home)
+    if os.path.islink(a):
+        refuse("it is a symlink (to %s)" % os.readlink(a))
+    if a.startswith(env_home + "/"):
+        want = home + "/" + a[len(env_home) + 1 :]
+        if r != want:
+            refuse("it resolves to %s through a symlink, not to %s" % (r, want))
+    elif r.count("/") < 2:
+        refuse("it resolves to %s, too close to /" % r)
+    return r
+
+
 def base_dir(spec):
-    d = spec["dir"]
-    return os.path.expanduser(d) if d.startswith("~") else d
+    return guarded_dir(spec["dir"], "write into")
 
 
 def dest_of(spec, f):
-    return os.path.join(base_dir(spec), *f["path"].split("/"))
+    """A file of the spec below its directory: a plain relative path that stays inside it."""
+    p = f["path"]
+    parts = p.split("/")
+    if not isinstance(p, str) or any(x in ("", ".", "..") for x in parts) or "\0" in p:
+        raise Failure(EXIT_GUARD, "refusing file path %r: not a plain relative path" % (p,))
+    base = base_dir(spec)
+    dest = os.path.join(base, *parts)
+    if not os.path.realpath(dest).startswith(base + os.sep):
+        raise Failure(
+            EXIT_GUARD, "refusing file path %r: it resolves outside %s through a symlink" % (p, base)
+        )
+    return dest
 
 
 def size_or(p, default=None):
@@ -209,17 +271,102 @@ class Progress:
         )
 
 
+def origin_of(u):
+    """(scheme, host, port) of a split URL: what must match for the token to go along."""
+    try:
+        port = u.port
+    except ValueError:
+        raise Failure(EXIT_USAGE, "the URL %s has an invalid port" % u.geturl())
+    return (u.scheme, (u.hostname or "").lower(), port or (443 if u.scheme == "https" else 80))
+
+
+def sim_control_addresses(hosts="/etc/hosts"):
+    """Private addresses /etc/hosts names `control`: the simulated cluster's control node.
+
+    The sim writes that line on every node (sim/index.ts); its hub listens there over plain
+    http on a network that exists only inside the test bed.
+    """
+    out = set()
+    try:
+        with open(hosts) as fh:
+            for line in fh:
+                fields = line.split("#", 1)[0].split()
+                if len(fields) >= 2 and "control" in fields[1:]:
+                    try:
+                        ip = ipaddress.ip_address(fields[0])
+                    except ValueError:
+                        continue
+                    if ip.is_private and not ip.is_loopback:
+                        out.add(str(ip))
+    except OSError:
+        pass
+    return out
+
+
+def clear_text_ok(host):
+    """Whether a token may travel over plain http to `host`: loopback or the sim's control."""
+    if host == "localhost":
+        return True
+    try:
+        if ipaddress.ip_address(host).is_loopback:
+            return True
+    except ValueError:
+        return False
+    return host in sim_control_addresses()
+
+
+def checked_url(url, first):
+    u = urllib.parse.urlsplit(url)
+    what = "the endpoint URL" if first else "a redirect to"
+    if u.scheme not in ("http", "https") or not u.hostname:
+        raise Failure(EXIT_INSECURE, "%s %s is not an http(s) URL with a host" % (what, url))
+    if "@" in u.netloc:
+        raise Failure(
+            EXIT_INSECURE,
+            "%s %s has user-info (user:password@): credentials never go in a URL; "
+            "set the token with `pulumi config set --secret hfToken`" % (what, url.split("@")[-1]),
+        )
+    if first and (u.query or u.fragment):
+        raise Failure(
+            EXIT_INSECURE,
+            "the endpoint URL %s has a query string or fragment; give the endpoint's base URL "
+            "(sparkform:model.endpoint), e.g. https://huggingface.co" % url.split("?")[0],
+        )
+    return u
+
+
 def open_url(url, token, offset, timeout, redirects=5):
-    """GET `url` with Range from `offset`; Authorization only to the endpoint's own host."""
-    origin = urllib.parse.urlsplit(url).netloc
-    for _ in range(redirects + 1):
-        u = urllib.parse.urlsplit(url)
+    """GET `url` with Range from `offset`; the token only to the endpoint's own origin.
+
+    Never in clear: a token goes over http only to loopback or the sim's control address
+    (else the download is refused before any request), an https URL redirected to http is
+    refused, and a redirect to another origin (a CDN) drops it.
+    """
+    first = checked_url(url, True)
+    origin = origin_of(first)
+    if token and first.scheme == "http" and not clear_text_ok(origin[1]):
+        raise Failure(
+            EXIT_INSECURE,
+            "refusing to send the hub token over plain http to %s: it would travel in clear. "
+            "Use the endpoint's https:// URL in sparkform:model.endpoint" % origin[1],
+        )
+    prev = first
+    for i in range(redirects + 1):
+        u = first if i == 0 else checked_url(url, False)
+        if prev.scheme == "https" and u.scheme != "https":
+            raise Failure(
+                EXIT_INSECURE,
+                "%s redirected from https to %s://%s: refusing the downgrade (the request and "
+                "any token would travel in clear); the endpoint must serve https throughout"
+                % (prev.hostname, u.scheme, u.netloc),
+            )
+        prev = u
         conn_cls = http.client.HTTPSConnection if u.scheme == "https" else http.client.HTTPConnection
         conn = conn_cls(u.netloc, timeout=timeout)
         headers = {"User-Agent": "sparkform-model-fetch/1", "Accept-Encoding": "identity"}
         if offset > 0:
             headers["Range"] = "bytes=%d-" % offset
-        if token and u.netloc == origin:
+        if token and origin_of(u) == origin:
             headers["Authorization"] = "Bearer " + token
         target = u.path + (("?" + u.query) if u.query else "")
         conn.request("GET", target, headers=headers)
@@ -281,6 +428,13 @@ def download_once(spec, f, token, prog):
         else:
             raise Failure(EXIT_HTTP, "%s: HTTP %d %s" % (f["path"], resp.status, resp.reason))
         length = resp.getheader("Content-Length")
+        if length is not None and not (length.strip() and all(c in "0123456789" for c in length.strip())):
+            raise Failure(
+                EXIT_HTTP,
+                "%s: the server sent a Content-Length that is not a number (%r); it is not a "
+                "Hugging Face-compatible endpoint, or something in between rewrote the response"
+                % (f["path"], length[:40]),
+            )
         if length is not None and int(length) != size - have:
             raise Failure(
                 EXIT_HTTP,
@@ -427,7 +581,8 @@ def cmd_measure(spec):
 
 def cmd_remove(spec):
     removed = []
-    root = os.path.realpath(os.path.expanduser(spec["root"]))
+    root = guarded_dir(spec["root"], "delete from")
+    guarded_dir(spec["dir"], "delete from")
     for f in spec["files"]:
         dest = dest_of(spec, f)
         for p in (dest, dest + ".part"):

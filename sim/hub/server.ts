@@ -13,7 +13,10 @@
 import { createHash } from "node:crypto";
 import * as fs from "node:fs";
 import * as http from "node:http";
+import * as https from "node:https";
+import * as net from "node:net";
 import type { AddressInfo } from "node:net";
+import type { TLSSocket } from "node:tls";
 import * as path from "node:path";
 import { z } from "zod";
 import { COMMITS_DIR, REFS_FILE, isLfsPath, isValidRepoId, repoDir } from "./repo";
@@ -34,6 +37,13 @@ export const HfFaultsSchema = z
     throttleBytesPerSec: z.number().positive().nullable().optional(),
     /** Apply the faults only to files whose path ends with this. */
     pathSuffix: z.string().optional(),
+    /**
+     * Answer file downloads with a 302 to this URL (the file's path and query appended), e.g.
+     * the endpoint's own http:// URL (an https→http downgrade) or another origin.
+     */
+    redirectTo: z.string().optional(),
+    /** Send this as the Content-Length of file downloads, whatever the body is (e.g. "12abc"). */
+    contentLength: z.string().optional(),
   })
   .strict();
 export type HfFaults = z.infer<typeof HfFaultsSchema>;
@@ -56,6 +66,8 @@ export interface HfLogEntry {
   faults?: string[];
   /** False when the connection ended before the whole body was sent. */
   complete: boolean;
+  /** The request came over TLS (only an endpoint started with `tls` serves any). */
+  tls: boolean;
 }
 
 export interface HfEndpointOptions {
@@ -72,11 +84,19 @@ export interface HfEndpointOptions {
   logFile?: string;
   /** Disable the /_admin routes (faults then only via setFaults()). */
   admin?: boolean;
+  /**
+   * Serve TLS with this key and certificate (PEM) too: one port answers both https and plain
+   * http (told apart by the first byte), so a redirect from https to http on the same host and
+   * port can be shown, and the log says which requests came in clear (`tls`).
+   */
+  tls?: { key: string; cert: string };
 }
 
 export interface HfEndpoint {
   /** Base URL, e.g. http://127.0.0.1:41234 (use as hubUrl / HF_ENDPOINT). */
   url: string;
+  /** With `tls`: the https:// base URL of the same port. */
+  httpsUrl?: string;
   host: string;
   port: number;
   close(): Promise<void>;
@@ -335,6 +355,15 @@ export async function startHfEndpoint(opts: HfEndpointOptions): Promise<HfEndpoi
       headers["X-Linked-Etag"] = `"${meta.sha256}"`;
       headers["X-Linked-Size"] = String(size);
     }
+    if (targeted && f.redirectTo && req.method === "GET") {
+      applied.push("redirect");
+      const u = new URL(req.url ?? "/", "http://x");
+      res.writeHead(302, {
+        Location: `${f.redirectTo.replace(/\/+$/, "")}${u.pathname}${u.search}`,
+      });
+      res.end();
+      return;
+    }
     const ignoreRange = targeted && !!f.ignoreRange;
     if (!ignoreRange) headers["Accept-Ranges"] = "bytes";
     let range = ignoreRange ? null : parseRange(req.headers.range, size);
@@ -355,6 +384,10 @@ export async function startHfEndpoint(opts: HfEndpointOptions): Promise<HfEndpoi
     range = null;
     const length = end - start + 1;
     headers["Content-Length"] = String(Math.max(0, length));
+    if (targeted && f.contentLength !== undefined) {
+      headers["Content-Length"] = f.contentLength;
+      applied.push("contentLength");
+    }
     res.writeHead(status, headers);
     if (req.method === "HEAD" || length <= 0) {
       res.end();
@@ -532,7 +565,7 @@ export async function startHfEndpoint(opts: HfEndpointOptions): Promise<HfEndpoi
     throw new HttpError(404, "not found");
   }
 
-  const server = http.createServer((req, res) => {
+  const onRequest = (req: http.IncomingMessage, res: http.ServerResponse) => {
     const t0 = Date.now();
     const applied: string[] = [];
     const isAdmin = (req.url ?? "").startsWith("/_admin");
@@ -567,6 +600,7 @@ export async function startHfEndpoint(opts: HfEndpointOptions): Promise<HfEndpoi
         ms: Date.now() - t0,
         ...(applied.length ? { faults: applied } : {}),
         complete: res.writableFinished,
+        tls: (req.socket as Partial<TLSSocket>).encrypted === true,
       };
       entries.push(entry);
       logStream?.write(JSON.stringify(entry) + "\n");
@@ -585,8 +619,45 @@ export async function startHfEndpoint(opts: HfEndpointOptions): Promise<HfEndpoi
         headers["X-Error-Message"] = message.replace(/[^\x20-\x7e]/g, "?");
       sendJson(res, status, { error: message }, headers);
     });
-  });
-
+  };
+  const plain = http.createServer(onRequest);
+  const secure = opts.tls ? https.createServer(opts.tls, onRequest) : undefined;
+  // With TLS, one listener answers both: it reads a connection's first bytes (0x16 starts a TLS
+  // handshake record) and relays the connection to an internal TLS or plain server on loopback
+  // (Node's TLS server reads a socket's handle directly, so bytes already read cannot be given
+  // back to it). Test-only: the log's `remote` is then the relay's loopback address.
+  const internal = new Map<"tls" | "plain", number>();
+  const listenLocal = (srv: net.Server) =>
+    new Promise<number>((resolve, reject) => {
+      srv.once("error", reject);
+      srv.listen(0, "127.0.0.1", () => resolve((srv.address() as AddressInfo).port));
+    });
+  if (secure) {
+    internal.set("tls", await listenLocal(secure));
+    internal.set("plain", await listenLocal(plain));
+  }
+  const relays = new Set<net.Socket>();
+  const server: net.Server = secure
+    ? net.createServer((socket) => {
+        relays.add(socket);
+        socket.on("close", () => relays.delete(socket));
+        socket.on("error", () => socket.destroy());
+        socket.once("data", (first) => {
+          const port = internal.get(first[0] === 0x16 ? "tls" : "plain")!;
+          const up = net.connect(port, "127.0.0.1");
+          relays.add(up);
+          up.on("close", () => {
+            relays.delete(up);
+            socket.destroy();
+          });
+          up.on("error", () => socket.destroy());
+          socket.on("close", () => up.destroy());
+          up.write(first);
+          socket.pipe(up);
+          up.pipe(socket);
+        });
+      })
+    : plain;
   await new Promise<void>((resolve, reject) => {
     server.once("error", reject);
     server.listen(opts.port ?? 0, host, () => {
@@ -599,10 +670,17 @@ export async function startHfEndpoint(opts: HfEndpointOptions): Promise<HfEndpoi
 
   return {
     url: `http://${urlHost}:${port}`,
+    ...(secure ? { httpsUrl: `https://${urlHost}:${port}` } : {}),
     host,
     port,
     async close() {
-      server.closeAllConnections();
+      for (const r of relays) r.destroy();
+      plain.closeAllConnections();
+      secure?.closeAllConnections();
+      if (secure) {
+        await new Promise<void>((r) => secure.close(() => r()));
+        await new Promise<void>((r) => plain.close(() => r()));
+      }
       await new Promise<void>((r) => server.close(() => r()));
       if (logStream) await new Promise<void>((r) => logStream.end(r));
     },

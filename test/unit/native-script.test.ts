@@ -51,6 +51,8 @@ describe("every program in native/", () => {
       "model/model-fetch.py",
       "node/facts.sh",
       "transport/copy-from-peer.sh",
+      "tree/prepare-dir.sh",
+      "tree/remove-dir.sh",
       "tree/tree-digest.py",
     ]);
   });
