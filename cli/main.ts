@@ -1,8 +1,10 @@
 // `npx sparkform <command>`: the project's own CLI. One module per command under commands/,
 // each exporting `usage` and `run(argv)`; errors are printed by errors.ts alone.
 import { printError } from "./errors";
+import * as check from "./commands/check";
 import * as llamaSource from "./commands/llama-source";
 import * as local from "./commands/local";
+import * as report from "./commands/report";
 import * as sim from "./commands/sim";
 
 interface Command {
@@ -15,6 +17,8 @@ const commands: Record<string, Command> = {
   local,
   sim,
   "llama-source": llamaSource,
+  check,
+  report,
 };
 
 function usage(): string {

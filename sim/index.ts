@@ -17,6 +17,7 @@ import {
   listNetns,
   listSimRoutes,
   mgmtHost,
+  railSubnets,
   setFabricLink,
 } from "./network";
 import {
@@ -41,6 +42,7 @@ import {
   fabricIface,
   fabricMtu,
   mgmtIface,
+  railIface,
   globalLockPath,
   names,
   simNamePattern,
@@ -77,7 +79,7 @@ import {
 } from "./state";
 import { toolchain, toolchainBuildScript } from "./toolchain";
 
-export type { SimCluster, SimNode, SimToolchain } from "./state";
+export type { SimCluster, SimNode, SimRail, SimToolchain } from "./state";
 export type { TcpRtt } from "./probe";
 export { readSimCluster } from "./state";
 export { renderStackConfig } from "./stack";
@@ -151,10 +153,13 @@ export async function simUp(opts: SimUpOptions = {}): Promise<SimCluster> {
           pid: process.pid,
           mgmtSubnet: subnets.mgmt,
           fabricSubnet: subnets.fabric,
+          railSubnets: subnets.rails,
         });
         const s = initialState(runId, dir, count, image.key, image.rootfs, subnets);
         writeState(s);
-        log(`sim: run ${runId}: mgmt ${s.mgmtSubnet} on ${s.bridge}, fabric ${s.fabricSubnet}`);
+        log(
+          `sim: run ${runId}: mgmt ${s.mgmtSubnet} on ${s.bridge}, fabric rails ${subnets.rails.join(", ")}`,
+        );
         await createNetwork(s);
         writeState(s);
         return s;
@@ -197,7 +202,7 @@ function initialState(
   count: number,
   imageKey: string,
   imageRootfs: string,
-  subnets: { mgmt: string; fabric: string },
+  subnets: { mgmt: string; fabric: string; rails: string[] },
 ): SimState {
   const forced = process.env.SPARKFORM_SIM_ROOT_MODE;
   const rootMode = forced === "copy" || !overlaySupported() ? "copy" : "overlay";
@@ -228,6 +233,7 @@ function initialState(
     rootMode,
     mgmtSubnet: subnets.mgmt,
     fabricSubnet: subnets.fabric,
+    railSubnets: subnets.rails,
     controlAddress: hostIn(subnets.mgmt, controlHost),
     bridge: names.bridge(runId),
     fabricNetns: undefined,
@@ -274,6 +280,12 @@ async function bootCluster(s: SimState, log: Log): Promise<SimCluster> {
     user: "spark",
     fabricAddress: hostIn(s.fabricSubnet, fabricHost(n.index)),
     fabricIface,
+    rails: railSubnets(s).map((subnet, rail) => ({
+      rail,
+      iface: railIface(rail),
+      address: `${hostIn(subnet, fabricHost(n.index))}/24`,
+      subnet,
+    })),
     hostKey: hostKeyFromPub(
       fs.readFileSync(path.join(n.root, "etc/ssh/ssh_host_ed25519_key.pub"), "utf8"),
     ),
@@ -306,6 +318,7 @@ async function bootCluster(s: SimState, log: Log): Promise<SimCluster> {
     mgmtSubnet: s.mgmtSubnet,
     mgmtBridge: s.bridge,
     fabricSubnet: s.fabricSubnet,
+    railSubnets: railSubnets(s),
     fabricMtu,
     fabricTopology: s.nodes.length > 2 ? "switch" : "point-to-point",
     toolchain,
@@ -390,10 +403,11 @@ async function teardown(s: SimState, log: Log): Promise<string[]> {
       bridge: s.bridge,
       netns: [
         ...s.nodes.map((n) => n.netns),
-        ...(s.fabricNetns ? [s.fabricNetns] : [names.fabricNetns(s.runId)]),
+        ...railSubnets(s).map((_, r) => s.railNetns?.[r] ?? names.railNetns(s.runId, r)),
       ],
       hostVeths: s.nodes.map((n) => n.hostVeth),
       fabricSubnet: s.fabricSubnet,
+      railSubnets: railSubnets(s),
     })),
   );
   removeRegistry(s.runId);
@@ -448,7 +462,7 @@ async function sweepOrphans(ourDir: string): Promise<string[]> {
   const liveSubnets = new Set(
     readRegistry()
       .filter((e) => !isOrphanOrOurs(e.runId, ourDir))
-      .flatMap((e) => [e.fabricSubnet]),
+      .flatMap((e) => [e.fabricSubnet, ...(e.railSubnets ?? [])]),
   );
   removed.push(...(await destroyNetwork({ netns, hostVeths: links })));
   for (const r of await listSimRoutes()) {
@@ -486,7 +500,10 @@ export interface SimNodeStatus {
   sshError?: string;
   linger?: boolean;
   userManager?: string;
+  /** Rail 0 (as before rails). */
   fabric: { iface: string; state: string; peer?: string; rtt?: TcpRtt };
+  /** Every rail: its interface's state and the TCP RTT to the peer's address on it. */
+  rails: { rail: number; iface: string; state: string; peer?: string; rtt?: TcpRtt }[];
 }
 
 export interface SimStatus {
@@ -523,6 +540,14 @@ export async function simStatus(): Promise<SimStatus> {
         running: !!leader,
         sshReachable: false,
         fabric: { iface: fabricIface, state: await fabricOperState(n.netns), peer: peer?.name },
+        rails: await Promise.all(
+          railSubnets(s).map(async (_, rail) => ({
+            rail,
+            iface: railIface(rail),
+            state: await fabricOperState(n.netns, railIface(rail)),
+            peer: peer?.name,
+          })),
+        ),
       };
       const ssh = await sshRun(c, n.name, "true", {
         extra: ["-o", "ControlPath=none", "-o", "ConnectTimeout=3"],
@@ -544,9 +569,13 @@ export async function simStatus(): Promise<SimStatus> {
         const um = await execIn(leader, ["systemctl", "is-active", "user@1000.service"]);
         st.userManager = um.stdout.trim();
         if (peer && peer.name !== n.name) {
-          st.fabric.rtt = parseTcpRtt(
-            await execIn(leader, tcpRttArgv(peer.fabricAddress, 22, 10), { timeoutMs: 30_000 }),
-          );
+          for (const r of st.rails) {
+            const addr = peer.rails?.[r.rail]?.address.split("/")[0] ?? peer.fabricAddress;
+            r.rtt = parseTcpRtt(
+              await execIn(leader, tcpRttArgv(addr, 22, 10), { timeoutMs: 30_000 }),
+            );
+          }
+          st.fabric.rtt = st.rails[0]?.rtt;
         }
       }
       return st;
@@ -618,9 +647,16 @@ export async function simStop(node: string): Promise<void> {
  */
 async function powerNics(s: SimState, n: NodeRuntime, state: "up" | "down"): Promise<void> {
   await runRaw("ip", ["-n", n.netns, "link", "set", mgmtIface, state]);
-  const cut = !s.fabricNetns && s.cutLinks.some((k) => k.split("|").includes(n.name));
-  if (state === "down" || !cut)
-    await runRaw("ip", ["-n", n.netns, "link", "set", fabricIface, state]);
+  for (const [rail] of railSubnets(s).entries()) {
+    const cut =
+      !s.fabricNetns &&
+      s.cutLinks.some((k) => {
+        const [pair, r] = k.split("@");
+        return Number(r ?? 0) === rail && (pair ?? "").split("|").includes(n.name);
+      });
+    if (state === "down" || !cut)
+      await runRaw("ip", ["-n", n.netns, "link", "set", railIface(rail), state]);
+  }
   if (state === "down") {
     await runRaw("ip", [
       "neigh",
@@ -653,14 +689,22 @@ export async function simStart(node: string): Promise<void> {
   });
 }
 
-/** Cuts (`down`) or restores (`up`) the fabric between two nodes (or a node and the switch). */
-export async function simLink(a: string, b: string, state: "up" | "down"): Promise<void> {
+/**
+ * Cuts (`down`) or restores (`up`) the fabric between two nodes (or a node and the switch), on
+ * one rail or, without `rail`, on every rail.
+ */
+export async function simLink(
+  a: string,
+  b: string,
+  state: "up" | "down",
+  rail?: number,
+): Promise<void> {
   requireRoot();
   if (state !== "up" && state !== "down")
     throw new Error(`sim: link state must be up or down (got ${String(state)})`);
   await withLock(lockPath(), "sim state", async () => {
     const { s } = loadReady();
-    await setFabricLink(s, a, b, state);
+    await setFabricLink(s, a, b, state, rail);
     writeState(s);
   });
 }

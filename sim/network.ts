@@ -1,16 +1,20 @@
 // Networks: the management bridge on the host, one namespace per node with a veth onto the
-// bridge, and the fabric — a veth pair straight between two node namespaces, or for N > 2 a
-// bridge (the "switch") inside a namespace of its own. The host gets no route to the fabric:
+// bridge, and the fabric — two rails on two subnets, as on the lab's pair; each rail a veth pair
+// straight between two node namespaces, or for N > 2 a bridge (the rail's "switch") inside a
+// namespace of its own. The host gets no route to the fabric:
 // only an `unreachable` route, so that trying fails at once instead of leaking to a gateway.
 import * as fs from "node:fs";
 import { ipJson, run, runRaw } from "./exec";
-import { fabricIface, fabricMtu, mgmtIface, names, routeProto } from "./paths";
+import { fabricMtu, fabricRails, mgmtIface, names, railIface, routeProto } from "./paths";
 import type { SimState } from "./state";
 import { readRegistry } from "./state";
 
 export interface Subnets {
   mgmt: string; // a.b.c.0/24
+  /** Rail 0's subnet (= rails[0]). */
   fabric: string;
+  /** One /24 per rail. */
+  rails: string[];
 }
 
 /** `a.b.c.0/24` + host number → `a.b.c.n`. */
@@ -56,7 +60,7 @@ function candidates(runId: string, prefixes: readonly string[]): string[] {
 const mgmtPrefixes = ["10.213", "172.29", "10.187"];
 const fabricPrefixes = ["10.214", "172.30", "10.188"];
 
-/** Picks two free /24s: none overlaps a host route (any table), an address, or another run. */
+/** Picks free /24s (mgmt, one per rail): none overlaps a host route (any table), an address, or another run. */
 export async function chooseSubnets(runId: string): Promise<Subnets> {
   type Route = { dst?: string };
   type Addr = { addr_info?: Array<{ family?: string; local?: string; prefixlen?: number }> };
@@ -69,13 +73,19 @@ export async function chooseSubnets(runId: string): Promise<Subnets> {
       if (a.local) taken.push(`${a.local}/${a.prefixlen ?? 32}`);
     }
   }
-  for (const e of readRegistry()) taken.push(e.mgmtSubnet, e.fabricSubnet);
-  const free = (prefixes: readonly string[]) =>
-    candidates(runId, prefixes).find((c) => !taken.some((t) => overlaps(c, t)));
+  for (const e of readRegistry())
+    taken.push(e.mgmtSubnet, e.fabricSubnet, ...(e.railSubnets ?? []));
+  const free = (prefixes: readonly string[]) => {
+    const c = candidates(runId, prefixes).find((x) => !taken.some((t) => overlaps(x, t)));
+    if (c) taken.push(c);
+    return c;
+  };
   const mgmt = free(mgmtPrefixes);
-  const fabric = free(fabricPrefixes);
-  if (!mgmt || !fabric) throw new Error("sim: no free private /24 left for the sim's networks");
-  return { mgmt, fabric };
+  const rails = Array.from({ length: fabricRails }, () => free(fabricPrefixes));
+  const [fabric] = rails;
+  if (!mgmt || !fabric || rails.some((r) => !r))
+    throw new Error("sim: no free private /24 left for the sim's networks");
+  return { mgmt, fabric, rails: rails as string[] };
 }
 
 function writeSysctl(key: string, value: string): void {
@@ -96,7 +106,9 @@ export async function createNetwork(s: SimState): Promise<void> {
   writeSysctl(`net.ipv6.conf.${br}.disable_ipv6`, "1");
   await run("ip", ["addr", "add", `${s.controlAddress}/${prefix}`, "dev", br]);
   await run("ip", ["link", "set", br, "up"]);
-  await run("ip", ["route", "add", "unreachable", s.fabricSubnet, "proto", String(routeProto)]);
+  for (const subnet of railSubnets(s)) {
+    await run("ip", ["route", "add", "unreachable", subnet, "proto", String(routeProto)]);
+  }
   for (const n of s.nodes) {
     await run("ip", ["netns", "add", n.netns]);
     await ipn(n.netns, "link", "set", "lo", "up");
@@ -124,12 +136,23 @@ export async function createNetwork(s: SimState): Promise<void> {
     );
     await ipn(n.netns, "link", "set", mgmtIface, "up");
   }
+  s.railNetns = [];
+  for (const [rail, subnet] of railSubnets(s).entries()) await createRail(s, rail, subnet);
+}
+
+/** Rail 0's subnet first: states written before rails had only fabricSubnet. */
+export function railSubnets(s: Pick<SimState, "fabricSubnet" | "railSubnets">): string[] {
+  return s.railSubnets?.length ? s.railSubnets : [s.fabricSubnet];
+}
+
+async function createRail(s: SimState, rail: number, subnet: string): Promise<void> {
+  const iface = railIface(rail);
   if (s.nodes.length === 2) {
     const [a, b] = s.nodes as [SimState["nodes"][0], SimState["nodes"][0]];
     await run("ip", [
       "link",
       "add",
-      fabricIface,
+      iface,
       "netns",
       a.netns,
       "mtu",
@@ -138,15 +161,16 @@ export async function createNetwork(s: SimState): Promise<void> {
       "veth",
       "peer",
       "name",
-      fabricIface,
+      iface,
       "netns",
       b.netns,
       "mtu",
       String(fabricMtu),
     ]);
   } else if (s.nodes.length > 2) {
-    const sw = names.fabricNetns(s.runId);
-    s.fabricNetns = sw;
+    const sw = names.railNetns(s.runId, rail);
+    if (rail === 0) s.fabricNetns = sw;
+    s.railNetns = [...(s.railNetns ?? []), sw];
     await run("ip", ["netns", "add", sw]);
     await ipn(sw, "link", "set", "lo", "up");
     await ipn(sw, "link", "add", "switch0", "mtu", String(fabricMtu), "type", "bridge");
@@ -165,7 +189,7 @@ export async function createNetwork(s: SimState): Promise<void> {
         "veth",
         "peer",
         "name",
-        fabricIface,
+        iface,
         "netns",
         n.netns,
         "mtu",
@@ -176,30 +200,30 @@ export async function createNetwork(s: SimState): Promise<void> {
   }
   for (const n of s.nodes) {
     if (s.nodes.length < 2) break;
-    await ipn(
-      n.netns,
-      "addr",
-      "add",
-      `${hostIn(s.fabricSubnet, fabricHost(n.index))}/24`,
-      "dev",
-      fabricIface,
-    );
-    await ipn(n.netns, "link", "set", fabricIface, "up");
+    await ipn(n.netns, "addr", "add", `${hostIn(subnet, fabricHost(n.index))}/24`, "dev", iface);
+    await ipn(n.netns, "link", "set", iface, "up");
   }
 }
 
 export const switchPort = (index: number) => `port${index}`;
 
+/** The cutLinks key of a link and rail: "a|b" for rail 0 (as before rails), "a|b@r" else. */
+export function cutKey(a: string, b: string, rail: number): string {
+  const k = [a, b].sort().join("|");
+  return rail === 0 ? k : `${k}@${rail}`;
+}
+
 /**
- * Cuts or restores the fabric between two nodes. Point-to-point: both ends go down/up. With a
- * switch, one side must be `switch`: that node's switch port goes down/up (the node sees its
- * carrier go).
+ * Cuts or restores the fabric between two nodes, on one rail or (rail undefined) on all.
+ * Point-to-point: both ends go down/up. With a switch, one side must be `switch`: that node's
+ * port on the rail's switch goes down/up (the node sees its carrier go).
  */
 export async function setFabricLink(
   s: SimState,
   a: string,
   b: string,
   state: "up" | "down",
+  rail?: number,
 ): Promise<void> {
   const node = (name: string) => {
     const n = s.nodes.find((x) => x.name === name);
@@ -209,6 +233,11 @@ export async function setFabricLink(
       );
     return n;
   };
+  const count = railSubnets(s).length;
+  if (rail !== undefined && (!Number.isInteger(rail) || rail < 0 || rail >= count)) {
+    throw new Error(`sim: --rail must be 0..${count - 1} (got ${String(rail)})`);
+  }
+  const rails = rail === undefined ? [...Array(count).keys()] : [rail];
   if (s.fabricNetns) {
     const ends = [a, b].filter((x) => x !== "switch");
     if (ends.length !== 1 || (a !== "switch" && b !== "switch")) {
@@ -217,21 +246,28 @@ export async function setFabricLink(
       );
     }
     const n = node(ends[0] as string);
-    await ipn(s.fabricNetns, "link", "set", switchPort(n.index), state);
+    for (const r of rails) {
+      const sw = s.railNetns?.[r] ?? names.railNetns(s.runId, r);
+      await ipn(sw, "link", "set", switchPort(n.index), state);
+    }
   } else {
     if (a === b) throw new Error("sim: a link needs two different nodes");
     const x = node(a);
     const y = node(b);
-    for (const n of [x, y]) await ipn(n.netns, "link", "set", fabricIface, state);
+    for (const r of rails) {
+      for (const n of [x, y]) await ipn(n.netns, "link", "set", railIface(r), state);
+    }
   }
-  const key = [a, b].sort().join("|");
-  s.cutLinks = s.cutLinks.filter((k) => k !== key);
-  if (state === "down") s.cutLinks.push(key);
+  for (const r of rails) {
+    const key = cutKey(a, b, r);
+    s.cutLinks = s.cutLinks.filter((k) => k !== key);
+    if (state === "down") s.cutLinks.push(key);
+  }
 }
 
-/** The fabric interface's state inside a node's namespace: "UP", "DOWN", "LOWERLAYERDOWN", … */
-export async function fabricOperState(netns: string): Promise<string> {
-  const r = await runRaw("ip", ["-n", netns, "-j", "link", "show", fabricIface]);
+/** A fabric interface's state inside a node's namespace: "UP", "DOWN", "LOWERLAYERDOWN", … */
+export async function fabricOperState(netns: string, iface = railIface(0)): Promise<string> {
+  const r = await runRaw("ip", ["-n", netns, "-j", "link", "show", iface]);
   if (r.exitCode !== 0) return "absent";
   const [l] = JSON.parse(r.stdout) as Array<{ operstate?: string; mtu?: number }>;
   return l?.operstate ?? "unknown";
@@ -274,6 +310,8 @@ export async function destroyNetwork(p: {
   netns: string[];
   hostVeths: string[];
   fabricSubnet?: string;
+  /** Every rail's subnet (fabricSubnet included or not: each route is removed once). */
+  railSubnets?: string[];
 }): Promise<string[]> {
   const removed: string[] = [];
   const existingNs = new Set(await listNetns());
@@ -288,16 +326,19 @@ export async function destroyNetwork(p: {
     const r = await runRaw("ip", ["link", "del", l]);
     if (r.exitCode === 0) removed.push(`link ${l}`);
   }
-  if (p.fabricSubnet) {
+  for (const subnet of new Set([
+    ...(p.fabricSubnet ? [p.fabricSubnet] : []),
+    ...(p.railSubnets ?? []),
+  ])) {
     const r = await runRaw("ip", [
       "route",
       "del",
       "unreachable",
-      p.fabricSubnet,
+      subnet,
       "proto",
       String(routeProto),
     ]);
-    if (r.exitCode === 0) removed.push(`route unreachable ${p.fabricSubnet}`);
+    if (r.exitCode === 0) removed.push(`route unreachable ${subnet}`);
   }
   return removed;
 }

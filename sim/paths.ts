@@ -43,7 +43,9 @@ export const names = {
   hostVeth: (id: string, n: number) => `sfv-${id}-${n}`, // host end of a node's mgmt veth
   tmpVeth: (id: string, n: number, side: string) => `sft-${id}-${n}${side}`, // before moving
   nodeNetns: (id: string, n: number) => `sfn-${id}-${n}`,
-  fabricNetns: (id: string) => `sff-${id}`, // the fabric switch, for N > 2
+  fabricNetns: (id: string) => `sff-${id}`, // the fabric switch, for N > 2 (rail 0)
+  /** The switch of rail `r` (rail 0 keeps the name it always had). */
+  railNetns: (id: string, r: number) => (r === 0 ? `sff-${id}` : `sff-${id}-${r}`),
   machine: (id: string, node: string) => `sf-${id}-${node}`,
 } as const;
 
@@ -52,6 +54,10 @@ export const simNamePattern = /^sf[mvtnf]?-([0-9a-f]{6})(?:-|$)/;
 
 export const mgmtIface = "mgmt0";
 export const fabricIface = "fabric0";
+/** The fabric's rails, as on the lab's pair: two point-to-point links on two subnets. */
+export const fabricRails = 2;
+/** The interface of rail `r` inside every node: fabric0, fabric1. */
+export const railIface = (r: number) => `fabric${r}`;
 export const fabricMtu = 9000;
 /** Routing protocol number tagging the host's `unreachable` routes for fabric subnets. */
 export const routeProto = 245;

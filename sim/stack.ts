@@ -4,6 +4,12 @@ import * as path from "node:path";
 import { repoRoot } from "./paths";
 import type { SimCluster } from "./state";
 
+/**
+ * Per rail: the fixture netdev whose RDMA facts stand in for the sim's interface (the lab pair:
+ * rail 0 = rocep1s0f1/enp1s0f1np1, rail 1 = roceP2p1s0f1/enP2p1s0f1np1); as components/fabric/sim-rails.ts.
+ */
+const FIXTURE_NETDEVS = ["enp1s0f1np1", "enP2p1s0f1np1"];
+
 export const repoStackFile = path.join(repoRoot, "stacks", "Pulumi.local.yaml");
 
 const q = (s: string) => JSON.stringify(s); // a JSON string is a valid YAML double-quoted scalar
@@ -53,9 +59,43 @@ export function renderStackConfig(c: SimCluster | undefined): string {
   lines.push(
     `  sparkform:sshConfigPath: ${q(c.sshConfigPath)}`,
     `  sparkform:sshKeyPath: ${q(c.sshKeyPath)}`,
+    ...renderFabric(c),
     "",
   );
   return lines.join("\n");
+}
+
+/**
+ * `sparkform:fabric`: the rails of every node (interface, address; rail 0's address is the
+ * node's fabricAddress), the topology, and where the RDMA facts come from — the containers have
+ * no RDMA devices, so a sysfs fixture tree made from the reference figures (labelled as such).
+ */
+/** The local stack's healthy fraction of the loopback reference (see renderFabric). */
+export const SIM_HEALTHY_FRACTION = 0.25;
+
+export function renderFabric(c: SimCluster): string[] {
+  const lines = [
+    "  sparkform:fabric:",
+    `    topology: ${q(c.fabricTopology)}`,
+    `    rdmaFixture: ${q("sysfs-spark")}`,
+    // One TCP stream over a veth on a shared host measures 40-65% of the same probe over
+    // loopback (the reference); a rail shaped to a tenth stays far below this.
+    "    thresholds:",
+    `      healthyFraction: ${SIM_HEALTHY_FRACTION}`,
+    // Short probes: the sim's nodes share the host's few cores with everything else.
+    "    probe: {count: 500, seconds: 1}",
+    "    rails:",
+  ];
+  for (const n of c.nodes) {
+    lines.push(`      ${q(n.name)}:`);
+    for (const r of n.rails ?? []) {
+      const netdev = FIXTURE_NETDEVS[r.rail];
+      lines.push(
+        `        - {rail: ${r.rail}, iface: ${q(r.iface)}, ${netdev ? `netdev: ${q(netdev)}, ` : ""}address: ${q(r.address)}}`,
+      );
+    }
+  }
+  return lines;
 }
 
 /** Port of the local Hugging Face endpoint on the control node's sim address. */

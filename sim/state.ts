@@ -14,8 +14,18 @@ export interface SimNode {
   /** The node's address on the fabric (reachable only from other nodes). */
   fabricAddress: string;
   fabricIface: string;
+  /** Per rail (0, 1): the interface, the address with its prefix, the subnet. Rail 0 = fabricAddress. */
+  rails: SimRail[];
   /** The node's SSH host key, `ssh-ed25519 AAAA…` (no comment). */
   hostKey: string;
+}
+
+export interface SimRail {
+  rail: number;
+  iface: string;
+  /** `a.b.c.n/24` */
+  address: string;
+  subnet: string;
 }
 
 export interface SimToolchain {
@@ -38,7 +48,10 @@ export interface SimCluster {
   sshConfigPath: string;
   mgmtSubnet: string;
   mgmtBridge: string;
+  /** Rail 0's subnet (= railSubnets[0]). */
   fabricSubnet: string;
+  /** One /24 per rail. */
+  railSubnets: string[];
   fabricMtu: number;
   fabricTopology: "point-to-point" | "switch";
   toolchain: SimToolchain;
@@ -74,10 +87,14 @@ export interface SimState {
   rootMode: "overlay" | "copy";
   mgmtSubnet: string;
   fabricSubnet: string;
+  /** One /24 per rail (rail 0's is fabricSubnet); absent in states written before rails. */
+  railSubnets?: string[];
   controlAddress: string;
   bridge: string;
   fabricNetns?: string;
-  /** Fabric interfaces administratively cut with `sim link … down`, as "a|b". */
+  /** The switch namespace of each rail (N > 2); rail 0's is fabricNetns. */
+  railNetns?: string[];
+  /** Fabric interfaces administratively cut with `sim link … down`, as "a|b" (rail 0) or "a|b@r". */
   cutLinks: string[];
   controlPathDir: string;
   nodes: NodeRuntime[];
@@ -89,6 +106,7 @@ export interface RegistryEntry {
   pid: number;
   mgmtSubnet: string;
   fabricSubnet: string;
+  railSubnets?: string[];
 }
 
 export const clusterPath = () => path.join(simStateDir(), "cluster.json");

@@ -22,7 +22,8 @@ export const usage = `usage: sparkform sim <verb> (as root)
   status [--json]                each node: running, ssh, linger, user manager, fabric link + TCP RTT
   down                           stop everything, remove every namespace, link, bridge and mount
   stop <node> | start <node>     power a node off / on
-  link <a> <b> up|down           cut or restore the fabric between two nodes (N > 2: <node> switch)
+  link <a> <b> up|down [--rail R]  cut or restore the fabric between two nodes (N > 2: <node> switch),
+                                 on one rail (0, 1) or on both
   exec <node> [--user U] -- cmd  run a command inside a node (root unless --user)
   info [--json]                  print the recorded cluster description (no checks)
 state: $SPARKFORM_STATE_DIR (default <repo>/.sparkform)/sim; image cache: $SPARKFORM_CACHE_DIR/images`;
@@ -158,11 +159,14 @@ export async function run(argv: string[]): Promise<number> {
       return 0;
     }
     case "link": {
-      const { positionals } = verbArgs(args, {}, 3);
+      const { positionals, values } = verbArgs(args, { rail: { type: "string" } }, 3);
       const [a, b, state] = positionals as [string, string, string];
       if (state !== "up" && state !== "down") throw new UsageError("link needs <a> <b> up|down");
-      await simLink(a, b, state);
-      out(`fabric ${a} <-> ${b} ${state}`);
+      if (values.rail !== undefined && !/^\d+$/.test(values.rail))
+        throw new UsageError("--rail takes a rail number (0 or 1)");
+      const rail = values.rail === undefined ? undefined : Number(values.rail);
+      await simLink(a, b, state, rail);
+      out(`fabric ${a} <-> ${b}${rail === undefined ? "" : ` rail ${rail}`} ${state}`);
       return 0;
     }
     case "exec": {

@@ -89,6 +89,17 @@ describe.skipIf(!isRoot)("sim: a two-node simulated Spark cluster (root)", () =>
     expect(onDisk).toEqual(c);
     expect(c.nodes.map((n) => n.name)).toEqual(["spark-1", "spark-2"]);
     expect(c.fabricMtu).toBe(9000);
+    // Two rails on two subnets, as on the lab's pair; rail 0's address is the fabricAddress.
+    expect(c.railSubnets).toHaveLength(2);
+    expect(c.railSubnets[0]).toBe(c.fabricSubnet);
+    expect(c.railSubnets[1]).not.toBe(c.railSubnets[0]);
+    for (const n of c.nodes) {
+      expect(n.rails.map((r) => [r.rail, r.iface, r.subnet])).toEqual([
+        [0, "fabric0", c.railSubnets[0]],
+        [1, "fabric1", c.railSubnets[1]],
+      ]);
+      expect(n.rails[0]?.address).toBe(`${n.fabricAddress}/24`);
+    }
     for (const n of c.nodes) {
       expect(n.hostKey).toMatch(/^ssh-ed25519 AAAA[\w+/=]+$/);
       expect(n.user).toBe("spark");
@@ -98,6 +109,10 @@ describe.skipIf(!isRoot)("sim: a two-node simulated Spark cluster (root)", () =>
     const stack = fs.readFileSync(c.stackConfigPath, "utf8");
     expect(stack).toContain(`host: "${c.nodes[1]?.mgmtAddress}"`);
     expect(stack).toContain(`hostKey: "${c.nodes[0]?.hostKey}"`);
+    expect(stack).toContain(
+      `- {rail: 1, iface: "fabric1", netdev: "enP2p1s0f1np1", address: "${c.nodes[1]?.rails[1]?.address}"}`,
+    );
+    expect(stack).toContain('rdmaFixture: "sysfs-spark"');
     expect(stack).toContain(`sparkform:sshKeyPath: "${c.sshKeyPath}"`);
   });
 
@@ -208,6 +223,43 @@ describe.skipIf(!isRoot)("sim: a two-node simulated Spark cluster (root)", () =>
     expect(restored.samples).toBe(10);
   });
 
+  it("`sim link … down --rail 1` cuts rail 1 only; rail 0 keeps working; `up --rail 1` restores it", async () => {
+    const rail1 = c.nodes[1]!.rails[1]!.address.split("/")[0] as string;
+    expect((await tcpRtt("spark-1", rail1)).error).toBeNull();
+    const jumbo = await simExec("spark-1", [
+      "ping",
+      "-c",
+      "1",
+      "-W",
+      "2",
+      "-M",
+      "do",
+      "-s",
+      "8972",
+      rail1,
+    ]);
+    expect(jumbo.exitCode, jumbo.stdout + jumbo.stderr).toBe(0);
+
+    const down = await cli("link", "spark-1", "spark-2", "down", "--rail", "1");
+    expect(down.exitCode, down.stderr).toBe(0);
+    expect(down.stdout.trim()).toBe("fabric spark-1 <-> spark-2 rail 1 down");
+    expect((await tcpRtt("spark-1", rail1)).error).toMatch(/unreachable|timed out/i);
+    expect((await tcpRtt("spark-1", c.nodes[1]!.fabricAddress)).error).toBeNull();
+    const st = await simStatus();
+    expect(st.cutLinks).toEqual(["spark-1|spark-2@1"]);
+    expect(st.nodes.map((n) => n.rails.map((r) => r.state))).toEqual([
+      ["UP", "DOWN"],
+      ["UP", "DOWN"],
+    ]);
+
+    const up = await cli("link", "spark-1", "spark-2", "up", "--rail", "1");
+    expect(up.exitCode, up.stderr).toBe(0);
+    let restored = await tcpRtt("spark-1", rail1);
+    for (let i = 0; i < 10 && restored.error; i++) restored = await tcpRtt("spark-1", rail1);
+    expect(restored.error).toBeNull();
+    expect((await simStatus()).cutLinks).toEqual([]);
+  });
+
   it("`sim stop spark-2` makes ssh fail fast with a clear error; `sim start` brings it back, same host key", async () => {
     const stop = await cli("stop", "spark-2");
     expect(stop.exitCode, stop.stderr).toBe(0);
@@ -249,7 +301,7 @@ describe.skipIf(!isRoot)("sim: a two-node simulated Spark cluster (root)", () =>
     expect(
       listMounts().filter((m) => m.source.includes(id) || m.target.startsWith(stateDir)),
     ).toEqual([]);
-    expect((await listSimRoutes()).filter((r) => r.dst === c.fabricSubnet)).toEqual([]);
+    expect((await listSimRoutes()).filter((r) => c.railSubnets.includes(r.dst ?? ""))).toEqual([]);
     const ps = await runRaw("ps", ["-eo", "pid,args"]);
     expect(ps.stdout).not.toContain(`sf-${id}-`);
     expect(fs.existsSync(path.join(stateDir, "sim", "cluster.json"))).toBe(false);

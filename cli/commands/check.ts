@@ -1,0 +1,34 @@
+// `sparkform check nccl-log <file>`: is an NCCL job on RDMA? Reads an NCCL_DEBUG=INFO log and
+// judges it (components/fabric/nccl.ts): exit 0 on NET/IB, 1 on NET/Socket, `NET/IB : No device
+// found` or no NCCL lines (with the fix), 2 when the file cannot be read.
+import * as fs from "node:fs";
+import { parseArgs } from "node:util";
+import { checkNcclLog } from "../../components/fabric/nccl";
+import { out, UsageError } from "../errors";
+
+export const summary =
+  "check evidence: `check nccl-log <file>` (an NCCL_DEBUG=INFO log; 0 pass, 1 fail)";
+export const usage = `usage: sparkform check nccl-log <file>   (- reads stdin)
+  exit 0: NCCL is on NET/IB (via NET/IB > 0, no via NET/Socket)
+  exit 1: NET/Socket, NET/IB : No device found, or no NCCL channel lines; the message says the fix
+  exit 2: the file cannot be read (or a usage error)`;
+
+export async function run(argv: string[]): Promise<number> {
+  const { positionals } = parseArgs({ args: argv, allowPositionals: true, strict: true });
+  const [what, file, ...extra] = positionals;
+  if (what !== "nccl-log") throw new UsageError(`unknown check ${JSON.stringify(what ?? "")}`);
+  if (!file || extra.length > 0) throw new UsageError("give exactly one log file");
+  let text: string;
+  try {
+    text = fs.readFileSync(file === "-" ? 0 : file, "utf8");
+  } catch (e) {
+    process.stderr.write(
+      `sparkform check: cannot read ${file}: ${(e as Error).message} (give the path of the job's log, NCCL_DEBUG=INFO)\n`,
+    );
+    return 2;
+  }
+  const v = checkNcclLog(text);
+  out(`${v.ok ? "PASS" : "FAIL"}: ${v.message}`);
+  if (v.evidence) out(`  evidence: ${v.evidence}`);
+  return v.ok ? 0 : 1;
+}

@@ -1,0 +1,118 @@
+// `sparkform:fabric`: per node, its rails (interface, address; optionally the RDMA netdev when it
+// differs from the interface), the topology, where RDMA facts come from when a node has no HCA
+// (a sysfs fixture, labelled), the GID index and the checks' thresholds. Validated with zod;
+// errors name the key and the fix, as components/config.ts does for the rest.
+import { z } from "zod";
+import { DEFAULT_THRESHOLDS, type FabricThresholds } from "./checks";
+
+const iface = z
+  .string()
+  .regex(/^[A-Za-z0-9][A-Za-z0-9_.:-]{0,14}$/, "is not a network interface name (max 15 chars)");
+
+export const railSchema = z.strictObject({
+  rail: z.number().int().min(0).max(7),
+  /** The interface carrying the address (a Spark: enp1s0f1np1; the sim: fabric0). */
+  iface,
+  /** The RDMA device's netdev when it is not `iface` (the sim maps fixture netdevs this way). */
+  netdev: iface.optional(),
+  /** `a.b.c.d/len`: the node's address on this rail. */
+  address: z
+    .string()
+    .regex(
+      /^\d{1,3}(\.\d{1,3}){3}\/\d{1,2}$/,
+      "must be an IPv4 address with its prefix, a.b.c.d/len",
+    ),
+});
+
+const fixtureName = z
+  .string()
+  .regex(/^sysfs-[a-z0-9-]+$/, 'names a sysfs fixture under test/fixtures, like "sysfs-spark"');
+
+export const fabricConfigSchema = z.strictObject({
+  /** point-to-point (2 nodes, cables) or switch (3–4 nodes); default from the node count. */
+  topology: z.enum(["point-to-point", "switch"]).optional(),
+  /** Per node name, its rails. */
+  rails: z.record(z.string(), z.array(railSchema).min(1).max(8)),
+  /**
+   * RDMA facts for nodes without RDMA devices (simulated nodes): this sysfs fixture; every
+   * fact from it is labelled fixture-sourced. Unset on real fabrics.
+   */
+  rdmaFixture: fixtureName.optional(),
+  /** Per node, a different fixture (the variants: sysfs-spark-rocev1, -mtu, -10g). */
+  rdmaFixtures: z.record(z.string(), fixtureName).optional(),
+  /** The GID index RDMA uses (Spark: 3, RoCE v2 over IPv4). */
+  gidIndex: z.number().int().min(0).max(255).default(DEFAULT_THRESHOLDS.gidIndex),
+  /**
+   * What a rail's throughput is classed against, Gbit/s. Default: the port ceiling
+   * (min(wire, PCIe)), for TCP capped by the same probe over the node's loopback.
+   */
+  referenceGbps: z.number().positive().optional(),
+  probe: z
+    .strictObject({
+      /** RTT round trips. */
+      count: z.number().int().min(10).max(100_000).default(2000),
+      /** Seconds of bulk send. */
+      seconds: z.number().min(0.2).max(30).default(2),
+    })
+    .default({ count: 2000, seconds: 2 }),
+  thresholds: z
+    .strictObject({
+      minLinkSpeedMbps: z.number().int().positive().optional(),
+      gidType: z.string().min(1).optional(),
+      minPcieWidth: z.number().int().min(1).max(32).optional(),
+      healthyFraction: z.number().gt(0).max(1).optional(),
+      staleBandGbps: z.strictObject({ min: z.number().min(0), max: z.number().min(0) }).optional(),
+      staleMinLinkGbps: z.number().positive().optional(),
+    })
+    .default({}),
+});
+
+export type FabricConfig = z.infer<typeof fabricConfigSchema>;
+export type RailConfigInput = z.infer<typeof railSchema>;
+
+/** Parse `sparkform:fabric`; throws naming `sparkform:fabric.<path>` and the fix. */
+export function parseFabricConfig(raw: unknown, nodeNames: readonly string[]): FabricConfig {
+  const r = fabricConfigSchema.safeParse(raw);
+  const lines: string[] = [];
+  if (!r.success) {
+    for (const i of r.error.issues) {
+      lines.push(
+        `  sparkform:fabric${i.path.map((p) => (typeof p === "number" ? `[${p}]` : `.${String(p)}`)).join("")}: ${i.message}`,
+      );
+    }
+  } else {
+    for (const n of nodeNames) {
+      if (!r.data.rails[n]) lines.push(`  sparkform:fabric.rails.${n}: list this node's rails`);
+    }
+    for (const n of Object.keys(r.data.rails)) {
+      if (!nodeNames.includes(n))
+        lines.push(`  sparkform:fabric.rails.${n}: no such node in sparkform:nodes`);
+      const seen = new Set<number>();
+      for (const rail of r.data.rails[n] ?? []) {
+        if (seen.has(rail.rail))
+          lines.push(`  sparkform:fabric.rails.${n}: rail ${rail.rail} is listed twice`);
+        seen.add(rail.rail);
+      }
+    }
+  }
+  if (lines.length) {
+    throw new Error(
+      `invalid fabric configuration:\n${lines.join("\n")}\nFix it in stacks/Pulumi.<stack>.yaml (sparkform:fabric) or with \`pulumi config set --path\`.`,
+    );
+  }
+  return (r as { data: FabricConfig }).data;
+}
+
+export function fabricThresholds(c: FabricConfig): FabricThresholds {
+  const t = Object.fromEntries(Object.entries(c.thresholds).filter(([, v]) => v !== undefined));
+  return { ...DEFAULT_THRESHOLDS, ...t, gidIndex: c.gidIndex };
+}
+
+/** The links of a topology: every pair of nodes (one cable for two; the switch for more). */
+export function linkPairs(nodes: readonly string[]): [string, string][] {
+  const out: [string, string][] = [];
+  for (let i = 0; i < nodes.length; i++) {
+    for (let j = i + 1; j < nodes.length; j++) out.push([nodes[i] as string, nodes[j] as string]);
+  }
+  return out;
+}

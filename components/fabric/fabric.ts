@@ -1,0 +1,258 @@
+// The Fabric stage: one FabricLink per link and rail over the SparkNode stage's nodes — every
+// pair of nodes (a cable for two, the rail's switch for three or four) on every rail both ends
+// have. Per node it exports the rails' summary; the NCCL env block follows from the ports found.
+import * as pulumi from "@pulumi/pulumi";
+import * as path from "node:path";
+import { nativeScript } from "../native-script";
+import type { SparkNode } from "../node/spark-node";
+import type { SparkNodeFacts } from "../node/facts";
+import { delegatingProvider } from "../providers/delegate";
+import type { Stage } from "../stage";
+import type { SshTarget } from "../transport/ssh";
+import { checkAddresses, type BandwidthClass, type CheckResult } from "./checks";
+import { fabricThresholds, linkPairs, type FabricConfig } from "./config";
+import { fixtureRdma } from "./fixture";
+import { probeScript } from "./probe";
+import {
+  liveRdma,
+  portFacts,
+  type FactSource,
+  type PortFacts,
+  type RailConfig,
+  type RdmaSource,
+} from "./ports";
+import type { FabricEnd, FabricLinkInputs } from "./provider";
+
+/** Bump when the provider's behaviour changes, so `up` rewrites it in state. */
+export const FABRIC_LINK_PROVIDER_VERSION = "1";
+
+const provider = delegatingProvider(path.join(__dirname, "provider.ts"));
+
+export interface FabricLinkArgs {
+  readonly link: string;
+  readonly rail: number;
+  readonly topology: "point-to-point" | "switch";
+  /** The probe client's end and the server's: target, rail, fixture, CPUs, program-time port. */
+  readonly a: pulumi.Input<FabricEnd>;
+  readonly b: pulumi.Input<FabricEnd>;
+  readonly config: FabricConfig;
+  readonly addressChecks: pulumi.Input<CheckResult[]>;
+}
+
+/** One rail of one link, measured; `refresh` re-measures (link down, MTU, GID, class: drift). */
+export class FabricLink extends pulumi.dynamic.Resource {
+  declare readonly ports: pulumi.Output<{ a: PortFacts; b: PortFacts }>;
+  declare readonly source: pulumi.Output<FactSource>;
+  declare readonly rttP50Us: pulumi.Output<number | null>;
+  declare readonly rttP99Us: pulumi.Output<number | null>;
+  declare readonly throughputGbps: pulumi.Output<number | null>;
+  declare readonly loopbackGbps: pulumi.Output<number | null>;
+  declare readonly classReferenceGbps: pulumi.Output<number | null>;
+  declare readonly class: pulumi.Output<BandwidthClass>;
+  declare readonly checks: pulumi.Output<CheckResult[]>;
+  declare readonly healthy: pulumi.Output<boolean>;
+  declare readonly rdma: pulumi.Output<{ measured: false; reason: string }>;
+  declare readonly error: pulumi.Output<string | null>;
+  declare readonly mgmtIface: pulumi.Output<{ a: string | null; b: string | null }>;
+
+  constructor(name: string, args: FabricLinkArgs, opts?: pulumi.CustomResourceOptions) {
+    const props: Record<keyof FabricLinkInputs, unknown> & Record<string, unknown> = {
+      kind: "FabricLink",
+      providerVersion: FABRIC_LINK_PROVIDER_VERSION,
+      link: args.link,
+      rail: args.rail,
+      topology: args.topology,
+      a: args.a,
+      b: args.b,
+      gidIndex: args.config.gidIndex,
+      thresholds: fabricThresholds(args.config),
+      referenceGbps: args.config.referenceGbps ?? null,
+      probe: args.config.probe,
+      addressChecks: args.addressChecks,
+      probeScript: probeScript(),
+      factsScript: nativeScript("facts.sh"),
+    };
+    for (const k of [
+      "ports",
+      "source",
+      "rttP50Us",
+      "rttP99Us",
+      "throughputGbps",
+      "loopbackGbps",
+      "classReferenceGbps",
+      "class",
+      "checks",
+      "healthy",
+      "rdma",
+      "error",
+      "mgmtIface",
+    ]) {
+      props[k] = undefined;
+    }
+    super(provider, name, props, opts, "sparkform", "FabricLink");
+  }
+}
+
+/** What the Fabric stage reads from the SparkNode stage. */
+export interface FabricNodes {
+  /** Node names, in cluster order. */
+  readonly names: readonly string[];
+  /** The node's SparkNode (its `facts` and `target` outputs). */
+  of(node: string): SparkNode;
+}
+
+export interface FabricArgs {
+  /** The SparkNode stage. */
+  readonly nodes: FabricNodes;
+  /** `sparkform:fabric`, parsed (components/fabric/config.ts). */
+  readonly fabric: FabricConfig;
+}
+
+/** Per node: its rails as the stage measured them. */
+export interface FabricNodeSummary {
+  rails: {
+    rail: number;
+    iface: string;
+    address: string;
+    rdmaDevice: string | null;
+    source: FactSource;
+    /** One entry per link on this rail. */
+    links: {
+      peer: string;
+      class: BandwidthClass;
+      rttP50Us: number | null;
+      throughputGbps: number | null;
+      healthy: boolean;
+    }[];
+  }[];
+}
+
+const end = (
+  node: string,
+  target: SshTarget,
+  facts: SparkNodeFacts,
+  rail: RailConfig,
+  fixture: RdmaSource | null,
+  gidIndex: number,
+): FabricEnd => ({
+  node,
+  target,
+  rail,
+  fixture,
+  cpus: facts.cpu.performanceCores,
+  port: portFacts(node, facts, fixture ?? liveRdma(facts), rail, gidIndex),
+});
+
+/**
+ * The fabric of the cluster: `${name}-fabric-<a>-<b>-rail<N>` for every pair of nodes and every
+ * rail both have. Fixture RDMA facts (sparkform:fabric.rdmaFixture[s]) are read on the control
+ * node at program time and labelled; the measurement runs on the nodes.
+ */
+export class Fabric extends pulumi.ComponentResource implements Stage<FabricNodeSummary> {
+  readonly byNode: pulumi.Output<Record<string, FabricNodeSummary>>;
+  readonly ready: readonly FabricLink[];
+  /** Per link and rail, keyed `<a>-<b>-rail<N>`. */
+  readonly links: Readonly<Record<string, FabricLink>>;
+  private readonly ends = new Map<FabricLink, readonly [string, string]>();
+
+  constructor(name: string, args: FabricArgs, opts?: pulumi.ComponentResourceOptions) {
+    super("sparkform:fabric:Fabric", name, {}, opts);
+    const cfg = args.fabric;
+    const names = args.nodes.names;
+    const topology = cfg.topology ?? (names.length > 2 ? "switch" : "point-to-point");
+    const fixtures = new Map<string, RdmaSource | null>();
+    for (const n of names) {
+      const f = cfg.rdmaFixtures?.[n] ?? cfg.rdmaFixture;
+      fixtures.set(n, f ? fixtureRdma(f) : null);
+    }
+    const addressChecks = checkAddresses(
+      names.flatMap((n) =>
+        (cfg.rails[n] ?? []).map((r) => ({ node: n, rail: r.rail, address: r.address })),
+      ),
+    );
+    const links: Record<string, FabricLink> = {};
+    for (const [a, b] of linkPairs(names)) {
+      for (const ra of cfg.rails[a] ?? []) {
+        const rb = (cfg.rails[b] ?? []).find((r) => r.rail === ra.rail);
+        if (!rb) continue;
+        const key = `${a}-${b}-rail${ra.rail}`;
+        const na = args.nodes.of(a);
+        const nb = args.nodes.of(b);
+        const endOf = (node: string, res: SparkNode, rail: RailConfig) =>
+          pulumi
+            .all([res.target, res.facts])
+            .apply(([t, f]) => end(node, t, f, rail, fixtures.get(node) ?? null, cfg.gidIndex));
+        links[key] = new FabricLink(
+          `${name}-fabric-${key}`,
+          {
+            link: `${a}↔${b}`,
+            rail: ra.rail,
+            topology,
+            a: endOf(a, na, ra),
+            b: endOf(b, nb, rb),
+            config: cfg,
+            addressChecks: [
+              addressChecks.get(`${a}/${ra.rail}`),
+              addressChecks.get(`${b}/${rb.rail}`),
+            ].filter((c): c is CheckResult => c !== undefined),
+          },
+          { parent: this, dependsOn: [na, nb] },
+        );
+        this.ends.set(links[key], [a, b]);
+      }
+    }
+    this.links = links;
+    this.ready = Object.values(links);
+    const rows = Object.entries(links).map(([key, l]) =>
+      pulumi
+        .all([l.ports, l.class, l.rttP50Us, l.throughputGbps, l.healthy])
+        .apply(([ports, cls, rtt, tp, healthy]) => ({ key, ports, cls, rtt, tp, healthy })),
+    );
+    this.byNode = pulumi.all(rows).apply((rs) => {
+      const out: Record<string, FabricNodeSummary> = {};
+      for (const n of names) {
+        out[n] = {
+          rails: (cfg.rails[n] ?? []).map((r) => {
+            const mine = rs
+              .filter((x) => x.ports.a.node === n || x.ports.b.node === n)
+              .filter((x) => x.ports.a.rail === r.rail);
+            const port = mine.map((x) => (x.ports.a.node === n ? x.ports.a : x.ports.b))[0];
+            return {
+              rail: r.rail,
+              iface: r.iface,
+              address: r.address,
+              rdmaDevice: port?.rdmaDevice ?? null,
+              source: port?.source ?? (fixtures.get(n) ? "fixture" : "sysfs"),
+              links: mine.map((x) => ({
+                peer: x.ports.a.node === n ? x.ports.b.node : x.ports.a.node,
+                class: x.cls,
+                rttP50Us: x.rtt,
+                throughputGbps: x.tp,
+                healthy: x.healthy,
+              })),
+            };
+          }),
+        };
+      }
+      return out;
+    });
+    this.registerOutputs({ byNode: this.byNode });
+  }
+
+  /** Every link and rail `node` is an end of. */
+  linksOf(node: string): FabricLink[] {
+    return Object.values(this.links).filter((l) => this.ends.get(l)?.includes(node));
+  }
+
+  /** A Stage gives one resource per node; a fabric node has several links: its first. */
+  of(node: string): pulumi.Resource {
+    const [first] = this.linksOf(node);
+    if (!first) {
+      throw new pulumi.ResourceError(
+        `fabric: node ${node} has no link in sparkform:fabric.rails`,
+        this,
+      );
+    }
+    return first;
+  }
+}

@@ -1,0 +1,134 @@
+// One rail of one link, measured over ssh: native/fabric/probe.py as a server bound to the far
+// end's rail address, the client on the near end bound to its own, so the bytes cross exactly
+// that rail. Never ICMP. Measurements in one provider process run one at a time: two rails
+// measured at once would share the nodes' cores and halve each other's throughput.
+import { run, type SshTarget } from "../transport/ssh";
+import { addressOf } from "./checks";
+import { clientArgs, parseListening, parseProbe, serverArgs, type ProbeResult } from "./probe";
+
+export interface ProbeEnd {
+  readonly node: string;
+  readonly target: SshTarget;
+  /** The address the probe binds on this end (the rail's, or 127.0.0.1 for loopback). */
+  readonly address: string;
+  readonly cpus: readonly number[] | null;
+}
+
+export interface ProbeSettings {
+  readonly count: number;
+  readonly seconds: number;
+}
+
+let queue: Promise<unknown> = Promise.resolve();
+
+/** Run `f` after every measurement queued before it (this process only). */
+function serialized<T>(f: () => Promise<T>): Promise<T> {
+  const next = queue.then(f, f);
+  queue = next.catch(() => undefined);
+  return next;
+}
+
+const PY = 'exec python3 - "$@"';
+
+async function probeOnce(
+  script: string,
+  server: ProbeEnd,
+  client: ProbeEnd,
+  o: ProbeSettings,
+): Promise<ProbeResult> {
+  // The server gives up on its own well after the client's bounded run (connect 3 s, RTT
+  // rounds, the bulk send, the reply), so nothing outlives a failed measurement for long.
+  const serverTimeoutS = Math.ceil(10 + o.seconds * 2);
+  const bind = addressOf(server.address);
+  let onPort: (p: number) => void = () => undefined;
+  let onFail: (e: Error) => void = () => undefined;
+  const port = new Promise<number>((resolve, reject) => {
+    onPort = resolve;
+    onFail = reject;
+  });
+  const serving = run(
+    server.target,
+    {
+      script: PY,
+      args: serverArgs(bind, serverTimeoutS, server.cpus),
+      stdin: script,
+      display: `python3 native/fabric/probe.py server --bind ${bind}`,
+    },
+    {
+      step: `fabric probe server (${server.node} ${bind})`,
+      timeoutMs: (serverTimeoutS + 30) * 1000,
+      okExitCodes: [0, 4],
+      onLine: (line, stream) => {
+        if (stream !== "stdout" || !line.includes('"listening"')) return;
+        try {
+          onPort(parseListening(line, `fabric probe server on ${server.node}`));
+        } catch (e) {
+          onFail(e as Error);
+        }
+      },
+    },
+  );
+  serving.then(
+    () => onFail(new Error(`fabric probe server on ${server.node} exited before listening`)),
+    (e: unknown) => onFail(e as Error),
+  );
+  const p = await port;
+  const target = addressOf(server.address);
+  const c = await run(
+    client.target,
+    {
+      script: PY,
+      args: clientArgs(target, p, addressOf(client.address), {
+        count: o.count,
+        seconds: o.seconds,
+        cpus: client.cpus,
+      }),
+      stdin: script,
+      display: `python3 native/fabric/probe.py client --addr ${target} --port ${p}`,
+    },
+    {
+      step: `fabric probe client (${client.node} → ${server.node} ${target})`,
+      timeoutMs: (o.seconds + 60) * 1000,
+      okExitCodes: [0, 3],
+    },
+  );
+  const result = parseProbe(c.stdout, `fabric probe client on ${client.node}`);
+  await serving.catch(() => undefined);
+  return result;
+}
+
+/**
+ * Measure from `client` to `server` (TCP RTT and throughput). A failure to start the server
+ * (the node unreachable, python3 missing) is thrown; a link that does not carry the probe is a
+ * result with `error` set.
+ */
+export function measure(
+  script: string,
+  server: ProbeEnd,
+  client: ProbeEnd,
+  o: ProbeSettings,
+): Promise<ProbeResult> {
+  return serialized(() => probeOnce(script, server, client, o));
+}
+
+/** The same probe over the node's loopback: what one TCP stream can do on this node's cores. */
+export function measureLoopback(
+  script: string,
+  end: Omit<ProbeEnd, "address">,
+  o: ProbeSettings,
+): Promise<ProbeResult> {
+  const lo = { ...end, address: "127.0.0.1" };
+  return serialized(() =>
+    probeOnce(script, lo, lo, { count: Math.min(o.count, 200), seconds: o.seconds }),
+  );
+}
+
+/** Whether perftest is installed on a node (ib_write_bw, ib_send_lat). */
+export async function perftestPresent(target: SshTarget): Promise<boolean> {
+  const r = await run(
+    target,
+    { script: "command -v ib_write_bw >/dev/null && command -v ib_send_lat >/dev/null" },
+    { step: "perftest present", timeoutMs: 30_000, okExitCodes: [0, 1, 127] },
+  );
+  return r.exitCode === 0;
+}

@@ -1,0 +1,318 @@
+// FabricLink's dynamic-provider implementation (loaded by providers/delegate.ts): one rail of
+// one link. Create measures it (port facts of both ends, TCP RTT and throughput between the
+// rail addresses, the bandwidth class, every check); `read` re-measures, so a link that went
+// down, an MTU or GID that changed, or a rail that dropped a class shows up as drift. Failing
+// checks are outputs, not errors: the fabric-healthy policy gates on them, and the report
+// shows them; an `up` after the repair re-measures (diff: an unhealthy link always updates).
+import type * as pulumi from "@pulumi/pulumi";
+import { parseFacts, type SparkNodeFacts } from "../node/facts";
+import { run, type SshTarget } from "../transport/ssh";
+import {
+  checkBandwidth,
+  checkReachable,
+  classify,
+  portChecks,
+  type BandwidthClass,
+  type CheckResult,
+  type FabricThresholds,
+  type Measured,
+} from "./checks";
+import { measure, measureLoopback, perftestPresent, type ProbeSettings } from "./measure";
+import {
+  liveRdma,
+  parseIpLink,
+  portFacts,
+  withIface,
+  type FactSource,
+  type PortFacts,
+  type RailConfig,
+  type RdmaSource,
+} from "./ports";
+
+export interface FabricEnd {
+  node: string;
+  target: SshTarget;
+  rail: RailConfig;
+  /** RDMA facts from a fixture (labelled) for a node without HCAs; null: the node's /sys. */
+  fixture: RdmaSource | null;
+  /** Performance cores to pin the probe to (the fact sheet's), or null. */
+  cpus: number[] | null;
+  /** The port as the SparkNode fact sheet showed it at program time. */
+  port: PortFacts;
+}
+
+export interface FabricLinkInputs {
+  kind: "FabricLink";
+  providerVersion: string;
+  /** "spark-1↔spark-2". */
+  link: string;
+  rail: number;
+  topology: "point-to-point" | "switch";
+  /** The probe client's end. */
+  a: FabricEnd;
+  /** The probe server's end. */
+  b: FabricEnd;
+  gidIndex: number;
+  thresholds: FabricThresholds;
+  /** What throughput is classed against; null: the port ceiling (TCP: capped by loopback). */
+  referenceGbps: number | null;
+  probe: ProbeSettings;
+  /** Checks computed over all rails in the program (address in subnet, unique). */
+  addressChecks: CheckResult[];
+  /** native/fabric/probe.py and native/facts.sh as text (the provider runs from state). */
+  probeScript: string;
+  factsScript: string;
+}
+
+export interface FabricLinkOutputs extends FabricLinkInputs {
+  ports: { a: PortFacts; b: PortFacts };
+  /** "fixture" when either end's RDMA facts came from a fixture tree. */
+  source: FactSource;
+  rttP50Us: number | null;
+  rttP99Us: number | null;
+  throughputGbps: number | null;
+  /** The loopback reference (TCP), when measured. */
+  loopbackGbps: number | null;
+  classReferenceGbps: number | null;
+  class: BandwidthClass;
+  checks: CheckResult[];
+  healthy: boolean;
+  /** perftest RDMA latency/bandwidth, or why not measured. */
+  rdma: { measured: false; reason: string };
+  /** Why the probe could not measure (null when it did). */
+  error: string | null;
+  /** Each end's management interface (holding the ssh address): NCCL_SOCKET_IFNAME. */
+  mgmtIface: { a: string | null; b: string | null };
+}
+
+/** The interface holding `host` in `ip -j -4 addr` output, or null. */
+export function ifaceHolding(stdout: string, host: string): string | null {
+  try {
+    const links = JSON.parse(stdout) as { ifname?: string; addr_info?: { local?: string }[] }[];
+    return links.find((l) => (l.addr_info ?? []).some((a) => a.local === host))?.ifname ?? null;
+  } catch {
+    return null;
+  }
+}
+
+async function mgmtIfaceOf(end: FabricEnd): Promise<string | null> {
+  const r = await run(end.target, ["ip", "-j", "-4", "addr", "show"], {
+    step: "management interface",
+    timeoutMs: 30_000,
+    okExitCodes: [0, 1, 127, 255],
+  });
+  return r.exitCode === 0 ? ifaceHolding(r.stdout, end.target.host) : null;
+}
+
+async function liveFacts(end: FabricEnd, script: string): Promise<SparkNodeFacts> {
+  const r = await run(
+    end.target,
+    { script, args: [], display: "native/facts.sh" },
+    { step: "fabric facts", timeoutMs: 60_000 },
+  );
+  return parseFacts(r.stdout, end.target.name);
+}
+
+/**
+ * The carrying interface's MTU and state, read over netlink (`ip -j link`), not /sys: a
+ * container's /sys may show another network namespace (the sim's nodes see the host's).
+ */
+async function ifaceOf(end: FabricEnd): Promise<ReturnType<typeof parseIpLink>> {
+  const r = await run(end.target, ["ip", "-j", "link", "show", "dev", end.rail.iface], {
+    step: `fabric interface ${end.rail.iface}`,
+    timeoutMs: 30_000,
+    okExitCodes: [0, 1, 255],
+  });
+  return parseIpLink(r.exitCode === 0 ? r.stdout : "");
+}
+
+/**
+ * A port as it is now: RDMA facts re-read with facts.sh (the node's /sys; a fixture end keeps
+ * its fixture), the interface's MTU and state over netlink.
+ */
+async function portNow(end: FabricEnd, factsScript: string, gidIndex: number): Promise<PortFacts> {
+  const base = end.fixture
+    ? end.port
+    : ((f: SparkNodeFacts) => portFacts(end.node, f, liveRdma(f), end.rail, gidIndex))(
+        await liveFacts(end, factsScript),
+      );
+  return withIface(base, await ifaceOf(end));
+}
+
+async function portsNow(i: FabricLinkInputs): Promise<{ a: PortFacts; b: PortFacts }> {
+  const [a, b] = await Promise.all([
+    portNow(i.a, i.factsScript, i.gidIndex),
+    portNow(i.b, i.factsScript, i.gidIndex),
+  ]);
+  return { a, b };
+}
+
+async function measureLink(inputs: FabricLinkInputs, ports: { a: PortFacts; b: PortFacts }) {
+  const label = `${inputs.link} rail ${inputs.rail}`;
+  const p = await measure(
+    inputs.probeScript,
+    {
+      node: inputs.b.node,
+      target: inputs.b.target,
+      address: inputs.b.rail.address,
+      cpus: inputs.b.cpus,
+    },
+    {
+      node: inputs.a.node,
+      target: inputs.a.target,
+      address: inputs.a.rail.address,
+      cpus: inputs.a.cpus,
+    },
+    inputs.probe,
+  );
+  const m: Measured = {
+    error: p.error,
+    rttP50Us: p.rtt?.p50Us ?? null,
+    rttP99Us: p.rtt?.p99Us ?? null,
+    throughputGbps: p.throughput?.gbps ?? null,
+    method: "tcp",
+  };
+  const ceilings = [ports.a.ceilingGbps, ports.b.ceilingGbps].filter(
+    (c): c is number => c !== null,
+  );
+  let loopbackGbps: number | null = null;
+  let reference = inputs.referenceGbps;
+  if (reference === null) {
+    // One TCP stream is CPU-bound well below a 200G port: class it against what the same probe
+    // does over the node's loopback, capped by the port ceiling.
+    if (m.error === null) {
+      const lo = await measureLoopback(
+        inputs.probeScript,
+        { node: inputs.b.node, target: inputs.b.target, cpus: inputs.b.cpus },
+        inputs.probe,
+      );
+      loopbackGbps = lo.throughput?.gbps ?? null;
+    }
+    const caps = [...ceilings, ...(loopbackGbps === null ? [] : [loopbackGbps])];
+    reference = caps.length ? Math.min(...caps) : null;
+  }
+  const speeds = [ports.a.speedMbps, ports.b.speedMbps].filter((s): s is number => s !== null);
+  const cls = classify(
+    label,
+    m,
+    speeds.length ? Math.min(...speeds) : null,
+    reference,
+    inputs.thresholds,
+  );
+  return { m, loopbackGbps, cls };
+}
+
+async function evaluate(
+  inputs: FabricLinkInputs,
+  ports: { a: PortFacts; b: PortFacts },
+): Promise<FabricLinkOutputs> {
+  const { m, loopbackGbps, cls } = await measureLink(inputs, ports);
+  const [mgmtA, mgmtB] = await Promise.all([mgmtIfaceOf(inputs.a), mgmtIfaceOf(inputs.b)]);
+  const fixture = ports.a.source === "fixture" || ports.b.source === "fixture";
+  const perftest = fixture
+    ? false
+    : (
+        await Promise.all([perftestPresent(inputs.a.target), perftestPresent(inputs.b.target)])
+      ).every(Boolean);
+  const checks = [
+    ...portChecks(ports.a, ports.b, inputs.thresholds),
+    ...inputs.addressChecks,
+    checkReachable(inputs.a.node, ports.b, m),
+    checkBandwidth(cls),
+  ];
+  return {
+    ...inputs,
+    ports,
+    source: fixture ? "fixture" : "sysfs",
+    rttP50Us: m.rttP50Us,
+    rttP99Us: m.rttP99Us,
+    throughputGbps: m.throughputGbps,
+    loopbackGbps,
+    classReferenceGbps: cls.referenceGbps,
+    class: cls.class,
+    checks,
+    healthy: checks.every((c) => c.ok),
+    rdma: {
+      measured: false,
+      reason: fixture
+        ? "RDMA facts are fixtures (the node has no HCA): RDMA latency and bandwidth cannot be measured"
+        : perftest
+          ? "perftest is installed, but this version of the probe does not run it yet: TCP figures only"
+          : "perftest (ib_send_lat, ib_write_bw) is not installed on both ends: TCP figures only",
+    },
+    error: m.error,
+    mgmtIface: { a: mgmtA, b: mgmtB },
+  };
+}
+
+/** Everything a refresh compares: the facts, the class and which checks pass. Not the numbers. */
+function stableView(o: FabricLinkOutputs): string {
+  return JSON.stringify({
+    ports: o.ports,
+    class: o.class,
+    checks: o.checks.map((c) => [c.check, c.ok]),
+  });
+}
+
+export async function create(
+  inputs: FabricLinkInputs,
+): Promise<pulumi.dynamic.CreateResult<FabricLinkOutputs>> {
+  return {
+    id: `${inputs.a.node}-${inputs.b.node}-rail${inputs.rail}`,
+    // The program's port facts are the SparkNode's; the interfaces are read again, now.
+    outs: await evaluate(inputs, {
+      a: withIface(inputs.a.port, await ifaceOf(inputs.a)),
+      b: withIface(inputs.b.port, await ifaceOf(inputs.b)),
+    }),
+  };
+}
+
+/**
+ * Refresh: re-read both ends' facts (the same facts.sh as SparkNode) and re-measure. The RTT
+ * and throughput wander from run to run; they are kept from the last `up` unless a fact, the
+ * class or a check's verdict changed, so `preview --refresh --expect-no-changes` holds on a
+ * healthy fabric and fails on a real change.
+ */
+export async function read(
+  id: string,
+  props: FabricLinkOutputs,
+): Promise<pulumi.dynamic.ReadResult<FabricLinkOutputs>> {
+  const fresh = await evaluate(props, await portsNow(props));
+  return { id, props: stableView(fresh) === stableView(props) ? props : fresh };
+}
+
+const INPUT_KEYS = [
+  "providerVersion",
+  "link",
+  "rail",
+  "topology",
+  "a",
+  "b",
+  "gidIndex",
+  "thresholds",
+  "referenceGbps",
+  "probe",
+  "addressChecks",
+  "probeScript",
+  "factsScript",
+] as const;
+
+export async function diff(
+  _id: string,
+  olds: FabricLinkOutputs,
+  news: FabricLinkInputs,
+): Promise<pulumi.dynamic.DiffResult> {
+  const changed = INPUT_KEYS.filter((k) => JSON.stringify(olds[k]) !== JSON.stringify(news[k]));
+  // An unhealthy link (as measured at the last up or refresh) is re-measured by every up, so
+  // the repair converges without touching the config.
+  return { changes: changed.length > 0 || !olds.healthy, replaces: [] };
+}
+
+export async function update(
+  _id: string,
+  _olds: FabricLinkOutputs,
+  news: FabricLinkInputs,
+): Promise<pulumi.dynamic.UpdateResult<FabricLinkOutputs>> {
+  // `up` re-reads the ports too: the program's facts are the SparkNode's, which may predate a repair.
+  return { outs: await evaluate(news, await portsNow(news)) };
+}

@@ -1,0 +1,66 @@
+// Policies on the fabric (self-contained: register `fabricHealthy` and `rdmaTransport` in the
+// pack's policy list). The checks are components/fabric/gate.ts, shared with the report.
+//   fabric-healthy  mandatory: every link and rail passes link, speed, MTU, GID, PCIe, address,
+//                   reachability and bandwidth-class checks, with thresholds from its config
+//   rdma-transport  mandatory on real fabrics; the `local` stack (fixture RDMA facts, TCP over
+//                   veth) sets it to advisory in its policy config
+import type { PolicyResource, StackValidationPolicy } from "@pulumi/policy";
+import { DEFAULT_THRESHOLDS, type FabricThresholds } from "../components/fabric/checks";
+import { linkViolations, rdmaTransportViolation } from "../components/fabric/gate";
+import type { ReportLink } from "../components/fabric/report";
+import type { RpcTransport } from "../components/fabric/rpc-log";
+
+const FABRIC_LINK_TYPE = "pulumi-nodejs:dynamic/sparkform:FabricLink";
+const kindIs = (r: PolicyResource, kind: string) =>
+  r.type === `pulumi-nodejs:dynamic/sparkform:${kind}` ||
+  (r.type === "pulumi-nodejs:dynamic:Resource" && r.props.kind === kind);
+
+/**
+ * The measured links. A link this run will change has no outputs yet (its provider measures
+ * it when it changes it): skipped, so a drift that `up` repairs does not block the `up`.
+ */
+export function measuredLinks(resources: PolicyResource[]): ReportLink[] {
+  return resources
+    .filter((r) => r.type === FABRIC_LINK_TYPE || kindIs(r, "FabricLink"))
+    .filter((r) => typeof r.props.ports === "object" && r.props.ports !== null)
+    .map((r) => r.props as unknown as ReportLink);
+}
+
+export const fabricHealthy: StackValidationPolicy = {
+  name: "fabric-healthy",
+  description:
+    "Every fabric link and rail is up at full speed with equal MTUs, RoCE v2 at the GID index, full PCIe width, a unique address in its rail's subnet, reachable, and delivering its bandwidth class.",
+  enforcementLevel: "mandatory",
+  configSchema: {
+    properties: {
+      minLinkSpeedMbps: { type: "integer", default: DEFAULT_THRESHOLDS.minLinkSpeedMbps },
+      gidIndex: { type: "integer", default: DEFAULT_THRESHOLDS.gidIndex },
+      gidType: { type: "string", default: DEFAULT_THRESHOLDS.gidType },
+      minPcieWidth: { type: "integer", default: DEFAULT_THRESHOLDS.minPcieWidth },
+      healthyFraction: { type: "number", default: DEFAULT_THRESHOLDS.healthyFraction },
+    },
+  },
+  validateStack: (args, reportViolation) => {
+    const t = args.getConfig<Partial<FabricThresholds>>();
+    for (const l of measuredLinks(args.resources)) {
+      for (const c of linkViolations(l, t))
+        reportViolation(`${l.link} rail ${l.rail} ${c.check}: ${c.message}`);
+    }
+  },
+};
+
+export const rdmaTransport: StackValidationPolicy = {
+  name: "rdma-transport",
+  description:
+    "Every rpc-server runs on RDMA (its log shows `RDMA activated`); TCP costs about a tenth of decode. Advisory where the fabric has no RDMA (the local stack).",
+  enforcementLevel: "mandatory",
+  validateStack: (args, reportViolation) => {
+    for (const r of args.resources.filter((x) => kindIs(x, "RpcWorker"))) {
+      const t = r.props.transport as RpcTransport | undefined;
+      if (!t || typeof t.transport !== "string") continue; // not measured yet (changing this run)
+      const node = String((r.props.target as { name?: unknown } | undefined)?.name ?? r.name);
+      const v = rdmaTransportViolation(node, t);
+      if (v) reportViolation(v);
+    }
+  },
+};
