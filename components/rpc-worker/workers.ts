@@ -1,0 +1,130 @@
+// The worker stage: on each worker node, ggml-rpc-server from that node's verified build as a
+// supervised user unit bound to its fabric address, checked by a HELLO from the client node.
+// Takes the Nodes and Builds stages (and the Trees stage, for the client's protocol version).
+import * as pulumi from "@pulumi/pulumi";
+import type { Builds } from "../build/builds";
+import type { NodeConfig } from "../config";
+import type { Nodes } from "../node/nodes";
+import { gatherByNode, PerNode, type Stage } from "../stage";
+import type { RpcTransport } from "../fabric/rpc-log";
+import type { Trees } from "../tree/trees";
+import type { Health } from "./plan";
+import { RpcWorker } from "./rpc-worker";
+
+export interface WorkerSummary {
+  endpoint: string;
+  version: string;
+  digest: string;
+  deviceMemory: { device: number; free: number; total: number }[];
+  health: Health;
+  transport: RpcTransport;
+  unit: string;
+}
+
+export interface RpcWorkersArgs {
+  readonly nodes: Nodes;
+  /** The validated `sparkform:nodes` (fabric and management addresses, known at preview). */
+  readonly nodeConfigs: readonly NodeConfig[];
+  readonly builds: Builds;
+  readonly trees: Trees;
+  /** The node that runs the client (llama-server / llama-completion --rpc). */
+  readonly client: string;
+  /** The nodes that run a worker (never the client). */
+  readonly workers: readonly string[];
+  readonly port: number;
+  readonly threads: number;
+  readonly devices: readonly string[];
+  readonly cache: boolean;
+  readonly debug: boolean;
+  readonly rssLimitPercent: number;
+  readonly rssIntervalSeconds: number;
+  /** Per node, every fabric address it has (the Fabric stage's rails); default: its fabricAddress. */
+  readonly fabricAddresses?: Readonly<Record<string, readonly string[]>>;
+}
+
+export class RpcWorkers extends pulumi.ComponentResource implements Stage<WorkerSummary> {
+  readonly byNode: pulumi.Output<Record<string, WorkerSummary>>;
+  readonly ready: readonly RpcWorker[];
+  private readonly perNode: PerNode<RpcWorker>;
+
+  constructor(name: string, args: RpcWorkersArgs, opts?: pulumi.ComponentResourceOptions) {
+    super("sparkform:index:RpcWorkers", name, {}, opts);
+    const { nodes, builds } = args;
+    const fail = (msg: string): never => {
+      throw new pulumi.ResourceError(msg, this);
+    };
+    if (!nodes.has(args.client))
+      fail(
+        `sparkform:worker.client ${JSON.stringify(args.client)} is not one of the nodes (${nodes.names.join(", ")})`,
+      );
+    const clientPeer = nodes.peer(args.client);
+    const configOf = (n: string) => args.nodeConfigs.find((c) => c.name === n);
+    const entries = args.workers.map((node) => {
+      if (!nodes.has(node))
+        fail(
+          `sparkform:worker.nodes: ${JSON.stringify(node)} is not one of the nodes (${nodes.names.join(", ")})`,
+        );
+      if (node === args.client)
+        fail(`sparkform:worker.nodes: ${node} is the client; list only the other nodes`);
+      const cfg = configOf(node)?.fabricAddress;
+      const clientFabric = configOf(args.client)?.fabricAddress;
+      if (!cfg || !clientFabric)
+        fail(
+          `sparkform:nodes: ${!cfg ? node : args.client} has no fabricAddress; the worker binds only to a fabric address and the client probes it over the fabric: set sparkform:nodes[].fabricAddress`,
+        );
+      const w = new RpcWorker(
+        `${name}-${node}`,
+        {
+          target: nodes.target(node),
+          client: clientPeer.apply((p) => ({
+            target: p.target,
+            fabricAddress: clientFabric as string,
+          })),
+          bind: cfg as string,
+          managementAddress: configOf(node)?.host ?? "",
+          fabricAddresses: args.fabricAddresses?.[node] ?? [cfg as string],
+          port: args.port,
+          threads: args.threads,
+          devices: args.devices,
+          cache: args.cache,
+          debug: args.debug,
+          rssLimitPercent: args.rssLimitPercent,
+          rssIntervalSeconds: args.rssIntervalSeconds,
+          workerBuild: {
+            installDir: builds.of(node).installDir,
+            artifacts: builds.of(node).artifacts,
+          },
+          clientBuild: {
+            installDir: builds.of(args.client).installDir,
+            artifacts: builds.of(args.client).artifacts,
+          },
+          clientTree: args.trees.dest,
+        },
+        nodes.childOpts({ parent: this, dependsOn: [builds.of(node), builds.of(args.client)] }, [
+          "target",
+          "client",
+        ]),
+      );
+      return [node, w] as const;
+    });
+    this.perNode = new PerNode(this, "rpc worker", entries);
+    this.ready = this.perNode.values();
+    this.byNode = gatherByNode(args.workers, (n) => {
+      const w = this.of(n);
+      return {
+        endpoint: w.endpoint,
+        version: w.version,
+        digest: w.digest,
+        deviceMemory: w.deviceMemory,
+        health: w.health,
+        transport: w.transport,
+        unit: w.unit,
+      };
+    });
+    this.registerOutputs({ byNode: this.byNode });
+  }
+
+  of(node: string): RpcWorker {
+    return this.perNode.of(node);
+  }
+}
