@@ -4,6 +4,7 @@ import { PolicyPack } from "@pulumi/policy";
 import { buildsIdentical, cudaArchPinned } from "./build";
 import { modelPinned } from "./model";
 import { hostKeyPinned } from "./node";
+import { rpcBoundToFabric, rssGuardOn, workerVersionMatch } from "./rpc";
 import { toolchainsIdentical } from "./toolchain";
 import { treesIdentical } from "./tree";
 
@@ -15,5 +16,8 @@ new PolicyPack("sparkform", {
     buildsIdentical,
     cudaArchPinned,
     modelPinned,
+    rpcBoundToFabric,
+    rssGuardOn,
+    workerVersionMatch,
   ],
 });

@@ -76,7 +76,7 @@ export class RpcWorker extends pulumi.dynamic.Resource {
     });
     if (why)
       throw new pulumi.RunError(
-        `RpcWorker ${name}: bind ${why}; bind the node's fabric address (sparkform:nodes[].fabricAddress)`,
+        `RpcWorker ${name}: must not bind there: ${why}; bind the node's fabric address (sparkform:nodes[].fabricAddress)`,
       );
     if (!Number.isInteger(args.port) || args.port < 1 || args.port > 65535)
       throw new pulumi.RunError(`RpcWorker ${name}: port ${args.port} must be 1–65535`);
