@@ -19,11 +19,6 @@ LOG="$STATE/worker-$PORT.log"
 
 case $BIN in /*) ;; *) BIN="$HOME/$BIN" ;; esac
 [ -x "$BIN" ] || { echo "$BIN is not an executable file on this node" >&2; exit 3; }
-ACTUAL=$(sha256sum "$BIN" | cut -d' ' -f1)
-if [ "$ACTUAL" != "$EXPECTED" ]; then
-  echo "$BIN has sha256 $ACTUAL, expected $EXPECTED" >&2
-  exit 7
-fi
 # The server has no authentication: bind only an address this node really has.
 if ! ip -o addr show | awk '{print $4}' | cut -d/ -f1 | grep -qxF "$BIND"; then
   echo "$BIND is not an address of this node ($(ip -o addr show | awk '{print $2"="$4}' | tr '\n' ' '))" >&2
@@ -47,6 +42,13 @@ for u in "$GUARD" "$UNIT"; do
   systemctl --user stop "$u.service" 2>/dev/null || true
   systemctl --user reset-failed "$u.service" 2>/dev/null || true
 done
+# Checked after the stop: a unit left running with Restart=on-failure would exec this file on
+# its next crash, and no client may reach a binary that is not the client's build.
+ACTUAL=$(sha256sum "$BIN" | cut -d' ' -f1)
+if [ "$ACTUAL" != "$EXPECTED" ]; then
+  echo "$BIN has sha256 $ACTUAL, expected $EXPECTED; the worker stays stopped" >&2
+  exit 7
+fi
 hexport=$(printf '%04X' "$PORT")
 listening() { awk -v p=":$hexport" 'NR > 1 && $4 == "0A" && substr($2, length($2) - 4) == p' /proc/net/tcp /proc/net/tcp6 | grep -q .; }
 i=0
