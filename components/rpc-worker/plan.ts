@@ -10,7 +10,21 @@ export const RPC_PROGRAMS = {
   status: "rpc-worker/status.py",
   probe: "rpc-worker/probe.py",
   guard: "rpc-worker/rss-guard.py",
+  prewarm: "rpc-worker/prewarm.py",
 } as const;
+
+/** ggml-rpc.cpp's HASH_THRESHOLD: tensors strictly larger are sent by hash first. */
+export const HASH_THRESHOLD = 10 * 1024 * 1024;
+
+/** What a pre-warm did (native/rpc-worker/prewarm.py's summary). */
+export interface Prewarm {
+  entries: number;
+  written: number;
+  reused: number;
+  pruned: number;
+  bytes: number;
+  skipped: string[];
+}
 
 /** The installed server, relative to NativeBuild's installDir (its default artifact). */
 export const SERVER_ARTIFACT = "bin/ggml-rpc-server";
@@ -18,6 +32,11 @@ export const DEFAULT_PORT = 50052;
 export const DEFAULT_RSS_LIMIT_PERCENT = 92;
 /** Where the server's tensor cache is (LLAMA_CACHE=~/.cache/llama.cpp, then `rpc/`). */
 export const CACHE_DIR = "~/.cache/llama.cpp/rpc";
+
+/** The list of cache entries sparkform wrote for the worker on `port` (what prune reads). */
+export function prewarmManifest(port: number): string {
+  return `~/.cache/sparkform/rpc-worker/prewarm-${port}.json`;
+}
 
 /** `systemctl --user show` of one unit. */
 export interface UnitState {

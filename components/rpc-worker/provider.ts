@@ -20,6 +20,10 @@ import {
   type Health,
   identityMismatch,
   judgeHealth,
+  CACHE_DIR,
+  HASH_THRESHOLD,
+  type Prewarm,
+  prewarmManifest,
   type ProbeResult,
   RPC_PROGRAMS,
   type Started,
@@ -55,6 +59,8 @@ export interface RpcWorkerInputs {
   /** The client node's build: the digest every worker's binary must equal. */
   clientBuild: { installDir: string; digest: string; header: string };
   programs: Record<keyof typeof RPC_PROGRAMS, ProgramRef>;
+  /** Model files on the worker node (SHA-256 known) whose tensors pre-warm the cache. */
+  prewarm: { path: string; sha256: string }[];
 }
 
 export interface RpcWorkerOutputs extends RpcWorkerInputs {
@@ -72,6 +78,8 @@ export interface RpcWorkerOutputs extends RpcWorkerInputs {
   deviceMemory: { device: number; free: number; total: number }[];
   health: Health;
   transport: RpcTransport;
+  /** The last pre-warm of the tensor cache (null with the cache off). */
+  prewarmed: Prewarm | null;
   /** Why the measured worker differs from the one started ([] = none): drift on refresh. */
   drift: string[];
 }
@@ -109,6 +117,34 @@ async function stop(i: Pick<RpcWorkerInputs, "target" | "port" | "programs">): P
     }),
     { step: "rpc-worker stop", timeoutMs: 60_000 },
   );
+}
+
+/**
+ * Write the cache entries of the configured model files (verified by SHA-256 on the node) and
+ * remove the entries sparkform wrote that no configured file references; no files = prune all.
+ */
+async function prewarm(
+  i: Pick<RpcWorkerInputs, "target" | "port" | "programs">,
+  files: RpcWorkerInputs["prewarm"],
+): Promise<Prewarm> {
+  const r = await openNode(i.target).run(
+    programCommand(programFor(i.programs.prewarm, RPC_PROGRAMS.prewarm), {
+      args: [
+        homeRelative(CACHE_DIR),
+        homeRelative(prewarmManifest(i.port)),
+        String(HASH_THRESHOLD),
+        ...files.flatMap((f) => [homeRelative(f.path), f.sha256]),
+      ],
+      display: files.length
+        ? `pre-warm ${CACHE_DIR} from ${files.map((f) => f.path).join(" ")}`
+        : `prune sparkform's entries in ${CACHE_DIR}`,
+    }),
+    { step: "rpc-worker pre-warm", timeoutMs: 60 * 60_000, okExitCodes: [0, 3] },
+  );
+  const out = JSON.parse(r.stdout.trim().split("\n").pop() ?? "{}") as Prewarm & { error?: string };
+  if (r.exitCode === 3 || out.error)
+    throw new Error(`${tag(i.target)}: pre-warm refused: ${out.error ?? r.stderr}`);
+  return out;
 }
 
 function measured(
@@ -157,6 +193,12 @@ async function converge(i: RpcWorkerInputs): Promise<RpcWorkerOutputs> {
         .join("; ")}. Rebuild both from the same tree (pulumi up --refresh).`,
     );
   }
+  // Before the server starts, so the first load already finds every entry.
+  const prewarmed = i.cache ? await prewarm(i, i.prewarm) : null;
+  if (prewarmed && prewarmed.entries > 0)
+    await progress(
+      `${who}: tensor cache pre-warmed: ${prewarmed.entries} entries (${Math.round(prewarmed.bytes / 2 ** 20)} MiB; ${prewarmed.written} written, ${prewarmed.reused} kept, ${prewarmed.pruned} pruned)`,
+    );
   try {
     await openNode(i.target).run(
       programCommand(programFor(i.programs.start, RPC_PROGRAMS.start), {
@@ -229,6 +271,7 @@ async function converge(i: RpcWorkerInputs): Promise<RpcWorkerOutputs> {
     status: st,
     started: { invocationId: st.worker.InvocationID, nRestarts: st.worker.NRestarts },
     ...m,
+    prewarmed,
     drift: [],
   };
 }
@@ -276,6 +319,7 @@ export const RESTART_KEYS = [
   "workerBuild",
   "clientBuild",
   "programs",
+  "prewarm",
 ] as const;
 
 export async function diff(
@@ -301,6 +345,8 @@ export async function update(
 
 /** Destroy stops worker and guard and waits until nothing listens on the port. */
 async function deleteWorker(_id: string, props: RpcWorkerOutputs): Promise<void> {
+  // The cache entries sparkform wrote go too (the server's own stay: they are the user's).
+  if (props.programs?.prewarm) await prewarm(props, []);
   await stop(props);
 }
 export { deleteWorker as delete };

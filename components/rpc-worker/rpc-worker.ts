@@ -44,6 +44,11 @@ export interface RpcWorkerArgs {
     installDir: pulumi.Input<string>;
     artifacts: pulumi.Input<Record<string, string>>;
   };
+  /**
+   * The model on the worker node (its ModelReplica's `dir` and files): every tensor over 10 MiB
+   * is written into the cache before the server starts. Default: none.
+   */
+  readonly prewarm?: pulumi.Input<{ dir: string; files: { path: string; sha256: string }[] }[]>;
   /** The client's synced tree (for its RPC_PROTO_* version in ggml/include/ggml-rpc.h). */
   readonly clientTree: string;
 }
@@ -66,6 +71,7 @@ export class RpcWorker extends pulumi.dynamic.Resource {
   declare readonly transport: pulumi.Output<RpcTransport>;
   declare readonly unit: pulumi.Output<string>;
   declare readonly guardUnit: pulumi.Output<string>;
+  declare readonly prewarmed: pulumi.Output<import("./plan").Prewarm | null>;
   declare readonly drift: pulumi.Output<string[]>;
 
   constructor(name: string, args: RpcWorkerArgs, opts?: pulumi.CustomResourceOptions) {
@@ -109,6 +115,15 @@ export class RpcWorker extends pulumi.dynamic.Resource {
           ...c,
           header: `${args.clientTree.replace(/\/$/, "")}/ggml/include/ggml-rpc.h`,
         })),
+        prewarm: pulumi
+          .output(args.prewarm ?? [])
+          .apply((ms) =>
+            ms.flatMap((m) =>
+              m.files
+                .filter((f) => f.path.endsWith(".gguf"))
+                .map((f) => ({ path: `${m.dir.replace(/\/$/, "")}/${f.path}`, sha256: f.sha256 })),
+            ),
+          ),
         programs: Object.fromEntries(
           Object.entries(RPC_PROGRAMS).map(([k, p]) => [k, programRef(p)]),
         ),
@@ -123,6 +138,7 @@ export class RpcWorker extends pulumi.dynamic.Resource {
         deviceMemory: undefined,
         health: undefined,
         transport: undefined,
+        prewarmed: undefined,
         drift: undefined,
       },
       opts,

@@ -4,6 +4,7 @@
 import * as pulumi from "@pulumi/pulumi";
 import type { Builds } from "../build/builds";
 import type { NodeConfig } from "../config";
+import type { Model } from "../model/model";
 import type { Nodes } from "../node/nodes";
 import { gatherByNode, PerNode, type Stage } from "../stage";
 import type { RpcTransport } from "../fabric/rpc-log";
@@ -38,6 +39,11 @@ export interface RpcWorkersArgs {
   readonly debug: boolean;
   readonly rssLimitPercent: number;
   readonly rssIntervalSeconds: number;
+  /**
+   * The Model stage: on a worker node that holds the model, its verified copy pre-warms the
+   * tensor cache (with `cache` on). Default: no pre-warm.
+   */
+  readonly model?: Model;
   /** Per node, every fabric address it has (the Fabric stage's rails); default: its fabricAddress. */
   readonly fabricAddresses?: Readonly<Record<string, readonly string[]>>;
 }
@@ -99,11 +105,30 @@ export class RpcWorkers extends pulumi.ComponentResource implements Stage<Worker
             artifacts: builds.of(args.client).artifacts,
           },
           clientTree: args.trees.dest,
+          ...(args.cache && args.model?.names.includes(node)
+            ? {
+                prewarm: (() => {
+                  const r = args.model.of(node);
+                  return pulumi
+                    .all([r.dir, r.nodeFiles])
+                    .apply(([dir, files]) => [
+                      { dir, files: files.map((f) => ({ path: f.path, sha256: f.sha256 })) },
+                    ]);
+                })(),
+              }
+            : {}),
         },
-        nodes.childOpts({ parent: this, dependsOn: [builds.of(node), builds.of(args.client)] }, [
-          "target",
-          "client",
-        ]),
+        nodes.childOpts(
+          {
+            parent: this,
+            dependsOn: [
+              builds.of(node),
+              builds.of(args.client),
+              ...(args.model?.names.includes(node) ? [args.model.of(node)] : []),
+            ],
+          },
+          ["target", "client"],
+        ),
       );
       return [node, w] as const;
     });
