@@ -30,6 +30,7 @@ export const worker = w
         debug: w.debug,
         rssLimitPercent: w.rssLimitPercent,
         rssIntervalSeconds: w.rssIntervalSeconds,
+        ...(cluster.model ? { model: cluster.model } : {}),
       },
       { dependsOn: [...builds.ready] },
     ).byNode
