@@ -4,6 +4,7 @@ import { stackCluster } from "./components/stack";
 const cluster = stackCluster(__dirname);
 
 export const facts = cluster.facts;
+export const fabric = cluster.rails;
 export const toolchain = cluster.toolchain;
 export const tree = cluster.tree;
 export const build = cluster.build;

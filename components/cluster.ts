@@ -1,9 +1,11 @@
 // SparkCluster composes the stages, each taking the previous stage's object:
-// nodes → toolchain → tree → build, and nodes → model. Per-node work lives in the stages.
+// nodes → fabric, nodes → toolchain → tree → build, and nodes → model. Per-node work lives in
+// the stages.
 import * as pulumi from "@pulumi/pulumi";
 import type { PreStageLayout } from "./aliases";
 import { type BuildSummary, Builds } from "./build/builds";
 import { CACHE_FROM_NONE, type StackConfig } from "./config";
+import { Fabric, type FabricNodeSummary } from "./fabric/fabric";
 import { Model } from "./model/model";
 import { Nodes } from "./node/nodes";
 import { type ToolchainSummary, Toolchains } from "./toolchain/toolchains";
@@ -28,12 +30,15 @@ export interface SparkClusterArgs {
  */
 export class SparkCluster extends pulumi.ComponentResource {
   readonly nodes: Nodes;
+  readonly fabric?: Fabric;
   readonly toolchains?: Toolchains;
   readonly trees?: Trees;
   readonly builds?: Builds;
   readonly model?: Model;
   /** Fact sheet per node name. */
   readonly facts: pulumi.Output<Record<string, unknown>>;
+  /** Per node: its rails, each link's class, RTT and throughput (when a fabric is configured). */
+  readonly rails?: pulumi.Output<Record<string, FabricNodeSummary>>;
   /** Toolchain digest and probe output per node name (when a toolchain is configured). */
   readonly toolchain?: pulumi.Output<Record<string, ToolchainSummary>>;
   /** Tree digest, file count and bytes per node name, with the control node's digest. */
@@ -65,6 +70,12 @@ export class SparkCluster extends pulumi.ComponentResource {
     );
     this.nodes = nodes;
     this.facts = nodes.byNode;
+
+    if (config.fabric) {
+      // Measured, never inferred: every pair of nodes on every rail both have.
+      this.fabric = new Fabric(`${name}-fabric`, { nodes, fabric: config.fabric }, child);
+      this.rails = this.fabric.byNode;
+    }
 
     const tc = config.toolchain;
     const toolchains = tc
@@ -143,6 +154,7 @@ export class SparkCluster extends pulumi.ComponentResource {
 
     this.registerOutputs({
       facts: this.facts,
+      rails: this.rails,
       toolchain: this.toolchain,
       tree: this.tree,
       build: this.build,

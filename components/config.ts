@@ -27,6 +27,7 @@ import {
   nodePathSchema,
   normaliseNodePath,
 } from "./config/node-path";
+import { type FabricConfig, fabricConfigSchema, railIssues } from "./fabric/config";
 import { MODELS_DIR_DEFAULT, type ModelConfig, modelConfigSchema } from "./model/config";
 import type { SshTarget } from "./transport/ssh";
 
@@ -287,6 +288,8 @@ const sectionsSchema = z.object({
   /** The native build in the synced tree (needs `tree`); see components/build/config.ts. */
   build: buildConfigSchema.optional(),
   model: modelConfigSchema.optional(),
+  /** The fabric's rails per node, topology, RDMA fact source, thresholds (components/fabric). */
+  fabric: fabricConfigSchema.optional(),
   /** ggml-rpc-server on the worker nodes (needs `build`); see components/rpc-worker/. */
   worker: workerSchema.optional(),
 });
@@ -327,6 +330,7 @@ export interface StackConfigData {
   tree?: StackTree;
   build?: StackBuild;
   model?: StackModel;
+  fabric?: FabricConfig;
   worker?: StackWorker;
   /** Directories whose free space each node's fact sheet reports: the models dir, the tree. */
   diskPaths: string[];
@@ -348,6 +352,7 @@ export const configKeys = [
   "toolchain",
   "tree",
   "build",
+  "fabric",
 ] as const;
 /** Keys read with getSecret: their values are never part of the parsed data. */
 export const secretConfigKeys = ["privateKey", "hfToken"] as const;
@@ -383,7 +388,15 @@ const secretsSchema = z.object({
 });
 
 /** Keys whose values are YAML maps or lists (read with getObject); the rest are strings. */
-const structuredKeys = new Set<string>(["nodes", "toolchain", "tree", "build", "model", "worker"]);
+const structuredKeys = new Set<string>([
+  "nodes",
+  "toolchain",
+  "tree",
+  "build",
+  "model",
+  "fabric",
+  "worker",
+]);
 
 export interface ParseOptions {
   /**
@@ -464,6 +477,11 @@ function crossChecks(v: Record<string, unknown>, ctx: z.RefinementCtx, opts: Par
           "model.nodes out for all nodes",
       );
     }
+  }
+
+  const fabric = valid(fabricConfigSchema, v.fabric);
+  if (fabric && known.length > 0) {
+    for (const i of railIssues(fabric.rails, known)) add(["fabric", ...i.path], i.message);
   }
 
   // The worker section: its nodes and client are configured nodes, with fabric addresses.
@@ -600,6 +618,7 @@ function resolve(c: Sections, opts: ParseOptions): StackConfigData {
         }
       : {}),
     ...(c.model ? { model: { ...c.model, nodes: c.model.nodes ?? all } } : {}),
+    ...(c.fabric ? { fabric: c.fabric } : {}),
     ...(c.worker ? { worker: { ...c.worker, client: c.worker.client ?? first } } : {}),
     diskPaths: [c.model?.modelsDir ?? MODELS_DIR_DEFAULT, c.tree?.dest ?? "~"],
   };

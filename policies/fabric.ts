@@ -5,7 +5,7 @@
 //   rdma-transport  mandatory on real fabrics; the `local` stack (fixture RDMA facts, TCP over
 //                   veth) sets it to advisory in its policy config
 import type { PolicyResource, StackValidationPolicy } from "@pulumi/policy";
-import { DEFAULT_THRESHOLDS, type FabricThresholds } from "../components/fabric/checks";
+import type { FabricThresholds } from "../components/fabric/checks";
 import { linkViolations, rdmaTransportViolation } from "../components/fabric/gate";
 import type { ReportLink } from "../components/fabric/report";
 import type { RpcTransport } from "../components/fabric/rpc-log";
@@ -31,13 +31,15 @@ export const fabricHealthy: StackValidationPolicy = {
   description:
     "Every fabric link and rail is up at full speed with equal MTUs, RoCE v2 at the GID index, full PCIe width, a unique address in its rail's subnet, reachable, and delivering its bandwidth class.",
   enforcementLevel: "mandatory",
+  // Unset, a threshold is the stack's own (sparkform:fabric.thresholds, recorded on each link;
+  // its defaults: components/fabric/checks.ts DEFAULT_THRESHOLDS). Set here, it overrides it.
   configSchema: {
     properties: {
-      minLinkSpeedMbps: { type: "integer", default: DEFAULT_THRESHOLDS.minLinkSpeedMbps },
-      gidIndex: { type: "integer", default: DEFAULT_THRESHOLDS.gidIndex },
-      gidType: { type: "string", default: DEFAULT_THRESHOLDS.gidType },
-      minPcieWidth: { type: "integer", default: DEFAULT_THRESHOLDS.minPcieWidth },
-      healthyFraction: { type: "number", default: DEFAULT_THRESHOLDS.healthyFraction },
+      minLinkSpeedMbps: { type: "integer", minimum: 1 },
+      gidIndex: { type: "integer", minimum: 0 },
+      gidType: { type: "string" },
+      minPcieWidth: { type: "integer", minimum: 1 },
+      healthyFraction: { type: "number", exclusiveMinimum: 0, maximum: 1 },
     },
   },
   validateStack: (args, reportViolation) => {

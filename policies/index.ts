@@ -2,6 +2,7 @@
 // in stage order; each exports its pure check…() functions too (a preflight can reuse them).
 import { PolicyPack } from "@pulumi/policy";
 import { buildsIdentical, cudaArchPinned } from "./build";
+import { fabricHealthy, rdmaTransport } from "./fabric";
 import { modelPinned } from "./model";
 import { hostKeyPinned } from "./node";
 import { rpcBoundToFabric, rssGuardOn, workerVersionMatch } from "./rpc";
@@ -11,6 +12,8 @@ import { treesIdentical } from "./tree";
 new PolicyPack("sparkform", {
   policies: [
     hostKeyPinned,
+    fabricHealthy,
+    rdmaTransport,
     toolchainsIdentical,
     treesIdentical,
     buildsIdentical,

@@ -37,9 +37,9 @@ record() { # record SOURCE BINDIR VERSION
 
 # 0. Debian packages the control node runs: ssh and rsync (the transport), python3 (the tree
 #    digest), a C/C++ toolchain with cmake and ccache (host builds of llama.cpp for the tests),
-#    openssh-server (the transport's tests start a throwaway sshd). The simulated cluster
-#    installs its own (debootstrap, systemd-container) when it starts.
-control_packages="openssh-client openssh-server rsync python3 git curl g++ make cmake ninja-build ccache binutils"
+#    openssh-server (the transport's tests start a throwaway sshd), a font for the fabric
+#    picture's text. The simulated cluster installs its own (debootstrap, systemd-container).
+control_packages="openssh-client openssh-server rsync python3 git curl g++ make cmake ninja-build ccache binutils fonts-dejavu-core"
 missing=$(for p in $control_packages; do dpkg -s "$p" >/dev/null 2>&1 || printf '%s ' "$p"; done)
 if [ -n "$missing" ]; then
   if [ "$(id -u)" -eq 0 ] && command -v apt-get >/dev/null 2>&1; then

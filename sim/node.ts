@@ -50,8 +50,36 @@ export interface NodeFiles {
 }
 
 /** Writes what makes a node itself into its root, before its first boot. */
+/**
+ * nspawn mounts the container's /sys before it joins the node's network namespace, so
+ * /sys/class/net lists the host's interfaces (eth0, the sim's bridges) instead of the node's
+ * (mgmt0, fabric0, fabric1), and the fact sheet reads the wrong MTUs. A sysfs mounted inside the
+ * node belongs to its namespace: this unit mounts one read-only and binds its net directories
+ * over the two that nspawn's show wrongly, before anything else starts.
+ */
+export const sysfsNetUnit = `[Unit]
+Description=sparkform: /sys/class/net of this node's own network namespace
+DefaultDependencies=no
+After=local-fs.target
+Before=sysinit.target network-pre.target ssh.service
+
+[Service]
+Type=oneshot
+RemainAfterExit=yes
+ExecStart=/bin/sh -c 'mkdir -p /run/sparkform-sysfs && mount -t sysfs -o ro,nosuid,nodev,noexec sysfs /run/sparkform-sysfs && mount --bind /run/sparkform-sysfs/class/net /sys/class/net && mount --bind /run/sparkform-sysfs/devices/virtual/net /sys/devices/virtual/net'
+
+[Install]
+WantedBy=sysinit.target
+`;
+
 export function writeNodeFiles(n: NodeRuntime, f: NodeFiles): void {
   const r = n.root;
+  const units = path.join(r, "etc/systemd/system");
+  fs.mkdirSync(path.join(units, "sysinit.target.wants"), { recursive: true });
+  fs.writeFileSync(path.join(units, "sparkform-sysfs-net.service"), sysfsNetUnit);
+  const wants = path.join(units, "sysinit.target.wants", "sparkform-sysfs-net.service");
+  fs.rmSync(wants, { force: true });
+  fs.symlinkSync("../sparkform-sysfs-net.service", wants);
   fs.writeFileSync(path.join(r, "etc/hostname"), `${f.hostname}\n`);
   fs.writeFileSync(path.join(r, "etc/hosts"), f.hosts);
   fs.writeFileSync(path.join(r, "etc/machine-id"), `${randomBytes(16).toString("hex")}\n`);

@@ -12,6 +12,7 @@ import { extractLlamaSource } from "../../sim/llama";
 import { LOCAL_HUB_PORT } from "../../sim/stack";
 import type { SimCluster } from "../../sim/state";
 import { out } from "../errors";
+import * as report from "./report";
 import { formatCluster } from "./sim";
 
 export const summary = "the main job: the simulated pair up, then `pulumi up` of the local stack";
@@ -129,7 +130,9 @@ export async function run(argv: string[]): Promise<number> {
         stdio: "inherit",
       },
     );
-    return up.status ?? 1;
+    if (up.status !== 0) return up.status ?? 1;
+    // The fabric as a picture people would rather look at than read (report fabric).
+    return await report.run(["fabric", "--stack", "local"]);
   } finally {
     agent.stop();
   }

@@ -14,6 +14,7 @@
 import { createHash } from "node:crypto";
 import * as path from "node:path";
 import type { EnvValue } from "../transport/ssh";
+import { contractPath } from "./contract";
 import { type BuildFlags, buildDirName, buildEnv, buildKey, cmakeDefines } from "./flags";
 
 /** The cmake targets the simulated cluster builds: the RPC worker and a `--rpc` client. */
@@ -229,7 +230,6 @@ export function buildPlan(input: PlanInput): BuildPlan {
   const buildDir = path.posix.join(root, buildDirName(flags));
   const outDir = path.posix.join(root, "out");
   const ccacheDir = path.posix.join(home, CCACHE_REL);
-  const cuda = flags.LLAMA_BACKEND === "cuda";
   // nvcc takes host flags through -Xcompiler; the prefix map is for the C/C++ compilers.
   const defines = mergeLanguageFlags(cmakeDefines(flags), prefixMapFlags(tree, buildDir));
   const configure = [
@@ -267,10 +267,7 @@ export function buildPlan(input: PlanInput): BuildPlan {
     // Nothing in llama.cpp uses __DATE__/__TIME__ today; if it ever does, the value is fixed.
     SOURCE_DATE_EPOCH: "0",
   };
-  const pathEntries = [
-    ...extraPath,
-    ...(cuda && flags.CUDA_HOME ? [path.posix.join(flags.CUDA_HOME, "bin")] : []),
-  ];
+  const pathEntries = contractPath(flags, extraPath);
   if (command) {
     return {
       mode: "command",

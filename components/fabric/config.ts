@@ -70,31 +70,44 @@ export const fabricConfigSchema = z.strictObject({
 export type FabricConfig = z.infer<typeof fabricConfigSchema>;
 export type RailConfigInput = z.infer<typeof railSchema>;
 
-/** Parse `sparkform:fabric`; throws naming `sparkform:fabric.<path>` and the fix. */
-export function parseFabricConfig(raw: unknown, nodeNames: readonly string[]): FabricConfig {
-  const r = fabricConfigSchema.safeParse(raw);
-  const lines: string[] = [];
-  if (!r.success) {
-    for (const i of r.error.issues) {
-      lines.push(
-        `  sparkform:fabric${i.path.map((p) => (typeof p === "number" ? `[${p}]` : `.${String(p)}`)).join("")}: ${i.message}`,
-      );
+/**
+ * What is wrong with `rails` against the stack's nodes: every node lists its rails, every listed
+ * name is a node, no rail twice. Paths are relative to `sparkform:fabric`.
+ */
+export function railIssues(
+  rails: Readonly<Record<string, readonly { rail: number }[]>>,
+  nodeNames: readonly string[],
+): { path: (string | number)[]; message: string }[] {
+  const out: { path: (string | number)[]; message: string }[] = [];
+  for (const n of nodeNames) {
+    if (!rails[n]) out.push({ path: ["rails", n], message: "list this node's rails" });
+  }
+  for (const n of Object.keys(rails)) {
+    if (!nodeNames.includes(n)) {
+      out.push({ path: ["rails", n], message: "no such node in sparkform:nodes" });
     }
-  } else {
-    for (const n of nodeNames) {
-      if (!r.data.rails[n]) lines.push(`  sparkform:fabric.rails.${n}: list this node's rails`);
-    }
-    for (const n of Object.keys(r.data.rails)) {
-      if (!nodeNames.includes(n))
-        lines.push(`  sparkform:fabric.rails.${n}: no such node in sparkform:nodes`);
-      const seen = new Set<number>();
-      for (const rail of r.data.rails[n] ?? []) {
-        if (seen.has(rail.rail))
-          lines.push(`  sparkform:fabric.rails.${n}: rail ${rail.rail} is listed twice`);
-        seen.add(rail.rail);
+    const seen = new Set<number>();
+    for (const rail of rails[n] ?? []) {
+      if (seen.has(rail.rail)) {
+        out.push({ path: ["rails", n], message: `rail ${rail.rail} is listed twice` });
       }
+      seen.add(rail.rail);
     }
   }
+  return out;
+}
+
+/**
+ * `sparkform:fabric` alone, against the given node names (the fabric's own tests; the program
+ * reads it with every other key through components/config.ts). Throws the same lines.
+ */
+export function parseFabricConfig(raw: unknown, nodeNames: readonly string[]): FabricConfig {
+  const r = fabricConfigSchema.safeParse(raw);
+  const where = (p: readonly PropertyKey[]) =>
+    `sparkform:fabric${p.map((x) => (typeof x === "number" ? `[${x}]` : `.${String(x)}`)).join("")}`;
+  const lines = r.success
+    ? railIssues(r.data.rails, nodeNames).map((i) => `  ${where(i.path)}: ${i.message}`)
+    : r.error.issues.map((i) => `  ${where(i.path)}: ${i.message}`);
   if (lines.length) {
     throw new Error(
       `invalid fabric configuration:\n${lines.join("\n")}\nFix it in stacks/Pulumi.<stack>.yaml (sparkform:fabric) or with \`pulumi config set --path\`.`,

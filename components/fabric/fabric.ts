@@ -3,7 +3,8 @@
 // have. Per node it exports the rails' summary; the NCCL env block follows from the ports found.
 import * as pulumi from "@pulumi/pulumi";
 import * as path from "node:path";
-import { nativeScript } from "../native-script";
+import { programRef } from "../native-script";
+import type { Nodes } from "../node/nodes";
 import type { SparkNode } from "../node/spark-node";
 import type { SparkNodeFacts } from "../node/facts";
 import { delegatingProvider } from "../providers/delegate";
@@ -12,7 +13,6 @@ import type { SshTarget } from "../transport/ssh";
 import { checkAddresses, type BandwidthClass, type CheckResult } from "./checks";
 import { fabricThresholds, linkPairs, type FabricConfig } from "./config";
 import { fixtureRdma } from "./fixture";
-import { probeScript } from "./probe";
 import {
   liveRdma,
   portFacts,
@@ -69,8 +69,7 @@ export class FabricLink extends pulumi.dynamic.Resource {
       referenceGbps: args.config.referenceGbps ?? null,
       probe: args.config.probe,
       addressChecks: args.addressChecks,
-      probeScript: probeScript(),
-      factsScript: nativeScript("facts.sh"),
+      programs: { probe: programRef("fabric/probe.py"), facts: programRef("node/facts.sh") },
     };
     for (const k of [
       "ports",
@@ -93,13 +92,11 @@ export class FabricLink extends pulumi.dynamic.Resource {
   }
 }
 
-/** What the Fabric stage reads from the SparkNode stage. */
-export interface FabricNodes {
-  /** Node names, in cluster order. */
-  readonly names: readonly string[];
-  /** The node's SparkNode (its `facts` and `target` outputs). */
-  of(node: string): SparkNode;
-}
+/**
+ * What the Fabric stage reads from the nodes stage: names in cluster order, each node's
+ * SparkNode (its `facts` and `target` outputs), and the options that keep connections secret.
+ */
+export type FabricNodes = Pick<Nodes, "names" | "of" | "childOpts">;
 
 export interface FabricArgs {
   /** The SparkNode stage. */
@@ -144,7 +141,7 @@ const end = (
 });
 
 /**
- * The fabric of the cluster: `${name}-fabric-<a>-<b>-rail<N>` for every pair of nodes and every
+ * The fabric of the cluster: `${name}-<a>-<b>-rail<N>` for every pair of nodes and every
  * rail both have. Fixture RDMA facts (sparkform:fabric.rdmaFixture[s]) are read on the control
  * node at program time and labelled; the measurement runs on the nodes.
  */
@@ -156,7 +153,7 @@ export class Fabric extends pulumi.ComponentResource implements Stage<FabricNode
   private readonly ends = new Map<FabricLink, readonly [string, string]>();
 
   constructor(name: string, args: FabricArgs, opts?: pulumi.ComponentResourceOptions) {
-    super("sparkform:fabric:Fabric", name, {}, opts);
+    super("sparkform:index:Fabric", name, {}, opts);
     const cfg = args.fabric;
     const names = args.nodes.names;
     const topology = cfg.topology ?? (names.length > 2 ? "switch" : "point-to-point");
@@ -183,7 +180,7 @@ export class Fabric extends pulumi.ComponentResource implements Stage<FabricNode
             .all([res.target, res.facts])
             .apply(([t, f]) => end(node, t, f, rail, fixtures.get(node) ?? null, cfg.gidIndex));
         links[key] = new FabricLink(
-          `${name}-fabric-${key}`,
+          `${name}-${key}`,
           {
             link: `${a}↔${b}`,
             rail: ra.rail,
@@ -196,7 +193,8 @@ export class Fabric extends pulumi.ComponentResource implements Stage<FabricNode
               addressChecks.get(`${b}/${rb.rail}`),
             ].filter((c): c is CheckResult => c !== undefined),
           },
-          { parent: this, dependsOn: [na, nb] },
+          // The ends carry both nodes' connections (and the key, when one is configured).
+          args.nodes.childOpts({ parent: this, dependsOn: [na, nb] }, ["a", "b"]),
         );
         this.ends.set(links[key], [a, b]);
       }

@@ -5,7 +5,7 @@
 import { execFileSync } from "node:child_process";
 import * as fs from "node:fs";
 import * as path from "node:path";
-import { nativeScript } from "../native-script";
+import { nativeProgram } from "../native-script";
 import { parseFacts } from "../node/facts";
 import type { RdmaSource } from "./ports";
 
@@ -27,7 +27,7 @@ export function fixtureRdma(name: string): RdmaSource {
   }
   const own = path.join(FIXTURES_DIR, `${name}.ibv_devinfo`);
   const ibv = fs.existsSync(own) ? own : path.join(FIXTURES_DIR, "sysfs-spark.ibv_devinfo");
-  const stdout = execFileSync("/bin/sh", ["-c", nativeScript("facts.sh"), "facts.sh"], {
+  const stdout = execFileSync("/bin/sh", ["-c", nativeProgram("node/facts.sh").text, "facts.sh"], {
     encoding: "utf8",
     env: {
       PATH: "/usr/local/bin:/usr/bin:/bin",

@@ -1,7 +1,7 @@
 // The checks the fabric policies run, pure, so the policy pack and the report (and any
 // preflight command) judge a link the same way. They re-judge a FabricLink's recorded facts
-// and measurements with the thresholds the caller gives (the policy's configSchema), not the
-// ones the resource was created with.
+// and measurements with the thresholds the stack configured (recorded on the link), where the
+// caller (the policy's config) sets none of its own.
 import {
   checkBandwidth,
   checkReachable,
@@ -14,9 +14,10 @@ import {
 import type { ReportLink } from "./report";
 import type { RpcTransport } from "./rpc-log";
 
-/** Every failing check of one measured link and rail under `t`. */
+/** Every failing check of one measured link and rail under `t` (over the stack's own). */
 export function linkViolations(l: ReportLink, t: Partial<FabricThresholds> = {}): CheckResult[] {
-  const th = thresholds(t);
+  const set = Object.fromEntries(Object.entries(t).filter(([, v]) => v !== undefined));
+  const th = thresholds({ ...(l.thresholds ?? {}), ...set });
   const speeds = [l.ports.a.speedMbps, l.ports.b.speedMbps].filter((s): s is number => s !== null);
   const m = {
     error: l.error,

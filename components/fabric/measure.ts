@@ -57,7 +57,7 @@ async function probeOnce(
     {
       step: `fabric probe server (${server.node} ${bind})`,
       timeoutMs: (serverTimeoutS + 30) * 1000,
-      okExitCodes: [0, 4],
+      okExitCodes: [0, 4, 5],
       onLine: (line, stream) => {
         if (stream !== "stdout" || !line.includes('"listening"')) return;
         try {
@@ -93,6 +93,14 @@ async function probeOnce(
     },
   );
   const result = parseProbe(c.stdout, `fabric probe client on ${client.node}`);
+  if (result.error !== null) {
+    // The client could not get through: tell the server so it stops waiting for it.
+    await run(
+      server.target,
+      { script: PY, args: ["quit", "--addr", bind, "--port", String(p)], stdin: script },
+      { step: `fabric probe quit (${server.node})`, timeoutMs: 30_000, okExitCodes: [0, 1] },
+    ).catch(() => undefined);
+  }
   await serving.catch(() => undefined);
   return result;
 }

@@ -1,14 +1,10 @@
 // native/fabric/probe.py as the control node drives it: argv for both modes and a strict
 // parser for the one JSON line each prints (node output is untrusted input).
-import { readFileSync } from "node:fs";
-import * as path from "node:path";
-import { NATIVE_DIR } from "../native-script";
-
-export const PROBE_FILE = path.join(NATIVE_DIR, "fabric", "probe.py");
+import { nativeProgram } from "../native-script";
 
 /** The probe's text, sent on stdin to `python3 -` (a node has no checkout). */
 export function probeScript(): string {
-  return readFileSync(PROBE_FILE, "utf8");
+  return nativeProgram("fabric/probe.py").text;
 }
 
 export interface ProbeOptions {

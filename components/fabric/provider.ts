@@ -6,6 +6,8 @@
 // shows them; an `up` after the repair re-measures (diff: an unhealthy link always updates).
 import type * as pulumi from "@pulumi/pulumi";
 import { parseFacts, type SparkNodeFacts } from "../node/facts";
+import { nativeProgram, programCommand, type ProgramRef } from "../native-script";
+import type { ProviderImpl } from "../providers/delegate";
 import { run, type SshTarget } from "../transport/ssh";
 import {
   checkBandwidth,
@@ -59,9 +61,11 @@ export interface FabricLinkInputs {
   probe: ProbeSettings;
   /** Checks computed over all rails in the program (address in subnet, unique). */
   addressChecks: CheckResult[];
-  /** native/fabric/probe.py and native/facts.sh as text (the provider runs from state). */
-  probeScript: string;
-  factsScript: string;
+  /**
+   * native/fabric/probe.py and native/node/facts.sh by name and sha256; the provider loads this
+   * checkout's text by name, and a new sha256 re-measures.
+   */
+  programs: { probe: ProgramRef; facts: ProgramRef };
 }
 
 export interface FabricLinkOutputs extends FabricLinkInputs {
@@ -104,10 +108,10 @@ async function mgmtIfaceOf(end: FabricEnd): Promise<string | null> {
   return r.exitCode === 0 ? ifaceHolding(r.stdout, end.target.host) : null;
 }
 
-async function liveFacts(end: FabricEnd, script: string): Promise<SparkNodeFacts> {
+async function liveFacts(end: FabricEnd, facts: ProgramRef): Promise<SparkNodeFacts> {
   const r = await run(
     end.target,
-    { script, args: [], display: "native/facts.sh" },
+    programCommand(facts.name, { args: [], display: `native/${facts.name}` }),
     { step: "fabric facts", timeoutMs: 60_000 },
   );
   return parseFacts(r.stdout, end.target.name);
@@ -130,27 +134,28 @@ async function ifaceOf(end: FabricEnd): Promise<ReturnType<typeof parseIpLink>> 
  * A port as it is now: RDMA facts re-read with facts.sh (the node's /sys; a fixture end keeps
  * its fixture), the interface's MTU and state over netlink.
  */
-async function portNow(end: FabricEnd, factsScript: string, gidIndex: number): Promise<PortFacts> {
+async function portNow(end: FabricEnd, facts: ProgramRef, gidIndex: number): Promise<PortFacts> {
   const base = end.fixture
     ? end.port
     : ((f: SparkNodeFacts) => portFacts(end.node, f, liveRdma(f), end.rail, gidIndex))(
-        await liveFacts(end, factsScript),
+        await liveFacts(end, facts),
       );
   return withIface(base, await ifaceOf(end));
 }
 
 async function portsNow(i: FabricLinkInputs): Promise<{ a: PortFacts; b: PortFacts }> {
   const [a, b] = await Promise.all([
-    portNow(i.a, i.factsScript, i.gidIndex),
-    portNow(i.b, i.factsScript, i.gidIndex),
+    portNow(i.a, i.programs.facts, i.gidIndex),
+    portNow(i.b, i.programs.facts, i.gidIndex),
   ]);
   return { a, b };
 }
 
 async function measureLink(inputs: FabricLinkInputs, ports: { a: PortFacts; b: PortFacts }) {
   const label = `${inputs.link} rail ${inputs.rail}`;
+  const probeText = nativeProgram(inputs.programs.probe.name).text;
   const p = await measure(
-    inputs.probeScript,
+    probeText,
     {
       node: inputs.b.node,
       target: inputs.b.target,
@@ -182,7 +187,7 @@ async function measureLink(inputs: FabricLinkInputs, ports: { a: PortFacts; b: P
     // does over the node's loopback, capped by the port ceiling.
     if (m.error === null) {
       const lo = await measureLoopback(
-        inputs.probeScript,
+        probeText,
         { node: inputs.b.node, target: inputs.b.target, cpus: inputs.b.cpus },
         inputs.probe,
       );
@@ -293,8 +298,7 @@ const INPUT_KEYS = [
   "referenceGbps",
   "probe",
   "addressChecks",
-  "probeScript",
-  "factsScript",
+  "programs",
 ] as const;
 
 export async function diff(
@@ -316,3 +320,9 @@ export async function update(
   // `up` re-reads the ports too: the program's facts are the SparkNode's, which may predate a repair.
   return { outs: await evaluate(news, await portsNow(news)) };
 }
+
+/** The contract, checked at compile time; nothing to delete: a measurement leaves nothing behind. */
+export const provider = { create, read, diff, update } satisfies ProviderImpl<
+  FabricLinkInputs,
+  FabricLinkOutputs
+>;

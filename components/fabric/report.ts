@@ -1,7 +1,7 @@
 // The fabric report, pure: markdown and a topology picture (SVG) from the FabricLink outputs a
 // stack holds. Every node, port and rail; on every link the measured RTT, throughput and class;
 // facts from fixtures labelled as such in both. cli/commands/report.ts writes them (and a PNG).
-import type { BandwidthClass, CheckResult } from "./checks";
+import type { BandwidthClass, CheckResult, FabricThresholds } from "./checks";
 import { renderEnvBlock, RDMA_CONTAINER_FLAGS } from "./nccl";
 import type { FactSource, PortFacts } from "./ports";
 
@@ -23,6 +23,8 @@ export interface ReportLink {
   readonly rdma: { readonly measured: boolean; readonly reason: string };
   readonly error: string | null;
   readonly mgmtIface?: { readonly a: string | null; readonly b: string | null };
+  /** The thresholds the stack configured (sparkform:fabric.thresholds), as recorded. */
+  readonly thresholds?: Partial<FabricThresholds>;
 }
 
 export const ICMP_NOTE =

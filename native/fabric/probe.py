@@ -13,6 +13,9 @@
 #       p50/p99 in microseconds; throughput: bulk send for --seconds, the server counts what
 #       arrived and how long it took (so the number is what crossed the wire, not what the
 #       client buffered). Prints one JSON line.
+#   quit --addr ADDR --port PORT
+#       run on the server's node when the client failed: tells the server to stop waiting
+#       (it connects to the server's own address, which works even with the link down).
 #
 # Both ends pin themselves to --cpus (the node's performance cores from its fact sheet; the
 # runbook: p50 21.5 us on cpu19 vs 29.1 us on cpu0) with sched_setaffinity, taskset's own call,
@@ -104,6 +107,10 @@ def server(a):
                 serve_rtt(c)
             elif kind == b"T":
                 serve_bulk(c)
+            elif kind == b"Q":
+                served.append({"kind": "Q", "peer": peer[0]})
+                print(json.dumps({"served": served, "error": "the client gave up"}), flush=True)
+                return 5
             served.append({"kind": kind.decode("ascii", "replace"), "peer": peer[0]})
         except (OSError, ConnectionError) as e:
             served.append({"error": "%s: %s" % (type(e).__name__, e)})
@@ -183,6 +190,13 @@ def client(a):
     return 0 if out["error"] is None else 3
 
 
+def quit_server(a):
+    s = socket.create_connection((a.addr, a.port), timeout=3)
+    s.sendall(b"Q")
+    s.close()
+    return 0
+
+
 def main(argv):
     p = argparse.ArgumentParser(prog="probe.py")
     sub = p.add_subparsers(dest="mode", required=True)
@@ -200,8 +214,13 @@ def main(argv):
     c.add_argument("--seconds", type=float, default=2.0)
     c.add_argument("--connect-timeout", type=float, default=3.0)
     c.add_argument("--cpus", default="")
+    q = sub.add_parser("quit")
+    q.add_argument("--addr", required=True)
+    q.add_argument("--port", type=int, required=True)
     a = p.parse_args(argv)
-    return server(a) if a.mode == "server" else client(a)
+    if a.mode == "server":
+        return server(a)
+    return client(a) if a.mode == "client" else quit_server(a)
 
 
 if __name__ == "__main__":

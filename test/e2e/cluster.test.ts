@@ -18,7 +18,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { parseFacts } from "../../components/node/facts";
 import { localTreeDigest } from "../../components/tree/digest";
 import { repoRoot } from "../../setup/pulumi/env";
-import { simDown, simExec, simUp } from "../../sim/index";
+import { simDown, simExec, simLink, simUp } from "../../sim/index";
 import { renderStackConfig } from "../../sim/stack";
 import type { SimCluster } from "../../sim/state";
 import { type PulumiCli, pulumiCli } from "../support/pulumi-cli";
@@ -182,7 +182,7 @@ describe.skipIf(!isRoot)("sparkform on a simulated pair (real pulumi CLI)", () =
 
   it("is converged: a second up changes nothing and refresh --expect-no-changes passes", async () => {
     const again = await cli.run(["up", "--yes", "-s", stack], withAgent());
-    expect(again.output).toMatch(/\b8 unchanged/);
+    expect(again.output).toMatch(new RegExp(`\\b${await cli.resourceCount(stack)} unchanged`));
     expect(again.output).not.toMatch(/\bupdated\b/);
     await cli.run(["refresh", "--yes", "--expect-no-changes", "-s", stack]);
     await cli.run(["preview", "--expect-no-changes", "-s", stack]);
@@ -223,6 +223,37 @@ describe.skipIf(!isRoot)("sparkform on a simulated pair (real pulumi CLI)", () =
     const tc = await outputsOf("toolchain-spark-2");
     expect(tc).toMatchObject({ copiedBy: "relay", probeOutput: "sparktool 1.0.0" });
     expect(tc.digest).toBe((await outputsOf("toolchain-spark-1")).digest);
+    await cli.run(["refresh", "--yes", "--expect-no-changes", "-s", stack]);
+  });
+
+  it("a cut rail is drift on that rail's link only, and the fabric gate stops up until the rail is back", async () => {
+    const policies = ["--policy-pack", path.join(repoRoot, "policies")];
+    const rail = (n: number) => `fabric-spark-1-spark-2-rail${n}`;
+    expect((await outputsOf(rail(1))).healthy).toBe(true);
+    await simLink("spark-1", "spark-2", "down", 1);
+    try {
+      const refresh = await cli.run(["refresh", "--yes", "-s", stack]);
+      expect(refresh.output).toMatch(new RegExp(`${stack}-${rail(1)}\\s+updated`));
+      expect(refresh.output).not.toMatch(new RegExp(`${stack}-${rail(0)}\\s+updated`));
+      const cut = await outputsOf(rail(1));
+      expect(cut.healthy).toBe(false);
+      const failed = (cut.checks as { check: string; ok: boolean; message: string }[]).filter(
+        (c) => !c.ok,
+      );
+      expect(failed.map((c) => c.check)).toContain("reachable");
+      expect(failed.map((c) => c.message).join("\n")).toMatch(/rail 1/);
+      expect((await outputsOf(rail(0))).healthy).toBe(true);
+      // up re-measures the unhealthy link; the gate judges it measured, and refuses.
+      const gated = await cli.run(["up", "--yes", "-s", stack, ...policies], {
+        expectFailure: true,
+      });
+      expect(gated.output).toContain("fabric-healthy");
+      expect(gated.output).toMatch(/spark-1↔spark-2 rail 1 /);
+    } finally {
+      await simLink("spark-1", "spark-2", "up", 1);
+    }
+    await cli.run(["up", "--yes", "-s", stack, ...policies]);
+    expect((await outputsOf(rail(1))).healthy).toBe(true);
     await cli.run(["refresh", "--yes", "--expect-no-changes", "-s", stack]);
   });
 

@@ -9,7 +9,6 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { checkAddresses, DEFAULT_THRESHOLDS } from "../../components/fabric/checks";
 import { fixtureRdma } from "../../components/fabric/fixture";
 import { portFacts } from "../../components/fabric/ports";
-import { probeScript } from "../../components/fabric/probe";
 import {
   create,
   diff,
@@ -21,7 +20,7 @@ import {
 import { renderMarkdown, renderSvg } from "../../components/fabric/report";
 import { SIM_RAILS } from "../../components/fabric/sim-rails";
 import { svgToPng } from "../../cli/commands/report";
-import { nativeScript } from "../../components/native-script";
+import { programCommand, programRef } from "../../components/native-script";
 import { parseFacts } from "../../components/node/facts";
 import { close, run, type SshTarget } from "../../components/transport/ssh";
 import { simDown, simExec, simLink, simUp, type SimCluster } from "../../sim/index";
@@ -49,7 +48,7 @@ const target = (name: string): SshTarget => {
 async function end(name: string, rail: number, fixture = "sysfs-spark"): Promise<FabricEnd> {
   const t = target(name);
   const facts = parseFacts(
-    (await run(t, { script: nativeScript("facts.sh") }, { step: "facts" })).stdout,
+    (await run(t, programCommand("node/facts.sh", {}), { step: "facts" })).stdout,
     name,
   );
   const n = c.nodes.find((x) => x.name === name)!;
@@ -88,8 +87,7 @@ async function inputs(rail: number, fixtureB = "sysfs-spark"): Promise<FabricLin
     referenceGbps: null,
     probe: { count: 300, seconds: 1 },
     addressChecks: [addr.get(`spark-1/${rail}`)!, addr.get(`spark-2/${rail}`)!],
-    probeScript: probeScript(),
-    factsScript: nativeScript("facts.sh"),
+    programs: { probe: programRef("fabric/probe.py"), facts: programRef("node/facts.sh") },
   };
 }
 

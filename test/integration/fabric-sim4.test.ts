@@ -9,7 +9,6 @@ import { checkAddresses, DEFAULT_THRESHOLDS } from "../../components/fabric/chec
 import { linkPairs } from "../../components/fabric/config";
 import { fixtureRdma } from "../../components/fabric/fixture";
 import { portFacts } from "../../components/fabric/ports";
-import { probeScript } from "../../components/fabric/probe";
 import {
   create,
   read,
@@ -20,7 +19,7 @@ import {
 import { renderMarkdown, renderSvg } from "../../components/fabric/report";
 import { SIM_RAILS } from "../../components/fabric/sim-rails";
 import { svgToPng } from "../../cli/commands/report";
-import { nativeScript } from "../../components/native-script";
+import { programCommand, programRef } from "../../components/native-script";
 import { parseFacts } from "../../components/node/facts";
 import { close, run, type SshTarget } from "../../components/transport/ssh";
 import { simDown, simLink, simUp, type SimCluster } from "../../sim/index";
@@ -48,7 +47,7 @@ const target = (name: string): SshTarget => {
 async function end(name: string, rail: number, fixture = "sysfs-spark"): Promise<FabricEnd> {
   const t = target(name);
   const facts = parseFacts(
-    (await run(t, { script: nativeScript("facts.sh") }, { step: "facts" })).stdout,
+    (await run(t, programCommand("node/facts.sh", {}), { step: "facts" })).stdout,
     name,
   );
   const n = c.nodes.find((x) => x.name === name)!;
@@ -87,8 +86,7 @@ async function inputs(x: string, y: string, rail: number): Promise<FabricLinkInp
     referenceGbps: null,
     probe: { count: 200, seconds: 0.5 },
     addressChecks: [addr.get(`${x}/${rail}`)!, addr.get(`${y}/${rail}`)!],
-    probeScript: probeScript(),
-    factsScript: nativeScript("facts.sh"),
+    programs: { probe: programRef("fabric/probe.py"), facts: programRef("node/facts.sh") },
   };
 }
 

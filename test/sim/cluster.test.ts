@@ -223,6 +223,12 @@ describe.skipIf(!isRoot)("sim: a two-node simulated Spark cluster (root)", () =>
     expect(restored.samples).toBe(10);
   });
 
+  it("a node's /sys/class/net lists its own interfaces (mgmt0, fabric0, fabric1), not the host's", async () => {
+    const r = await ssh("spark-1", "ls /sys/class/net; cat /sys/class/net/fabric1/mtu");
+    expect(r.exitCode, r.stderr).toBe(0);
+    expect(r.stdout.trim().split("\n")).toEqual(["fabric0", "fabric1", "lo", "mgmt0", "9000"]);
+  });
+
   it("`sim link … down --rail 1` cuts rail 1 only; rail 0 keeps working; `up --rail 1` restores it", async () => {
     const rail1 = c.nodes[1]!.rails[1]!.address.split("/")[0] as string;
     expect((await tcpRtt("spark-1", rail1)).error).toBeNull();

@@ -14,6 +14,11 @@ export interface PulumiCli {
     opts?: { expectFailure?: boolean; stdin?: string; env?: NodeJS.ProcessEnv },
   ): Promise<PulumiRun>;
   env: NodeJS.ProcessEnv;
+  /**
+   * How many resources stack `name` holds (its default providers left out): what a converged
+   * `up` must report as unchanged.
+   */
+  resourceCount(name: string): Promise<number>;
 }
 
 /** A CLI bound to one project directory and extra environment (e.g. a private backend). */
@@ -46,6 +51,13 @@ export function pulumiCli(cwd: string, extraEnv: NodeJS.ProcessEnv = {}): Pulumi
         );
       }
       return { exitCode: result.exitCode ?? -1, output };
+    },
+    async resourceCount(name) {
+      const out = await this.run(["stack", "export", "-s", name]);
+      const resources = (
+        JSON.parse(out.output) as { deployment: { resources?: { type: string }[] } }
+      ).deployment.resources;
+      return (resources ?? []).filter((r) => !r.type.startsWith("pulumi:providers:")).length;
     },
   };
 }

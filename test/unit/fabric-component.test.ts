@@ -71,7 +71,11 @@ function nodeStage(names: string[]) {
       }) as unknown as import("../../components/node/spark-node").SparkNode,
     ]),
   );
-  return { names, of: (n: string) => nodes[n]! };
+  return {
+    names,
+    of: (n: string) => nodes[n]!,
+    childOpts: (extra: pulumi.CustomResourceOptions) => ({ ...extra, additionalSecretOutputs: [] }),
+  };
 }
 
 const rails = (names: string[]) =>
@@ -97,7 +101,7 @@ describe("Fabric stage (runtime mocks)", () => {
     const { parseFabricConfig } = await import("../../components/fabric/config");
     registered.length = 0;
     const names = ["spark-1", "spark-2"];
-    const f = new Fabric("sf", {
+    const f = new Fabric("sf-fabric", {
       nodes: nodeStage(names),
       fabric: parseFabricConfig({ rails: rails(names), rdmaFixture: "sysfs-spark" }, names),
     });
@@ -149,7 +153,7 @@ describe("Fabric stage (runtime mocks)", () => {
     const { parseFabricConfig } = await import("../../components/fabric/config");
     registered.length = 0;
     const names = ["spark-1", "spark-2", "spark-3", "spark-4"];
-    const f = new Fabric("sf4", {
+    const f = new Fabric("sf4-fabric", {
       nodes: nodeStage(names),
       fabric: parseFabricConfig({ rails: rails(names), rdmaFixture: "sysfs-spark" }, names),
     });

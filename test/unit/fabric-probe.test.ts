@@ -88,6 +88,17 @@ describe("fabric probe over loopback", () => {
     expect(Date.now() - t0).toBeLessThan(10_000);
   });
 
+  it("`quit` on the server's node stops a server whose client gave up", async () => {
+    const t0 = Date.now();
+    const srv = startServer(serverArgs("127.0.0.1", 30, []));
+    const port = parseListening(await srv.firstLine, "server");
+    expect(client(["quit", "--addr", "127.0.0.1", "--port", String(port)]).code).toBe(0);
+    const done = await srv.done;
+    expect(done.code).toBe(5);
+    expect(done.out).toMatch(/"error": "the client gave up"/);
+    expect(Date.now() - t0).toBeLessThan(10_000);
+  });
+
   it("binds the address it is given, not a wildcard", async () => {
     const srv = startServer(serverArgs("127.0.0.2", 5, []));
     const port = parseListening(await srv.firstLine, "server");
