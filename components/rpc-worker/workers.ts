@@ -3,7 +3,8 @@
 // Takes the Nodes and Builds stages (and the Trees stage, for the client's protocol version).
 import * as pulumi from "@pulumi/pulumi";
 import type { Builds } from "../build/builds";
-import type { NodeConfig } from "../config";
+import type { NodeConfig, StackConfig } from "../config";
+import type { Fabric } from "../fabric/fabric";
 import type { Model } from "../model/model";
 import type { Nodes } from "../node/nodes";
 import { gatherByNode, PerNode, type Stage } from "../stage";
@@ -152,4 +153,62 @@ export class RpcWorkers extends pulumi.ComponentResource implements Stage<Worker
   of(node: string): RpcWorker {
     return this.perNode.of(node);
   }
+}
+
+/** The stages the worker stage reads, as SparkCluster holds them. */
+export interface WorkerInputs {
+  readonly nodes: Nodes;
+  readonly builds: Builds;
+  readonly trees: Trees;
+  readonly model?: Model;
+  /** The Fabric stage: workers start after its links are measured, and bind only its rails. */
+  readonly fabric?: Fabric;
+}
+
+/**
+ * The worker stage from the validated config (`sparkform:worker`, with `sparkform:fabric`'s
+ * rail addresses as the allowed binds when a fabric is configured): what SparkCluster calls.
+ */
+export function rpcWorkersFor(
+  name: string,
+  stages: WorkerInputs,
+  config: Pick<StackConfig, "nodes" | "worker" | "fabric">,
+  opts?: pulumi.ComponentResourceOptions,
+): RpcWorkers | undefined {
+  const w = config.worker;
+  if (!w) return undefined;
+  const rails = config.fabric?.rails;
+  return new RpcWorkers(
+    name,
+    {
+      nodes: stages.nodes,
+      nodeConfigs: config.nodes,
+      builds: stages.builds,
+      trees: stages.trees,
+      client: w.client,
+      workers: w.nodes,
+      port: w.port,
+      threads: w.threads,
+      devices: w.devices,
+      cache: w.cache,
+      debug: w.debug,
+      rssLimitPercent: w.rssLimitPercent,
+      rssIntervalSeconds: w.rssIntervalSeconds,
+      ...(stages.model ? { model: stages.model } : {}),
+      ...(rails
+        ? {
+            fabricAddresses: Object.fromEntries(
+              Object.entries(rails).map(([n, rs]) => [
+                n,
+                rs.map((r) => r.address.replace(/\/\d+$/, "")),
+              ]),
+            ),
+          }
+        : {}),
+    },
+    {
+      ...opts,
+      dependsOn: [...stages.builds.ready, ...(stages.fabric ? stages.fabric.ready : [])],
+    },
+  );
 }
