@@ -245,6 +245,31 @@ export const treeSchema = z.strictObject({
 
 const MAX_NODES = 8;
 
+/**
+ * `sparkform:worker`: which node is the client and which run ggml-rpc-server
+ * (components/rpc-worker/). Each worker binds only its `fabricAddress`.
+ */
+export const workerSchema = z.strictObject({
+  /** The node that runs the client (default: the first node). */
+  client: nodeName.optional(),
+  /** The worker nodes (never the client). */
+  nodes: z.array(nodeName).min(1, "list at least one worker node, e.g. [spark-2]"),
+  port: z.number().int().min(1024).max(65535).default(50052),
+  /** CPU threads for the server (0 = its default, half the cores). */
+  threads: z.number().int().min(0).max(1024).default(0),
+  /** Devices to expose (`-d`), e.g. [CUDA0]; default all accelerators, else the CPU. */
+  devices: z
+    .array(z.string().regex(/^[A-Za-z0-9_]+$/, "is not a device name like CUDA0"))
+    .default([]),
+  /** The tensor cache (`-c`, ~/.cache/llama.cpp/rpc). */
+  cache: z.boolean().default(true),
+  /** GGML_RPC_DEBUG=1 (the transport evidence needs it on real fabrics). */
+  debug: z.boolean().default(true),
+  /** The RSS guard stops the worker at this % of RAM used; 0 turns it off (the policy refuses). */
+  rssLimitPercent: z.number().min(0).max(100).default(92),
+  rssIntervalSeconds: z.number().min(0.5).max(60).default(2),
+});
+
 /** The schema of every non-secret key, before the cross-checks. */
 const sectionsSchema = z.object({
   nodes: z
@@ -265,6 +290,8 @@ const sectionsSchema = z.object({
   model: modelConfigSchema.optional(),
   /** The fabric's rails per node, topology, RDMA fact source, thresholds (components/fabric). */
   fabric: fabricConfigSchema.optional(),
+  /** ggml-rpc-server on the worker nodes (needs `build`); see components/rpc-worker/. */
+  worker: workerSchema.optional(),
 });
 
 type Sections = z.infer<typeof sectionsSchema>;
@@ -289,6 +316,8 @@ export type StackBuild = BuildConfig & {
   /** Artifacts (default DEFAULT_ARTIFACTS; relative to the tree with a build command). */
   artifacts: string[];
 };
+/** `sparkform:worker`, with `client` resolved (default: the first node). */
+export type StackWorker = z.infer<typeof workerSchema> & { client: string };
 /** `sparkform:model`, with `nodes` resolved (default: all nodes, in their order). */
 export type StackModel = ModelConfig & { nodes: string[] };
 
@@ -302,6 +331,7 @@ export interface StackConfigData {
   build?: StackBuild;
   model?: StackModel;
   fabric?: FabricConfig;
+  worker?: StackWorker;
   /** Directories whose free space each node's fact sheet reports: the models dir, the tree. */
   diskPaths: string[];
 }
@@ -327,7 +357,7 @@ export const configKeys = [
 /** Keys read with getSecret: their values are never part of the parsed data. */
 export const secretConfigKeys = ["privateKey", "hfToken"] as const;
 /** Every key sparkform reads; any other `sparkform:` key is a typo or a leftover. */
-export const stackConfigKeys = [...configKeys, "model", ...secretConfigKeys] as const;
+export const stackConfigKeys = [...configKeys, "model", "worker", ...secretConfigKeys] as const;
 /**
  * The secrets' plain text, checked so a pasted-wrong key or token is a config error like any
  * other. Its messages never quote the value, and the value never joins the parsed data.
@@ -358,7 +388,15 @@ const secretsSchema = z.object({
 });
 
 /** Keys whose values are YAML maps or lists (read with getObject); the rest are strings. */
-const structuredKeys = new Set<string>(["nodes", "toolchain", "tree", "build", "model", "fabric"]);
+const structuredKeys = new Set<string>([
+  "nodes",
+  "toolchain",
+  "tree",
+  "build",
+  "model",
+  "fabric",
+  "worker",
+]);
 
 export interface ParseOptions {
   /**
@@ -444,6 +482,39 @@ function crossChecks(v: Record<string, unknown>, ctx: z.RefinementCtx, opts: Par
   const fabric = valid(fabricConfigSchema, v.fabric);
   if (fabric && known.length > 0) {
     for (const i of railIssues(fabric.rails, known)) add(["fabric", ...i.path], i.message);
+  }
+
+  // The worker section: its nodes and client are configured nodes, with fabric addresses.
+  if (v.worker !== undefined) {
+    const client = str(field(v.worker, "client"));
+    if (client && !isNode(client)) {
+      add(
+        ["worker", "client"],
+        `${JSON.stringify(client)} is not one of the nodes (${list}); name the node that runs the client`,
+      );
+    }
+    const first = Array.isArray(v.nodes) ? str(field(v.nodes[0], "name")) : undefined;
+    const workerNodes = field(v.worker, "nodes");
+    for (const [i, n] of (Array.isArray(workerNodes) ? workerNodes : []).entries()) {
+      if (typeof n !== "string" || n === "") continue;
+      if (!isNode(n)) {
+        add(
+          ["worker", "nodes", i],
+          `${JSON.stringify(n)} is not one of sparkform:nodes (${list}); name one of them`,
+        );
+      } else if (n === (client ?? first)) {
+        add(
+          ["worker", "nodes", i],
+          `${JSON.stringify(n)} is the client node; list only the other nodes, or set worker.client`,
+        );
+      }
+    }
+    if (v.build === undefined) {
+      add(
+        ["worker"],
+        "runs the build's ggml-rpc-server, but sparkform:build is not set; set sparkform:build too",
+      );
+    }
   }
 
   if (v.build !== undefined && v.tree === undefined) {
@@ -548,6 +619,7 @@ function resolve(c: Sections, opts: ParseOptions): StackConfigData {
       : {}),
     ...(c.model ? { model: { ...c.model, nodes: c.model.nodes ?? all } } : {}),
     ...(c.fabric ? { fabric: c.fabric } : {}),
+    ...(c.worker ? { worker: { ...c.worker, client: c.worker.client ?? first } } : {}),
     diskPaths: [c.model?.modelsDir ?? MODELS_DIR_DEFAULT, c.tree?.dest ?? "~"],
   };
 }

@@ -4,6 +4,7 @@
 // The evidence is a slice of each provider's Outputs interface, so a renamed or retyped output
 // breaks the pack's compile instead of silently hiding evidence from a policy.
 import type { NativeBuildOutputs } from "./build/provider";
+import type { RpcWorkerOutputs } from "./rpc-worker/provider";
 import type { ModelReplicaOutputs } from "./model/provider";
 import type { SparkNodeOutputs } from "./node/provider";
 import type { ToolchainOutputs } from "./toolchain/provider";
@@ -16,6 +17,7 @@ export interface KindOutputs {
   TreeSync: TreeSyncOutputs;
   NativeBuild: NativeBuildOutputs;
   ModelReplica: ModelReplicaOutputs;
+  RpcWorker: RpcWorkerOutputs;
 }
 
 /** A sparkform resource kind: `SparkNode`, `Toolchain`, `TreeSync`, `NativeBuild`, `ModelReplica`. */
@@ -28,6 +30,7 @@ export const KINDS = [
   "TreeSync",
   "NativeBuild",
   "ModelReplica",
+  "RpcWorker",
 ] as const satisfies readonly Kind[];
 // The list names every kind: a kind added to KindOutputs and not here fails to compile.
 type _AllKindsListed = Assert<
@@ -73,6 +76,21 @@ export interface KindEvidence extends Record<Kind, { target: Target }> {
   TreeSync: Pick<TreeSyncOutputs, "target" | "digest" | "expectedDigest">;
   NativeBuild: Pick<NativeBuildOutputs, "target" | "flags" | "commit" | "artifacts" | "checks">;
   ModelReplica: Pick<ModelReplicaOutputs, "target" | "repo" | "commit" | "files">;
+  RpcWorker: Pick<
+    RpcWorkerOutputs,
+    | "target"
+    | "bind"
+    | "fabricAddresses"
+    | "managementAddress"
+    | "rssLimitPercent"
+    | "workerBuild"
+    | "clientBuild"
+    | "client"
+    | "version"
+    | "clientVersion"
+    | "digest"
+    | "status"
+  >;
 }
 
 /** The evidence of one kind. */

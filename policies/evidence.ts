@@ -64,6 +64,20 @@ const FIELDS: { [K in Kind]: { [F in keyof KindEvidence[K]]-?: (v: unknown) => b
     checks: Array.isArray,
   },
   ModelReplica: { target: isObject, repo: isString, commit: isString, files: Array.isArray },
+  RpcWorker: {
+    target: isObject,
+    bind: isString,
+    fabricAddresses: Array.isArray,
+    managementAddress: isString,
+    rssLimitPercent: (v) => typeof v === "number",
+    workerBuild: isObject,
+    clientBuild: isObject,
+    client: isObject,
+    version: isString,
+    clientVersion: isString,
+    digest: isString,
+    status: isObject,
+  },
 };
 
 /** Whether `kind` names a sparkform kind. */

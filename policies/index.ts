@@ -5,6 +5,7 @@ import { buildsIdentical, cudaArchPinned } from "./build";
 import { fabricHealthy, rdmaTransport } from "./fabric";
 import { modelPinned } from "./model";
 import { hostKeyPinned } from "./node";
+import { rpcBoundToFabric, rssGuardOn, workerVersionMatch } from "./rpc";
 import { toolchainsIdentical } from "./toolchain";
 import { treesIdentical } from "./tree";
 
@@ -18,5 +19,8 @@ new PolicyPack("sparkform", {
     buildsIdentical,
     cudaArchPinned,
     modelPinned,
+    rpcBoundToFabric,
+    rssGuardOn,
+    workerVersionMatch,
   ],
 });

@@ -31,6 +31,7 @@ describe("type tokens", () => {
       "pulumi-nodejs:dynamic/sparkform:TreeSync",
       "pulumi-nodejs:dynamic/sparkform:NativeBuild",
       "pulumi-nodejs:dynamic/sparkform:ModelReplica",
+      "pulumi-nodejs:dynamic/sparkform:RpcWorker",
     ]);
     expect(LEGACY_TYPE).toBe("pulumi-nodejs:dynamic:Resource");
   });

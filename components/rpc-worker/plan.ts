@@ -1,0 +1,198 @@
+// Pure parts of the RpcWorker stage: where a worker binds, how its measured state reads, and
+// when that state is drift. Node programs: native/rpc-worker/ (start.sh, stop.sh, status.py,
+// probe.py, rss-guard.py).
+import { isIP } from "node:net";
+import { parseRpcTransport, type RpcTransport } from "../fabric/rpc-log";
+
+export const RPC_PROGRAMS = {
+  start: "rpc-worker/start.sh",
+  stop: "rpc-worker/stop.sh",
+  status: "rpc-worker/status.py",
+  probe: "rpc-worker/probe.py",
+  guard: "rpc-worker/rss-guard.py",
+  prewarm: "rpc-worker/prewarm.py",
+} as const;
+
+/** ggml-rpc.cpp's HASH_THRESHOLD: tensors strictly larger are sent by hash first. */
+export const HASH_THRESHOLD = 10 * 1024 * 1024;
+
+/** What a pre-warm did (native/rpc-worker/prewarm.py's summary). */
+export interface Prewarm {
+  entries: number;
+  written: number;
+  reused: number;
+  pruned: number;
+  bytes: number;
+  skipped: string[];
+}
+
+/** The installed server, relative to NativeBuild's installDir (its default artifact). */
+export const SERVER_ARTIFACT = "bin/ggml-rpc-server";
+export const DEFAULT_PORT = 50052;
+export const DEFAULT_RSS_LIMIT_PERCENT = 92;
+/** Where the server's tensor cache is (LLAMA_CACHE=~/.cache/llama.cpp, then `rpc/`). */
+export const CACHE_DIR = "~/.cache/llama.cpp/rpc";
+
+/** The list of cache entries sparkform wrote for the worker on `port` (what prune reads). */
+export function prewarmManifest(port: number): string {
+  return `~/.cache/sparkform/rpc-worker/prewarm-${port}.json`;
+}
+
+/** `systemctl --user show` of one unit. */
+export interface UnitState {
+  ActiveState: string;
+  SubState: string;
+  Result: string;
+  NRestarts: string;
+  InvocationID: string;
+  MainPID: string;
+  ExecMainStatus: string;
+}
+
+export interface WorkerStatus {
+  worker: UnitState;
+  guard: UnitState;
+  /** sha256 of /proc/<MainPID>/exe ("" when not running). */
+  runningDigest: string;
+  /** sha256 of the binary file the unit runs. */
+  binaryDigest: string;
+  /** Local addresses listening on the port. */
+  listening: string[];
+  /** Peers connected to the port, `addr:port`. */
+  established: string[];
+  log: string[];
+  guardLog: string[];
+}
+
+export interface ProbeResult {
+  endpoint: string;
+  ok: boolean;
+  state: "ok" | "refused" | "unreachable" | "no-answer" | "protocol";
+  version?: string;
+  clientVersion?: string | { error: string } | null;
+  devices?: { device: number; free: number; total: number }[];
+  error?: string;
+}
+
+/** A bind address that is never acceptable for a server without authentication, and why. */
+export function unsafeBind(
+  bind: string,
+  opts: { managementAddress: string; remoteClient: boolean },
+): string | undefined {
+  if (bind === "0.0.0.0" || bind === "::" || bind === "" || bind === "*")
+    return `${JSON.stringify(bind)} is the wildcard address (every interface, the LAN included)`;
+  if (isIP(bind) === 0) return `${JSON.stringify(bind)} is not an IP address`;
+  if (bind === opts.managementAddress)
+    return `${bind} is the node's management address (the LAN the control node reaches)`;
+  if (opts.remoteClient && (bind.startsWith("127.") || bind === "::1"))
+    return `${bind} is loopback, and the client is another node`;
+  return undefined;
+}
+
+/** The client's peers as `addr` of `addr:port`. */
+export function peerAddress(established: string): string {
+  return established.replace(/:\d+$/, "");
+}
+
+export type Health =
+  | { state: "ok"; detail: string }
+  | { state: "busy"; detail: string }
+  | { state: "down"; detail: string };
+
+/**
+ * What a probe plus the worker's socket table say. No answer while the cluster's own client
+ * (at `clientAddress`) holds the one connection the server serves is healthy: "busy: serving".
+ */
+export function judgeHealth(
+  probe: ProbeResult,
+  status: Pick<WorkerStatus, "established">,
+  clientAddress: string,
+): Health {
+  if (probe.ok) {
+    const devs = (probe.devices ?? [])
+      .map((d) => `device ${d.device}: ${mib(d.free)} of ${mib(d.total)} MiB free`)
+      .join(", ");
+    return { state: "ok", detail: `HELLO ${probe.version} from ${clientAddress}; ${devs}` };
+  }
+  if (probe.state === "no-answer") {
+    const own = status.established.find((e) => peerAddress(e) === clientAddress);
+    if (own) return { state: "busy", detail: `busy: serving ${own}` };
+    const other = status.established.filter((e) => peerAddress(e) !== clientAddress);
+    return {
+      state: "down",
+      detail:
+        other.length > 0
+          ? `no answer to HELLO: serving ${other.join(", ")}, which is not the cluster's client (${clientAddress})`
+          : `no answer to HELLO and no client connected: the server is wedged (${probe.error ?? ""})`,
+    };
+  }
+  return { state: "down", detail: `${probe.state}: ${probe.error ?? "no detail"}` };
+}
+
+const mib = (b: number) => Math.round(b / 2 ** 20);
+
+/** The transport the worker's log shows (the Fabric stage's parser), with its evidence line. */
+export function workerTransport(status: Pick<WorkerStatus, "log">): RpcTransport {
+  return parseRpcTransport(status.log.join("\n"));
+}
+
+/** What the last start recorded, to tell a restart hidden by Restart=on-failure. */
+export interface Started {
+  invocationId: string;
+  nRestarts: string;
+}
+
+/** Why the measured worker is not the one `up` started, or [] when it is (drift reasons). */
+export function driftReasons(o: {
+  status: WorkerStatus;
+  started: Started;
+  expectedDigest: string;
+  bind: string;
+  guardOn: boolean;
+}): string[] {
+  const r: string[] = [];
+  const w = o.status.worker;
+  if (w.ActiveState !== "active" || w.SubState !== "running")
+    r.push(`worker unit is ${w.ActiveState}/${w.SubState} (result ${w.Result})`);
+  if (w.NRestarts !== o.started.nRestarts)
+    r.push(`worker restarted ${w.NRestarts} times (was ${o.started.nRestarts} at start)`);
+  if (w.InvocationID !== o.started.invocationId)
+    r.push(
+      `worker invocation changed (${o.started.invocationId.slice(0, 8)} → ${w.InvocationID.slice(0, 8) || "none"})`,
+    );
+  if (o.status.binaryDigest !== o.expectedDigest)
+    r.push(
+      `binary sha256 ${o.status.binaryDigest.slice(0, 12) || "(missing)"} is not the build's ${o.expectedDigest.slice(0, 12)}`,
+    );
+  if (o.status.runningDigest && o.status.runningDigest !== o.expectedDigest)
+    r.push(
+      `running binary sha256 ${o.status.runningDigest.slice(0, 12)} is not the build's ${o.expectedDigest.slice(0, 12)}`,
+    );
+  if (
+    o.guardOn &&
+    (o.status.guard.ActiveState !== "active" || o.status.guard.SubState !== "running")
+  )
+    r.push(`RSS guard unit is ${o.status.guard.ActiveState}/${o.status.guard.SubState}`);
+  const others = o.status.listening.filter((a) => a !== o.bind);
+  if (others.length > 0) r.push(`listening on ${others.join(", ")} besides ${o.bind}`);
+  return r;
+}
+
+/** The version and identity check: messages naming both builds, or [] when they agree. */
+export function identityMismatch(o: {
+  worker: { node: string; version?: string; digest: string; installDir: string };
+  client: { node: string; version?: string; digest: string; installDir: string };
+}): string[] {
+  const w = o.worker;
+  const c = o.client;
+  const r: string[] = [];
+  if (w.version === undefined || c.version === undefined || w.version !== c.version)
+    r.push(
+      `RPC version: worker ${w.node} answers ${w.version ?? "(unknown)"}, the client ${c.node}'s build is ${c.version ?? "(unknown)"}`,
+    );
+  if (w.digest !== c.digest)
+    r.push(
+      `ggml-rpc-server sha256: worker ${w.node} runs ${w.digest || "(none)"} (${w.installDir}), the client ${c.node}'s build has ${c.digest || "(none)"} (${c.installDir})`,
+    );
+  return r;
+}

@@ -1,0 +1,360 @@
+// RpcWorker's dynamic-provider implementation: ggml-rpc-server from the verified build as a
+// `systemd-run --user` unit on the worker node, bound to its fabric address, with the RSS guard
+// beside it; health is a real RPC HELLO from the client node over the fabric.
+//
+//   start    native/rpc-worker/start.sh: refuses a binary whose sha256 is not the client
+//            build's, and an address the node does not have; starts worker and guard
+//   status   native/rpc-worker/status.py: units, running binary's digest, socket table, log
+//   health   native/rpc-worker/probe.py on the client: HELLO, DEVICE_COUNT, GET_DEVICE_MEMORY
+//   identity version (patch included) and digest equal to the client build's, else the worker
+//            is stopped again and the error names both builds: no client ever uses it
+import type * as pulumi from "@pulumi/pulumi";
+import { programCommand, programFor, type ProgramRef, nativeProgram } from "../native-script";
+import type { RpcTransport } from "../fabric/rpc-log";
+import type { ProviderImpl } from "../providers/delegate";
+import { changedKeys } from "../providers/diff";
+import { progress } from "../providers/progress";
+import { homeRelative, openNode, RemoteCommandError, type SshTarget } from "../transport/ssh";
+import {
+  driftReasons,
+  type Health,
+  identityMismatch,
+  judgeHealth,
+  CACHE_DIR,
+  HASH_THRESHOLD,
+  type Prewarm,
+  prewarmManifest,
+  type ProbeResult,
+  RPC_PROGRAMS,
+  type Started,
+  type WorkerStatus,
+  workerTransport,
+} from "./plan";
+
+export interface RpcWorkerInputs {
+  kind: "RpcWorker";
+  providerVersion: string;
+  /** The worker node. */
+  target: SshTarget;
+  /** The client node, which probes the worker over the fabric. */
+  client: { target: SshTarget; fabricAddress: string };
+  /** The address the server binds: the worker's fabric address on the client's rail. */
+  bind: string;
+  port: number;
+  /** The node's fabric addresses (the policy's allowed binds). */
+  fabricAddresses: string[];
+  /** The node's management address (how the control node reaches it): never a bind. */
+  managementAddress: string;
+  threads: number;
+  devices: string[];
+  cache: boolean;
+  debug: boolean;
+  /** Stop the worker at this % of RAM used; 0 = no guard (the policy rejects it). */
+  rssLimitPercent: number;
+  rssIntervalSeconds: number;
+  /** The worker node's installed ggml-rpc-server (NativeBuild installDir + artifact). */
+  binary: string;
+  /** The worker node's build: installDir and its measured digest of the server. */
+  workerBuild: { installDir: string; digest: string };
+  /** The client node's build: the digest every worker's binary must equal. */
+  clientBuild: { installDir: string; digest: string; header: string };
+  programs: Record<keyof typeof RPC_PROGRAMS, ProgramRef>;
+  /** Model files on the worker node (SHA-256 known) whose tensors pre-warm the cache. */
+  prewarm: { path: string; sha256: string }[];
+}
+
+export interface RpcWorkerOutputs extends RpcWorkerInputs {
+  endpoint: string;
+  unit: string;
+  guardUnit: string;
+  status: WorkerStatus;
+  started: Started;
+  /** The worker's RPC protocol version from HELLO, patch included ("" when never answered). */
+  version: string;
+  clientVersion: string;
+  /** sha256 of the running server binary (/proc/<pid>/exe). */
+  digest: string;
+  /** Per device the server exposes: free and total bytes (GET_DEVICE_MEMORY). */
+  deviceMemory: { device: number; free: number; total: number }[];
+  health: Health;
+  transport: RpcTransport;
+  /** The last pre-warm of the tensor cache (null with the cache off). */
+  prewarmed: Prewarm | null;
+  /** Why the measured worker differs from the one started ([] = none): drift on refresh. */
+  drift: string[];
+}
+
+const tag = (t: SshTarget) => `[${t.name}] rpc-worker`;
+const unitName = (port: number) => `sparkform-rpc-worker-${port}`;
+
+async function status(i: RpcWorkerInputs): Promise<WorkerStatus> {
+  const r = await openNode(i.target).run(
+    programCommand(programFor(i.programs.status, RPC_PROGRAMS.status), {
+      args: [String(i.port), homeRelative(i.binary)],
+      display: `rpc-worker status :${i.port}`,
+    }),
+    { step: "rpc-worker status", timeoutMs: 60_000 },
+  );
+  return JSON.parse(r.stdout) as WorkerStatus;
+}
+
+async function probe(i: RpcWorkerInputs, timeoutS = 5): Promise<ProbeResult> {
+  const r = await openNode(i.client.target).run(
+    programCommand(programFor(i.programs.probe, RPC_PROGRAMS.probe), {
+      args: [i.bind, String(i.port), String(timeoutS), homeRelative(i.clientBuild.header)],
+      display: `rpc HELLO ${i.bind}:${i.port} from ${i.client.target.name}`,
+    }),
+    { step: "rpc-worker HELLO", timeoutMs: (timeoutS * 4 + 30) * 1000 },
+  );
+  return JSON.parse(r.stdout) as ProbeResult;
+}
+
+async function stop(i: Pick<RpcWorkerInputs, "target" | "port" | "programs">): Promise<void> {
+  await openNode(i.target).run(
+    programCommand(programFor(i.programs.stop, RPC_PROGRAMS.stop), {
+      args: [String(i.port)],
+      display: `stop ${unitName(i.port)} and its guard`,
+    }),
+    { step: "rpc-worker stop", timeoutMs: 60_000 },
+  );
+}
+
+/**
+ * Write the cache entries of the configured model files (verified by SHA-256 on the node) and
+ * remove the entries sparkform wrote that no configured file references; no files = prune all.
+ */
+async function prewarm(
+  i: Pick<RpcWorkerInputs, "target" | "port" | "programs">,
+  files: RpcWorkerInputs["prewarm"],
+): Promise<Prewarm> {
+  const r = await openNode(i.target).run(
+    programCommand(programFor(i.programs.prewarm, RPC_PROGRAMS.prewarm), {
+      args: [
+        homeRelative(CACHE_DIR),
+        homeRelative(prewarmManifest(i.port)),
+        String(HASH_THRESHOLD),
+        ...files.flatMap((f) => [homeRelative(f.path), f.sha256]),
+      ],
+      display: files.length
+        ? `pre-warm ${CACHE_DIR} from ${files.map((f) => f.path).join(" ")}`
+        : `prune sparkform's entries in ${CACHE_DIR}`,
+    }),
+    { step: "rpc-worker pre-warm", timeoutMs: 60 * 60_000, okExitCodes: [0, 3] },
+  );
+  const out = JSON.parse(r.stdout.trim().split("\n").pop() ?? "{}") as Prewarm & { error?: string };
+  if (r.exitCode === 3 || out.error)
+    throw new Error(`${tag(i.target)}: pre-warm refused: ${out.error ?? r.stderr}`);
+  return out;
+}
+
+function measured(
+  i: RpcWorkerInputs,
+  st: WorkerStatus,
+  p: ProbeResult | undefined,
+  prev?: Pick<RpcWorkerOutputs, "version" | "deviceMemory">,
+): Pick<
+  RpcWorkerOutputs,
+  "version" | "clientVersion" | "digest" | "deviceMemory" | "health" | "transport"
+> {
+  const health: Health = p
+    ? judgeHealth(p, st, i.client.fabricAddress)
+    : { state: "down", detail: "not probed: the unit is not running" };
+  return {
+    version: p?.version ?? prev?.version ?? "",
+    clientVersion: typeof p?.clientVersion === "string" ? p.clientVersion : "",
+    digest: st.runningDigest,
+    deviceMemory: p?.devices ?? prev?.deviceMemory ?? [],
+    health,
+    transport: workerTransport(st),
+  };
+}
+
+async function converge(i: RpcWorkerInputs): Promise<RpcWorkerOutputs> {
+  const who = tag(i.target);
+  const endpoint = `${i.bind}:${i.port}`;
+  // Identity before anything starts: the worker's build must be the client's, byte for byte.
+  if (i.workerBuild.digest !== i.clientBuild.digest) {
+    throw new Error(
+      `${who}: not started: ${identityMismatch({
+        worker: {
+          node: i.target.name,
+          digest: i.workerBuild.digest,
+          installDir: i.workerBuild.installDir,
+          version: "",
+        },
+        client: {
+          node: i.client.target.name,
+          digest: i.clientBuild.digest,
+          installDir: i.clientBuild.installDir,
+          version: "",
+        },
+      })
+        .slice(1)
+        .join("; ")}. Rebuild both from the same tree (pulumi up --refresh).`,
+    );
+  }
+  // Before the server starts, so the first load already finds every entry.
+  const prewarmed = i.cache ? await prewarm(i, i.prewarm) : null;
+  if (prewarmed && prewarmed.entries > 0)
+    await progress(
+      `${who}: tensor cache pre-warmed: ${prewarmed.entries} entries (${Math.round(prewarmed.bytes / 2 ** 20)} MiB; ${prewarmed.written} written, ${prewarmed.reused} kept, ${prewarmed.pruned} pruned)`,
+    );
+  try {
+    await openNode(i.target).run(
+      programCommand(programFor(i.programs.start, RPC_PROGRAMS.start), {
+        args: [
+          homeRelative(i.binary),
+          i.bind,
+          String(i.port),
+          String(i.threads),
+          i.devices.join(","),
+          i.cache ? "1" : "0",
+          i.debug ? "1" : "0",
+          i.clientBuild.digest,
+          String(i.rssLimitPercent),
+          String(i.rssIntervalSeconds),
+          i.rssLimitPercent > 0 ? nativeProgram(RPC_PROGRAMS.guard).text : "",
+        ],
+        display: `systemd-run --user --unit=${unitName(i.port)} ggml-rpc-server -H ${i.bind} -p ${i.port}${i.cache ? " -c" : ""}`,
+      }),
+      { step: "rpc-worker start", timeoutMs: 120_000 },
+    );
+  } catch (err) {
+    if (err instanceof RemoteCommandError && err.exitCode === 7) {
+      throw new Error(
+        `${who}: not started: ${i.binary} on ${i.target.name} is not the client ${i.client.target.name}'s build ` +
+          `(${i.clientBuild.installDir}, sha256 ${i.clientBuild.digest}): ${err.outputTail.trim()}. ` +
+          "Rebuild with `pulumi up --refresh` so both nodes install the same verified build.",
+        { cause: err },
+      );
+    }
+    throw err;
+  }
+  const st = await status(i);
+  const p = await probe(i);
+  const m = measured(i, st, p);
+  const mismatch = p.ok
+    ? identityMismatch({
+        worker: {
+          node: i.target.name,
+          version: m.version,
+          digest: st.runningDigest,
+          installDir: i.workerBuild.installDir,
+        },
+        client: {
+          node: i.client.target.name,
+          version: m.clientVersion || undefined,
+          digest: i.clientBuild.digest,
+          installDir: i.clientBuild.installDir,
+        },
+      })
+    : [];
+  if (!p.ok || mismatch.length > 0) {
+    // Nothing may connect to a worker that failed its check: stop it before reporting.
+    await stop(i).catch(() => undefined);
+    throw new Error(
+      p.ok
+        ? `${who}: the worker at ${endpoint} is not the client's build, so it was stopped: ${mismatch.join("; ")}. ` +
+            "Rebuild both nodes from the same tree (`pulumi up --refresh`)."
+        : `${who}: the worker at ${endpoint} did not answer a HELLO from ${i.client.target.name} (${m.health.detail}); it was stopped. ` +
+            `Its log:\n${st.log.slice(-20).join("\n")}`,
+    );
+  }
+  await progress(
+    `${who}: ${endpoint} ${m.health.detail}; transport ${m.transport.transport} (${m.transport.evidence ?? "no line"})`,
+  );
+  return {
+    ...i,
+    endpoint,
+    unit: unitName(i.port),
+    guardUnit: `sparkform-rpc-guard-${i.port}`,
+    status: st,
+    started: { invocationId: st.worker.InvocationID, nRestarts: st.worker.NRestarts },
+    ...m,
+    prewarmed,
+    drift: [],
+  };
+}
+
+export async function create(
+  inputs: RpcWorkerInputs,
+): Promise<pulumi.dynamic.CreateResult<RpcWorkerOutputs>> {
+  return { id: `${inputs.target.name}:rpc-worker:${inputs.port}`, outs: await converge(inputs) };
+}
+
+/** Refresh: the units, the running binary, the socket table, a HELLO (busy is healthy). */
+export async function read(
+  id: string,
+  props: RpcWorkerOutputs,
+): Promise<pulumi.dynamic.ReadResult<RpcWorkerOutputs>> {
+  const st = await status(props);
+  const running = st.worker.ActiveState === "active";
+  const p = running ? await probe(props) : undefined;
+  const drift = driftReasons({
+    status: st,
+    started: props.started,
+    expectedDigest: props.clientBuild.digest,
+    bind: props.bind,
+    guardOn: props.rssLimitPercent > 0,
+  });
+  if (p && !p.ok && judgeHealth(p, st, props.client.fabricAddress).state === "down")
+    drift.push(`no HELLO answer: ${p.error ?? p.state}`);
+  return { id, props: { ...props, status: st, ...measured(props, st, p, props), drift } };
+}
+
+/** Inputs whose change restarts the worker. */
+export const RESTART_KEYS = [
+  "providerVersion",
+  "target",
+  "client",
+  "bind",
+  "port",
+  "threads",
+  "devices",
+  "cache",
+  "debug",
+  "rssLimitPercent",
+  "rssIntervalSeconds",
+  "binary",
+  "workerBuild",
+  "clientBuild",
+  "programs",
+  "prewarm",
+] as const;
+
+export async function diff(
+  _id: string,
+  olds: RpcWorkerOutputs,
+  news: RpcWorkerInputs,
+): Promise<pulumi.dynamic.DiffResult> {
+  const changed: string[] = changedKeys(olds, news, RESTART_KEYS);
+  const drifted = (olds.drift ?? []).length > 0;
+  const all = [...changed, ...(drifted ? ["drift"] : [])];
+  return { changes: all.length > 0, replaces: [], ...(all.length > 0 ? { diffs: all } : {}) };
+}
+
+export async function update(
+  _id: string,
+  olds: RpcWorkerOutputs,
+  news: RpcWorkerInputs,
+): Promise<pulumi.dynamic.UpdateResult<RpcWorkerOutputs>> {
+  // A new port or node leaves the old unit behind: stop it first.
+  if (olds.port !== news.port || olds.target.name !== news.target.name) await stop(olds);
+  return { outs: await converge(news) };
+}
+
+/** Destroy stops worker and guard and waits until nothing listens on the port. */
+async function deleteWorker(_id: string, props: RpcWorkerOutputs): Promise<void> {
+  // The cache entries sparkform wrote go too (the server's own stay: they are the user's).
+  if (props.programs?.prewarm) await prewarm(props, []);
+  await stop(props);
+}
+export { deleteWorker as delete };
+
+export const provider = {
+  create,
+  read,
+  diff,
+  update,
+  delete: deleteWorker,
+} satisfies ProviderImpl<RpcWorkerInputs, RpcWorkerOutputs>;

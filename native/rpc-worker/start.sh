@@ -1,0 +1,100 @@
+#!/bin/sh
+# Runs on a worker node (non-login ssh, as the cluster's user): ggml-rpc-server from the
+# verified, installed build as a `systemd-run --user` transient unit bound to one address, and
+# the RSS guard as a second unit beside it. Arguments ("$@", never pasted into this text):
+#   BIN BIND PORT THREADS DEVICES CACHE DEBUG EXPECTED_SHA GUARD_PERCENT GUARD_INTERVAL GUARD_TEXT
+# DEVICES is comma-separated or ""; THREADS 0 = the server's default; CACHE/DEBUG 0|1;
+# GUARD_PERCENT 0 = no guard. Exit codes: 3 binary missing, 4 BIND not an address of this node,
+# 5 port taken by something else, 6 unit did not come up, 7 binary digest is not the expected,
+# 8 no user manager. stdout: key=value lines.
+set -eu
+BIN=$1 BIND=$2 PORT=$3 THREADS=$4 DEVICES=$5 CACHE=$6 DEBUG=$7 EXPECTED=$8
+GUARD_PERCENT=$9
+shift 9
+GUARD_INTERVAL=$1 GUARD_TEXT=$2
+UNIT="sparkform-rpc-worker-$PORT"
+GUARD="sparkform-rpc-guard-$PORT"
+STATE="$HOME/.cache/sparkform/rpc-worker"
+LOG="$STATE/worker-$PORT.log"
+
+case $BIN in /*) ;; *) BIN="$HOME/$BIN" ;; esac
+[ -x "$BIN" ] || { echo "$BIN is not an executable file on this node" >&2; exit 3; }
+# The server has no authentication: bind only an address this node really has.
+if ! ip -o addr show | awk '{print $4}' | cut -d/ -f1 | grep -qxF "$BIND"; then
+  echo "$BIND is not an address of this node ($(ip -o addr show | awk '{print $2"="$4}' | tr '\n' ' '))" >&2
+  exit 4
+fi
+
+# A user manager that survives the ssh session (no password needed for one's own linger), and
+# its bus: a non-login ssh session has no XDG_RUNTIME_DIR of its own.
+loginctl enable-linger "$(id -un)" 2>/dev/null || true
+XDG_RUNTIME_DIR="/run/user/$(id -u)"
+export XDG_RUNTIME_DIR
+i=0
+until [ -S "$XDG_RUNTIME_DIR/bus" ]; do
+  i=$((i + 1))
+  [ "$i" -le 60 ] || { echo "no user manager bus at $XDG_RUNTIME_DIR/bus after 30 s (linger on?)" >&2; exit 8; }
+  sleep 0.5
+done
+
+# A restart replaces the previous instance (and its guard) of this port.
+for u in "$GUARD" "$UNIT"; do
+  systemctl --user stop "$u.service" 2>/dev/null || true
+  systemctl --user reset-failed "$u.service" 2>/dev/null || true
+done
+# Checked after the stop: a unit left running with Restart=on-failure would exec this file on
+# its next crash, and no client may reach a binary that is not the client's build.
+ACTUAL=$(sha256sum "$BIN" | cut -d' ' -f1)
+if [ "$ACTUAL" != "$EXPECTED" ]; then
+  echo "$BIN has sha256 $ACTUAL, expected $EXPECTED; the worker stays stopped" >&2
+  exit 7
+fi
+hexport=$(printf '%04X' "$PORT")
+listening() { awk -v p=":$hexport" 'NR > 1 && $4 == "0A" && substr($2, length($2) - 4) == p' /proc/net/tcp /proc/net/tcp6 | grep -q .; }
+i=0
+while listening; do
+  i=$((i + 1))
+  [ "$i" -le 20 ] || { echo "port $PORT is in use by a process that is not $UNIT" >&2; exit 5; }
+  sleep 0.5
+done
+
+mkdir -p "$STATE"
+: > "$LOG"
+set -- -H "$BIND" -p "$PORT"
+[ "$THREADS" -gt 0 ] && set -- "$@" -t "$THREADS"
+[ -n "$DEVICES" ] && set -- "$@" -d "$DEVICES"
+[ "$CACHE" = 1 ] && { mkdir -p "$HOME/.cache/llama.cpp/rpc"; set -- "$@" -c; }
+DBG=""
+[ "$DEBUG" = 1 ] && DBG="--setenv=GGML_RPC_DEBUG=1"
+# stdbuf: the banner (endpoint, transport) is printf to a pipe, block-buffered without it.
+# LLAMA_CACHE pins the cache to ~/.cache/llama.cpp/rpc whatever XDG_CACHE_HOME says.
+# Restart=on-failure with NRestarts read on refresh: a crash hidden by a restart is still seen.
+# shellcheck disable=SC2086
+systemd-run --user --quiet --unit="$UNIT" -p Type=exec -p Restart=on-failure -p RestartSec=2 \
+  -p "StandardOutput=append:$LOG" -p "StandardError=append:$LOG" \
+  --setenv=LLAMA_CACHE="$HOME/.cache/llama.cpp" $DBG \
+  /usr/bin/stdbuf -oL -eL "$BIN" "$@"
+
+if [ "$GUARD_PERCENT" != 0 ]; then
+  printf '%s' "$GUARD_TEXT" > "$STATE/rss-guard.py.tmp"
+  mv "$STATE/rss-guard.py.tmp" "$STATE/rss-guard.py"
+  systemd-run --user --quiet --unit="$GUARD" -p Type=exec -p Restart=on-failure -p RestartSec=2 \
+    /usr/bin/python3 "$STATE/rss-guard.py" --unit "$UNIT.service" --percent "$GUARD_PERCENT" \
+    --interval "$GUARD_INTERVAL" --log "$STATE/guard-$PORT.log"
+fi
+
+# Up = listening on the port; a server that exits (bad device, bad address) fails the unit.
+i=0
+until listening; do
+  i=$((i + 1))
+  state=$(systemctl --user show -p ActiveState --value "$UNIT.service")
+  if [ "$i" -gt 60 ] || [ "$state" = failed ] || [ "$state" = inactive ]; then
+    echo "$UNIT did not start listening on $BIND:$PORT (state $state); its log:" >&2
+    tail -n 30 "$LOG" >&2
+    exit 6
+  fi
+  sleep 0.5
+done
+echo "unit=$UNIT"
+echo "guard=$GUARD"
+echo "log=$LOG"

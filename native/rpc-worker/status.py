@@ -1,0 +1,98 @@
+# Runs on a worker node: the worker's and guard's units as systemd sees them, the running
+# binary's digest, who listens on and who is connected to the port (the kernel's socket
+# table), and the log lines that tell the transport. One JSON object on stdout.
+# Arguments: PORT BIN (the binary the unit was started with).
+import hashlib
+import json
+import os
+import socket
+import struct
+import subprocess
+import sys
+
+PROPS = ["ActiveState", "SubState", "Result", "NRestarts", "InvocationID", "MainPID", "ExecMainStatus"]
+
+
+def unit(name):
+    r = subprocess.run(
+        ["systemctl", "--user", "show", name, "-p", ",".join(PROPS)],
+        capture_output=True, text=True, timeout=30,
+    )
+    if r.returncode != 0:
+        return {"error": (r.stderr or r.stdout).strip()}
+    props = dict(line.split("=", 1) for line in r.stdout.splitlines() if "=" in line)
+    return {k: props.get(k, "") for k in PROPS}
+
+
+def sha256(path):
+    try:
+        h = hashlib.sha256()
+        with open(path, "rb") as f:
+            for chunk in iter(lambda: f.read(1 << 20), b""):
+                h.update(chunk)
+        return h.hexdigest()
+    except OSError:
+        return ""
+
+
+def addr(hexaddr):
+    ip, port = hexaddr.split(":")
+    if len(ip) == 8:
+        return socket.inet_ntop(socket.AF_INET, struct.pack("<I", int(ip, 16))), int(port, 16)
+    raw = b"".join(struct.pack("<I", int(ip[i:i + 8], 16)) for i in range(0, 32, 8))
+    return socket.inet_ntop(socket.AF_INET6, raw), int(port, 16)
+
+
+def sockets(port):
+    listening, established = [], []
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        try:
+            rows = open(table).read().splitlines()[1:]
+        except OSError:
+            continue
+        for row in rows:
+            f = row.split()
+            (lip, lport), (rip, rport) = addr(f[1]), addr(f[2])
+            if lport != port:
+                continue
+            if f[3] == "0A":
+                listening.append(lip)
+            elif f[3] == "01":
+                established.append(f"{rip}:{rport}")
+    return sorted(set(listening)), sorted(set(established))
+
+
+def log_lines(path, keep=400):
+    try:
+        lines = open(path, errors="replace").read().splitlines()
+    except OSError:
+        return []
+    # The banner and transport lines wherever they are, plus the tail.
+    marks = ("Starting RPC server", "endpoint", "local cache", "transport", "RDMA", "Devices", "MiB")
+    head = [l for l in lines[:-keep] if any(m in l for m in marks)]
+    return head + lines[-keep:]
+
+
+def main(argv):
+    port, binary = int(argv[0]), argv[1]
+    os.environ.setdefault("XDG_RUNTIME_DIR", f"/run/user/{os.getuid()}")
+    w = unit(f"sparkform-rpc-worker-{port}.service")
+    g = unit(f"sparkform-rpc-guard-{port}.service")
+    pid = int(w.get("MainPID") or 0)
+    running = sha256(f"/proc/{pid}/exe") if pid > 0 else ""
+    listening, established = sockets(port)
+    state = os.path.expanduser("~/.cache/sparkform/rpc-worker")
+    return {
+        "worker": w,
+        "guard": g,
+        "runningDigest": running,
+        "binaryDigest": sha256(binary),
+        "listening": listening,
+        "established": established,
+        "log": log_lines(f"{state}/worker-{port}.log"),
+        "guardLog": log_lines(f"{state}/guard-{port}.log", 20),
+    }
+
+
+if __name__ == "__main__":
+    print(json.dumps(main(sys.argv[1:])))

@@ -1,0 +1,107 @@
+// Policies on the rpc workers (runbook: "Running on TWO Sparks"; the server has no
+// authentication and its protocol has had remote-code-execution bugs, CVE-2026-34159):
+//   rpc-bound-to-fabric   the bind is one of the node's fabric addresses: never the wildcard,
+//                         the management address, or loopback with a client on another node;
+//                         and the node's socket table shows it listening there only
+//   rss-guard-on          the RSS guard runs with a threshold below 100% of RAM
+//   worker-version-match  the worker's build is the client's: server digest equal, and (once
+//                         measured) the HELLO version, patch included, and the running binary
+// The bind, the guard's threshold and both builds' digests are the worker's inputs, known at
+// preview: a violation stops `up` before the worker (re)starts.
+import type { ResourceValidationPolicy } from "@pulumi/policy";
+import type { Evidence } from "../components/kinds";
+import { unsafeBind } from "../components/rpc-worker/plan";
+import { asKind } from "./evidence";
+
+type WorkerEvidence = Partial<Evidence<"RpcWorker">>;
+
+/** What is wrong with a worker's bind and listeners ([] = nothing). */
+export function checkBoundToFabric(node: string, w: WorkerEvidence): string[] {
+  if (w.bind === undefined) return [];
+  const found: string[] = [];
+  const why = unsafeBind(w.bind, {
+    managementAddress: w.managementAddress ?? "",
+    remoteClient: w.client?.target?.name !== node,
+  });
+  if (why)
+    found.push(
+      `The rpc worker on ${node} must not bind there: ${why}. Bind its fabric address (sparkform:nodes[].fabricAddress); the server has no authentication.`,
+    );
+  else if (w.fabricAddresses && !w.fabricAddresses.includes(w.bind))
+    found.push(
+      `The rpc worker on ${node} binds ${w.bind}, which is not one of its fabric addresses (${w.fabricAddresses.join(", ")}): bind a fabric address.`,
+    );
+  const others = (w.status?.listening ?? []).filter((a) => a !== w.bind);
+  if (others.length > 0)
+    found.push(
+      `The rpc worker's port on ${node} is listened on at ${others.join(", ")}, not only ${w.bind}: stop whatever else listens there and run \`pulumi up\`.`,
+    );
+  return found;
+}
+
+/** The guard is on with a threshold below 100%. */
+export function checkRssGuard(node: string, w: WorkerEvidence): string[] {
+  const p = w.rssLimitPercent;
+  if (p === undefined) return [];
+  if (p <= 0 || p >= 100)
+    return [
+      `The rpc worker on ${node} has no RSS guard (rssLimitPercent ${p}): set sparkform:worker.rssLimitPercent below 100 (default 92); an OOM on unified memory takes out unrelated services.`,
+    ];
+  const g = w.status?.guard;
+  if (g && g.ActiveState !== undefined && g.ActiveState !== "active")
+    return [
+      `The RSS guard of the rpc worker on ${node} is ${g.ActiveState}: run \`pulumi up\` to restart it.`,
+    ];
+  return [];
+}
+
+/** The worker runs the client's build: digest, and the measured version and binary. */
+export function checkVersionMatch(node: string, w: WorkerEvidence): string[] {
+  const found: string[] = [];
+  const wb = w.workerBuild;
+  const cb = w.clientBuild;
+  const client = w.client?.target?.name ?? "the client";
+  if (wb && cb && wb.digest !== cb.digest)
+    found.push(
+      `The rpc worker on ${node} has ggml-rpc-server ${wb.digest.slice(0, 12) || "(none)"} (${wb.installDir}), the client ${client}'s build ${cb.digest.slice(0, 12) || "(none)"} (${cb.installDir}): rebuild both from the same tree.`,
+    );
+  if (w.version && w.clientVersion && w.version !== w.clientVersion)
+    found.push(
+      `The rpc worker on ${node} answers RPC ${w.version}, the client ${client}'s build is ${w.clientVersion}: HELLO ignores the patch, and drifted builds misread each other's op codes; rebuild both from the same tree.`,
+    );
+  if (w.digest && cb && w.digest !== cb.digest)
+    found.push(
+      `The rpc worker on ${node} runs a binary with sha256 ${w.digest.slice(0, 12)}, not the client ${client}'s build ${cb.digest.slice(0, 12)}: run \`pulumi up --refresh\`.`,
+    );
+  return found;
+}
+
+const workerPolicy = (
+  name: string,
+  description: string,
+  check: (node: string, w: WorkerEvidence) => string[],
+): ResourceValidationPolicy => ({
+  name,
+  description,
+  enforcementLevel: "mandatory",
+  validateResource: (args, reportViolation) => {
+    const w = asKind(args, "RpcWorker");
+    if (w) check(w.node, w.props).forEach((m) => reportViolation(m));
+  },
+});
+
+export const rpcBoundToFabric = workerPolicy(
+  "rpc-bound-to-fabric",
+  "Every rpc worker listens only on one of its node's fabric addresses: never a wildcard, management or (with a remote client) loopback address.",
+  checkBoundToFabric,
+);
+export const rssGuardOn = workerPolicy(
+  "rss-guard-on",
+  "Every rpc worker has its RSS guard running with a threshold below 100% of RAM.",
+  checkRssGuard,
+);
+export const workerVersionMatch = workerPolicy(
+  "worker-version-match",
+  "Every rpc worker runs the client's build: the same ggml-rpc-server digest and RPC version, patch included.",
+  checkVersionMatch,
+);

@@ -1,0 +1,157 @@
+// The RpcWorker stage under Pulumi's runtime mocks: the exact worker it registers for a pair
+// (type token, name, inputs: bind = the worker's fabric address, the client as the prober, both
+// builds' digests, the pre-warm files from the Model stage's copy), and its config errors. The
+// Nodes stage is the real one; builds, trees and the model are stand-ins with their outputs.
+import * as pulumi from "@pulumi/pulumi";
+import { beforeAll, describe, expect, it } from "vitest";
+import type { Builds } from "../../components/build/builds";
+import { parseStackConfig } from "../../components/config";
+import type { Model } from "../../components/model/model";
+import { Nodes } from "../../components/node/nodes";
+import { rpcWorkersFor } from "../../components/rpc-worker/workers";
+import type { Trees } from "../../components/tree/trees";
+
+interface Registered {
+  type: string;
+  name: string;
+  inputs: Record<string, unknown>;
+}
+const registered: Registered[] = [];
+
+beforeAll(() => {
+  pulumi.runtime.setMocks(
+    {
+      newResource: (args) => {
+        registered.push({ type: args.type, name: args.name, inputs: args.inputs });
+        return { id: `${args.name}-id`, state: args.inputs };
+      },
+      call: (args) => {
+        throw new Error(`unexpected call ${args.token}`);
+      },
+    },
+    "sparkform",
+    "test",
+    true,
+  );
+});
+
+const KEY = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIFCod6bRWGwLtlzntUxO1uJl002LYJe2aeFp5qJjJQNv";
+const raw = {
+  nodes: [
+    {
+      name: "spark-1",
+      host: "192.168.1.4",
+      user: "spark",
+      fabricAddress: "10.0.0.1",
+      hostKey: KEY,
+    },
+    {
+      name: "spark-2",
+      host: "192.168.1.5",
+      user: "spark",
+      fabricAddress: "10.0.0.2",
+      hostKey: KEY,
+    },
+  ],
+  tree: { source: "/tmp", dest: "~/src/llama.cpp" },
+  build: { preset: "sim" },
+  worker: { nodes: ["spark-2"] },
+};
+const D = (c: string) => c.repeat(64);
+
+class TestReplica extends pulumi.CustomResource {
+  readonly dir = pulumi.output("~/models/org/m/c0ffee");
+  readonly nodeFiles = pulumi.output([
+    { path: "m.gguf", sha256: D("b") },
+    { path: "README.md", sha256: D("c") },
+  ]);
+  constructor(name: string) {
+    super("test:index:Replica", name, {});
+  }
+}
+
+class TestBuild extends pulumi.CustomResource {
+  readonly installDir = pulumi.output("/home/spark/.cache/sparkform/llama-build/out/k");
+  readonly artifacts = pulumi.output({ "bin/ggml-rpc-server": D("a") });
+  constructor(name: string) {
+    super("test:index:Build", name, {});
+  }
+}
+
+function stages(config: ReturnType<typeof parseStackConfig>) {
+  const nodes = new Nodes("t-node", { nodes: config.nodes, ssh: config, diskPaths: [] });
+  // A NativeBuild stand-in: a resource (dependsOn needs one) with the outputs the stage reads.
+  const made = new Map<string, TestBuild>();
+  const build = (n: string) => {
+    let b = made.get(n);
+    if (!b) made.set(n, (b = new TestBuild(`${config.nodes.length}-${n}-${made.size}`)));
+    return b;
+  };
+  const builds = { of: build, ready: [] } as unknown as Builds;
+  const trees = { dest: "~/src/llama.cpp" } as unknown as Trees;
+  const model = {
+    names: ["spark-1", "spark-2"],
+    of: (n: string) => new TestReplica(`${config.nodes.length}-${n}-${registered.length}`),
+  } as unknown as Model;
+  return { nodes, builds, trees, model };
+}
+
+const inputsOf = (name: string) =>
+  new Promise<Record<string, unknown>>((resolve) => {
+    const t = setInterval(() => {
+      const r = registered.find((x) => x.name === name);
+      if (r) {
+        clearInterval(t);
+        resolve(r.inputs);
+      }
+    }, 5);
+  });
+
+describe("RpcWorkers", () => {
+  it("registers one RpcWorker per worker node, bound to its fabric address", async () => {
+    const config = parseStackConfig(raw);
+    const w = rpcWorkersFor("t-worker", stages(config), config);
+    expect(w).toBeDefined();
+    const inputs = await inputsOf("t-worker-spark-2");
+    const r = registered.find((x) => x.name === "t-worker-spark-2");
+    expect(r?.type).toBe("pulumi-nodejs:dynamic/sparkform:RpcWorker");
+    expect(registered.filter((x) => x.type.endsWith(":RpcWorker")).map((x) => x.name)).toEqual([
+      "t-worker-spark-2",
+    ]);
+    expect(inputs).toMatchObject({
+      kind: "RpcWorker",
+      bind: "10.0.0.2",
+      port: 50052,
+      managementAddress: "192.168.1.5",
+      fabricAddresses: ["10.0.0.2"],
+      cache: true,
+      debug: true,
+      rssLimitPercent: 92,
+      binary: "/home/spark/.cache/sparkform/llama-build/out/k/bin/ggml-rpc-server",
+      workerBuild: { installDir: "/home/spark/.cache/sparkform/llama-build/out/k", digest: D("a") },
+      clientBuild: {
+        digest: D("a"),
+        header: "~/src/llama.cpp/ggml/include/ggml-rpc.h",
+      },
+      client: { fabricAddress: "10.0.0.1", target: { name: "spark-1" } },
+      // Only the GGUF files of the worker's own verified copy.
+      prewarm: [{ path: "~/models/org/m/c0ffee/m.gguf", sha256: D("b") }],
+    });
+  });
+
+  it("no sparkform:worker, no stage", () => {
+    const { worker: _w, ...rest } = raw;
+    const config = parseStackConfig(rest);
+    expect(rpcWorkersFor("t2-worker", stages(config), config)).toBeUndefined();
+  });
+
+  it("a worker node without a fabric address is an error naming the key", () => {
+    const config = parseStackConfig({
+      ...raw,
+      nodes: [raw.nodes[0], { ...raw.nodes[1], fabricAddress: undefined }],
+    });
+    expect(() => rpcWorkersFor("t3-worker", stages(config), config)).toThrow(
+      "sparkform:nodes: spark-2 has no fabricAddress; the worker binds only to a fabric address and the client probes it over the fabric: set sparkform:nodes[].fabricAddress",
+    );
+  });
+});
