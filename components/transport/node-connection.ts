@@ -80,6 +80,42 @@ export function nodeLimitS(timeoutMs: number): number {
   return Math.ceil(timeoutMs / 1000) + NODE_LIMIT_GRACE_S;
 }
 
+/**
+ * What the first contact's failure says about the node. `true` itself never fails, so an ssh
+ * that ends 255 without a word after the keepalive bound gave up on a silent node: at
+ * LogLevel=ERROR ssh does not print its "Connection to H port P timed out" (an INFO line). The
+ * contact's own limit elapsing means the same.
+ */
+function contactFailure(
+  e: RemoteCommandError,
+  started: number,
+): { kind: FailureKind; outputTail: string } {
+  const silentFor = Date.now() - started;
+  const keepaliveBoundMs = SERVER_ALIVE_INTERVAL_S * SERVER_ALIVE_COUNT_MAX * 1000;
+  const silent = e.exitCode === 255 && e.outputTail.trim() === "";
+  if (e.kind === "timeout") {
+    return {
+      kind: "stalled",
+      outputTail: [
+        e.outputTail.trim(),
+        `ssh: no working session within ${Math.round(silentFor / 1000)} s ` +
+          "(the login, the node's shell or its home directory hung)",
+      ]
+        .filter((l) => l !== "")
+        .join("\n"),
+    };
+  }
+  if (silent && silentFor >= keepaliveBoundMs - 1000) {
+    return {
+      kind: "stalled",
+      outputTail:
+        `ssh: no answer from the node for ${Math.round(silentFor / 1000)} s after it accepted ` +
+        `the connection (keepalive bound ${SERVER_ALIVE_INTERVAL_S} s × ${SERVER_ALIVE_COUNT_MAX})`,
+    };
+  }
+  return { kind: e.kind, outputTail: e.outputTail };
+}
+
 /** Failures of connecting that no retry of the same command would change. */
 const CONNECTION_KINDS: ReadonlySet<FailureKind> = new Set<FailureKind>([
   "host-key",
@@ -169,7 +205,7 @@ export class NodeConnection {
   private readonly secrets: readonly string[];
   private readonly queue = pLimit(SESSIONS_PER_MASTER);
   private readonly options = new Map<string, readonly string[]>();
-  private contact: Promise<RemoteCommandError | undefined> | undefined;
+  private contact: Promise<{ kind: FailureKind; outputTail: string } | undefined> | undefined;
   private closed = false;
 
   /** Use `openNode`: it validates `target` and keeps one connection per identity. */
@@ -253,6 +289,7 @@ export class NodeConnection {
   ): Promise<void> {
     if (fs.existsSync(this.files.controlPath)) return;
     if (!this.contact) {
+      const started = Date.now();
       const pending = invoke({
         node: this.target,
         step: "connect",
@@ -264,16 +301,18 @@ export class NodeConnection {
         opts: { step: "connect", timeoutMs: CONTACT_TIMEOUT_MS },
       }).then(
         () => undefined,
-        (e: unknown) => (e instanceof RemoteCommandError ? e : undefined),
+        (e: unknown) => (e instanceof RemoteCommandError ? contactFailure(e, started) : undefined),
       );
       this.contact = pending;
       void pending.then(() => {
         if (this.contact === pending) this.contact = undefined;
       });
     }
+    // The contact ends by CONTACT_TIMEOUT_MS by itself; a step with a shorter limit stops
+    // waiting at its own.
     let timer: NodeJS.Timeout | undefined;
     const waited = new Promise<"limit">((resolve) => {
-      timer = setTimeout(() => resolve("limit"), limitMs);
+      if (limitMs < CONTACT_TIMEOUT_MS) timer = setTimeout(() => resolve("limit"), limitMs);
     });
     const outcome = await Promise.race([this.contact, waited]).finally(() => clearTimeout(timer));
     if (outcome === "limit") {
@@ -284,9 +323,7 @@ export class NodeConnection {
       });
     }
     if (outcome !== undefined && CONNECTION_KINDS.has(outcome.kind)) {
-      // The contact's own limit elapsing means the node stalled while connecting.
-      const kind = outcome.kind === "timeout" ? "stalled" : outcome.kind;
-      throw fail(inv, kind, { stdout: "", stderr: "", combined: outcome.outputTail });
+      throw fail(inv, outcome.kind, { stdout: "", stderr: "", combined: outcome.outputTail });
     }
   }
 
@@ -308,11 +345,7 @@ export class NodeConnection {
       secrets: [...built.secrets, ...this.secrets],
       opts,
     };
-    await this.firstContact(
-      opts.connectTimeoutS,
-      inv,
-      Math.min(opts.timeoutMs, CONTACT_TIMEOUT_MS),
-    );
+    await this.firstContact(opts.connectTimeoutS, inv, opts.timeoutMs);
     const args = [
       ...this.sshArgs(true, { connectTimeoutS: opts.connectTimeoutS }),
       ...sshDestination(this.target),
@@ -459,11 +492,7 @@ export class NodeConnection {
       secrets: this.secrets,
       opts,
     };
-    await this.firstContact(
-      opts.connectTimeoutS,
-      inv,
-      Math.min(opts.timeoutMs, CONTACT_TIMEOUT_MS),
-    );
+    await this.firstContact(opts.connectTimeoutS, inv, opts.timeoutMs);
     return this.queue(() => invoke({ ...inv, args }));
   }
 
