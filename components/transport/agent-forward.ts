@@ -8,10 +8,11 @@
 // for the copy's duration (`-t`, a backstop in case this process is SIGKILLed and cannot kill
 // the agent).
 //
-// When sparkform has no key of its own (it authenticates through the operator's agent only),
-// or its key file is passphrase-protected (only the operator's agent holds it decrypted),
-// there is nothing safe to forward: the copy is relayed through the control node instead
-// (peer-copy.ts), and the operator's agent is never forwarded.
+// A copy rides an agent only when the operator runs one (their consent to node-to-node copies,
+// as before this module existed). When sparkform has no key of its own (it authenticates
+// through the operator's agent only), or its key file is passphrase-protected (only the
+// operator's agent holds it decrypted), there is nothing safe to forward: the copy is relayed
+// through the control node instead (peer-copy.ts), and the operator's agent is never forwarded.
 import { spawn, spawnSync, type ChildProcess } from "node:child_process";
 import { randomBytes } from "node:crypto";
 import * as fs from "node:fs";

@@ -520,11 +520,21 @@ const open = new Map<string, NodeConnection>();
 
 /**
  * The key a forwarded agent for reaching `target` may hold: the temp copy of its privateKey,
- * else its identityFile, when it loads without a passphrase and the local ssh can forward a
- * chosen socket (ForwardAgent=<path>, OpenSSH 8.2). Otherwise the reason there is none; the
- * caller then relays instead of forwarding (the operator's agent is never forwarded).
+ * else its identityFile, when the operator runs an agent (their consent to node-to-node copies,
+ * as before), the key loads without a passphrase, and the local ssh can forward a chosen socket
+ * (ForwardAgent=<path>, OpenSSH 8.2). Otherwise the reason there is none; the caller then
+ * relays instead of forwarding (the operator's agent is never forwarded).
  */
 export function forwardableKey(target: SshTarget): { file: string } | { reason: string } {
+  // Running an agent is how an operator says node-to-node copies may ride one (as before);
+  // what rides is still only the private agent below, never theirs.
+  if (!agentAvailable()) {
+    return {
+      reason:
+        "no ssh agent on the control node (SSH_AUTH_SOCK): copies are relayed through it; with " +
+        "one running, nodes copy from each other with a private agent holding only the cluster's key",
+    };
+  }
   const file = openNode(target).files.keyFile ?? target.identityFile;
   if (file === undefined) {
     return {

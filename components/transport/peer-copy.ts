@@ -1,11 +1,11 @@
-// "Copy from a peer over the fabric when sparkform holds a key for the peer, else relay
-// through the control node": the toolchain copy, the compiler-cache seed and the model
-// fan-out all do it. Over the fabric the node pulls from the peer itself
+// "Copy from a peer over the fabric when an agent runs and sparkform holds a key for the peer,
+// else relay through the control node": the toolchain copy, the compiler-cache seed and the
+// model fan-out all do it. Over the fabric the node pulls from the peer itself
 // (NodeConnection.copyFromPeer, with a private agent holding only the peer's key forwarded
-// for that one command, agent-forward.ts); without such a key (sparkform connects through
-// the operator's agent only, or the key file is passphrase-protected) the bytes go
-// peer → control node → node through a private staging directory: the operator's agent is
-// never forwarded.
+// for that one command, agent-forward.ts); without an agent, or without such a key
+// (sparkform connects through the operator's agent only, or the key file is
+// passphrase-protected), the bytes go peer → control node → node through a private staging
+// directory: the operator's agent is never forwarded.
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import * as path from "node:path";

@@ -335,24 +335,19 @@ describe.skipIf(!haveTools)("transport hardening against a local sshd", () => {
       ).toHaveLength(2);
       const clientFp = fingerprint(path.join(dir, "client.pub"));
       const peer = { target: { ...node, name: "peer" }, fabricAddress: "127.0.0.1" };
-      for (const [label, sock] of [
-        ["with the operator's agent", operator.socket],
-        ["without any agent", undefined],
-      ] as const) {
-        const dest = path.join(dir, `fwd-dest-${sock ? "op" : "none"}`);
-        const by = await withAgentSocket(sock, () =>
-          copyFromPeerOrRelay(openNode(node), peer, {
-            fabric: copy(dest, src),
-            relay: relayNever,
-            stagingPrefix: "sf-hard-",
-          }),
-        );
-        expect(by, label).toBe("fabric");
-        const keys = fs.readFileSync(path.join(dest, ".agent-keys"), "utf8").trim().split("\n");
-        expect(keys, label).toHaveLength(1);
-        expect(keys[0], label).toContain(clientFp);
-        expect(fs.readFileSync(path.join(dest, "a"), "utf8")).toBe("A");
-      }
+      const dest = path.join(dir, "fwd-dest");
+      const by = await withAgentSocket(operator.socket, () =>
+        copyFromPeerOrRelay(openNode(node), peer, {
+          fabric: copy(dest, src),
+          relay: relayNever,
+          stagingPrefix: "sf-hard-",
+        }),
+      );
+      expect(by).toBe("fabric");
+      const keys = fs.readFileSync(path.join(dest, ".agent-keys"), "utf8").trim().split("\n");
+      expect(keys).toHaveLength(1);
+      expect(keys[0]).toContain(clientFp);
+      expect(fs.readFileSync(path.join(dest, "a"), "utf8")).toBe("A");
       // The private agent is gone with the copy: no socket left in the session directory.
       expect(fs.readdirSync(sessionDir()).filter((f) => f.startsWith("a-"))).toEqual([]);
     });
@@ -367,7 +362,12 @@ describe.skipIf(!haveTools)("transport hardening against a local sshd", () => {
         privateKey: fs.readFileSync(path.join(dir, "client"), "utf8"),
       };
       const dest = path.join(dir, "pk-dest");
-      const by = await withAgentSocket(undefined, () =>
+      // The operator's agent holds some other key only.
+      const other = path.join(dir, "operator-only");
+      keygen(other);
+      const operator = await startSshAgent(fs.mkdtempSync(path.join(dir, "agent-")), other);
+      agents.push(operator);
+      const by = await withAgentSocket(operator.socket, () =>
         copyFromPeerOrRelay(
           openNode(viaSecret),
           { target: viaSecret },
@@ -380,24 +380,36 @@ describe.skipIf(!haveTools)("transport hardening against a local sshd", () => {
       expect(keys[0]).toContain(fingerprint(path.join(dir, "client.pub")));
     });
 
-    it("without a key of its own, or with a passphrase-protected one, nothing is forwarded", async () => {
-      const agentOnly: SshTarget = { ...node, name: "agent-only", identityFile: undefined };
-      expect(forwardableKey(agentOnly)).toEqual({
+    it("without an agent, without a key of its own, or with a passphrase-protected one, nothing is forwarded", async () => {
+      expect(await withAgentSocket(undefined, async () => forwardableKey(node))).toEqual({
         reason:
-          `node "agent-only" has no identityFile or privateKey of sparkform's own, and the ` +
-          "operator's agent is never forwarded",
+          "no ssh agent on the control node (SSH_AUTH_SOCK): copies are relayed through it; with " +
+          "one running, nodes copy from each other with a private agent holding only the cluster's key",
       });
-      const locked = path.join(dir, "locked");
-      keygen(locked, "a passphrase");
-      expect(forwardableKey({ ...node, name: "locked", identityFile: locked })).toEqual({
-        reason: `node "locked" key file ${locked} needs a passphrase (only the operator's agent holds it decrypted)`,
-      });
-      // Asked to forward anyway, the connection refuses before connecting, saying why.
-      const e = await caught(
-        openNode(node).forwardAgentOnce(["ssh-add", "-l"], { step: "forward" }, agentOnly),
+      const agent = await startSshAgent(
+        fs.mkdtempSync(path.join(dir, "agent-")),
+        path.join(dir, "client"),
       );
-      expect(e.kind).toBe("spawn");
-      expect(e.message).toContain('no agent forwarded: node "agent-only" has no identityFile');
+      agents.push(agent);
+      await withAgentSocket(agent.socket, async () => {
+        const agentOnly: SshTarget = { ...node, name: "agent-only", identityFile: undefined };
+        expect(forwardableKey(agentOnly)).toEqual({
+          reason:
+            `node "agent-only" has no identityFile or privateKey of sparkform's own, and the ` +
+            "operator's agent is never forwarded",
+        });
+        const locked = path.join(dir, "locked");
+        keygen(locked, "a passphrase");
+        expect(forwardableKey({ ...node, name: "locked", identityFile: locked })).toEqual({
+          reason: `node "locked" key file ${locked} needs a passphrase (only the operator's agent holds it decrypted)`,
+        });
+        // Asked to forward anyway, the connection refuses before connecting, saying why.
+        const e = await caught(
+          openNode(node).forwardAgentOnce(["ssh-add", "-l"], { step: "forward" }, agentOnly),
+        );
+        expect(e.kind).toBe("spawn");
+        expect(e.message).toContain('no agent forwarded: node "agent-only" has no identityFile');
+      });
     });
   });
 
@@ -416,7 +428,14 @@ describe.skipIf(!haveTools)("transport hardening against a local sshd", () => {
           { mode: 0o755 },
         );
       }
+      // Node-to-node copies ride an agent only when the operator runs one.
+      const agent = await startSshAgent(
+        fs.mkdtempSync(path.join(dir, "agent-")),
+        path.join(dir, "client"),
+      );
+      agents.push(agent);
       const saved = { ...process.env };
+      process.env.SSH_AUTH_SOCK = agent.socket;
       process.env.PATH = `${bin}:${process.env.PATH ?? ""}`;
       process.env.PULUMI_CONFIG = JSON.stringify({
         "sparkform:privateKey": `-----BEGIN OPENSSH PRIVATE KEY-----${CANARY}`,

@@ -534,19 +534,13 @@ describe.skipIf(!haveSshd)("ssh transport against a local sshd", () => {
     const peer = { target: { ...node, name: "peer" }, fabricAddress: "127.0.0.1" };
     const copyTo = (
       dest: string,
-      other: { hostKey?: string; fabricAddress?: string; agentOnly?: boolean } = {},
+      other: { hostKey?: string; fabricAddress?: string } = {},
       onFabricError?: (e: unknown) => Promise<void>,
     ) =>
       copyFromPeerOrRelay(
-        // agentOnly: sparkform holds no key of its own and authenticates through the
-        // operator's agent, which it never forwards.
-        openNode(other.agentOnly ? { ...node, identityFile: undefined } : node),
+        openNode(node),
         {
-          target: {
-            ...peer.target,
-            hostKey: other.hostKey ?? node.hostKey,
-            ...(other.agentOnly ? { identityFile: undefined } : {}),
-          },
+          target: { ...peer.target, hostKey: other.hostKey ?? node.hostKey },
           fabricAddress: other.fabricAddress ?? peer.fabricAddress,
         },
         {
@@ -585,10 +579,9 @@ describe.skipIf(!haveSshd)("ssh transport against a local sshd", () => {
     expect(files(path.join(dir, "by-fabric"))).toEqual(["A", "B"]);
     expect(pinned()).toEqual([]); // the copy's known_hosts file is removed on the node
 
-    // No key of sparkform's own, only the operator's agent: relayed, the agent not forwarded.
-    expect(
-      await withAgentSocket(sock, () => copyTo(path.join(dir, "by-relay"), { agentOnly: true })),
-    ).toBe("relay");
+    expect(await withAgentSocket(undefined, () => copyTo(path.join(dir, "by-relay")))).toBe(
+      "relay",
+    );
     expect(files(path.join(dir, "by-relay"))).toEqual(["A", "B"]);
     expect(stagings()).toEqual([]);
 
