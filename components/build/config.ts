@@ -30,6 +30,7 @@
 // Validation is flags.ts's: e.g. a CPU arch without a CUDA arch on a CUDA build is refused
 // with the runbook's reason, before anything runs.
 import { spawnSync } from "node:child_process";
+import { childEnv } from "../transport/child-env";
 import { z } from "zod";
 import {
   type BuildFlags,
@@ -220,6 +221,7 @@ export function buildFlagsFromConfig(config: BuildConfig, commit: string): Build
 export function treeCommit(dir: string): string {
   const r = spawnSync("git", ["-C", dir, "rev-parse", "--verify", "HEAD^{commit}"], {
     encoding: "utf8",
+    env: childEnv(), // git must not inherit PULUMI_CONFIG (decrypted secrets)
   });
   const commit = (r.stdout ?? "").trim();
   if (r.status !== 0 || !/^[0-9a-f]{40}$/.test(commit)) {

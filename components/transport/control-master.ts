@@ -12,6 +12,7 @@ import { spawnSync } from "node:child_process";
 import * as fs from "node:fs";
 import * as os from "node:os";
 import * as path from "node:path";
+import { childEnv } from "./child-env";
 
 /** Longest ControlPath we hand to ssh: 104 (macOS sun_path) minus ssh's temporary suffix. */
 const MAX_CONTROL_PATH = 104 - 18;
@@ -73,5 +74,5 @@ export function endMaster(controlPath: string, argv: readonly string[]): void {
   if (!fs.existsSync(controlPath)) return;
   const [cmd, ...args] = argv;
   if (cmd === undefined) return;
-  spawnSync(cmd, ["-O", "exit", ...args], { stdio: "ignore", timeout: 5000 });
+  spawnSync(cmd, ["-O", "exit", ...args], { stdio: "ignore", timeout: 5000, env: childEnv() });
 }

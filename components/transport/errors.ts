@@ -12,6 +12,7 @@ export type FailureKind =
   | "timeout" // our timeoutMs elapsed
   | "host-key" // the node's host key does not match the pinned one
   | "unreachable" // no TCP connection (refused, timed out, no route, unknown name)
+  | "stalled" // connected, then the node stopped answering (handshake, keepalives, rsync I/O)
   | "auth" // connected, but no key was accepted
   | "ssh" // ssh itself failed (exit 255) for another reason
   | "spawn"; // ssh/rsync could not be started at all
@@ -83,7 +84,16 @@ export function lastLines(text: string, n: number): string {
 const HINTS: Record<FailureKind, string> = {
   exit: "",
   signal: "",
-  timeout: "",
+  timeout:
+    "the step did not finish within its time limit. sparkform stopped it here, and the node " +
+    "ends it too (it runs under `timeout` with the same limit; an rsync by its --timeout). " +
+    "Check that the node answers (ssh to it by hand) and is not stuck: load, a full disk, a " +
+    "hung network mount under its home. Then run `pulumi up` again: finished steps are not redone",
+  stalled:
+    "the node accepted the connection and then stopped answering (its sshd or the session hung, " +
+    "e.g. a home on a stuck network filesystem, or the network dropped mid-step). The process " +
+    "on the node, if one started, ends by its own time limit. Log in on the node's console, " +
+    "check its home filesystem and sshd (journalctl -u ssh), then run `pulumi up` again",
   "host-key":
     "the node presented a host key that is not the pinned hostKey. If the node was reinstalled, " +
     "read its new key on the node (cat /etc/ssh/ssh_host_ed25519_key.pub) over a channel you trust " +
@@ -107,8 +117,16 @@ export function classifySshFailure(exitCode: number | undefined, stderr: string)
     )
   )
     return "host-key";
+  // Before "unreachable": "Connection timed out" (no TCP answer) is not the same as
+  // "Connection to H port P timed out" (connected, then no answer in the key exchange).
   if (
-    /Connection refused|Connection timed out|timed out during banner exchange|No route to host|Network is unreachable|Could not resolve hostname|Name or service not known|Connection closed by remote host|Connection reset by peer|kex_exchange_identification/.test(
+    /Connection to \S+ port \d+ timed out|timed out during banner exchange|Timeout, server \S+ not responding/.test(
+      stderr,
+    )
+  )
+    return "stalled";
+  if (
+    /Connection refused|Connection timed out|No route to host|Network is unreachable|Could not resolve hostname|Name or service not known|Connection closed by remote host|Connection reset by peer|kex_exchange_identification/.test(
       stderr,
     )
   )
@@ -137,6 +155,8 @@ export function formatRemoteError(
         return `could not connect to ${f.endpoint ?? "the node"}: host key verification failed`;
       case "unreachable":
         return `could not connect to ${f.endpoint ?? "the node"}: unreachable`;
+      case "stalled":
+        return `stalled: ${f.endpoint ?? "the node"} accepted the connection and then stopped answering`;
       case "auth":
         return `could not connect to ${f.endpoint ?? "the node"}: authentication failed`;
       case "ssh":

@@ -3,13 +3,18 @@
 // (node-connection.ts) builds the argv and calls `invoke`.
 
 import { execa } from "execa";
+import { childEnv } from "./child-env";
 import type { SshTarget } from "./connection";
 import { classifySshFailure, RemoteCommandError, redact, type FailureKind } from "./errors";
 
 export interface RunOptions {
   /** What this command is for, as the error message should say it ("facts", "rsync tree"). */
   readonly step: string;
-  /** Kill the command after this long. Default: no limit beyond ssh's keepalives. */
+  /**
+   * Kill the command after this long, on the control node and (by `timeout` under the
+   * environment contract) on the node. Default: DEFAULT_RUN_TIMEOUT_MS for commands,
+   * DEFAULT_RSYNC_TIMEOUT_MS for rsync (node-connection.ts).
+   */
   readonly timeoutMs?: number;
   /** ssh ConnectTimeout in seconds (default 10). */
   readonly connectTimeoutS?: number;
@@ -25,8 +30,17 @@ export interface RunResult {
   readonly exitCode: number;
 }
 
-/** Environment for ssh/rsync children: ssh runs ProxyCommand with $SHELL, so make it sh. */
-const CHILD_ENV = { SHELL: "/bin/sh" };
+/**
+ * Environment for ssh/rsync children: the minimal one (child-env.ts: no PULUMI_CONFIG, no
+ * secrets), the operator's agent socket for authenticating, and SHELL=/bin/sh because ssh
+ * runs ProxyCommand with $SHELL. Computed per call: tests and callers may change PATH.
+ */
+function sshChildEnv(agentSocket: string | undefined): Record<string, string> {
+  return childEnv({
+    ...(agentSocket !== undefined ? { agentSocket } : { agent: true }),
+    set: { SHELL: "/bin/sh" },
+  });
+}
 
 export interface Invocation {
   readonly node: SshTarget;
@@ -37,6 +51,8 @@ export interface Invocation {
   readonly display: string;
   readonly secrets: readonly string[];
   readonly opts: RunOptions;
+  /** SSH_AUTH_SOCK for this child instead of the operator's (forwardAgentOnce, no agent). */
+  readonly agentSocket?: string;
 }
 
 /** `user@host:port [via jump]`, for connection failures. */
@@ -92,7 +108,8 @@ export async function invoke(inv: Invocation): Promise<RunResult> {
       yield line;
     };
   const sub = execa(inv.file, inv.args, {
-    env: CHILD_ENV,
+    env: sshChildEnv(inv.agentSocket),
+    extendEnv: false,
     input: inv.stdin,
     stdin: inv.stdin === undefined ? "ignore" : undefined,
     reject: false,
@@ -135,6 +152,8 @@ export async function invoke(inv: Invocation): Promise<RunResult> {
 }
 
 function rsyncKind(exitCode: number, stderr: string): FailureKind {
+  // 30: "timeout in data send/receive", rsync's --timeout: the other end went quiet.
+  if (exitCode === 30) return "stalled";
   // rsync reports its remote shell's failure as exit 255 (or 12 after a partial handshake).
   const ssh = classifySshFailure(255, stderr);
   return ssh === "exit" || ssh === "ssh" ? (exitCode === 255 ? "ssh" : "exit") : ssh;

@@ -16,6 +16,12 @@ import { createHash } from "node:crypto";
 import * as fs from "node:fs";
 import * as path from "node:path";
 import pLimit from "p-limit";
+import {
+  startPrivateAgent,
+  stopAllPrivateAgents,
+  unloadableReason,
+  type PrivateAgent,
+} from "./agent-forward";
 import { hostKeyAlias, knownHostsLine, validateTarget, type SshTarget } from "./connection";
 import {
   checkedControlPath,
@@ -24,12 +30,22 @@ import {
   sessionDir,
   writePrivate,
 } from "./control-master";
+import { RemoteCommandError, type FailureKind } from "./errors";
 import { fail, invoke, type Invocation, type RunOptions, type RunResult } from "./exec";
 import { homeRelative } from "./paths";
 import { peerCopyCommand, type Peer, type PeerCopy } from "./peer";
 import { assertOperand, rsyncRshJoin, shJoin, UnsafeArgumentError } from "./quote";
 import { buildRemoteCommand, type RemoteCommand } from "./remote-command";
-import { sshDestination, sshOptions, type SshFiles, type SshOptionChoices } from "./ssh-options";
+import { sshCapabilities } from "./ssh-capabilities";
+import {
+  DEFAULT_CONNECT_TIMEOUT_S,
+  SERVER_ALIVE_COUNT_MAX,
+  SERVER_ALIVE_INTERVAL_S,
+  sshDestination,
+  sshOptions,
+  type SshFiles,
+  type SshOptionChoices,
+} from "./ssh-options";
 
 /**
  * Sessions one ControlMaster carries at once. sshd refuses a session beyond its MaxSessions
@@ -39,6 +55,75 @@ import { sshDestination, sshOptions, type SshFiles, type SshOptionChoices } from
  * A refresh reads every resource of a node at once, so queue here instead, under the default.
  */
 export const SESSIONS_PER_MASTER = 8;
+
+/**
+ * Time limits. Every remote step has one: a node that hangs must fail `up`, not stall it.
+ * A command's limit holds on both sides (the node runs it under `timeout`, remote-command.ts);
+ * an rsync has an overall limit here and `--timeout` (no data moved for RSYNC_IO_TIMEOUT_S
+ * seconds), which rsync also hands to its other end, so the node's rsync ends by itself.
+ */
+export const DEFAULT_RUN_TIMEOUT_MS = 10 * 60_000;
+/** Long: a model relayed through a slow control node; a stall ends sooner, by --timeout. */
+export const DEFAULT_RSYNC_TIMEOUT_MS = 6 * 3600_000;
+export const RSYNC_IO_TIMEOUT_S = 120;
+/**
+ * Connecting (TCP, banner, key exchange, authentication, the master): ssh gives up on its own
+ * after ConnectTimeout plus the keepalive bound; this is the outer limit on top.
+ */
+export const CONTACT_TIMEOUT_MS =
+  (DEFAULT_CONNECT_TIMEOUT_S + SERVER_ALIVE_INTERVAL_S * SERVER_ALIVE_COUNT_MAX + 5) * 1000;
+/** The node's limit is the control node's plus this, so the control node reports first. */
+export const NODE_LIMIT_GRACE_S = 2;
+
+/** The limit a node applies to a step the control node gives `timeoutMs`. */
+export function nodeLimitS(timeoutMs: number): number {
+  return Math.ceil(timeoutMs / 1000) + NODE_LIMIT_GRACE_S;
+}
+
+/**
+ * What the first contact's failure says about the node. `true` itself never fails, so an ssh
+ * that ends 255 without a word after the keepalive bound gave up on a silent node: at
+ * LogLevel=ERROR ssh does not print its "Connection to H port P timed out" (an INFO line). The
+ * contact's own limit elapsing means the same.
+ */
+function contactFailure(
+  e: RemoteCommandError,
+  started: number,
+): { kind: FailureKind; outputTail: string } {
+  const silentFor = Date.now() - started;
+  const keepaliveBoundMs = SERVER_ALIVE_INTERVAL_S * SERVER_ALIVE_COUNT_MAX * 1000;
+  const silent = e.exitCode === 255 && e.outputTail.trim() === "";
+  if (e.kind === "timeout") {
+    return {
+      kind: "stalled",
+      outputTail: [
+        e.outputTail.trim(),
+        `ssh: no working session within ${Math.round(silentFor / 1000)} s ` +
+          "(the login, the node's shell or its home directory hung)",
+      ]
+        .filter((l) => l !== "")
+        .join("\n"),
+    };
+  }
+  if (silent && silentFor >= keepaliveBoundMs - 1000) {
+    return {
+      kind: "stalled",
+      outputTail:
+        `ssh: no answer from the node for ${Math.round(silentFor / 1000)} s after it accepted ` +
+        `the connection (keepalive bound ${SERVER_ALIVE_INTERVAL_S} s × ${SERVER_ALIVE_COUNT_MAX})`,
+    };
+  }
+  return { kind: e.kind, outputTail: e.outputTail };
+}
+
+/** Failures of connecting that no retry of the same command would change. */
+const CONNECTION_KINDS: ReadonlySet<FailureKind> = new Set<FailureKind>([
+  "host-key",
+  "auth",
+  "unreachable",
+  "stalled",
+  "timeout",
+]);
 
 /** One side of an rsync: a local path, or a path on the node. */
 export type RsyncPath = string | { readonly remote: string };
@@ -52,6 +137,8 @@ export interface RsyncOptions extends RunOptions {
   readonly compress?: boolean;
   /** `-n`. */
   readonly dryRun?: boolean;
+  /** rsync `--timeout`: end when no data moved for this long (default RSYNC_IO_TIMEOUT_S). */
+  readonly ioTimeoutS?: number;
   /** More rsync options, placed before `--`. Code-level only: never from stack config. */
   readonly extraArgs?: readonly string[];
 }
@@ -118,7 +205,7 @@ export class NodeConnection {
   private readonly secrets: readonly string[];
   private readonly queue = pLimit(SESSIONS_PER_MASTER);
   private readonly options = new Map<string, readonly string[]>();
-  private contact: Promise<void> | undefined;
+  private contact: Promise<{ kind: FailureKind; outputTail: string } | undefined> | undefined;
   private closed = false;
 
   /** Use `openNode`: it validates `target` and keeps one connection per identity. */
@@ -160,13 +247,17 @@ export class NodeConnection {
     const key = JSON.stringify([
       multiplex,
       choices.connectTimeoutS ?? null,
-      !!choices.forwardAgent,
+      choices.forwardAgent ?? null,
     ]);
     let args = this.options.get(key);
     if (!args) {
       const { controlPath: _multiplexed, ...unmultiplexed } = this.files;
-      args = sshOptions(this.target, multiplex ? this.files : unmultiplexed, choices);
-      this.options.set(key, args);
+      args = sshOptions(this.target, multiplex ? this.files : unmultiplexed, {
+        ...choices,
+        capabilities: sshCapabilities(),
+      });
+      // A private agent's socket is used once: do not keep its options.
+      if (choices.forwardAgent === undefined) this.options.set(key, args);
     }
     return args;
   }
@@ -183,13 +274,22 @@ export class NodeConnection {
    * Before the first multiplexed command, one connection authenticates and becomes the
    * ControlMaster while the others wait for it: sshd drops concurrent unauthenticated
    * connections beyond MaxStartups (default 10:30:100, "kex_exchange_identification:
-   * Connection closed"), and a refresh reads every resource of a node at once. A failure here
-   * is not reported: the command itself then connects on its own and reports it. Repeated
+   * Connection closed"), and a refresh reads every resource of a node at once. Repeated
    * when the socket is gone (the master ended after ControlPersist idle seconds).
+   *
+   * A failure of connecting (host key, auth, unreachable, stalled) is the step's failure and is
+   * thrown for it (as `inv`): retrying the command would only wait out the same bound again.
+   * Any other failure is not reported: the command itself then connects on its own and
+   * reports it. Each waiter waits at most `limitMs` (its own step's limit).
    */
-  private async firstContact(connectTimeoutS: number | undefined): Promise<void> {
+  private async firstContact(
+    connectTimeoutS: number | undefined,
+    inv: Omit<Invocation, "args">,
+    limitMs: number,
+  ): Promise<void> {
     if (fs.existsSync(this.files.controlPath)) return;
     if (!this.contact) {
+      const started = Date.now();
       const pending = invoke({
         node: this.target,
         step: "connect",
@@ -198,17 +298,33 @@ export class NodeConnection {
         stdin: undefined,
         display: "true",
         secrets: this.secrets,
-        opts: { step: "connect", timeoutMs: 60_000 },
+        opts: { step: "connect", timeoutMs: CONTACT_TIMEOUT_MS },
       }).then(
         () => undefined,
-        () => undefined,
+        (e: unknown) => (e instanceof RemoteCommandError ? contactFailure(e, started) : undefined),
       );
       this.contact = pending;
       void pending.then(() => {
         if (this.contact === pending) this.contact = undefined;
       });
     }
-    await this.contact;
+    // The contact ends by CONTACT_TIMEOUT_MS by itself; a step with a shorter limit stops
+    // waiting at its own.
+    let timer: NodeJS.Timeout | undefined;
+    const waited = new Promise<"limit">((resolve) => {
+      if (limitMs < CONTACT_TIMEOUT_MS) timer = setTimeout(() => resolve("limit"), limitMs);
+    });
+    const outcome = await Promise.race([this.contact, waited]).finally(() => clearTimeout(timer));
+    if (outcome === "limit") {
+      throw fail(inv, "timeout", {
+        stdout: "",
+        stderr: "",
+        combined: `no session with ${this.target.host} within the limit (ssh handshake unfinished)`,
+      });
+    }
+    if (outcome !== undefined && CONNECTION_KINDS.has(outcome.kind)) {
+      throw fail(inv, outcome.kind, { stdout: "", stderr: "", combined: outcome.outputTail });
+    }
   }
 
   /**
@@ -216,38 +332,10 @@ export class NodeConnection {
    * the master's session queue. Throws RemoteCommandError naming node, step, command and the
    * last output lines.
    */
-  async run(command: RemoteCommand, opts: RunOptions): Promise<RunResult> {
-    const built = buildRemoteCommand(command);
+  async run(command: RemoteCommand, runOpts: RunOptions): Promise<RunResult> {
+    const opts = { ...runOpts, timeoutMs: runOpts.timeoutMs ?? DEFAULT_RUN_TIMEOUT_MS };
+    const built = buildRemoteCommand(command, false, nodeLimitS(opts.timeoutMs));
     this.assertOpen();
-    await this.firstContact(opts.connectTimeoutS);
-    const args = [
-      ...this.sshArgs(true, { connectTimeoutS: opts.connectTimeoutS }),
-      ...sshDestination(this.target),
-      built.commandLine,
-    ];
-    return this.queue(() =>
-      invoke({
-        node: this.target,
-        step: opts.step,
-        file: "ssh",
-        args,
-        stdin: built.stdin,
-        display: built.display,
-        secrets: [...built.secrets, ...this.secrets],
-        opts,
-      }),
-    );
-  }
-
-  /**
-   * Run ONE command with the local agent forwarded, for node-to-node copies (nodes hold no
-   * keys for each other). Uses its own connection (`ControlPath=none`): `-A` on a session
-   * multiplexed over an existing master does nothing, since forwarding is decided when the
-   * master connects. Throws RemoteCommandError (kind "spawn") without connecting when no
-   * agent is available, so the caller can fall back to relaying.
-   */
-  async forwardAgentOnce(command: RemoteCommand, opts: RunOptions): Promise<RunResult> {
-    const built = buildRemoteCommand(command, true);
     const inv: Omit<Invocation, "args"> = {
       node: this.target,
       step: opts.step,
@@ -257,27 +345,87 @@ export class NodeConnection {
       secrets: [...built.secrets, ...this.secrets],
       opts,
     };
-    if (!agentAvailable()) {
-      throw fail(inv, "spawn", {
-        stdout: "",
-        stderr: "",
-        cause: "no ssh agent to forward (SSH_AUTH_SOCK is unset or not a socket)",
-      });
-    }
+    await this.firstContact(opts.connectTimeoutS, inv, opts.timeoutMs);
     const args = [
-      ...this.sshArgs(false, { connectTimeoutS: opts.connectTimeoutS, forwardAgent: true }),
+      ...this.sshArgs(true, { connectTimeoutS: opts.connectTimeoutS }),
       ...sshDestination(this.target),
       built.commandLine,
     ];
-    return invoke({ ...inv, args });
+    return this.queue(() => invoke({ ...inv, args }));
   }
 
-  /** Run `copy` on this node, pulling from `peer` over the fabric with the agent forwarded. */
+  /**
+   * Run ONE command with an agent forwarded that holds only the key sparkform connects to
+   * `keyOf` with (default this node; for a peer copy, the peer): a private ssh-agent started
+   * for this command and killed when it ends (agent-forward.ts). Uses its own connection
+   * (`ControlPath=none`): `-A` on a session multiplexed over an existing master does nothing,
+   * since forwarding is decided when the master connects. Throws RemoteCommandError (kind
+   * "spawn") without connecting when there is no such key (see `forwardableKey`), so the caller
+   * can relay instead. The operator's own agent is never forwarded.
+   */
+  async forwardAgentOnce(
+    command: RemoteCommand,
+    runOpts: RunOptions,
+    keyOf: SshTarget = this.target,
+  ): Promise<RunResult> {
+    const opts = { ...runOpts, timeoutMs: runOpts.timeoutMs ?? DEFAULT_RUN_TIMEOUT_MS };
+    const built = buildRemoteCommand(command, true, nodeLimitS(opts.timeoutMs));
+    const inv: Omit<Invocation, "args"> = {
+      node: this.target,
+      step: opts.step,
+      file: "ssh",
+      stdin: built.stdin,
+      display: built.display,
+      secrets: [...built.secrets, ...this.secrets],
+      opts,
+    };
+    const key = forwardableKey(keyOf);
+    if ("reason" in key) {
+      throw fail(inv, "spawn", {
+        stdout: "",
+        stderr: "",
+        cause: `no agent forwarded: ${key.reason}`,
+      });
+    }
+    this.assertOpen();
+    let agent: PrivateAgent;
+    try {
+      // The key lives in the agent a minute longer than the command may run.
+      agent = await startPrivateAgent(key.file, nodeLimitS(opts.timeoutMs) + 60, sessionDir());
+    } catch (e) {
+      throw fail(inv, "spawn", { stdout: "", stderr: "", cause: String((e as Error).message) }, e);
+    }
+    try {
+      const args = [
+        ...this.sshArgs(false, {
+          connectTimeoutS: opts.connectTimeoutS,
+          forwardAgent: agent.socket,
+        }),
+        ...sshDestination(this.target),
+        built.commandLine,
+      ];
+      // ssh forwards `ForwardAgent=<socket>` only when it has an agent of its own
+      // (SSH_AUTH_SOCK); without the operator's, give it the private one.
+      return await invoke({
+        ...inv,
+        args,
+        ...(agentAvailable() ? {} : { agentSocket: agent.socket }),
+      });
+    } finally {
+      agent.stop();
+    }
+  }
+
+  /**
+   * Run `copy` on this node, pulling from `peer` over the fabric with a private agent that
+   * holds only the peer's key forwarded.
+   */
   async copyFromPeer(peer: Peer, copy: PeerCopy): Promise<RunResult> {
-    return this.forwardAgentOnce(peerCopyCommand(peer, copy), {
-      step: copy.step,
-      timeoutMs: copy.timeoutMs,
-    });
+    return this.forwardAgentOnce(
+      peerCopyCommand(peer, copy),
+      { step: copy.step, timeoutMs: copy.timeoutMs },
+      peer.target,
+    );
   }
 
   /**
@@ -285,7 +433,14 @@ export class NodeConnection {
    * remote. The remote shell (`-e`) is ssh with the same options as `run` (pinning,
    * multiplexing), and the transfer takes a place in the same session queue.
    */
-  async rsync(src: RsyncPath, dest: RsyncPath, opts: RsyncOptions): Promise<RunResult> {
+  async rsync(src: RsyncPath, dest: RsyncPath, rsyncOpts: RsyncOptions): Promise<RunResult> {
+    const opts = { ...rsyncOpts, timeoutMs: rsyncOpts.timeoutMs ?? DEFAULT_RSYNC_TIMEOUT_MS };
+    const ioTimeoutS = opts.ioTimeoutS ?? RSYNC_IO_TIMEOUT_S;
+    if (!(Number.isInteger(ioTimeoutS) && ioTimeoutS > 0)) {
+      throw new UnsafeArgumentError(
+        `rsync ioTimeoutS ${String(ioTimeoutS)} must be a positive integer`,
+      );
+    }
     if ((typeof src === "string") === (typeof dest === "string")) {
       throw new UnsafeArgumentError("rsync: exactly one of src and dest must be {remote: path}");
     }
@@ -301,7 +456,6 @@ export class NodeConnection {
         throw new UnsafeArgumentError(`rsync exclude ${JSON.stringify(e)} contains a line break`);
     }
     this.assertOpen();
-    await this.firstContact(opts.connectTimeoutS);
     const rsh = [
       "ssh",
       ...this.sshArgs(true, { connectTimeoutS: opts.connectTimeoutS }),
@@ -316,6 +470,7 @@ export class NodeConnection {
       ...(opts.compress === false ? [] : ["-z"]),
       ...(opts.delete ? ["--delete"] : []),
       ...(opts.dryRun ? ["-n"] : []),
+      `--timeout=${ioTimeoutS}`,
       ...(opts.excludes ?? []).map((e) => `--exclude=${e}`),
       ...(opts.extraArgs ?? []),
       "-e",
@@ -328,18 +483,17 @@ export class NodeConnection {
       "rsync",
       ...args.filter((_, i) => args[i - 1] !== "-e" && args[i] !== "-e"),
     ]);
-    return this.queue(() =>
-      invoke({
-        node,
-        step: opts.step,
-        file: "rsync",
-        args,
-        stdin: undefined,
-        display,
-        secrets: this.secrets,
-        opts,
-      }),
-    );
+    const inv: Omit<Invocation, "args"> = {
+      node,
+      step: opts.step,
+      file: "rsync",
+      stdin: undefined,
+      display,
+      secrets: this.secrets,
+      opts,
+    };
+    await this.firstContact(opts.connectTimeoutS, inv, opts.timeoutMs);
+    return this.queue(() => invoke({ ...inv, args }));
   }
 
   /** End the master and delete this connection's files. Idempotent; synchronous (exit hook). */
@@ -365,6 +519,41 @@ export class NodeConnection {
 const open = new Map<string, NodeConnection>();
 
 /**
+ * The key a forwarded agent for reaching `target` may hold: the temp copy of its privateKey,
+ * else its identityFile, when the operator runs an agent (their consent to node-to-node copies,
+ * as before), the key loads without a passphrase, and the local ssh can forward a chosen socket
+ * (ForwardAgent=<path>, OpenSSH 8.2). Otherwise the reason there is none; the caller then
+ * relays instead of forwarding (the operator's agent is never forwarded).
+ */
+export function forwardableKey(target: SshTarget): { file: string } | { reason: string } {
+  // Running an agent is how an operator says node-to-node copies may ride one (as before);
+  // what rides is still only the private agent below, never theirs.
+  if (!agentAvailable()) {
+    return {
+      reason:
+        "no ssh agent on the control node (SSH_AUTH_SOCK): copies are relayed through it; with " +
+        "one running, nodes copy from each other with a private agent holding only the cluster's key",
+    };
+  }
+  const file = openNode(target).files.keyFile ?? target.identityFile;
+  if (file === undefined) {
+    return {
+      reason:
+        `node "${target.name}" has no identityFile or privateKey of sparkform's own, and the ` +
+        "operator's agent is never forwarded",
+    };
+  }
+  if (!sshCapabilities().forwardAgentPath) {
+    return {
+      reason:
+        "the local ssh cannot forward a chosen agent (ForwardAgent=<socket> needs OpenSSH 8.2)",
+    };
+  }
+  const why = unloadableReason(file);
+  return why === undefined ? { file } : { reason: `node "${target.name}" ${why}` };
+}
+
+/**
  * The connection to `target` in this process: made (validated, files written) on first use,
  * the same object afterwards. Throws UnsafeArgumentError naming the field of an invalid target.
  */
@@ -382,6 +571,7 @@ export function openNode(target: SshTarget): NodeConnection {
 
 /** Close every connection of this process and delete its private directory. Idempotent. */
 export function closeAll(): void {
+  stopAllPrivateAgents();
   for (const c of [...open.values()]) c.close();
   open.clear();
   removeSessionDir();

@@ -1,14 +1,17 @@
-// "Copy from a peer over the fabric when an agent is available, else relay through the
-// control node": the toolchain copy, the compiler-cache seed and the model fan-out all do it.
-// Over the fabric the node pulls from the peer itself (NodeConnection.copyFromPeer, the
-// control node's agent forwarded for that one command); without an agent to forward, the
-// bytes go peer → control node → node through a private staging directory.
+// "Copy from a peer over the fabric when an agent runs and sparkform holds a key for the peer,
+// else relay through the control node": the toolchain copy, the compiler-cache seed and the
+// model fan-out all do it. Over the fabric the node pulls from the peer itself
+// (NodeConnection.copyFromPeer, with a private agent holding only the peer's key forwarded
+// for that one command, agent-forward.ts); without an agent, or without such a key
+// (sparkform connects through the operator's agent only, or the key file is
+// passphrase-protected), the bytes go peer → control node → node through a private staging
+// directory: the operator's agent is never forwarded.
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import * as path from "node:path";
 import { homeRelative } from "./paths";
 import type { Peer, PeerCopy } from "./peer";
-import { agentAvailable, openNode, type NodeConnection } from "./node-connection";
+import { forwardableKey, openNode, type NodeConnection } from "./node-connection";
 
 /** How the bytes got there. */
 export type CopiedBy = "fabric" | "relay";
@@ -23,7 +26,7 @@ export type Relay = (ctx: {
 export interface PeerCopyPlan {
   /** The node-to-node copy (see PeerCopy). */
   readonly fabric: PeerCopy;
-  /** The copy through the control node, used when no agent can be forwarded. */
+  /** The copy through the control node, used when no key of sparkform's can be forwarded. */
   readonly relay: Relay;
   /** Prefix of the local staging directory under os.tmpdir() (`sparkform-model-`). */
   readonly stagingPrefix: string;
@@ -40,7 +43,7 @@ export async function copyFromPeerOrRelay(
   peer: Peer,
   plan: PeerCopyPlan,
 ): Promise<CopiedBy> {
-  if (agentAvailable()) {
+  if ("file" in forwardableKey(peer.target)) {
     try {
       await node.copyFromPeer(peer, plan.fabric);
       return "fabric";

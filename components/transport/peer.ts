@@ -1,6 +1,7 @@
-// Node-to-node copies over the fabric: a command on one node that rsyncs from a peer, with the
-// control node's agent forwarded for that one command (nodes hold no keys for each other) and
-// the peer's host key pinned in a known_hosts file written on the node for the copy.
+// Node-to-node copies over the fabric: a command on one node that rsyncs from a peer, with a
+// private agent holding only the peer's key forwarded for that one command (nodes hold no keys
+// for each other; agent-forward.ts), the peer's host key pinned in a known_hosts file written
+// on the node for the copy, and no ssh_config read on the node (peerSshArgv: -F /dev/null).
 // This module only builds that command; NodeConnection.copyFromPeer runs it.
 import { randomBytes } from "node:crypto";
 import type { SshTarget } from "./connection";

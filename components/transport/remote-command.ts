@@ -14,6 +14,13 @@
 // (sh, dash, bash, zsh; not fish or csh): it only has to expand "$HOME" and strip
 // single quotes. Arguments reach the script as "$@", never re-parsed.
 //
+// With a time limit (every command NodeConnection runs has one), the script runs under
+// coreutils `timeout -k 5 <limit>` inside `env -i`: when the control node gives up on a step,
+// killing its local ssh does not end the process on the node (without a pty, sshd only closes
+// its pipes, and a process that neither reads nor writes them never notices), so the node
+// ends it by itself, the whole process group, SIGTERM then SIGKILL 5 s later. `ssh -tt` would
+// deliver a SIGHUP instead, but a pty mixes stderr into stdout and mangles binary stdin.
+//
 // Secret values never appear on a command line (visible in `ps` on both machines): they
 // are sent first on stdin, one line each, and read by the preamble.
 
@@ -100,12 +107,23 @@ function shorten(script: string): string {
   return oneLine.length > 300 ? `${oneLine.slice(0, 297)}...` : oneLine;
 }
 
+/** Seconds after the limit's SIGTERM that `timeout` sends SIGKILL. */
+export const NODE_KILL_AFTER_S = 5;
+
 /**
  * Build the contract command for `cmd`. Pure; validates names and values. `passAgent` keeps
  * the session's SSH_AUTH_SOCK (only for forwardAgentOnce: the forwarded agent is useless if
- * `env -i` hides its socket from the command).
+ * `env -i` hides its socket from the command). `limitS`: run the script under
+ * `timeout -k NODE_KILL_AFTER_S limitS` on the node.
  */
-export function buildRemoteCommand(cmd: RemoteCommand, passAgent = false): BuiltCommand {
+export function buildRemoteCommand(
+  cmd: RemoteCommand,
+  passAgent = false,
+  limitS?: number,
+): BuiltCommand {
+  if (limitS !== undefined && !(Number.isInteger(limitS) && limitS > 0)) {
+    throw new UnsafeArgumentError(`time limit ${String(limitS)} s must be a positive integer`);
+  }
   const isArgv = Array.isArray(cmd);
   const spec: RemoteScript = isArgv
     ? { script: 'exec "$@"', args: cmd as readonly string[] }
@@ -154,6 +172,7 @@ export function buildRemoteCommand(cmd: RemoteCommand, passAgent = false): Built
     ...(passAgent ? ['SSH_AUTH_SOCK="$SSH_AUTH_SOCK"'] : []),
     `PATH=${pathWord(spec.path ?? [])}`,
     ...assignments,
+    ...(limitS !== undefined ? [`timeout -k ${NODE_KILL_AFTER_S} ${limitS}`] : []),
     "/bin/sh -c",
     shQuote(script),
     "sparkform", // $0 of the script, so its own error messages say who ran them

@@ -1,6 +1,7 @@
 // The tree digest (native/tree/tree-digest.py, algorithm sparkform-tree-v1): the same script runs on
 // the control node and, fed through ssh, on every node, so both sides compute it identically.
 import { execFileSync } from "node:child_process";
+import { childEnv } from "../transport/child-env";
 import type { Exclusion } from "../config";
 import { type NativeProgram, nativeProgram, programPath } from "../native-script";
 import { nodeJsonParser } from "../schema/node-json";
@@ -121,7 +122,8 @@ export function localTreeDigest(
   const out = execFileSync(
     "python3",
     [TREE_DIGEST_SCRIPT_PATH, root, ...exclusionArgs(exclude), ...(manifest ? ["--manifest"] : [])],
-    { encoding: "utf8", maxBuffer: 256 * 1024 * 1024 },
+    // childEnv: python3 must not inherit PULUMI_CONFIG (decrypted secrets) from the program.
+    { encoding: "utf8", maxBuffer: 256 * 1024 * 1024, env: childEnv() },
   );
   return parseTreeDigest(out, "the control node");
 }

@@ -89,7 +89,7 @@ describe("sshOptions", () => {
   });
 
   it("forwards the agent only when asked, on its own connection", () => {
-    const fwd = sshOptions(node, { knownHosts: "/k" }, { forwardAgent: true });
+    const fwd = sshOptions(node, { knownHosts: "/k" }, { forwardAgent: "/tmp/sf-x/a-1" });
     expect(fwd).toContain("-A");
     expect(fwd).toContain("ControlPath=none");
   });
