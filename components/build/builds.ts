@@ -61,7 +61,8 @@ export class Builds extends pulumi.ComponentResource implements Stage<BuildSumma
     const common = {
       tree: tree.dest,
       flags: this.flags,
-      targets: b.targets,
+      // With a build command the command decides what it builds: no CMake targets.
+      ...(b.command ? {} : { targets: b.targets }),
       artifacts: b.artifacts,
       ...(b.jobs ? { jobs: b.jobs } : {}),
       ...(b.command ? { command: b.command, path: args.toolchain?.binPath ?? [] } : {}),
