@@ -8,6 +8,7 @@ export const fabric = cluster.rails;
 export const toolchain = cluster.toolchain;
 export const tree = cluster.tree;
 export const build = cluster.build;
+export const worker = cluster.worker;
 export const model = cluster.model
   ? {
       commit: cluster.model.commit,

@@ -1,6 +1,6 @@
 // SparkCluster composes the stages, each taking the previous stage's object:
-// nodes → fabric, nodes → toolchain → tree → build, and nodes → model. Per-node work lives in
-// the stages.
+// nodes → fabric, nodes → toolchain → tree → build, nodes → model, and (build, model,
+// fabric) → rpc-worker. Per-node work lives in the stages.
 import * as pulumi from "@pulumi/pulumi";
 import type { PreStageLayout } from "./aliases";
 import { type BuildSummary, Builds } from "./build/builds";
@@ -8,6 +8,7 @@ import { CACHE_FROM_NONE, type StackConfig } from "./config";
 import { Fabric, type FabricNodeSummary } from "./fabric/fabric";
 import { Model } from "./model/model";
 import { Nodes } from "./node/nodes";
+import { type RpcWorkers, rpcWorkersFor, type WorkerSummary } from "./rpc-worker/workers";
 import { type ToolchainSummary, Toolchains } from "./toolchain/toolchains";
 import { type TreeSummary, Trees } from "./tree/trees";
 
@@ -35,6 +36,9 @@ export class SparkCluster extends pulumi.ComponentResource {
   readonly trees?: Trees;
   readonly builds?: Builds;
   readonly model?: Model;
+  readonly workers?: RpcWorkers;
+  /** Per worker node: endpoint, version, binary digest, device memory, health, transport, unit. */
+  readonly worker?: pulumi.Output<Record<string, WorkerSummary>>;
   /** Fact sheet per node name. */
   readonly facts: pulumi.Output<Record<string, unknown>>;
   /** Per node: its rails, each link's class, RTT and throughput (when a fabric is configured). */
@@ -152,6 +156,23 @@ export class SparkCluster extends pulumi.ComponentResource {
       );
     }
 
+    // ggml-rpc-server on the worker nodes, from the verified build, bound to the fabric.
+    if (this.builds && this.trees) {
+      this.workers = rpcWorkersFor(
+        `${name}-worker`,
+        {
+          nodes,
+          builds: this.builds,
+          trees: this.trees,
+          ...(this.model ? { model: this.model } : {}),
+          ...(this.fabric ? { fabric: this.fabric } : {}),
+        },
+        config,
+        child,
+      );
+      this.worker = this.workers?.byNode;
+    }
+
     this.registerOutputs({
       facts: this.facts,
       rails: this.rails,
@@ -159,6 +180,7 @@ export class SparkCluster extends pulumi.ComponentResource {
       tree: this.tree,
       build: this.build,
       model: this.model,
+      worker: this.worker,
     });
   }
 }

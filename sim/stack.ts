@@ -142,6 +142,10 @@ export function renderLocalSettings(c: SimCluster | undefined): string {
     `    files: [${q(LOCAL_MODEL.file)}]`,
     `    sha256: {${q(LOCAL_MODEL.file)}: ${q(LOCAL_MODEL.sha256)}}`,
     `    endpoint: ${q(`http://${c?.controlAddress ?? "127.0.0.1"}:${LOCAL_HUB_PORT}`)}`,
+    // ggml-rpc-server on spark-2 from the verified build, bound to its fabric address; spark-1
+    // (the first node) is the client (components/rpc-worker).
+    "  sparkform:worker:",
+    '    nodes: ["spark-2"]',
     "",
   ].join("\n");
 }

@@ -41,7 +41,15 @@ beforeAll(async () => {
       newResource: (args) => ({
         id: `${args.name}-id`,
         // The measured outputs a real provider would return, so later stages can read them.
-        state: { ...args.inputs, digest: `digest-of-${args.name}`, facts: { arch: "x86_64" } },
+        state: {
+          ...args.inputs,
+          digest: `digest-of-${args.name}`,
+          facts: { arch: "x86_64" },
+          nodeFiles: [],
+          // A NativeBuild's measured outputs, which the worker stage reads.
+          installDir: "/home/spark/.cache/sparkform/llama-build/out/key",
+          artifacts: { "bin/ggml-rpc-server": "0".repeat(64) },
+        },
       }),
       call: (args) => {
         throw new Error(`unexpected call ${args.token}`);
@@ -133,6 +141,7 @@ async function cluster(name: string, n: number, opts: { privateKey?: string } = 
           },
           tree: { source: "tree", dest: "~/src/llama.cpp", exclude: [] },
           build: { preset: "sim", commit: COMMIT },
+          worker: { nodes: ["spark-2"] },
           model: {
             repo: "sparkform/tiny-llama",
             revision: modelCommit,
@@ -154,6 +163,7 @@ async function cluster(name: string, n: number, opts: { privateKey?: string } = 
     ...(c.trees ? [c.trees, ...c.trees.ready] : []),
     ...(c.builds ? [c.builds, ...c.builds.ready] : []),
     ...(c.model ? [c.model, ...c.model.ready] : []),
+    ...(c.workers ? [c.workers, ...c.workers.ready] : []),
   ];
   await Promise.all(all.map((r) => value(r.urn)));
   await value(c.facts);
@@ -194,6 +204,8 @@ describe("SparkCluster on 2 nodes", () => {
         ["sparkform:index:Model", "local-model"],
         [`${DYN}:ModelReplica`, "local-model-spark-1"],
         [`${DYN}:ModelReplica`, "local-model-spark-2"],
+        ["sparkform:index:RpcWorkers", "local-worker"],
+        [`${DYN}:RpcWorker`, "local-worker-spark-2"],
       ].sort(),
     );
   });
@@ -223,6 +235,10 @@ describe("SparkCluster on 2 nodes", () => {
     );
     expect(deps("local-model-spark-1")).toEqual([...facts].sort());
     expect(deps("local-model-spark-2")).toEqual([...facts, urnOf("local-model-spark-1")].sort());
+    // The worker starts from the verified build on its node and the client's (spark-1's).
+    expect(deps("local-worker-spark-2")).toEqual(
+      expect.arrayContaining([urnOf("local-build-spark-1"), urnOf("local-build-spark-2")]),
+    );
   });
 
   it("aliases every resource a pre-stage stack has, so `up` moves it instead of replacing it", () => {
