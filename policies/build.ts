@@ -4,7 +4,7 @@
 // reads the node's evidence.
 import type { ResourceValidationPolicy, StackValidationPolicy } from "@pulumi/policy";
 import type { Evidence } from "../components/kinds";
-import { asKind, known, resourcesOf } from "./evidence";
+import { asKind, known } from "./evidence";
 import { FAT_BUILD_COST } from "../components/build/flags";
 
 type BuildEvidence = Evidence<"NativeBuild">;
