@@ -7,7 +7,8 @@
 #   First checks every ARTIFACT in INCOMING against the source's SHA256: a missing or different
 #   file exits 5 naming it and both digests, and nothing is installed (fail closed). Then installs
 #   as install.sh does: a new entry OUT_DIR/.store/KEY-<id>-<random>, the OUT_DIR/KEY symlink
-#   swapped to it with one rename (mv -T), older entries of KEY removed, INCOMING removed.
+#   swapped to it with one rename (mv -T), older entries of KEY removed, INCOMING removed
+#   (and its parent, when empty).
 #   Prints `sha256  path` per artifact as installed (parseDigests() reads it).
 set -eu
 out=$1 key=$2 in=$3; shift 3; store="$out/.store"
@@ -35,5 +36,6 @@ ln -sfn ".store/${final##*/}" "$out/.$key.link"
 mv -T "$out/.$key.link" "$out/$key"
 for d in "$store/$key-"*; do [ "$d" = "$final" ] || rm -rf -- "$d"; done
 rm -rf -- "$in"
+rmdir -- "${in%/*}" 2>/dev/null || true
 cd "$out/$key/"
 paths "$@" | while IFS= read -r a; do sha256sum -- "$a"; done
