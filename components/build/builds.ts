@@ -1,6 +1,8 @@
 // The build stage: llama.cpp built in each node's synced tree under the environment contract.
-// The cache source (default: the first node) builds first; the others seed their compiler
-// cache from it over the fabric, then build.
+// The cache source (default: the first node) builds first. With sparkform:build.distribute
+// build-each the others seed their compiler cache from it over the fabric, then build; with
+// fan-out (the CUDA default) they compile nothing and receive its verified artifacts
+// (fan-out.ts), taking its outputs as inputs, so identity across nodes holds by construction.
 import * as pulumi from "@pulumi/pulumi";
 import { type PreStageLayout, preStageAliases } from "../aliases";
 import type { Nodes } from "../node/nodes";
