@@ -11,7 +11,13 @@ import { existsSync, statSync } from "node:fs";
 import { isIP } from "node:net";
 import * as path from "node:path";
 import { z } from "zod";
-import { type BuildConfig, buildConfigSchema, unexcludedCommandOutputs } from "./build/config";
+import {
+  type BuildConfig,
+  type BuildDistribute,
+  buildConfigSchema,
+  buildDistribute,
+  unexcludedCommandOutputs,
+} from "./build/config";
 import { DEFAULT_ARTIFACTS, DEFAULT_TARGETS } from "./build/plan";
 import {
   ConfigError,
@@ -315,6 +321,8 @@ export type StackBuild = BuildConfig & {
   targets: string[];
   /** Artifacts (default DEFAULT_ARTIFACTS; relative to the tree with a build command). */
   artifacts: string[];
+  /** fan-out or build-each (default: fan-out for CUDA builds; build/config.ts buildDistribute). */
+  distribute: BuildDistribute;
 };
 /** `sparkform:worker`, with `client` resolved (default: the first node). */
 export type StackWorker = z.infer<typeof workerSchema> & { client: string };
@@ -614,6 +622,7 @@ function resolve(c: Sections, opts: ParseOptions): StackConfigData {
             cacheFrom: b.cacheFrom ?? first,
             targets: b.command ? [] : [...(b.targets ?? DEFAULT_TARGETS)],
             artifacts: [...(b.artifacts ?? (b.command ? [] : DEFAULT_ARTIFACTS))],
+            distribute: buildDistribute(b),
           },
         }
       : {}),

@@ -4,7 +4,7 @@
 // reads the node's evidence.
 import type { ResourceValidationPolicy, StackValidationPolicy } from "@pulumi/policy";
 import type { Evidence } from "../components/kinds";
-import { asKind, known, resourcesOf } from "./evidence";
+import { asKind, known } from "./evidence";
 import { FAT_BUILD_COST } from "../components/build/wording";
 
 type BuildEvidence = Evidence<"NativeBuild">;
@@ -82,10 +82,86 @@ export const cudaArchPinned: ResourceValidationPolicy = {
 export type BuildDigests = { node: string } & Pick<BuildEvidence, "commit" | "artifacts">;
 
 /**
- * Every node's build has the same commit and byte-identical artifacts. The RPC HELLO compares
- * only major/minor: builds that differ connect and then misread each other's op codes.
+ * What one node's build was made from (NativeBuild's inputs and probe; absent fields are not
+ * compared: state written before they were recorded, or unknown in this run).
  */
-export function checkBuildsIdentical(builds: readonly BuildDigests[]): string[] {
+export interface BuildInputs {
+  node: string;
+  /** `fan-out`: received, not compiled (sparkform:build.distribute fan-out). */
+  builtBy?: string;
+  /** The node that compiled it (default: `node`). */
+  builtOn?: string;
+  treeDigest?: string;
+  flags?: Record<string, unknown>;
+  /** The compiler's version line (`gcc (Debian 12.2.0-14) 12.2.0`). */
+  compiler?: string;
+  compilerDigests?: { cxx?: string; nvcc?: string; nvccVersion?: string };
+}
+
+const short = (v: unknown) => String(v ?? "").slice(0, 12) || "(none)";
+
+/**
+ * Which build input differs between the nodes that compiled (fanned-out nodes compiled
+ * nothing and are left out), one phrase each: "tree digest a1b2… on spark-1 vs c3d4… on
+ * spark-2". Empty when one node compiled, or the inputs are equal. Pure.
+ */
+export function buildInputDifferences(builds: readonly BuildInputs[]): string[] {
+  const compiled = builds.filter((b) => b.builtBy !== "fan-out");
+  if (new Set(compiled.map((b) => b.builtOn ?? b.node)).size < 2) return [];
+  const found: string[] = [];
+  const vs = (xs: { node: string; v: string }[]) =>
+    xs.map((x) => `${x.v} on ${x.node}`).join(" vs ");
+  const differs = (get: (b: BuildInputs) => string | undefined) => {
+    const xs = compiled.flatMap((b) => {
+      const v = get(b);
+      return v === undefined || v === "" ? [] : [{ node: b.builtOn ?? b.node, v }];
+    });
+    return new Set(xs.map((x) => x.v)).size > 1 ? xs : undefined;
+  };
+  const tree = differs((b) => b.treeDigest);
+  if (tree) found.push(`tree digest ${vs(tree.map((x) => ({ ...x, v: `${short(x.v)}…` })))}`);
+  const withFlags = compiled.filter((b) => b.flags !== undefined);
+  const vars = [...new Set(withFlags.flatMap((b) => Object.keys(b.flags ?? {})))].sort();
+  for (const k of vars) {
+    const xs = withFlags.map((b) => ({
+      node: b.builtOn ?? b.node,
+      v: b.flags?.[k] === undefined ? "(unset)" : String(b.flags[k]),
+    }));
+    if (new Set(xs.map((x) => x.v)).size > 1)
+      found.push(`flag ${k}: ${vs(xs.map((x) => ({ ...x, v: `${k}=${x.v}` })))}`);
+  }
+  const cxx = differs((b) =>
+    b.compiler || b.compilerDigests?.cxx
+      ? `${b.compiler ?? "c++"} sha256 ${short(b.compilerDigests?.cxx)}…`
+      : undefined,
+  );
+  if (cxx) found.push(`compiler ${vs(cxx)}`);
+  const nvcc = differs((b) =>
+    b.compilerDigests?.nvcc
+      ? `${b.compilerDigests.nvccVersion || "nvcc"} sha256 ${short(b.compilerDigests.nvcc)}…`
+      : undefined,
+  );
+  if (nvcc) found.push(`nvcc ${vs(nvcc)}`);
+  return found;
+}
+
+/** Whether the nodes that compiled recorded their inputs (tree, flags, compiler) at all. */
+function inputsRecorded(builds: readonly BuildInputs[]): boolean {
+  const compiled = builds.filter((b) => b.builtBy !== "fan-out");
+  return (
+    new Set(compiled.map((b) => b.builtOn ?? b.node)).size > 1 &&
+    compiled.every((b) => b.treeDigest && b.flags && b.compilerDigests?.cxx)
+  );
+}
+
+/**
+ * Every node's build has the same commit and byte-identical artifacts. The RPC HELLO compares
+ * only major/minor: builds that differ connect and then misread each other's op codes. When
+ * several nodes compiled, the build inputs are compared too, and a difference names its cause.
+ */
+export function checkBuildsIdentical(
+  builds: readonly (BuildDigests & Partial<Omit<BuildInputs, "node">>)[],
+): string[] {
   const found: string[] = [];
   if (new Set(builds.map((b) => b.commit)).size > 1) {
     found.push(
@@ -93,28 +169,78 @@ export function checkBuildsIdentical(builds: readonly BuildDigests[]): string[] 
         "sync the same tree to every node and run `pulumi up`.",
     );
   }
+  const causes = buildInputDifferences(builds);
+  if (causes.length > 0) {
+    found.push(
+      `Nodes compiled from different build inputs: ${causes.join("; ")}. Make them equal (the same ` +
+        "tree, sparkform:build flags and compiler on every node) and run `pulumi up`, or set " +
+        "sparkform:build.distribute: fan-out so one node builds and the others receive its artifacts.",
+    );
+  }
   const paths = [...new Set(builds.flatMap((b) => Object.keys(b.artifacts)))].sort();
   for (const p of paths) {
     const digests = builds.map((b) => ({ node: b.node, sha: String(b.artifacts[p] ?? "") }));
     if (new Set(digests.map((d) => d.sha)).size > 1) {
-      found.push(
-        `${p} differs between nodes (${digests.map((d) => `${d.node}=${d.sha.slice(0, 12) || "(missing)"}`).join(", ")}): ` +
-          "rebuild with `pulumi up` before any worker starts.",
-      );
+      const where = `${p} differs between nodes (${digests.map((d) => `${d.node}=${d.sha.slice(0, 12) || "(missing)"}`).join(", ")}): `;
+      if (causes.length > 0) {
+        found.push(`${where}built from different inputs (${causes.join("; ")}).`);
+      } else if (inputsRecorded(builds) && digests.every((d) => d.sha !== "")) {
+        found.push(
+          `${where}the nodes compiled it from equal inputs (tree digest, flags, compiler sha256), so ` +
+            "the compiler's output is not reproducible across nodes (CUDA: nvcc's `_INTERNAL_<hash>` " +
+            "names, bench/cuda-proof.md) and no rebuild fixes it: set sparkform:build.distribute: " +
+            "fan-out, so the cache source builds and the others receive its verified artifacts.",
+        );
+      } else {
+        found.push(`${where}rebuild with \`pulumi up\` before any worker starts.`);
+      }
     }
   }
   return found;
 }
 
-/** Every node's build has the same commit and byte-identical artifacts. */
+const str = (v: unknown) => (typeof v === "string" ? v : undefined);
+const obj = (v: unknown) =>
+  v !== null && typeof v === "object" && !Array.isArray(v)
+    ? (v as Record<string, unknown>)
+    : undefined;
+
+/** A NativeBuild's recorded build inputs from its raw props (unknown or absent fields left out). */
+export function buildInputsOf(node: string, props: Record<string, unknown>): BuildInputs {
+  const cd = obj(props.compilerDigests);
+  const out: BuildInputs = { node };
+  const set = <K extends keyof BuildInputs>(k: K, v: BuildInputs[K] | undefined) => {
+    if (v !== undefined) out[k] = v;
+  };
+  set("builtBy", str(props.builtBy));
+  set("builtOn", str(props.builtOn));
+  set("treeDigest", str(props.treeDigest));
+  set("flags", obj(props.flags));
+  set("compiler", str(props.compiler));
+  if (cd) {
+    const d: NonNullable<BuildInputs["compilerDigests"]> = {};
+    if (str(cd.cxx) !== undefined) d.cxx = str(cd.cxx) as string;
+    if (str(cd.nvcc) !== undefined) d.nvcc = str(cd.nvcc) as string;
+    if (str(cd.nvccVersion) !== undefined) d.nvccVersion = str(cd.nvccVersion) as string;
+    out.compilerDigests = d;
+  }
+  return out;
+}
+
+/** Every node's build has the same commit and byte-identical artifacts, from equal inputs. */
 export const buildsIdentical: StackValidationPolicy = {
   name: "builds-identical",
-  description: "Every node runs the same llama.cpp commit with byte-identical build artifacts.",
+  description:
+    "Every node runs the same llama.cpp commit with byte-identical build artifacts; nodes that compile do so from the same tree, flags and compiler.",
   enforcementLevel: "mandatory",
   validateStack: (args, reportViolation) => {
-    const builds = resourcesOf(args.resources, "NativeBuild").flatMap((b) => {
+    const builds = args.resources.flatMap((r) => {
+      const b = asKind(r, "NativeBuild");
+      if (!b) return [];
       const m = known(b, "commit", "artifacts");
-      return m ? [{ node: b.node, ...m }] : [];
+      if (!m) return [];
+      const { node: _n, ...inputs } = buildInputsOf(b.node, r.props as Record<string, unknown>);
+      return [{ node: b.node, ...m, ...inputs }];
     });
     checkBuildsIdentical(builds).forEach((m) => reportViolation(m));
   },

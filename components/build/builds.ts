@@ -1,18 +1,24 @@
 // The build stage: llama.cpp built in each node's synced tree under the environment contract.
-// The cache source (default: the first node) builds first; the others seed their compiler
-// cache from it over the fabric, then build.
+// The cache source (default: the first node) builds first. With sparkform:build.distribute
+// build-each the others seed their compiler cache from it over the fabric, then build; with
+// fan-out (the CUDA default) they compile nothing and receive its verified artifacts
+// (fan-out.ts), taking its outputs as inputs, so identity across nodes holds by construction.
 import * as pulumi from "@pulumi/pulumi";
 import { type PreStageLayout, preStageAliases } from "../aliases";
 import type { Nodes } from "../node/nodes";
 import { gatherByNode, PerNode, type Stage } from "../stage";
 import type { Toolchains } from "../toolchain/toolchains";
 import type { Trees } from "../tree/trees";
-import { type BuildConfig, stackBuildFlags } from "./config";
+import { type BuildConfig, type BuildDistribute, buildDistribute, stackBuildFlags } from "./config";
+import type { FanOutSource } from "./fan-out";
 import type { BuildFlags } from "./flags";
 import { NativeBuild } from "./native-build";
 import type { Check } from "./verify";
 
 export interface BuildSummary {
+  /** `self`: compiled on the node; `fan-out`: received from `builtOn` (distribute fan-out). */
+  builtBy: "self" | "fan-out";
+  builtOn: string;
   buildKey: string;
   commit: string;
   installDir: string;
@@ -42,6 +48,8 @@ export class Builds extends pulumi.ComponentResource implements Stage<BuildSumma
   readonly ready: readonly NativeBuild[];
   /** The build contract every node builds with (one flag set for the cluster). */
   readonly flags: BuildFlags;
+  /** How the nodes get their build (sparkform:build.distribute, resolved). */
+  readonly distribute: BuildDistribute;
   private readonly perNode: PerNode<NativeBuild>;
 
   constructor(name: string, args: BuildsArgs, opts?: pulumi.ComponentResourceOptions) {
@@ -72,7 +80,10 @@ export class Builds extends pulumi.ComponentResource implements Stage<BuildSumma
         { parent: this, aliases: preStageAliases(args.preStage, node), dependsOn },
         connections,
       );
-    const seed = args.cacheFrom;
+    this.distribute = buildDistribute(b);
+    // Fan-out needs one node that builds: the cache source, else (cacheFrom none) the first.
+    const seed =
+      this.distribute === "fan-out" ? (args.cacheFrom ?? nodes.names[0]) : args.cacheFrom;
     const seedBuild =
       seed === undefined
         ? undefined
@@ -84,16 +95,24 @@ export class Builds extends pulumi.ComponentResource implements Stage<BuildSumma
     const entries = nodes.names.map((node) => {
       if (node === seed && seedBuild) return [node, seedBuild] as const;
       const sync = tree.of(node);
+      const fanOut = this.distribute === "fan-out" && seed !== undefined && seedBuild;
       const build = new NativeBuild(
         `${name}-${node}`,
         {
           ...common,
           target: nodes.target(node),
           treeDigest: sync.digest,
-          ...(seed !== undefined ? { cacheFrom: nodes.peer(seed) } : {}),
+          ...(fanOut
+            ? { fanOutFrom: fanOutSource(nodes.peer(seed), seedBuild) }
+            : seed !== undefined
+              ? { cacheFrom: nodes.peer(seed) }
+              : {}),
         },
-        // cacheFrom carries the seed's connection too.
-        opts_(node, seedBuild ? [sync, seedBuild] : [sync], ["target", "cacheFrom"]),
+        // cacheFrom and fanOutFrom carry the seed's connection too.
+        opts_(node, seedBuild ? [sync, seedBuild] : [sync], [
+          "target",
+          fanOut ? "fanOutFrom" : "cacheFrom",
+        ]),
       );
       return [node, build] as const;
     });
@@ -102,6 +121,8 @@ export class Builds extends pulumi.ComponentResource implements Stage<BuildSumma
     this.byNode = gatherByNode(nodes.names, (n) => {
       const x = this.of(n);
       return {
+        builtBy: x.builtBy,
+        builtOn: x.builtOn,
         buildKey: x.buildKey,
         commit: x.commit,
         installDir: x.installDir,
@@ -116,4 +137,23 @@ export class Builds extends pulumi.ComponentResource implements Stage<BuildSumma
   of(node: string): NativeBuild {
     return this.perNode.of(node);
   }
+}
+
+/** What a fanned-out node takes from the source's NativeBuild: its outputs (so it follows them). */
+function fanOutSource(
+  peer: ReturnType<Nodes["peer"]>,
+  source: NativeBuild,
+): pulumi.Output<FanOutSource> {
+  return pulumi.output({
+    peer,
+    buildKey: source.buildKey,
+    installDir: source.installDir,
+    installed: source.installed,
+    checks: source.checks,
+    instructions: source.instructions,
+    cpuLibrary: source.cpuLibrary,
+    compiler: source.compiler,
+    compilerDigests: source.compilerDigests,
+    treeDigest: source.treeDigest,
+  }) as pulumi.Output<FanOutSource>;
 }

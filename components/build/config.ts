@@ -10,6 +10,9 @@
 //     cacheFrom: spark-1       # the node whose compiler cache seeds the others (default: the
 //                              # first node); `none` builds every node on its own
 //     jobs: 20                 # ninja -j (default: ninja's own)
+//     distribute: fan-out      # fan-out: only the cache source compiles, the others receive
+//                              # its verified artifacts; build-each: every node compiles
+//                              # (default: fan-out for CUDA builds, build-each otherwise)
 //     command:                 # the project's own build instead of sparkform's CMake one
 //       run: [mix, compile]    #   argv, run in the tree (or `workdir`, relative to it)
 //       buildDir: _build/dev/lib/llama_cpp_ex/obj/llama_build-*   # its CMake build dir,
@@ -122,6 +125,17 @@ export const buildConfigSchema = z
     cacheFrom: z.string().min(1).optional(),
     jobs: z.number().int().min(1).max(512).optional(),
     command: commandSchema.optional(),
+    /**
+     * How the nodes get their build. `build-each`: every node compiles in its own tree (the
+     * others' compiler caches seeded from the cache source). `fan-out`: only the cache source
+     * (`cacheFrom`, default the first node) compiles, verifies and installs; every other node
+     * copies its installed artifacts node to node, checks each file's sha256 against the
+     * source's and installs them atomically, so the builds are identical by construction.
+     * Default (buildDistribute): `fan-out` for CUDA builds (LLAMA_BACKEND cuda, e.g. preset
+     * spark), whose objects differ between build directories and machines (nvcc's
+     * `_INTERNAL_<hash>` names, bench/cuda-proof.md); `build-each` otherwise.
+     */
+    distribute: z.enum(["build-each", "fan-out"]).optional(),
   })
   .superRefine((b, ctx) => {
     if (!b.command) return;
@@ -144,6 +158,24 @@ export const buildConfigSchema = z
   });
 
 export type BuildConfig = z.infer<typeof buildConfigSchema>;
+
+/** How the nodes get their build (see `distribute` in buildConfigSchema). */
+export type BuildDistribute = NonNullable<BuildConfig["distribute"]>;
+
+/**
+ * The one place `sparkform:build.distribute`'s default is decided: as configured, else
+ * `fan-out` when the build's backend (the preset's LLAMA_BACKEND, or the flags' override) is
+ * cuda, else `build-each`.
+ */
+export function buildDistribute(
+  config: Pick<BuildConfig, "distribute" | "preset" | "flags">,
+): BuildDistribute {
+  if (config.distribute) return config.distribute;
+  const override = config.flags?.LLAMA_BACKEND;
+  const backend =
+    override !== undefined ? override : BUILD_PRESETS[config.preset ?? "spark"].LLAMA_BACKEND;
+  return backend === "cuda" ? "fan-out" : "build-each";
+}
 
 /**
  * A build command writes inside the synced tree (its build directory, often its artifacts):

@@ -15,9 +15,12 @@ import {
   DEFAULT_TARGETS,
 } from "./plan";
 import type { CacheSource } from "./provider";
+import type { FanOutSource } from "./fan-out";
+import type { CompilerDigests } from "./plan";
 import { type Check, VERIFY_PROGRAM } from "./verify";
 
 export type { CacheSource } from "./provider";
+export type { FanOutSource } from "./fan-out";
 
 /** Bump when the provider's behaviour changes, so `up` rewrites it in state (and rebuilds). */
 export const NATIVE_BUILD_PROVIDER_VERSION = "1";
@@ -60,6 +63,12 @@ export interface NativeBuildArgs {
    * else through the control node). Also add that node's NativeBuild to `dependsOn`.
    */
   readonly cacheFrom?: pulumi.Input<CacheSource>;
+  /**
+   * sparkform:build.distribute fan-out: compile nothing here; copy this source build's
+   * installed artifacts (from its NativeBuild's outputs, see Builds), check each file's sha256
+   * against the source's and install them atomically. Also add the source to `dependsOn`.
+   */
+  readonly fanOutFrom?: pulumi.Input<FanOutSource>;
 }
 
 const provider = delegatingProvider(path.join(__dirname, "provider.ts"));
@@ -72,6 +81,8 @@ const provider = delegatingProvider(path.join(__dirname, "provider.ts"));
  */
 export class NativeBuild extends pulumi.dynamic.Resource {
   declare readonly buildKey: pulumi.Output<string>;
+  /** The tree digest it was built from (the input). */
+  declare readonly treeDigest: pulumi.Output<string>;
   declare readonly commit: pulumi.Output<string>;
   declare readonly buildDir: pulumi.Output<string>;
   /** Where the installed artifacts are: `<installDir>/<artifact path>`. */
@@ -91,6 +102,12 @@ export class NativeBuild extends pulumi.dynamic.Resource {
   }>;
   /** Seconds per phase of the last build: probe, cache, configure, build, verify, install, total. */
   declare readonly seconds: pulumi.Output<Record<string, number>>;
+  /** sha256 of the c++ and nvcc binaries that made the artifacts (the source's when fanned out). */
+  declare readonly compilerDigests: pulumi.Output<CompilerDigests>;
+  /** `self`: compiled on this node; `fan-out`: received from `builtOn` (distribute fan-out). */
+  declare readonly builtBy: pulumi.Output<"self" | "fan-out">;
+  /** The node that compiled the artifacts. */
+  declare readonly builtOn: pulumi.Output<string>;
 
   constructor(name: string, args: NativeBuildArgs, opts?: pulumi.CustomResourceOptions) {
     const command: BuildCommand | undefined = args.command
@@ -149,6 +166,7 @@ export class NativeBuild extends pulumi.dynamic.Resource {
         ...(command ? { command } : {}),
         ...(args.path && args.path.length > 0 ? { path: [...args.path] } : {}),
         cacheFrom: args.cacheFrom,
+        fanOutFrom: args.fanOutFrom,
         verifyProgram: programRef(VERIFY_PROGRAM),
         buildKey: undefined,
         commit: undefined,
@@ -162,6 +180,9 @@ export class NativeBuild extends pulumi.dynamic.Resource {
         compiler: undefined,
         cache: undefined,
         seconds: undefined,
+        compilerDigests: undefined,
+        builtBy: undefined,
+        builtOn: undefined,
       },
       opts,
       DYNAMIC_MODULE,

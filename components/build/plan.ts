@@ -347,11 +347,36 @@ export const BUILD_PROGRAMS = {
 } as const;
 
 /** native/build/probe.sh's output: $HOME first, then `key=value` lines. */
-export function parseProbe(stdout: string): { home: string; compiler: string; ccache: string } {
+export function parseProbe(stdout: string): {
+  home: string;
+  compiler: string;
+  ccache: string;
+  /** sha256 of the c++ and nvcc binaries ("" when absent): the compiler among the build inputs. */
+  compilerDigests: CompilerDigests;
+} {
   const lines = stdout.split("\n");
   const value = (k: string) =>
     (lines.find((l) => l.startsWith(`${k}=`)) ?? "").slice(k.length + 1).trim();
-  return { home: (lines[0] ?? "").trim(), compiler: value("compiler"), ccache: value("ccache") };
+  return {
+    home: (lines[0] ?? "").trim(),
+    compiler: value("compiler"),
+    ccache: value("ccache"),
+    compilerDigests: {
+      cxx: value("compilerSha256"),
+      nvcc: value("nvccSha256"),
+      nvccVersion: value("nvcc"),
+    },
+  };
+}
+
+/** The compiler binaries' digests, as probe.sh measures them ("" = absent). */
+export interface CompilerDigests {
+  /** sha256 of `c++` (symlinks resolved). */
+  cxx: string;
+  /** sha256 of nvcc (`$CUDA_HOME/bin/nvcc` or PATH's). */
+  nvcc: string;
+  /** nvcc's last --version line (`Build cuda_13.0…`). */
+  nvccVersion: string;
 }
 
 /** Tools the build needs on the node. */

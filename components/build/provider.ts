@@ -55,6 +55,8 @@ import {
 } from "./verify";
 import { programCommand, programFor, type ProgramRef, sameProgram } from "../native-script";
 import { newRefToken } from "../tree/node-dir";
+import { fanOut, type FanOutSource } from "./fan-out";
+import type { CompilerDigests } from "./plan";
 
 /** A node whose compiler cache seeds this one's (it has built the same tree and flags). */
 export type CacheSource = Peer;
@@ -86,6 +88,11 @@ export interface NativeBuildInputs {
    * those inputs); only the diff reads it.
    */
   verifyScript?: string;
+  /**
+   * sparkform:build.distribute fan-out: build nothing here, receive this source's verified
+   * artifacts (fan-out.ts). Its `installed` digests are an input: a new source build re-copies.
+   */
+  fanOutFrom?: FanOutSource;
 }
 
 export interface NativeBuildOutputs extends NativeBuildInputs {
@@ -113,6 +120,12 @@ export interface NativeBuildOutputs extends NativeBuildInputs {
    * keeps the build then.
    */
   refToken?: string;
+  /** sha256 of the compiler binaries that made the artifacts (probe.sh; the source's when fanned out). */
+  compilerDigests: CompilerDigests;
+  /** `self`: compiled here; `fan-out`: received from `builtOn`'s build (fan-out.ts). */
+  builtBy: "self" | "fan-out";
+  /** The node that compiled the artifacts. */
+  builtOn: string;
 }
 
 const tag = (t: SshTarget) => `[${t.name}] build`;
@@ -122,15 +135,20 @@ interface Probe {
   compiler: string;
   /** ccache's version line, or "" when the node has none. */
   ccache: string;
+  compilerDigests: CompilerDigests;
 }
 
 async function probe(inputs: NativeBuildInputs): Promise<Probe> {
   const needs = buildRequirements(inputs.command);
   const r = await openNode(inputs.target).run(
-    programCommand(BUILD_PROGRAMS.probe, {
-      args: [homeRelative(inputs.tree), needs.treeMarker, ...needs.tools],
-      display: "probe build tools",
-    }),
+    {
+      ...programCommand(BUILD_PROGRAMS.probe, {
+        args: [homeRelative(inputs.tree), needs.treeMarker, ...needs.tools],
+        display: "probe build tools",
+      }),
+      // probe.sh finds nvcc under CUDA_HOME for its digest (the build's own env is not set yet).
+      ...(inputs.flags.CUDA_HOME ? { env: { CUDA_HOME: inputs.flags.CUDA_HOME } } : {}),
+    },
     { step: "build probe", timeoutMs: 60_000, okExitCodes: [0, 3, 4] },
   );
   if (r.exitCode === 3) {
@@ -226,6 +244,11 @@ async function converge(
   inputs: NativeBuildInputs,
   refToken: string = newRefToken(),
 ): Promise<NativeBuildOutputs> {
+  if (inputs.fanOutFrom) {
+    const got = await fanOut({ ...inputs, fanOutFrom: inputs.fanOutFrom });
+    const { copiedBy: _by, ...outs } = got;
+    return { ...inputs, ...outs, cache: { hits: 0, misses: 0, seededBy: "none" } };
+  }
   const t0 = Date.now();
   const flags = parseBuildFlags(inputs.flags);
   const who = tag(inputs.target);
@@ -239,7 +262,7 @@ async function converge(
     }
   };
 
-  const { home, compiler, ccache } = await timed("probe", () => probe(inputs));
+  const { home, compiler, ccache, compilerDigests } = await timed("probe", () => probe(inputs));
   const plan = buildPlan({
     home,
     tree: inputs.tree,
@@ -403,6 +426,9 @@ async function converge(
     cache: { ...stats, seededBy },
     seconds,
     refToken,
+    compilerDigests,
+    builtBy: "self",
+    builtOn: inputs.target.name,
   };
 }
 
@@ -465,6 +491,7 @@ export const REBUILD_KEYS = [
   "jobs",
   "command",
   "path",
+  "fanOutFrom",
 ] as const;
 
 /** Artifacts whose measured digest differs from the installed one (deleted or modified). */

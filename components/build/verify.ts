@@ -323,13 +323,25 @@ export function requiredSignatures(flags: BuildFlags): Signature[] {
 
 // ---- evaluation -------------------------------------------------------------------------------------
 
-export type CheckName = "isa" | "cuda-one-arch" | "cpu-march" | "cpu-instructions" | "artifacts";
+export type CheckName =
+  | "isa"
+  | "cuda-one-arch"
+  | "cpu-march"
+  | "cpu-instructions"
+  | "artifacts"
+  /** A fanned-out build's own check: every received file has the source's sha256. */
+  | "fan-out-digests";
 
 export interface Check {
   readonly name: CheckName;
   readonly ok: boolean;
   /** What happened; on failure also why it matters and what to do. */
   readonly detail: string;
+  /**
+   * The node that ran the check, when it is not the resource's own: a fanned-out build carries
+   * the source's verification (sparkform:build.distribute fan-out).
+   */
+  readonly node?: string;
 }
 
 export interface Verdict {

@@ -444,7 +444,7 @@ const cases: [string, Record<string, unknown>, string][] = [
   [
     "build unknown key",
     withBuild({ colour: "red" }),
-    'sparkform:build: Unrecognized key "colour"; fix the name (one of preset, flags, targets, artifacts, commit, cacheFrom, jobs, command) or remove it',
+    'sparkform:build: Unrecognized key "colour"; fix the name (one of preset, flags, targets, artifacts, commit, cacheFrom, jobs, command, distribute) or remove it',
   ],
   [
     "build without tree",
@@ -643,6 +643,7 @@ describe("parseStackConfig: defaults, set once", () => {
       cacheFrom: "spark-1",
       targets: ["ggml-rpc-server", "llama-completion"],
       artifacts: ["bin/ggml-rpc-server", "bin/llama-completion", "ggml/src/libggml-cpu.a"],
+      distribute: "build-each",
     });
     expect(c.model).toEqual({
       ...model,
@@ -723,7 +724,7 @@ describe("parseStackConfig: all problems together", () => {
         expect.stringMatching(/^unknown stack configuration sparkform:surprise: /),
         'sparkform:nodes[1].fabricAddress: "host:2222" is not an IP address; give the node\'s fabric IPv4 or IPv6 address, without port or brackets (e.g. 192.168.100.11 or fd00::11)',
         "sparkform:toolchain.probe: needs at least the program, e.g. [elixir, --version]",
-        'sparkform:build: Unrecognized key "colour"; fix the name (one of preset, flags, targets, artifacts, commit, cacheFrom, jobs, command) or remove it',
+        'sparkform:build: Unrecognized key "colour"; fix the name (one of preset, flags, targets, artifacts, commit, cacheFrom, jobs, command, distribute) or remove it',
         expect.stringMatching(/^sparkform:model\.revision: "main" is not a commit sha/),
         'sparkform:model.nodes[1]: names "spark-1" twice; list each node once',
         expect.stringMatching(/^sparkform:toolchain\.source: "spark-9" is not one of the nodes/),

@@ -42,6 +42,7 @@ describe("every program in native/", () => {
       "build/configure.sh",
       "build/delete.sh",
       "build/digest.sh",
+      "build/fan-out-install.sh",
       "build/find-build-dir.sh",
       "build/install.sh",
       "build/probe.sh",
