@@ -3,7 +3,10 @@
 // fabric) → rpc-worker. Per-node work lives in the stages.
 import * as pulumi from "@pulumi/pulumi";
 import type { PreStageLayout } from "./aliases";
+import * as path from "node:path";
 import { type BuildSummary, Builds } from "./build/builds";
+import { stackBuildFlags } from "./build/config";
+import type { BuildFlags } from "./build/flags";
 import { CACHE_FROM_NONE, type StackConfig } from "./config";
 import { Fabric, type FabricNodeSummary } from "./fabric/fabric";
 import { Model } from "./model/model";
@@ -60,6 +63,18 @@ export class SparkCluster extends pulumi.ComponentResource {
       prefix: stage ? `${name}-${stage}` : name,
     });
     const child = { parent: this };
+    // The build contract first: a bad flag is an error before any stage plans anything.
+    let flags: BuildFlags | undefined;
+    if (config.build && config.tree) {
+      try {
+        flags = stackBuildFlags(config.build, {
+          source: path.resolve(args.projectDir, config.tree.source),
+          exclude: config.tree.exclude,
+        });
+      } catch (err) {
+        throw new pulumi.ResourceError((err as Error).message, this);
+      }
+    }
 
     const nodes = new Nodes(
       `${name}-node`,
@@ -117,7 +132,7 @@ export class SparkCluster extends pulumi.ComponentResource {
       this.trees = trees;
       this.tree = trees.byNode.apply((byNode) => ({ expected: trees.expected, nodes: byNode }));
       const b = config.build;
-      if (b) {
+      if (b && flags) {
         this.builds = new Builds(
           `${name}-build`,
           {
@@ -125,6 +140,7 @@ export class SparkCluster extends pulumi.ComponentResource {
             tree: trees,
             ...(toolchains ? { toolchain: toolchains } : {}),
             build: b,
+            flags,
             cacheFrom: b.cacheFrom === CACHE_FROM_NONE ? undefined : b.cacheFrom,
             preStage: preStage("build"),
           },

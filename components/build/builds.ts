@@ -9,7 +9,7 @@ import type { Nodes } from "../node/nodes";
 import { gatherByNode, PerNode, type Stage } from "../stage";
 import type { Toolchains } from "../toolchain/toolchains";
 import type { Trees } from "../tree/trees";
-import { type BuildConfig, type BuildDistribute, buildDistribute, stackBuildFlags } from "./config";
+import { type BuildConfig, type BuildDistribute, buildDistribute } from "./config";
 import type { FanOutSource } from "./fan-out";
 import type { BuildFlags } from "./flags";
 import { NativeBuild } from "./native-build";
@@ -36,6 +36,11 @@ export interface BuildsArgs {
   /** The validated `sparkform:build` section (preset, flags, targets, artifacts, command …). */
   readonly build: BuildConfig;
   /**
+   * The build contract, rendered and checked before any stage is created
+   * (`stackBuildFlags(build, tree)`): bad flags stop the program before anything is planned.
+   */
+  readonly flags: BuildFlags;
+  /**
    * The node whose compiler cache seeds the others (it builds first), or undefined for none
    * (`sparkform:build.cacheFrom: none`).
    */
@@ -55,11 +60,7 @@ export class Builds extends pulumi.ComponentResource implements Stage<BuildSumma
   constructor(name: string, args: BuildsArgs, opts?: pulumi.ComponentResourceOptions) {
     super("sparkform:index:Builds", name, {}, opts);
     const { nodes, tree, build: b } = args;
-    try {
-      this.flags = stackBuildFlags(b, { source: tree.source, exclude: tree.exclude });
-    } catch (err) {
-      throw new pulumi.ResourceError((err as Error).message, this);
-    }
+    this.flags = args.flags;
     if (args.cacheFrom !== undefined && !nodes.has(args.cacheFrom)) {
       throw new pulumi.ResourceError(
         `sparkform:build.cacheFrom ${JSON.stringify(args.cacheFrom)} is not one of the nodes (${nodes.names.join(", ")}), nor "none"`,
