@@ -2,6 +2,8 @@
 // Builds from stack.ts, then the worker stage) with the repository's policy pack against a
 // simulated pair: spark-1 is the client, spark-2 runs ggml-rpc-server. Assertions read the
 // stack's outputs and the nodes (systemd, the kernel's socket table, the journal).
+// The Model stage is on too (a ~115 MB model from the test HF endpoint on the control address),
+// so the worker's tensor cache is pre-warmed and destroy has entries to prune.
 //
 // One sim, one build. spark-1's compiler cache is seeded from SPARKFORM_E2E_NODE_CCACHE when set
 // (and saved back after the first `up`), as in native-build.test.ts; spark-2 is seeded from
@@ -11,12 +13,20 @@ import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync
 import { tmpdir } from "node:os";
 import * as path from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { makeTinyLlamaGguf } from "../../sim/gguf/tiny-llama";
+import {
+  type HfEndpoint,
+  type PublishedRepo,
+  publishTestModel,
+  startHfEndpoint,
+} from "../../sim/hub";
 import { extractLlamaSource } from "../../sim/llama/index";
 import { simDown, simExec, simUp } from "../../sim/index";
 import { renderStackConfig } from "../../sim/stack";
 import type { SimCluster } from "../../sim/state";
 import { type PulumiCli, pulumiCli } from "../support/pulumi-cli";
 import { startSshAgent, type TestAgent } from "../support/ssh-agent";
+import { LARGE_DIMS } from "./rpc-worker/large-model";
 
 const isRoot = process.getuid?.() === 0;
 const repoRoot = path.join(__dirname, "..", "..");
@@ -45,6 +55,13 @@ const POLICIES = [
 let cluster: SimCluster;
 let agent: TestAgent | undefined;
 let cli: PulumiCli;
+let ep: HfEndpoint;
+let pub: PublishedRepo;
+// The pre-warm model: large-model.ts's dims on one layer (~115 MB): its weight matrices are over
+// ggml-rpc's 10 MiB HASH_THRESHOLD, so the worker's tensor cache gets entries to write and prune.
+const MODEL_FILE = "prewarm-llama-f16.gguf";
+const MANIFEST = `/home/spark/.cache/sparkform/rpc-worker/prewarm-${PORT}.json`;
+const RPC_CACHE = "/home/spark/.cache/llama.cpp/rpc";
 
 interface WorkerOut {
   endpoint: string;
@@ -73,6 +90,12 @@ function writeStackConfig(worker: string[] = []): void {
     '    exclude: [{path: ".git", reason: "history the build does not need"}]',
     "  sparkform:build:",
     "    preset: sim",
+    "  sparkform:model:",
+    `    repo: ${JSON.stringify(pub.repo)}`,
+    `    revision: ${JSON.stringify(pub.commit)}`,
+    `    files: [${MODEL_FILE}]`,
+    `    endpoint: ${JSON.stringify(ep.url)}`,
+    "    retries: 0",
     "  sparkform:worker:",
     "    nodes: [spark-2]",
     `    port: ${PORT}`,
@@ -160,14 +183,21 @@ async function worker(): Promise<WorkerOut> {
   return w;
 }
 
-async function workerUrn(): Promise<string> {
+async function workerState(): Promise<{
+  urn: string;
+  outputs: { prewarmed: { entries: number; written: number; bytes: number } | null };
+}> {
   const out = await cli.run(["stack", "export", "-s", stack]);
   const resources = (
-    JSON.parse(out.output) as { deployment: { resources?: { urn: string; type: string }[] } }
+    JSON.parse(out.output) as {
+      deployment: {
+        resources?: { urn: string; type: string; outputs: { prewarmed: null } }[];
+      };
+    }
   ).deployment.resources;
   const r = resources?.find((x) => x.type === "pulumi-nodejs:dynamic/sparkform:RpcWorker");
   if (!r) throw new Error("no RpcWorker in the state");
-  return r.urn;
+  return r;
 }
 
 function rsyncNodeCache(direction: "to" | "from"): void {
@@ -200,6 +230,16 @@ describe.skipIf(!isRoot)("RpcWorker on a simulated pair (real pulumi CLI)", () =
   beforeAll(async () => {
     cluster = await simUp({ nodes: 2 });
     extractLlamaSource(treeDir);
+    pub = publishTestModel(path.join(work, "hub"), {
+      files: [
+        { path: MODEL_FILE, bytes: makeTinyLlamaGguf({ dims: { ...LARGE_DIMS, nLayer: 1 } }) },
+      ],
+    });
+    ep = await startHfEndpoint({
+      root: path.join(work, "hub"),
+      host: cluster.controlAddress,
+      port: 0,
+    });
     agent = await startSshAgent(work, cluster.sshKeyPath);
     mkdirSync(path.join(work, "backend"));
     cli = pulumiCli(projectDir, {
@@ -217,6 +257,7 @@ describe.skipIf(!isRoot)("RpcWorker on a simulated pair (real pulumi CLI)", () =
       await cli.run(["stack", "rm", "--yes", "--force", "-s", stack]).catch(() => undefined);
     }
     rmSync(path.join(projectDir, `Pulumi.${stack}.yaml`), { force: true });
+    await ep?.close();
     agent?.stop();
     await simDown().catch(() => undefined);
     rmSync(work, { recursive: true, force: true });
@@ -249,6 +290,14 @@ describe.skipIf(!isRoot)("RpcWorker on a simulated pair (real pulumi CLI)", () =
       expect(w.transport.transport).toBe("tcp");
       expect(w.transport.evidence).toMatch(/transport\s*:\s*TCP/i);
       expect(w.digest).toMatch(/^[0-9a-f]{64}$/);
+      // The tensor cache pre-warmed from spark-2's verified model copy: one file per entry.
+      const { prewarmed } = (await workerState()).outputs;
+      log(`prewarmed ${JSON.stringify(prewarmed)}`);
+      expect(prewarmed?.entries).toBeGreaterThan(0);
+      expect(prewarmed?.written).toBe(prewarmed?.entries);
+      const files = (await asSpark("spark-2", `ls -A ${RPC_CACHE}`)).split("\n");
+      expect(files).toHaveLength(prewarmed?.entries ?? -1);
+      for (const f of files) expect(f).toMatch(/^[0-9a-f]{16}$/);
     },
     COLD_BUILD_MS,
   );
@@ -319,7 +368,7 @@ describe.skipIf(!isRoot)("RpcWorker on a simulated pair (real pulumi CLI)", () =
       );
       const other = await asSpark("spark-2", `sha256sum ${installed} | cut -c1-64`);
       expect(other).not.toBe(w.digest);
-      const urn = await workerUrn();
+      const { urn } = await workerState();
       await refresh(["--target", urn]);
       const failed = await up(["--target", urn], { expectFailure: true });
       expect(failed.output).toContain(other);
@@ -393,7 +442,10 @@ describe.skipIf(!isRoot)("RpcWorker on a simulated pair (real pulumi CLI)", () =
         expect(
           await asSpark(n, "systemctl --user list-units --all --no-legend --plain 'sparkform-*'"),
         ).toBe("");
-        expect(await asSpark(n, "ls -A ~/.cache/llama.cpp/rpc 2>/dev/null || true")).toBe("");
+        expect(await asSpark(n, `ls -A ${RPC_CACHE} 2>/dev/null || true`)).toBe("");
+        expect(await asSpark(n, `test -e ${MANIFEST} && echo present || echo absent`)).toBe(
+          "absent",
+        );
         expect(await listeningPorts(n)).toEqual([node(n).sshPort]);
       }
     },
