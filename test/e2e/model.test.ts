@@ -17,6 +17,7 @@ import {
   type PublishedRepo,
 } from "../../sim/hub";
 import { repoRoot } from "../../setup/pulumi/env";
+import { TINY_LLAMA_DIMS } from "../../sim/gguf/tiny-llama";
 import { simDown, simExec, simUp } from "../../sim/index";
 import { renderStackConfig } from "../../sim/stack";
 import type { SimCluster } from "../../sim/state";
@@ -178,13 +179,14 @@ describe.skipIf(!isRoot)("Model on a simulated pair (real pulumi CLI, local HF e
     expect(out.files).toEqual([
       { path: pub.model.path, size: pub.model.size, sha256: pub.model.sha256 },
     ]);
+    // The header as the generator wrote it (sim/gguf: head size 64, so CUDA has a kernel for it).
     expect(out.gguf).toMatchObject({
       architecture: "llama",
-      blockCount: 8,
-      contextLength: 256,
-      embeddingLength: 64,
-      headCount: 4,
-      headCountKv: 2,
+      blockCount: TINY_LLAMA_DIMS.nLayer,
+      contextLength: TINY_LLAMA_DIMS.nCtx,
+      embeddingLength: TINY_LLAMA_DIMS.nEmbd,
+      headCount: TINY_LLAMA_DIMS.nHead,
+      headCountKv: TINY_LLAMA_DIMS.nHeadKv,
       quantization: "F16",
     });
     expect(up.output).toMatch(/\[spark-1\] model sparkform\/tiny-llama: downloaded 1 file\(s\)/);
