@@ -26,15 +26,11 @@ process.env.SPARKFORM_SIM_QUIET = "1";
 
 /** The CLI exactly as a user runs it (`npx sparkform sim …`). */
 function cli(...args: string[]): Promise<RunResult> {
-  return runRaw(
-    process.execPath,
-    ["--import", "tsx", path.join(repoRoot, "bin/sparkform.js"), "sim", ...args],
-    {
-      cwd: repoRoot,
-      env: { ...process.env, SPARKFORM_STATE_DIR: stateDir },
-      timeoutMs: 120_000,
-    },
-  );
+  return runRaw(process.execPath, [path.join(repoRoot, "bin/sparkform.js"), "sim", ...args], {
+    cwd: repoRoot,
+    env: { ...process.env, SPARKFORM_STATE_DIR: stateDir },
+    timeoutMs: 120_000,
+  });
 }
 
 let c: SimCluster;
