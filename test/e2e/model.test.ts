@@ -287,7 +287,7 @@ describe.skipIf(!isRoot)("Model on a simulated pair (real pulumi CLI, local HF e
     expect(leaks).toEqual([]);
     expect(resumed.output).toMatch(/\[spark-1\].*resuming the \.part from byte \d+/);
     expect(resumed.output).toMatch(
-      /\[spark-1\] model .*: [1-9]\d% \([\d.]+ KiB of [\d.]+ KiB\) at [\d.]+ KiB\/s, ETA \d+ s/,
+      /\[spark-1\] model .*: [1-9]\d% \([\d.]+ [KMG]iB of [\d.]+ [KMG]iB\) at [\d.]+ [KMG]iB\/s, ETA \d+ s/,
     );
     expect(nodeGets().map((e) => [e.status, e.range, e.bytes, e.remote])).toEqual([
       // (The endpoint logs no remote address for a connection it cut: the socket is gone.)
@@ -363,7 +363,7 @@ describe.skipIf(!isRoot)("Model on a simulated pair (real pulumi CLI, local HF e
       expect(failed.output).toMatch(
         new RegExp(
           `not enough free space for ${pub.model.path} under ~/small-models/.*: need ${pub.model.size} ` +
-            `bytes \\([\\d.]+ KiB\\), ${free} bytes \\([\\d.]+ KiB\\) free; nothing was downloaded`,
+            `bytes \\([\\d.]+ [KMG]iB\\), ${free} bytes \\([\\d.]+ [KMG]iB\\) free; nothing was downloaded`,
         ),
       );
       expect(nodeGets()).toEqual([]);
