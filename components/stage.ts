@@ -27,12 +27,8 @@ export function gatherByNode<T>(
     .apply((rows) => Object.fromEntries(rows) as Record<string, pulumi.Unwrap<T>>);
 }
 
-/** The child name convention: `${cluster}-<stage>-<node>`. */
-export function childName(cluster: string, stage: string, node: string): string {
-  return `${cluster}-${stage}-${node}`;
-}
-
 /** A stage's resources by node name; asking for a node the stage does not cover is an error. */
+
 export class PerNode<R> {
   private readonly map: ReadonlyMap<string, R>;
 

@@ -20,6 +20,7 @@ import {
   type CompilerDigests,
   parseDigests,
 } from "./plan";
+import type { NativeBuildOutputs } from "./provider";
 import type { Check } from "./verify";
 
 /** native/build/fan-out-install.sh (its header says what each argument is). */
@@ -58,24 +59,26 @@ export interface FanOutInputs {
 }
 
 /** What fanOut measured and decided; the provider merges it into the outputs. */
-export interface FanOutResult {
-  buildKey: string;
-  commit: string;
+export type FanOutResult = Pick<
+  NativeBuildOutputs,
+  | "buildKey"
+  | "commit"
+  | "installDir"
+  | "checks"
+  | "instructions"
+  | "cpuLibrary"
+  | "installed"
+  | "artifacts"
+  | "compiler"
+  | "compilerDigests"
+  | "builtOn"
+  | "seconds"
+> & {
   /** "": this node built nothing (no build directory of its own). */
   buildDir: string;
-  installDir: string;
-  checks: Check[];
-  instructions: Record<string, number>;
-  cpuLibrary: { path: string; sha256: string };
-  installed: Record<string, string>;
-  artifacts: Record<string, string>;
-  compiler: string;
-  compilerDigests: CompilerDigests;
   builtBy: "fan-out";
-  builtOn: string;
   copiedBy: CopiedBy;
-  seconds: Record<string, number>;
-}
+};
 
 const tag = (t: SshTarget) => `[${t.name}] build`;
 
