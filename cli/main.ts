@@ -7,6 +7,8 @@ import * as local from "./commands/local";
 import * as report from "./commands/report";
 import * as runOnNode from "./commands/run";
 import * as sim from "./commands/sim";
+import * as status from "./commands/status";
+import * as doctor from "./commands/doctor";
 import * as sync from "./commands/sync";
 
 interface Command {
@@ -23,6 +25,8 @@ const commands: Record<string, Command> = {
   "llama-source": llamaSource,
   check,
   report,
+  status,
+  doctor,
 };
 
 function usage(): string {

@@ -17,9 +17,10 @@ export interface StackView {
   target(node: string): SshTarget;
 }
 
-function pulumiJson(args: string[], what: string): unknown {
+/** `pulumi <args> --json` of the project's stacks, parsed; an error says how to select or make one. */
+export function pulumiJson(args: string[], what: string, cwd = repoRoot): unknown {
   const r = spawnSync(pulumiBinary(), [...args, "--json"], {
-    cwd: repoRoot,
+    cwd,
     env: pulumiEnv(),
     encoding: "utf8",
     maxBuffer: 64 << 20,
@@ -34,13 +35,17 @@ function pulumiJson(args: string[], what: string): unknown {
   return JSON.parse(r.stdout) as unknown;
 }
 
-/** Read stack `name` (default: the selected stack) from the project's backend. */
-export function readStack(name: string | undefined): StackView {
+/**
+ * Read stack `name` (default: the selected stack) from the project's backend; `projectDir` is
+ * the Pulumi project's directory (default: this checkout).
+ */
+export function readStack(name: string | undefined, projectDir = repoRoot): StackView {
   const s = name ? ["-s", name] : [];
-  const entries = pulumiJson(["config", "--show-secrets", ...s], "configuration") as Record<
-    string,
-    { value?: string; objectValue?: unknown }
-  >;
+  const entries = pulumiJson(
+    ["config", "--show-secrets", ...s],
+    "configuration",
+    projectDir,
+  ) as Record<string, { value?: string; objectValue?: unknown }>;
   const raw: Record<string, unknown> = {};
   for (const [key, v] of Object.entries(entries)) {
     if (!key.startsWith("sparkform:")) continue;
@@ -48,7 +53,10 @@ export function readStack(name: string | undefined): StackView {
   }
   const config = parseStackConfig(raw, { projectDir: repoRoot });
   const privateKey = typeof raw.privateKey === "string" ? raw.privateKey : undefined;
-  const outputs = pulumiJson(["stack", "output", ...s], "outputs") as Record<string, unknown>;
+  const outputs = pulumiJson(["stack", "output", ...s], "outputs", projectDir) as Record<
+    string,
+    unknown
+  >;
   return {
     name,
     config,

@@ -13,6 +13,7 @@ import { LOCAL_HUB_PORT } from "../../sim/stack";
 import type { SimCluster } from "../../sim/state";
 import { out } from "../errors";
 import * as report from "./report";
+import { stackSummary } from "./status";
 import { formatCluster } from "./sim";
 
 export const summary = "the main job: the simulated pair up, then `pulumi up` of the local stack";
@@ -143,7 +144,10 @@ export async function run(argv: string[]): Promise<number> {
     );
     if (up.status !== 0) return up.status ?? 1;
     // The fabric as a picture people would rather look at than read (report fabric).
-    return await report.run(["fabric", "--stack", "local"]);
+    const reported = await report.run(["fabric", "--stack", "local"]);
+    // The answer: what was stood up, read back from the stack's outputs (= `sparkform status`).
+    out(["", ...stackSummary("local")].join("\n"));
+    return reported;
   } finally {
     agent.stop();
   }

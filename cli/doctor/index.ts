@@ -1,0 +1,67 @@
+// `sparkform doctor`: every preflight check, in the order a person fixes things — the control
+// node, the configuration (the schema and the policy pack's own checks), then every node at
+// once. It changes nothing anywhere (test/e2e/doctor.test.ts compares a node's files and units
+// before and after).
+import { ConfigError } from "../../components/config";
+import { closeAll } from "../../components/transport/ssh";
+import { readStack, type StackView } from "../stack";
+import { controlFindings } from "./control";
+import type { Finding } from "./findings";
+import { nodeFindings } from "./nodes";
+import { policyFindings } from "./policy";
+
+export { EXIT, exitCode, renderFindings, type Finding, type Status } from "./findings";
+
+export interface DoctorOptions {
+  /** The stack (default: the selected one). */
+  readonly stack?: string;
+  /** The Pulumi project's directory (default: this checkout). */
+  readonly projectDir?: string;
+}
+
+/** The model's file sizes from the last `up`, when it fetched the configured revision. */
+function modelBytes(view: StackView): Record<string, number> | undefined {
+  const m = view.outputs.model as
+    { commit?: unknown; files?: { path?: unknown; size?: unknown }[] } | undefined;
+  if (!m || !view.config.model || m.commit !== view.config.model.revision) return undefined;
+  const sizes: Record<string, number> = {};
+  for (const f of m.files ?? []) {
+    if (typeof f.path === "string" && typeof f.size === "number") sizes[f.path] = f.size;
+  }
+  return sizes;
+}
+
+export async function doctor(opts: DoctorOptions = {}): Promise<Finding[]> {
+  let view: StackView;
+  try {
+    view = readStack(opts.stack, opts.projectDir);
+  } catch (err) {
+    const lines = err instanceof ConfigError ? err.lines : [(err as Error).message];
+    return [
+      ...controlFindings(undefined),
+      ...lines.map((l): Finding => ({
+        check: "config",
+        where: "config",
+        status: "fail",
+        what: l,
+        fix: err instanceof ConfigError ? "as the line says" : "select or create the stack",
+      })),
+    ];
+  }
+  const findings: Finding[] = [
+    ...controlFindings(view.config),
+    {
+      check: "config",
+      where: "config",
+      status: "pass",
+      what: `stack ${view.name ?? "(selected)"}: ${view.config.nodes.length} nodes, the schema accepts every key`,
+    },
+    ...policyFindings(view.config),
+  ];
+  try {
+    findings.push(...(await nodeFindings(view.config, (n) => view.target(n), modelBytes(view))));
+  } finally {
+    closeAll();
+  }
+  return findings;
+}
