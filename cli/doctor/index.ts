@@ -7,6 +7,7 @@ import { closeAll } from "../../components/transport/ssh";
 import { readStack, type StackView } from "../stack";
 import { controlFindings } from "./control";
 import type { Finding } from "./findings";
+import { modelSizes } from "./model";
 import { nodeFindings } from "./nodes";
 import { policyFindings } from "./policy";
 
@@ -17,18 +18,6 @@ export interface DoctorOptions {
   readonly stack?: string;
   /** The Pulumi project's directory (default: this checkout). */
   readonly projectDir?: string;
-}
-
-/** The model's file sizes from the last `up`, when it fetched the configured revision. */
-function modelBytes(view: StackView): Record<string, number> | undefined {
-  const m = view.outputs.model as
-    { commit?: unknown; files?: { path?: unknown; size?: unknown }[] } | undefined;
-  if (!m || !view.config.model || m.commit !== view.config.model.revision) return undefined;
-  const sizes: Record<string, number> = {};
-  for (const f of m.files ?? []) {
-    if (typeof f.path === "string" && typeof f.size === "number") sizes[f.path] = f.size;
-  }
-  return sizes;
 }
 
 export async function doctor(opts: DoctorOptions = {}): Promise<Finding[]> {
@@ -59,7 +48,16 @@ export async function doctor(opts: DoctorOptions = {}): Promise<Finding[]> {
     ...policyFindings(view.config),
   ];
   try {
-    findings.push(...(await nodeFindings(view.config, (n) => view.target(n), modelBytes(view))));
+    // The hub and the nodes at once: the disk check waits for the model's size only.
+    const model = modelSizes(view.config, view.outputs);
+    const nodes = nodeFindings(
+      view.config,
+      (n) => view.target(n),
+      model.then((m) => m.sizes),
+    );
+    const m = await model;
+    if (m.finding) findings.push(m.finding);
+    findings.push(...(await nodes));
   } finally {
     closeAll();
   }

@@ -218,6 +218,10 @@ export function reachFinding(
   }
 }
 
+/** The model's file sizes, or a promise of them (resolved at the hub meanwhile). */
+export type ModelBytes =
+  Record<string, number> | undefined | Promise<Record<string, number> | undefined>;
+
 interface NodeReading {
   readonly name: string;
   readonly findings: Finding[];
@@ -228,7 +232,7 @@ async function readNode(
   config: StackConfigData,
   index: number,
   target: SshTarget,
-  modelBytes: Record<string, number> | undefined,
+  modelBytes: ModelBytes,
 ): Promise<NodeReading> {
   const name = target.name;
   const needs = nodeNeeds(config, name);
@@ -296,7 +300,7 @@ async function readNode(
       },
     );
     facts = parseFacts(r.stdout, name);
-    findings.push(diskFinding(config, name, facts, probe, modelBytes));
+    findings.push(diskFinding(config, name, facts, probe, await modelBytes));
   } catch (e) {
     findings.push({
       check: "facts",
@@ -505,7 +509,7 @@ export function fabricFindings(
 export async function nodeFindings(
   config: StackConfigData,
   target: (node: string) => SshTarget,
-  modelBytes?: Record<string, number>,
+  modelBytes?: ModelBytes,
 ): Promise<Finding[]> {
   const readings = await Promise.all(
     config.nodes.map((n, i) => readNode(config, i, target(n.name), modelBytes)),
