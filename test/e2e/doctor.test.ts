@@ -123,18 +123,14 @@ describe.skipIf(!isRoot)("sparkform doctor on a simulated pair", () => {
     expect(after).toEqual(before);
   });
 
+  /** Pin `key` as spark-2's host key in the stack's config, as a user would. */
+  const pinSpark2 = (key: string) =>
+    pulumi.run(["config", "set", "-s", stack, "--path", "sparkform:nodes[1].hostKey", key]);
+
   it("refuses a node whose host key is not the pinned one, and prints the fix", async () => {
     const [one, two] = cluster.nodes as [SimCluster["nodes"][0], SimCluster["nodes"][0]];
     // spark-2 pinned to spark-1's key: a valid key, not spark-2's.
-    await pulumi.run([
-      "config",
-      "set",
-      "-s",
-      stack,
-      "--path",
-      "sparkform:nodes[1].hostKey",
-      one.hostKey,
-    ]);
+    await pinSpark2(one.hostKey);
     try {
       const { findings } = await run();
       const f = findings.find((x) => x.where === two.name && x.check === "host-key");
@@ -156,15 +152,7 @@ describe.skipIf(!isRoot)("sparkform doctor on a simulated pair", () => {
       );
       expect(exitCode(findings)).toBe(2);
     } finally {
-      await pulumi.run([
-        "config",
-        "set",
-        "-s",
-        stack,
-        "--path",
-        "sparkform:nodes[1].hostKey",
-        two.hostKey,
-      ]);
+      await pinSpark2(two.hostKey);
     }
   });
 
