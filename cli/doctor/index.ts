@@ -25,7 +25,18 @@ export async function doctor(opts: DoctorOptions = {}): Promise<Finding[]> {
   try {
     view = readStack(opts.stack, opts.projectDir);
   } catch (err) {
-    const lines = err instanceof ConfigError ? err.lines : [(err as Error).message];
+    // A config error is one line per problem, each with its fix; reading the stack fails as a
+    // few lines (what pulumi said, then how to select one), said here on one line.
+    const config = err instanceof ConfigError;
+    const lines = config
+      ? err.lines
+      : [
+          (err as Error).message
+            .split("\n")
+            .filter((l) => l.trim() !== "" && !l.startsWith("Select the stack"))
+            .join(" ")
+            .replace(/:\s+/g, ": "),
+        ];
     return [
       ...controlFindings(undefined),
       ...lines.map((l): Finding => ({
@@ -33,33 +44,36 @@ export async function doctor(opts: DoctorOptions = {}): Promise<Finding[]> {
         where: "config",
         status: "fail",
         what: l,
-        fix: err instanceof ConfigError ? "as the line says" : "select or create the stack",
+        fix: config
+          ? "as the line says, with `pulumi config set` or in stacks/Pulumi.<stack>.yaml"
+          : "pass --stack S (`pulumi stack ls` lists them), or make it: `npm run local` for the simulated pair, `pulumi stack init S` for Sparks",
       })),
     ];
   }
-  const findings: Finding[] = [
-    ...controlFindings(view.config),
-    {
-      check: "config",
-      where: "config",
-      status: "pass",
-      what: `stack ${view.name ?? "(selected)"}: ${view.config.nodes.length} nodes, the schema accepts every key`,
-    },
-    ...policyFindings(view.config),
-  ];
   try {
-    // The hub and the nodes at once: the disk check waits for the model's size only.
+    // The hub and the nodes at once (their ssh processes start here, before the control
+    // node's own probes run); the disk check waits for the model's size only.
     const model = modelSizes(view.config, view.outputs);
     const nodes = nodeFindings(
       view.config,
       (n) => view.target(n),
       model.then((m) => m.sizes),
     );
+    const findings: Finding[] = [
+      ...controlFindings(view.config),
+      {
+        check: "config",
+        where: "config",
+        status: "pass",
+        what: `stack ${view.name ?? "(selected)"}: ${view.config.nodes.length} nodes, the schema accepts every key`,
+      },
+      ...policyFindings(view.config),
+    ];
     const m = await model;
     if (m.finding) findings.push(m.finding);
     findings.push(...(await nodes));
+    return findings;
   } finally {
     closeAll();
   }
-  return findings;
 }
