@@ -8,6 +8,7 @@ import * as report from "./commands/report";
 import * as runOnNode from "./commands/run";
 import * as sim from "./commands/sim";
 import * as sync from "./commands/sync";
+import * as worker from "./commands/worker";
 
 interface Command {
   readonly summary: string;
@@ -19,6 +20,7 @@ const commands: Record<string, Command> = {
   local,
   sync,
   run: runOnNode,
+  worker,
   sim,
   "llama-source": llamaSource,
   check,

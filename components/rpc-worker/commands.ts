@@ -3,8 +3,9 @@
 // (`pulumi up`, refresh) and `sparkform worker`, so a worker started by hand is started exactly
 // as `up` starts it, with only the overrides the user asked for.
 import { nativeProgram, programCommand, programFor, type ProgramRef } from "../native-script";
+import { NodeOutputError, nodeJsonParser } from "../schema/node-json";
 import { homeRelative, type RemoteScript } from "../transport/ssh";
-import { RPC_PROGRAMS } from "./plan";
+import { type ProbeResult, RPC_PROGRAMS, type WorkerStatus } from "./plan";
 
 export const unitName = (port: number): string => `sparkform-rpc-worker-${port}`;
 export const guardUnitName = (port: number): string => `sparkform-rpc-guard-${port}`;
@@ -53,7 +54,7 @@ export function startCommand(s: StartSettings): RemoteScript {
       String(s.rssLimitPercent),
       String(s.rssIntervalSeconds),
       s.rssLimitPercent > 0 ? nativeProgram(RPC_PROGRAMS.guard).text : "",
-      s.tcp ? "tcp" : "auto",
+      s.tcp ? NO_RDMA_DEVICE : "",
     ],
     display:
       `systemd-run --user --unit=${unitName(s.port)} ggml-rpc-server -H ${s.bind} -p ${s.port}` +
@@ -100,3 +101,69 @@ export function probeCommand(
     display: `rpc HELLO ${s.bind}:${s.port} from ${client}`,
   });
 }
+
+const strings = { type: "array", items: { type: "string" } } as const;
+const unitState = { type: "object", additionalProperties: { type: "string" } } as const;
+const bytes = { type: "integer", minimum: 0 } as const;
+
+/** status.py's JSON, checked (untrusted output of a node): names the node and the bad path. */
+export const parseWorkerStatus = nodeJsonParser<WorkerStatus>(
+  {
+    type: "object",
+    required: [
+      "worker",
+      "guard",
+      "runningDigest",
+      "binaryDigest",
+      "listening",
+      "established",
+      "log",
+      "guardLog",
+    ],
+    properties: {
+      worker: unitState,
+      guard: unitState,
+      runningDigest: { type: "string" },
+      binaryDigest: { type: "string" },
+      listening: strings,
+      established: strings,
+      log: strings,
+      guardLog: strings,
+      memory: {
+        type: "object",
+        required: ["rss", "peakRss", "memTotal", "memAvailable"],
+        properties: { rss: bytes, peakRss: bytes, memTotal: bytes, memAvailable: bytes },
+        additionalProperties: false,
+      },
+      others: strings,
+      tail: strings,
+    },
+    additionalProperties: false,
+  },
+  (node, path, detail) => new NodeOutputError("rpc-worker status", node, path, detail),
+);
+
+/** probe.py's JSON, checked likewise. */
+export const parseProbe = nodeJsonParser<ProbeResult>(
+  {
+    type: "object",
+    required: ["endpoint", "ok", "state"],
+    properties: {
+      endpoint: { type: "string" },
+      ok: { type: "boolean" },
+      state: { enum: ["ok", "refused", "unreachable", "no-answer", "protocol"] },
+      version: { type: "string" },
+      clientVersion: {},
+      devices: {
+        type: "array",
+        items: {
+          type: "object",
+          required: ["device", "free", "total"],
+          properties: { device: { type: "integer" }, free: bytes, total: bytes },
+        },
+      },
+      error: { type: "string" },
+    },
+  },
+  (node, path, detail) => new NodeOutputError("rpc HELLO probe", node, path, detail),
+);

@@ -17,6 +17,8 @@ import { progress } from "../providers/progress";
 import { homeRelative, openNode, RemoteCommandError, type SshTarget } from "../transport/ssh";
 import {
   guardUnitName,
+  parseProbe,
+  parseWorkerStatus,
   probeCommand,
   startCommand,
   statusCommand,
@@ -99,7 +101,7 @@ async function status(i: RpcWorkerInputs): Promise<WorkerStatus> {
     step: "rpc-worker status",
     timeoutMs: 60_000,
   });
-  return JSON.parse(r.stdout) as WorkerStatus;
+  return parseWorkerStatus(r.stdout, i.target.name);
 }
 
 async function probe(i: RpcWorkerInputs, timeoutS = 5): Promise<ProbeResult> {
@@ -107,7 +109,7 @@ async function probe(i: RpcWorkerInputs, timeoutS = 5): Promise<ProbeResult> {
     step: "rpc-worker HELLO",
     timeoutMs: (timeoutS * 4 + 30) * 1000,
   });
-  return JSON.parse(r.stdout) as ProbeResult;
+  return parseProbe(r.stdout, i.client.target.name);
 }
 
 async function stop(i: Pick<RpcWorkerInputs, "target" | "port" | "programs">): Promise<void> {

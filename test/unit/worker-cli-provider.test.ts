@@ -11,7 +11,13 @@ import {
 } from "../../components/rpc-worker/provider";
 
 const D = "a".repeat(64);
-const target = { name: "spark-2", host: "10.0.0.12", user: "spark", hostKey: "ssh-ed25519 AAAA" };
+const target = {
+  name: "spark-2",
+  host: "10.0.0.12",
+  port: 22,
+  user: "spark",
+  hostKey: "ssh-ed25519 AAAA",
+};
 
 function inputs(over: Partial<RpcWorkerInputs> = {}): RpcWorkerInputs {
   return {
