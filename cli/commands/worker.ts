@@ -6,8 +6,7 @@
 // started: the next refresh shows it as drift and `up` puts the stack's worker back, and every
 // changing action says so.
 import { parseArgs } from "node:util";
-import type { StackConfigData, StackWorker } from "../../components/config";
-import { programRef } from "../../components/native-script";
+import type { StackConfigData } from "../../components/config";
 import {
   guardUnitName,
   parseProbe,
@@ -18,11 +17,10 @@ import {
   statusCommand,
   stopCommand,
   unitName,
-  type WorkerPrograms,
+  workerPrograms,
 } from "../../components/rpc-worker/commands";
 import {
   judgeHealth,
-  RPC_PROGRAMS,
   SERVER_ARTIFACT,
   type UnitState,
   type WorkerStatus,
@@ -136,7 +134,6 @@ export interface WorkerPlan {
   readonly client: string;
   /** The port the stack's worker listens on (its endpoint). */
   readonly stackPort: number;
-  readonly worker: StackWorker;
   readonly start: StartSettings & { readonly clientBuild: { digest: string; header: string } };
 }
 
@@ -174,13 +171,14 @@ export function workerPlan(view: StackView, req: WorkerRequest): WorkerPlan {
     throw new Error(
       `the stack's outputs have no build of ${SERVER_ARTIFACT} on ${installDir ? w.client : req.node}: run \`pulumi up\` first`,
     );
-  const tree = config.tree?.dest ?? "~/src/llama.cpp";
+  const tree = config.tree?.dest;
+  if (!tree)
+    throw new Error("the stack has no sparkform:tree (the client's ggml-rpc.h is read from it)");
   const stackPort = Number(m[2]);
   return {
     node: req.node,
     client: w.client,
     stackPort,
-    worker: w,
     start: {
       binary: `${installDir}/${SERVER_ARTIFACT}`,
       bind: m[1] as string,
@@ -192,9 +190,7 @@ export function workerPlan(view: StackView, req: WorkerRequest): WorkerPlan {
       clientBuild: { digest, header: `${tree.replace(/\/$/, "")}/ggml/include/ggml-rpc.h` },
       rssLimitPercent: w.rssLimitPercent,
       rssIntervalSeconds: w.rssIntervalSeconds,
-      programs: Object.fromEntries(
-        Object.entries(RPC_PROGRAMS).map(([k, p]) => [k, programRef(p)]),
-      ) as WorkerPrograms,
+      programs: workerPrograms(),
       tcp: req.tcp,
     },
   };
@@ -223,6 +219,8 @@ const unitLine = (name: string, u: Partial<UnitState>) =>
 
 /** What the drift note says after a change, per action. */
 export function driftNote(plan: WorkerPlan, action: "stopped" | "started"): string {
+  if (action === "stopped" && plan.start.port !== plan.stackPort)
+    return `${plan.node}: worker on port ${plan.start.port} stopped; the stack's is on ${plan.stackPort}: no drift from this`;
   const back =
     action === "stopped"
       ? "`pulumi up` restarts it"
@@ -234,9 +232,13 @@ export function driftNote(plan: WorkerPlan, action: "stopped" | "started"): stri
 export function statusLines(plan: WorkerPlan, st: WorkerStatus): string[] {
   const t = workerTransport(st);
   const s = plan.start;
+  const transport =
+    st.worker.ActiveState === "active"
+      ? `transport ${t.transport} (${t.evidence ?? t.reason})`
+      : "transport: not running";
   return [
     `${plan.node}: ${unitLine(unitName(s.port), st.worker)}`,
-    `  endpoint ${s.bind}:${s.port}${st.listening.length ? `, listening on ${st.listening.join(", ")}` : ", not listening"}; transport ${t.transport} (${t.evidence ?? t.reason})`,
+    `  endpoint ${s.bind}:${s.port}${st.listening.length ? `, listening on ${st.listening.join(", ")}` : ", not listening"}; ${transport}`,
     `  guard ${unitLine(guardUnitName(s.port), st.guard)}`,
     ...(st.established.length ? [`  connected: ${st.established.join(", ")}`] : []),
     ...((st.others ?? []).length

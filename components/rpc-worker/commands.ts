@@ -2,7 +2,13 @@
 // settings into start.sh / stop.sh / status.py / probe.py command lines, shared by the provider
 // (`pulumi up`, refresh) and `sparkform worker`, so a worker started by hand is started exactly
 // as `up` starts it, with only the overrides the user asked for.
-import { nativeProgram, programCommand, programFor, type ProgramRef } from "../native-script";
+import {
+  nativeProgram,
+  programCommand,
+  programFor,
+  type ProgramRef,
+  programRef,
+} from "../native-script";
 import { NodeOutputError, nodeJsonParser } from "../schema/node-json";
 import { homeRelative, type RemoteScript } from "../transport/ssh";
 import { type ProbeResult, RPC_PROGRAMS, type WorkerStatus } from "./plan";
@@ -17,6 +23,13 @@ export const guardUnitName = (port: number): string => `sparkform-rpc-guard-${po
 export const NO_RDMA_DEVICE = "sparkform-no-such-rdma-device";
 
 export type WorkerPrograms = Record<keyof typeof RPC_PROGRAMS, ProgramRef>;
+
+/** This checkout's worker programs, as a resource input records them. */
+export function workerPrograms(): WorkerPrograms {
+  return Object.fromEntries(
+    Object.entries(RPC_PROGRAMS).map(([k, p]) => [k, programRef(p)]),
+  ) as WorkerPrograms;
+}
 
 /** How a worker is started: the RpcWorker inputs start.sh reads, plus the CLI's A/B lever. */
 export interface StartSettings {

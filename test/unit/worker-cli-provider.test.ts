@@ -2,8 +2,7 @@
 // updateKind): issue 13, "when only the model changes, workers keep running (their tensor cache
 // stays)": a new pre-warm input re-warms the cache in place, it does not restart the unit.
 import { describe, expect, it } from "vitest";
-import { programRef } from "../../components/native-script";
-import { RPC_PROGRAMS } from "../../components/rpc-worker/plan";
+import { workerPrograms } from "../../components/rpc-worker/commands";
 import {
   type RpcWorkerInputs,
   type RpcWorkerOutputs,
@@ -45,9 +44,7 @@ function inputs(over: Partial<RpcWorkerInputs> = {}): RpcWorkerInputs {
       digest: D,
       header: "~/src/llama.cpp/ggml/include/ggml-rpc.h",
     },
-    programs: Object.fromEntries(
-      Object.entries(RPC_PROGRAMS).map(([k, p]) => [k, programRef(p)]),
-    ) as RpcWorkerInputs["programs"],
+    programs: workerPrograms(),
     prewarm: [{ path: "~/models/m/a.gguf", sha256: "1".repeat(64) }],
     ...over,
   };

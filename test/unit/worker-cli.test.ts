@@ -265,6 +265,16 @@ describe("sparkform worker: what it prints", () => {
       "  guard sparkform-rpc-guard-50052 active/running (result success, NRestarts 0, pid 0)",
     ]);
   });
+  it("status of a stopped worker: not listening, no transport claimed", () => {
+    const stopped = status({
+      worker: { ActiveState: "inactive", SubState: "dead", Result: "success" } as never,
+      listening: [],
+      log: [],
+    });
+    expect(statusLines(plan, stopped)[1]).toBe(
+      "  endpoint 192.168.100.2:50052, not listening; transport: not running",
+    );
+  });
   it("rss: the worker's RSS and peak, the node's memory, the guard's limit", () => {
     expect(rssLine(plan, status())).toBe(
       "spark-2: worker RSS 349 MiB (peak 595 MiB); node memory 64.0 of 128.0 GiB used (50.0%, MemAvailable 64.0 GiB); the RSS guard stops the worker at 92%",
@@ -277,6 +287,11 @@ describe("sparkform worker: what it prints", () => {
     const moved = workerPlan(view(), parse("restart spark-2 --port 50060"));
     expect(driftNote(moved, "started")).toBe(
       "spark-2: worker started; `pulumi refresh` will show this as drift and `pulumi up` restarts it with the stack's settings on port 50052 (and stops this one)",
+    );
+  });
+  it("stopping a worker on another port than the stack's is no drift, and says so", () => {
+    expect(driftNote(workerPlan(view(), parse("stop spark-2 --port 50060")), "stopped")).toBe(
+      "spark-2: worker on port 50060 stopped; the stack's is on 50052: no drift from this",
     );
   });
   it("another sparkform worker on the node is drift", () => {
