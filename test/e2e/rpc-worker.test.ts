@@ -244,13 +244,16 @@ const log = (s: string) => process.stderr.write(`[rpc-worker] ${s}\n`);
 
 /** `npx sparkform …` as a user runs it, against this test's backend, state dir and agent. */
 async function sparkform(args: string[]) {
+  const t0 = Date.now();
   const r = await execa(process.execPath, [path.join(repoRoot, "bin", "sparkform.js"), ...args], {
     cwd: repoRoot,
     env: cli.env,
     extendEnv: false,
     reject: false,
   });
-  log(`$ sparkform ${args.join(" ")}  [exit ${r.exitCode}]\n${r.stdout}\n${r.stderr}`);
+  log(
+    `$ sparkform ${args.join(" ")}  [exit ${r.exitCode}, ${((Date.now() - t0) / 1000).toFixed(1)} s]\n${r.stdout}\n${r.stderr}`,
+  );
   return { exitCode: r.exitCode ?? -1, stdout: r.stdout, stderr: r.stderr };
 }
 const workerCli = (...args: string[]) => sparkform(["worker", ...args, "--stack", stack]);
