@@ -10,6 +10,7 @@ import * as sim from "./commands/sim";
 import * as status from "./commands/status";
 import * as doctor from "./commands/doctor";
 import * as sync from "./commands/sync";
+import * as worker from "./commands/worker";
 
 interface Command {
   readonly summary: string;
@@ -21,6 +22,7 @@ const commands: Record<string, Command> = {
   local,
   sync,
   run: runOnNode,
+  worker,
   sim,
   "llama-source": llamaSource,
   check,

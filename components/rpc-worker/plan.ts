@@ -47,6 +47,18 @@ export interface UnitState {
   InvocationID: string;
   MainPID: string;
   ExecMainStatus: string;
+  /** The command line systemd runs (`{ path=… ; argv[]=… }`); absent in state before it. */
+  ExecStart?: string;
+  /** The unit's environment, `K=V` separated by spaces. */
+  Environment?: string;
+}
+
+/** The worker's memory beside the node's, in bytes (status.py; what the RSS guard watches). */
+export interface WorkerMemory {
+  rss: number;
+  peakRss: number;
+  memTotal: number;
+  memAvailable: number;
 }
 
 export interface WorkerStatus {
@@ -62,6 +74,11 @@ export interface WorkerStatus {
   established: string[];
   log: string[];
   guardLog: string[];
+  memory?: WorkerMemory;
+  /** Active sparkform worker units on other ports of the node (`sparkform worker --port`). */
+  others?: string[];
+  /** The log's last N lines, exactly (when asked for: `sparkform worker logs`). */
+  tail?: string[];
 }
 
 export interface ProbeResult {
@@ -175,6 +192,9 @@ export function driftReasons(o: {
     r.push(`RSS guard unit is ${o.status.guard.ActiveState}/${o.status.guard.SubState}`);
   const others = o.status.listening.filter((a) => a !== o.bind);
   if (others.length > 0) r.push(`listening on ${others.join(", ")} besides ${o.bind}`);
+  const strays = o.status.others ?? [];
+  if (strays.length > 0)
+    r.push(`another sparkform worker runs on the node: ${strays.join(", ")} (one worker per node)`);
   return r;
 }
 

@@ -9,12 +9,22 @@
 //   identity version (patch included) and digest equal to the client build's, else the worker
 //            is stopped again and the error names both builds: no client ever uses it
 import type * as pulumi from "@pulumi/pulumi";
-import { programCommand, programFor, type ProgramRef, nativeProgram } from "../native-script";
+import { programCommand, programFor, type ProgramRef } from "../native-script";
 import type { RpcTransport } from "../fabric/rpc-log";
 import type { ProviderImpl } from "../providers/delegate";
 import { changedKeys } from "../providers/diff";
 import { progress } from "../providers/progress";
 import { homeRelative, openNode, RemoteCommandError, type SshTarget } from "../transport/ssh";
+import {
+  guardUnitName,
+  parseProbe,
+  parseWorkerStatus,
+  probeCommand,
+  startCommand,
+  statusCommand,
+  stopCommand,
+  unitName,
+} from "./commands";
 import {
   driftReasons,
   type Health,
@@ -85,38 +95,25 @@ export interface RpcWorkerOutputs extends RpcWorkerInputs {
 }
 
 const tag = (t: SshTarget) => `[${t.name}] rpc-worker`;
-const unitName = (port: number) => `sparkform-rpc-worker-${port}`;
 
 async function status(i: RpcWorkerInputs): Promise<WorkerStatus> {
-  const r = await openNode(i.target).run(
-    programCommand(programFor(i.programs.status, RPC_PROGRAMS.status), {
-      args: [String(i.port), homeRelative(i.binary)],
-      display: `rpc-worker status :${i.port}`,
-    }),
-    { step: "rpc-worker status", timeoutMs: 60_000 },
-  );
-  return JSON.parse(r.stdout) as WorkerStatus;
+  const r = await openNode(i.target).run(statusCommand(i), {
+    step: "rpc-worker status",
+    timeoutMs: 60_000,
+  });
+  return parseWorkerStatus(r.stdout, i.target.name);
 }
 
 async function probe(i: RpcWorkerInputs, timeoutS = 5): Promise<ProbeResult> {
-  const r = await openNode(i.client.target).run(
-    programCommand(programFor(i.programs.probe, RPC_PROGRAMS.probe), {
-      args: [i.bind, String(i.port), String(timeoutS), homeRelative(i.clientBuild.header)],
-      display: `rpc HELLO ${i.bind}:${i.port} from ${i.client.target.name}`,
-    }),
-    { step: "rpc-worker HELLO", timeoutMs: (timeoutS * 4 + 30) * 1000 },
-  );
-  return JSON.parse(r.stdout) as ProbeResult;
+  const r = await openNode(i.client.target).run(probeCommand(i, i.client.target.name, timeoutS), {
+    step: "rpc-worker HELLO",
+    timeoutMs: (timeoutS * 4 + 30) * 1000,
+  });
+  return parseProbe(r.stdout, i.client.target.name);
 }
 
 async function stop(i: Pick<RpcWorkerInputs, "target" | "port" | "programs">): Promise<void> {
-  await openNode(i.target).run(
-    programCommand(programFor(i.programs.stop, RPC_PROGRAMS.stop), {
-      args: [String(i.port)],
-      display: `stop ${unitName(i.port)} and its guard`,
-    }),
-    { step: "rpc-worker stop", timeoutMs: 60_000 },
-  );
+  await openNode(i.target).run(stopCommand(i), { step: "rpc-worker stop", timeoutMs: 60_000 });
 }
 
 /**
@@ -200,25 +197,10 @@ async function converge(i: RpcWorkerInputs): Promise<RpcWorkerOutputs> {
       `${who}: tensor cache pre-warmed: ${prewarmed.entries} entries (${Math.round(prewarmed.bytes / 2 ** 20)} MiB; ${prewarmed.written} written, ${prewarmed.reused} kept, ${prewarmed.pruned} pruned)`,
     );
   try {
-    await openNode(i.target).run(
-      programCommand(programFor(i.programs.start, RPC_PROGRAMS.start), {
-        args: [
-          homeRelative(i.binary),
-          i.bind,
-          String(i.port),
-          String(i.threads),
-          i.devices.join(","),
-          i.cache ? "1" : "0",
-          i.debug ? "1" : "0",
-          i.clientBuild.digest,
-          String(i.rssLimitPercent),
-          String(i.rssIntervalSeconds),
-          i.rssLimitPercent > 0 ? nativeProgram(RPC_PROGRAMS.guard).text : "",
-        ],
-        display: `systemd-run --user --unit=${unitName(i.port)} ggml-rpc-server -H ${i.bind} -p ${i.port}${i.cache ? " -c" : ""}`,
-      }),
-      { step: "rpc-worker start", timeoutMs: 120_000 },
-    );
+    await openNode(i.target).run(startCommand(i), {
+      step: "rpc-worker start",
+      timeoutMs: 120_000,
+    });
   } catch (err) {
     if (err instanceof RemoteCommandError && err.exitCode === 7) {
       throw new Error(
@@ -267,7 +249,7 @@ async function converge(i: RpcWorkerInputs): Promise<RpcWorkerOutputs> {
     ...i,
     endpoint,
     unit: unitName(i.port),
-    guardUnit: `sparkform-rpc-guard-${i.port}`,
+    guardUnit: guardUnitName(i.port),
     status: st,
     started: { invocationId: st.worker.InvocationID, nRestarts: st.worker.NRestarts },
     ...m,
@@ -302,8 +284,8 @@ export async function read(
   return { id, props: { ...props, status: st, ...measured(props, st, p, props), drift } };
 }
 
-/** Inputs whose change restarts the worker. */
-export const RESTART_KEYS = [
+/** Inputs whose change is an update; all but `prewarm` restart the worker. */
+export const DIFF_KEYS = [
   "providerVersion",
   "target",
   "client",
@@ -322,12 +304,26 @@ export const RESTART_KEYS = [
   "prewarm",
 ] as const;
 
+/** What `up` does to a worker whose state is `olds` for the inputs `news`. */
+export type UpdateKind = "restart" | "prewarm" | "none";
+
+/**
+ * Only the model changed (the pre-warm input): re-warm the cache beside the running server,
+ * which reads entries from disk per SET_TENSOR_HASH, so the unit, its loaded state and the
+ * entries of unchanged tensors stay (issue 13). A drifted worker is restarted whatever changed.
+ */
+export function updateKind(olds: RpcWorkerOutputs, news: RpcWorkerInputs): UpdateKind {
+  const changed = changedKeys(olds, news, DIFF_KEYS);
+  if ((olds.drift ?? []).length > 0 || changed.some((k) => k !== "prewarm")) return "restart";
+  return changed.length > 0 ? "prewarm" : "none";
+}
+
 export async function diff(
   _id: string,
   olds: RpcWorkerOutputs,
   news: RpcWorkerInputs,
 ): Promise<pulumi.dynamic.DiffResult> {
-  const changed: string[] = changedKeys(olds, news, RESTART_KEYS);
+  const changed: string[] = changedKeys(olds, news, DIFF_KEYS);
   const drifted = (olds.drift ?? []).length > 0;
   const all = [...changed, ...(drifted ? ["drift"] : [])];
   return { changes: all.length > 0, replaces: [], ...(all.length > 0 ? { diffs: all } : {}) };
@@ -338,6 +334,14 @@ export async function update(
   olds: RpcWorkerOutputs,
   news: RpcWorkerInputs,
 ): Promise<pulumi.dynamic.UpdateResult<RpcWorkerOutputs>> {
+  if (updateKind(olds, news) !== "restart") {
+    const prewarmed = news.cache ? await prewarm(news, news.prewarm) : null;
+    await progress(
+      `${tag(news.target)}: the model changed: tensor cache re-warmed beside the running worker ` +
+        `(${prewarmed ? `${prewarmed.entries} entries; ${prewarmed.written} written, ${prewarmed.reused} kept, ${prewarmed.pruned} pruned` : "cache off"}); unit not restarted`,
+    );
+    return { outs: { ...olds, ...news, prewarmed } };
+  }
   // A new port or node leaves the old unit behind: stop it first.
   if (olds.port !== news.port || olds.target.name !== news.target.name) await stop(olds);
   return { outs: await converge(news) };

@@ -3,10 +3,10 @@ import * as pulumi from "@pulumi/pulumi";
 import * as path from "node:path";
 import { DYNAMIC_MODULE } from "../aliases";
 import type { RpcTransport } from "../fabric/rpc-log";
-import { programRef } from "../native-script";
 import { delegatingProvider } from "../providers/delegate";
 import type { SshTarget } from "../transport/ssh";
-import { type Health, RPC_PROGRAMS, unsafeBind } from "./plan";
+import { workerPrograms } from "./commands";
+import { type Health, unsafeBind } from "./plan";
 
 /** Bump when the provider's behaviour changes, so `up` rewrites it in state (and restarts). */
 export const RPC_WORKER_PROVIDER_VERSION = "1";
@@ -124,9 +124,7 @@ export class RpcWorker extends pulumi.dynamic.Resource {
                 .map((f) => ({ path: `${m.dir.replace(/\/$/, "")}/${f.path}`, sha256: f.sha256 })),
             ),
           ),
-        programs: Object.fromEntries(
-          Object.entries(RPC_PROGRAMS).map(([k, p]) => [k, programRef(p)]),
-        ),
+        programs: workerPrograms(),
         endpoint: undefined,
         unit: undefined,
         guardUnit: undefined,

@@ -3,15 +3,21 @@
 # verified, installed build as a `systemd-run --user` transient unit bound to one address, and
 # the RSS guard as a second unit beside it. Arguments ("$@", never pasted into this text):
 #   BIN BIND PORT THREADS DEVICES CACHE DEBUG EXPECTED_SHA GUARD_PERCENT GUARD_INTERVAL GUARD_TEXT
+#   [NO_RDMA_DEV]
 # DEVICES is comma-separated or ""; THREADS 0 = the server's default; CACHE/DEBUG 0|1;
-# GUARD_PERCENT 0 = no guard. Exit codes: 3 binary missing, 4 BIND not an address of this node,
-# 5 port taken by something else, 6 unit did not come up, 7 binary digest is not the expected,
-# 8 no user manager. stdout: key=value lines.
+# GUARD_PERCENT 0 = no guard. NO_RDMA_DEV (`sparkform worker --tcp`, an A/B against RDMA): a
+# device name no node has, for GGML_RDMA_DEV (the runbook's one lever), with the bundled tree's
+# GGML_RPC_NO_RDMA=1 beside it; "" = auto-negotiate. One worker per node: a worker of this
+# node on another port (`sparkform worker start --port`) is stopped too.
+# Exit codes: 2 bad argument, 3 binary missing, 4 BIND not an address of this node, 5 port
+# taken by something else, 6 unit did not come up, 7 binary digest is not the expected, 8 no
+# user manager. stdout: key=value lines.
 set -eu
 BIN=$1 BIND=$2 PORT=$3 THREADS=$4 DEVICES=$5 CACHE=$6 DEBUG=$7 EXPECTED=$8
 GUARD_PERCENT=$9
 shift 9
-GUARD_INTERVAL=$1 GUARD_TEXT=$2
+GUARD_INTERVAL=$1 GUARD_TEXT=$2 NO_RDMA_DEV=${3:-}
+case $NO_RDMA_DEV in *[!A-Za-z0-9_-]*) echo "NO_RDMA_DEV $NO_RDMA_DEV is not a device name" >&2; exit 2 ;; esac
 UNIT="sparkform-rpc-worker-$PORT"
 GUARD="sparkform-rpc-guard-$PORT"
 STATE="$HOME/.cache/sparkform/rpc-worker"
@@ -37,7 +43,17 @@ until [ -S "$XDG_RUNTIME_DIR/bus" ]; do
   sleep 0.5
 done
 
-# A restart replaces the previous instance (and its guard) of this port.
+# A restart replaces the previous instance (and its guard) of this port, and any other port's.
+others=$(systemctl --user list-units --all --plain --no-legend 'sparkform-rpc-worker-*' 2>/dev/null |
+  awk '{print $1}' | sed -n 's/^sparkform-rpc-worker-\([0-9][0-9]*\)\.service$/\1/p' | grep -vxF "$PORT" || true)
+for p in $others; do
+  for u in "sparkform-rpc-guard-$p" "sparkform-rpc-worker-$p"; do
+    systemctl --user stop "$u.service" 2>/dev/null || true
+    systemctl --user reset-failed "$u.service" 2>/dev/null || true
+  done
+  rm -f "$STATE/worker-$p.log" "$STATE/guard-$p.log"
+  echo "stopped=sparkform-rpc-worker-$p"
+done
 for u in "$GUARD" "$UNIT"; do
   systemctl --user stop "$u.service" 2>/dev/null || true
   systemctl --user reset-failed "$u.service" 2>/dev/null || true
@@ -66,13 +82,15 @@ set -- -H "$BIND" -p "$PORT"
 [ "$CACHE" = 1 ] && { mkdir -p "$HOME/.cache/llama.cpp/rpc"; set -- "$@" -c; }
 DBG=""
 [ "$DEBUG" = 1 ] && DBG="--setenv=GGML_RPC_DEBUG=1"
+TCP=""
+[ -n "$NO_RDMA_DEV" ] && TCP="--setenv=GGML_RDMA_DEV=$NO_RDMA_DEV --setenv=GGML_RPC_NO_RDMA=1"
 # stdbuf: the banner (endpoint, transport) is printf to a pipe, block-buffered without it.
 # LLAMA_CACHE pins the cache to ~/.cache/llama.cpp/rpc whatever XDG_CACHE_HOME says.
 # Restart=on-failure with NRestarts read on refresh: a crash hidden by a restart is still seen.
 # shellcheck disable=SC2086
 systemd-run --user --quiet --unit="$UNIT" -p Type=exec -p Restart=on-failure -p RestartSec=2 \
   -p "StandardOutput=append:$LOG" -p "StandardError=append:$LOG" \
-  --setenv=LLAMA_CACHE="$HOME/.cache/llama.cpp" $DBG \
+  --setenv=LLAMA_CACHE="$HOME/.cache/llama.cpp" $DBG $TCP \
   /usr/bin/stdbuf -oL -eL "$BIN" "$@"
 
 if [ "$GUARD_PERCENT" != 0 ]; then

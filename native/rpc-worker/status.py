@@ -1,7 +1,9 @@
 # Runs on a worker node: the worker's and guard's units as systemd sees them, the running
 # binary's digest, who listens on and who is connected to the port (the kernel's socket
-# table), and the log lines that tell the transport. One JSON object on stdout.
-# Arguments: PORT BIN (the binary the unit was started with).
+# table), the log lines that tell the transport, the worker's RSS beside the node's memory, and
+# sparkform workers on other ports (`sparkform worker start --port`). One JSON object on stdout.
+# Arguments: PORT BIN [TAIL] (BIN: the binary the unit was started with; TAIL: also the log's
+# last TAIL lines, exactly, as "tail": `sparkform worker logs`).
 import hashlib
 import json
 import os
@@ -10,7 +12,8 @@ import struct
 import subprocess
 import sys
 
-PROPS = ["ActiveState", "SubState", "Result", "NRestarts", "InvocationID", "MainPID", "ExecMainStatus"]
+PROPS = ["ActiveState", "SubState", "Result", "NRestarts", "InvocationID", "MainPID", "ExecMainStatus",
+         "ExecStart", "Environment"]
 
 
 def unit(name):
@@ -73,6 +76,41 @@ def log_lines(path, keep=400):
     return head + lines[-keep:]
 
 
+def tail(path, n):
+    try:
+        lines = open(path, errors="replace").read().splitlines()
+    except OSError:
+        return []
+    return lines[-n:] if n > 0 else []
+
+
+def memory(pid):
+    """The worker's VmRSS/VmHWM and the node's MemTotal/MemAvailable, in bytes (the guard's terms)."""
+    def kb(path, keys):
+        vals = {}
+        try:
+            for line in open(path):
+                k, _, v = line.partition(":")
+                if k in keys:
+                    vals[k] = int(v.split()[0]) * 1024
+        except OSError:
+            pass
+        return vals
+    proc = kb(f"/proc/{pid}/status", ("VmRSS", "VmHWM")) if pid > 0 else {}
+    node = kb("/proc/meminfo", ("MemTotal", "MemAvailable"))
+    return {"rss": proc.get("VmRSS", 0), "peakRss": proc.get("VmHWM", 0),
+            "memTotal": node.get("MemTotal", 0), "memAvailable": node.get("MemAvailable", 0)}
+
+
+def others(port):
+    r = subprocess.run(
+        ["systemctl", "--user", "list-units", "--plain", "--no-legend", "--state=active", "sparkform-rpc-worker-*"],
+        capture_output=True, text=True, timeout=30,
+    )
+    names = [l.split()[0] for l in r.stdout.splitlines() if l.strip()]
+    return sorted(n for n in names if n != f"sparkform-rpc-worker-{port}.service")
+
+
 def main(argv):
     port, binary = int(argv[0]), argv[1]
     os.environ.setdefault("XDG_RUNTIME_DIR", f"/run/user/{os.getuid()}")
@@ -82,7 +120,7 @@ def main(argv):
     running = sha256(f"/proc/{pid}/exe") if pid > 0 else ""
     listening, established = sockets(port)
     state = os.path.expanduser("~/.cache/sparkform/rpc-worker")
-    return {
+    out = {
         "worker": w,
         "guard": g,
         "runningDigest": running,
@@ -91,7 +129,12 @@ def main(argv):
         "established": established,
         "log": log_lines(f"{state}/worker-{port}.log"),
         "guardLog": log_lines(f"{state}/guard-{port}.log", 20),
+        "memory": memory(pid),
+        "others": others(port),
     }
+    if len(argv) > 2:
+        out["tail"] = tail(f"{state}/worker-{port}.log", int(argv[2]))
+    return out
 
 
 if __name__ == "__main__":

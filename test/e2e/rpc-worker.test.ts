@@ -1,7 +1,9 @@
-// RpcWorker end to end (issue 12): the real pulumi CLI runs test/e2e/rpc-worker/ (Nodes, Trees,
+// RpcWorker end to end (issue 12): the real pulumi CLI runs the main program (Nodes, Trees,
 // Builds from stack.ts, then the worker stage) with the repository's policy pack against a
 // simulated pair: spark-1 is the client, spark-2 runs ggml-rpc-server. Assertions read the
-// stack's outputs and the nodes (systemd, the kernel's socket table, the journal).
+// stack's outputs and the nodes (systemd, the kernel's socket table, the journal). The worker
+// controls (`sparkform worker`, issue 17) run here too, on the same worker: the main program's
+// project, so the CLI finds the stack as a user's.
 // The Model stage is on too (a ~115 MB model from the test HF endpoint on the control address),
 // so the worker's tensor cache is pre-warmed and destroy has entries to prune.
 //
@@ -9,6 +11,7 @@
 // (and saved back after the first `up`), as in native-build.test.ts; spark-2 is seeded from
 // spark-1 by NativeBuild itself.
 import { execFileSync } from "node:child_process";
+import { execa } from "execa";
 import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import * as path from "node:path";
@@ -34,7 +37,7 @@ const work = mkdtempSync(path.join(tmpdir(), "sparkform-rpc-"));
 process.env.SPARKFORM_STATE_DIR = path.join(work, "state");
 process.env.SPARKFORM_SIM_QUIET = "1";
 
-const projectDir = path.join(__dirname, "rpc-worker");
+const stackDir = path.join(repoRoot, "stacks");
 const stack = `rpc-${process.pid}`;
 const treeDir = path.join(work, "llama.cpp");
 const PORT = 50052;
@@ -60,6 +63,11 @@ let pub: PublishedRepo;
 // The pre-warm model: large-model.ts's dims on one layer (~115 MB): its weight matrices are over
 // ggml-rpc's 10 MiB HASH_THRESHOLD, so the worker's tensor cache gets entries to write and prune.
 const MODEL_FILE = "prewarm-llama-f16.gguf";
+// A second, small file of the same repo: adding it changes only the worker's pre-warm input.
+const SMALL_FILE = "small-llama-f16.gguf";
+let modelFiles = [MODEL_FILE];
+const LOG = `/home/spark/.cache/sparkform/rpc-worker/worker-${PORT}.log`;
+const OTHER_PORT = PORT + 1;
 const MANIFEST = `/home/spark/.cache/sparkform/rpc-worker/prewarm-${PORT}.json`;
 const RPC_CACHE = "/home/spark/.cache/llama.cpp/rpc";
 
@@ -75,7 +83,7 @@ interface WorkerOut {
 
 /** The stack file: the sim's nodes (its fabric section left out: one stage less to run). */
 function writeStackConfig(worker: string[] = []): void {
-  const file = path.join(projectDir, `Pulumi.${stack}.yaml`);
+  const file = path.join(stackDir, `Pulumi.${stack}.yaml`);
   const salt = existsSync(file)
     ? readFileSync(file, "utf8")
         .split("\n")
@@ -93,7 +101,7 @@ function writeStackConfig(worker: string[] = []): void {
     "  sparkform:model:",
     `    repo: ${JSON.stringify(pub.repo)}`,
     `    revision: ${JSON.stringify(pub.commit)}`,
-    `    files: [${MODEL_FILE}]`,
+    `    files: [${modelFiles.join(", ")}]`,
     `    endpoint: ${JSON.stringify(ep.url)}`,
     "    retries: 0",
     "  sparkform:worker:",
@@ -122,7 +130,7 @@ async function asSpark(name: string, script: string): Promise<string> {
 async function unitProps(name: string, unit: string): Promise<Record<string, string>> {
   const out = await asSpark(
     name,
-    `systemctl --user show ${unit} -p ActiveState -p SubState -p MainPID -p NRestarts -p InvocationID`,
+    `systemctl --user show ${unit} -p ActiveState -p SubState -p MainPID -p NRestarts -p InvocationID -p Environment -p ExecStart`,
   );
   return Object.fromEntries(
     out.split("\n").map((l) => [l.slice(0, l.indexOf("=")), l.slice(l.indexOf("=") + 1)]),
@@ -183,15 +191,23 @@ async function worker(): Promise<WorkerOut> {
   return w;
 }
 
-async function workerState(): Promise<{
+interface WorkerState {
   urn: string;
-  outputs: { prewarmed: { entries: number; written: number; bytes: number } | null };
-}> {
+  type: string;
+  outputs: {
+    prewarmed: { entries: number; written: number; reused: number; bytes: number } | null;
+    drift: string[];
+    health: { state: string; detail: string };
+    prewarm: { path: string; sha256: string }[];
+  };
+}
+
+async function workerState(): Promise<WorkerState> {
   const out = await cli.run(["stack", "export", "-s", stack]);
   const resources = (
     JSON.parse(out.output) as {
       deployment: {
-        resources?: { urn: string; type: string; outputs: { prewarmed: null } }[];
+        resources?: WorkerState[];
       };
     }
   ).deployment.resources;
@@ -226,6 +242,22 @@ const WORKER_ROW = new RegExp(
 );
 const log = (s: string) => process.stderr.write(`[rpc-worker] ${s}\n`);
 
+/** `npx sparkform …` as a user runs it, against this test's backend, state dir and agent. */
+async function sparkform(args: string[]) {
+  const t0 = Date.now();
+  const r = await execa(process.execPath, [path.join(repoRoot, "bin", "sparkform.js"), ...args], {
+    cwd: repoRoot,
+    env: cli.env,
+    extendEnv: false,
+    reject: false,
+  });
+  log(
+    `$ sparkform ${args.join(" ")}  [exit ${r.exitCode}, ${((Date.now() - t0) / 1000).toFixed(1)} s]\n${r.stdout}\n${r.stderr}`,
+  );
+  return { exitCode: r.exitCode ?? -1, stdout: r.stdout, stderr: r.stderr };
+}
+const workerCli = (...args: string[]) => sparkform(["worker", ...args, "--stack", stack]);
+
 describe.skipIf(!isRoot)("RpcWorker on a simulated pair (real pulumi CLI)", () => {
   beforeAll(async () => {
     cluster = await simUp({ nodes: 2 });
@@ -233,6 +265,7 @@ describe.skipIf(!isRoot)("RpcWorker on a simulated pair (real pulumi CLI)", () =
     pub = publishTestModel(path.join(work, "hub"), {
       files: [
         { path: MODEL_FILE, bytes: makeTinyLlamaGguf({ dims: { ...LARGE_DIMS, nLayer: 1 } }) },
+        { path: SMALL_FILE, bytes: makeTinyLlamaGguf() },
       ],
     });
     ep = await startHfEndpoint({
@@ -242,7 +275,7 @@ describe.skipIf(!isRoot)("RpcWorker on a simulated pair (real pulumi CLI)", () =
     });
     agent = await startSshAgent(work, cluster.sshKeyPath);
     mkdirSync(path.join(work, "backend"));
-    cli = pulumiCli(projectDir, {
+    cli = pulumiCli(repoRoot, {
       PULUMI_BACKEND_URL: `file://${path.join(work, "backend")}`,
       SSH_AUTH_SOCK: agent.socket,
     });
@@ -256,7 +289,7 @@ describe.skipIf(!isRoot)("RpcWorker on a simulated pair (real pulumi CLI)", () =
       await cli.run(["destroy", "--yes", "-s", stack]).catch(() => undefined);
       await cli.run(["stack", "rm", "--yes", "--force", "-s", stack]).catch(() => undefined);
     }
-    rmSync(path.join(projectDir, `Pulumi.${stack}.yaml`), { force: true });
+    rmSync(path.join(stackDir, `Pulumi.${stack}.yaml`), { force: true });
     await ep?.close();
     agent?.stop();
     await simDown().catch(() => undefined);
@@ -350,6 +383,171 @@ describe.skipIf(!isRoot)("RpcWorker on a simulated pair (real pulumi CLI)", () =
       await refresh(["--expect-no-changes"]);
       const after = await unitProps("spark-2", UNIT);
       expect([after.ActiveState, after.SubState]).toEqual(["active", "running"]);
+    },
+    STEP_MS,
+  );
+
+  it(
+    "only the model changes: up re-warms the cache beside the running worker, no restart (issue 13)",
+    async () => {
+      const before = await unitProps("spark-2", UNIT);
+      const was = (await workerState()).outputs;
+      modelFiles = [MODEL_FILE, SMALL_FILE];
+      writeStackConfig();
+      const u = await up();
+      expect(u.output).toMatch(WORKER_ROW);
+      const after = await unitProps("spark-2", UNIT);
+      log(`before ${JSON.stringify(before)} after ${JSON.stringify(after)}`);
+      expect([after.InvocationID, after.MainPID, after.NRestarts]).toEqual([
+        before.InvocationID,
+        before.MainPID,
+        before.NRestarts,
+      ]);
+      expect(u.output).toContain("unit not restarted");
+      const now = (await workerState()).outputs;
+      expect(now.prewarm.map((f) => path.basename(f.path)).sort()).toEqual(
+        [MODEL_FILE, SMALL_FILE].sort(),
+      );
+      // The small model has no tensor over 10 MiB: the same entries, all kept, none written.
+      expect(now.prewarmed?.entries).toBe(was.prewarmed?.entries);
+      expect(now.prewarmed?.reused).toBe(was.prewarmed?.entries);
+      expect(now.prewarmed?.written).toBe(0);
+      await refresh(["--expect-no-changes"]);
+    },
+    STEP_MS,
+  );
+
+  it(
+    "sparkform worker stop: refresh shows the drift, up restarts the worker (HELLO again)",
+    async () => {
+      const r = await workerCli("stop", "spark-2");
+      expect(r.exitCode).toBe(0);
+      expect(r.stdout).toContain(
+        "spark-2: worker stopped; `pulumi refresh` will show this as drift and `pulumi up` restarts it",
+      );
+      expect((await unitProps("spark-2", UNIT)).ActiveState).toBe("inactive");
+      expect(await listeningPorts("spark-2")).not.toContain(PORT);
+      const st = await workerCli("status", "spark-2");
+      expect(st.stdout).toMatch(new RegExp(`^spark-2: ${UNIT} inactive/dead`, "m"));
+      const drifted = await refresh();
+      expect(drifted.output).toMatch(WORKER_ROW);
+      const { drift, health } = (await workerState()).outputs;
+      log(`drift after stop: ${JSON.stringify(drift)}; health ${JSON.stringify(health)}`);
+      expect(drift).toContain("worker unit is inactive/dead (result success)");
+      // Refresh rewrites the resource's state (the stack's outputs stay those of the last up).
+      expect(health.state).toBe("down");
+      const u = await up();
+      expect(u.output).toMatch(WORKER_ROW);
+      const unit = await unitProps("spark-2", UNIT);
+      expect([unit.ActiveState, unit.SubState]).toEqual(["active", "running"]);
+      const w = await worker();
+      expect(w.health.state).toBe("ok");
+      expect(w.version).toBe("6.0.0");
+      await refresh(["--expect-no-changes"]);
+    },
+    STEP_MS,
+  );
+
+  it(
+    "sparkform worker status, rss and logs N read the unit, memory and exactly the log's last N lines",
+    async () => {
+      // Each status probes with a HELLO, which the debug log records: enough lines for a tail.
+      let st = await workerCli("status", "spark-2");
+      for (let i = 0; i < 10 && Number(await asSpark("spark-2", `wc -l < ${LOG}`)) <= 25; i++)
+        st = await workerCli("status", "spark-2");
+      expect(st.exitCode).toBe(0);
+      const props = await unitProps("spark-2", UNIT);
+      expect(st.stdout).toContain(
+        `spark-2: ${UNIT} active/running (result success, NRestarts ${props.NRestarts}, pid ${props.MainPID})`,
+      );
+      expect(st.stdout).toContain(`endpoint ${node("spark-2").fabricAddress}:${PORT}`);
+      expect(st.stdout).toMatch(/transport tcp \(transport\s*:\s*TCP/);
+      expect(st.stdout).toMatch(/from spark-1: HELLO 6\.0\.0/);
+      expect(Number(await asSpark("spark-2", `wc -l < ${LOG}`))).toBeGreaterThan(20);
+      const logs = await workerCli("logs", "spark-2", "20");
+      expect(logs.exitCode).toBe(0);
+      const lines = logs.stdout.split("\n");
+      expect(lines).toHaveLength(20);
+      const tail = await simExec("spark-2", ["tail", "-n", "20", LOG], { user: "spark" });
+      expect(lines).toEqual(`${tail.stdout}`.replace(/\n$/, "").split("\n"));
+      const rss = await workerCli("rss", "spark-2");
+      const m =
+        /^spark-2: worker RSS (\d+) MiB \(peak (\d+) MiB\); node memory [\d.]+ of ([\d.]+) GiB used \([\d.]+%, MemAvailable [\d.]+ GiB\); the RSS guard stops the worker at 92%$/.exec(
+          rss.stdout,
+        );
+      expect(m).not.toBeNull();
+      const vm = await asSpark("spark-2", `cat /proc/${props.MainPID}/status /proc/meminfo`);
+      const kb = (k: string) => Number(new RegExp(`^${k}:\\s+(\\d+)`, "m").exec(vm)?.[1]);
+      log(`rss ${rss.stdout}; VmRSS ${kb("VmRSS")} kB, VmHWM ${kb("VmHWM")} kB`);
+      expect(Number(m?.[1])).toBeGreaterThan(0);
+      expect(Number(m?.[2])).toBeGreaterThanOrEqual(Number(m?.[1]));
+      expect(Number(m?.[2])).toBe(Math.round(kb("VmHWM") / 1024));
+      expect(m?.[3]).toBe((kb("MemTotal") / 2 ** 20).toFixed(1));
+    },
+    STEP_MS,
+  );
+
+  it(
+    "sparkform worker restart --tcp / --no-cache / --threads / --no-debug / --debug --port: the unit as asked; up puts the stack's back",
+    async () => {
+      const tcp = await workerCli("restart", "spark-2", "--tcp", "--no-cache", "--threads", "2");
+      expect(tcp.exitCode).toBe(0);
+      expect(tcp.stdout).toContain(
+        "spark-2: worker started; `pulumi refresh` will show this as drift and `pulumi up` restarts it with the stack's settings",
+      );
+      let unit = await unitProps("spark-2", UNIT);
+      log(`--tcp --no-cache --threads 2: ${JSON.stringify(unit)}`);
+      expect(unit.ActiveState).toBe("active");
+      expect(unit.Environment?.split(" ")).toEqual(
+        expect.arrayContaining([
+          "GGML_RDMA_DEV=sparkform-no-such-rdma-device",
+          "GGML_RPC_NO_RDMA=1",
+          "GGML_RPC_DEBUG=1",
+        ]),
+      );
+      expect(unit.ExecStart).toMatch(/ -t 2[ ;]/);
+      expect(unit.ExecStart).not.toMatch(/ -c[ ;]/);
+      const tcpLog = await workerCli("logs", "spark-2", "200");
+      expect(tcpLog.stdout).toMatch(/^\s*transport\s*:\s*TCP/m);
+      expect(tcp.stdout).toMatch(/transport tcp \(transport\s*:\s*TCP/);
+
+      const quiet = await workerCli("restart", "spark-2", "--no-debug");
+      expect(quiet.exitCode).toBe(0);
+      unit = await unitProps("spark-2", UNIT);
+      log(`--no-debug: ${JSON.stringify(unit)}`);
+      expect(unit.Environment).not.toContain("GGML_RPC_DEBUG");
+      expect(unit.Environment).not.toContain("GGML_RDMA_DEV");
+      expect(unit.ExecStart).toMatch(/ -c[ ;]/);
+      expect(unit.ExecStart).not.toMatch(/ -t /);
+
+      // --port: one worker per node, so the stack's stops; refresh sees both; up undoes both.
+      const moved = await workerCli("restart", "spark-2", "--debug", "--port", String(OTHER_PORT));
+      expect(moved.exitCode).toBe(0);
+      expect(moved.stdout).toContain(`on port ${PORT} (and stops this one)`);
+      const other = await unitProps("spark-2", `sparkform-rpc-worker-${OTHER_PORT}`);
+      expect(other.ActiveState).toBe("active");
+      expect(other.Environment?.split(" ")).toContain("GGML_RPC_DEBUG=1");
+      expect((await unitProps("spark-2", UNIT)).ActiveState).toBe("inactive");
+      expect(await listeningPorts("spark-2")).toContain(OTHER_PORT);
+      expect(await listeningPorts("spark-2")).not.toContain(PORT);
+      expect((await refresh()).output).toMatch(WORKER_ROW);
+      const { drift } = (await workerState()).outputs;
+      log(`drift after --port: ${JSON.stringify(drift)}`);
+      expect(drift).toContain(
+        `another sparkform worker runs on the node: sparkform-rpc-worker-${OTHER_PORT}.service (one worker per node)`,
+      );
+      expect((await up()).output).toMatch(WORKER_ROW);
+      unit = await unitProps("spark-2", UNIT);
+      expect([unit.ActiveState, unit.SubState]).toEqual(["active", "running"]);
+      expect(unit.Environment?.split(" ")).toContain("GGML_RPC_DEBUG=1");
+      expect(unit.Environment).not.toContain("GGML_RDMA_DEV");
+      expect(unit.ExecStart).toMatch(/ -c[ ;]/);
+      expect(
+        (await unitProps("spark-2", `sparkform-rpc-worker-${OTHER_PORT}`)).ActiveState,
+      ).not.toBe("active");
+      expect(await listeningPorts("spark-2")).not.toContain(OTHER_PORT);
+      expect((await worker()).health.state).toBe("ok");
+      await refresh(["--expect-no-changes"]);
     },
     STEP_MS,
   );

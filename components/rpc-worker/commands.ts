@@ -1,0 +1,182 @@
+// The remote invocations of native/rpc-worker/'s programs: one place that turns a worker's
+// settings into start.sh / stop.sh / status.py / probe.py command lines, shared by the provider
+// (`pulumi up`, refresh) and `sparkform worker`, so a worker started by hand is started exactly
+// as `up` starts it, with only the overrides the user asked for.
+import {
+  nativeProgram,
+  programCommand,
+  programFor,
+  type ProgramRef,
+  programRef,
+} from "../native-script";
+import { NodeOutputError, nodeJsonParser } from "../schema/node-json";
+import { homeRelative, type RemoteScript } from "../transport/ssh";
+import { type ProbeResult, RPC_PROGRAMS, type WorkerStatus } from "./plan";
+
+export const unitName = (port: number): string => `sparkform-rpc-worker-${port}`;
+export const guardUnitName = (port: number): string => `sparkform-rpc-guard-${port}`;
+
+/**
+ * What `--tcp` points GGML_RDMA_DEV at: the runbook's one lever for an RDMA-built server, a
+ * device name no node has, so the probe finds no device and the connection stays on TCP.
+ */
+export const NO_RDMA_DEVICE = "sparkform-no-such-rdma-device";
+
+export type WorkerPrograms = Record<keyof typeof RPC_PROGRAMS, ProgramRef>;
+
+/** This checkout's worker programs, as a resource input records them. */
+export function workerPrograms(): WorkerPrograms {
+  return Object.fromEntries(
+    Object.entries(RPC_PROGRAMS).map(([k, p]) => [k, programRef(p)]),
+  ) as WorkerPrograms;
+}
+
+/** How a worker is started: the RpcWorker inputs start.sh reads, plus the CLI's A/B lever. */
+export interface StartSettings {
+  /** The installed ggml-rpc-server on the worker node (absolute or ~/…). */
+  readonly binary: string;
+  readonly bind: string;
+  readonly port: number;
+  /** 0 = the server's default (half the cores). */
+  readonly threads: number;
+  readonly devices: readonly string[];
+  readonly cache: boolean;
+  readonly debug: boolean;
+  /** The sha256 the binary must have (the client node's build). */
+  readonly clientBuild: { readonly digest: string };
+  /** % of the node's RAM used at which the guard stops the worker; 0 = no guard. */
+  readonly rssLimitPercent: number;
+  readonly rssIntervalSeconds: number;
+  readonly programs: WorkerPrograms;
+  /** Force TCP (GGML_RDMA_DEV at NO_RDMA_DEVICE); default false: auto-negotiate. */
+  readonly tcp?: boolean;
+}
+
+/** start.sh: (re)start worker and guard; refuses a binary that is not the client's build. */
+export function startCommand(s: StartSettings): RemoteScript {
+  return programCommand(programFor(s.programs.start, RPC_PROGRAMS.start), {
+    args: [
+      homeRelative(s.binary),
+      s.bind,
+      String(s.port),
+      String(s.threads),
+      s.devices.join(","),
+      s.cache ? "1" : "0",
+      s.debug ? "1" : "0",
+      s.clientBuild.digest,
+      String(s.rssLimitPercent),
+      String(s.rssIntervalSeconds),
+      s.rssLimitPercent > 0 ? nativeProgram(RPC_PROGRAMS.guard).text : "",
+      s.tcp ? NO_RDMA_DEVICE : "",
+    ],
+    display:
+      `systemd-run --user --unit=${unitName(s.port)} ggml-rpc-server -H ${s.bind} -p ${s.port}` +
+      `${s.threads > 0 ? ` -t ${s.threads}` : ""}${s.cache ? " -c" : ""}` +
+      `${s.debug ? " (GGML_RPC_DEBUG=1)" : ""}${s.tcp ? ` (GGML_RDMA_DEV=${NO_RDMA_DEVICE})` : ""}`,
+  });
+}
+
+/** stop.sh: stop worker and guard of `port`, forget the units, wait until the port is free. */
+export function stopCommand(s: { readonly port: number; readonly programs: WorkerPrograms }) {
+  return programCommand(programFor(s.programs.stop, RPC_PROGRAMS.stop), {
+    args: [String(s.port)],
+    display: `stop ${unitName(s.port)} and its guard`,
+  });
+}
+
+/**
+ * status.py: units, digests, socket table, log (and with `tail`, exactly the log's last
+ * `tail` lines as `tail`; the worker's RSS and the node's memory are always there).
+ */
+export function statusCommand(
+  s: { readonly port: number; readonly binary: string; readonly programs: WorkerPrograms },
+  tail?: number,
+): RemoteScript {
+  return programCommand(programFor(s.programs.status, RPC_PROGRAMS.status), {
+    args: [String(s.port), homeRelative(s.binary), ...(tail === undefined ? [] : [String(tail)])],
+    display: `rpc-worker status :${s.port}`,
+  });
+}
+
+/** probe.py on the client node: HELLO, DEVICE_COUNT, GET_DEVICE_MEMORY over the fabric. */
+export function probeCommand(
+  s: {
+    readonly bind: string;
+    readonly port: number;
+    readonly clientBuild: { readonly header: string };
+    readonly programs: WorkerPrograms;
+  },
+  client: string,
+  timeoutS: number,
+): RemoteScript {
+  return programCommand(programFor(s.programs.probe, RPC_PROGRAMS.probe), {
+    args: [s.bind, String(s.port), String(timeoutS), homeRelative(s.clientBuild.header)],
+    display: `rpc HELLO ${s.bind}:${s.port} from ${client}`,
+  });
+}
+
+const strings = { type: "array", items: { type: "string" } } as const;
+const unitState = { type: "object", additionalProperties: { type: "string" } } as const;
+const bytes = { type: "integer", minimum: 0 } as const;
+
+/** status.py's JSON, checked (untrusted output of a node): names the node and the bad path. */
+export const parseWorkerStatus = nodeJsonParser<WorkerStatus>(
+  {
+    type: "object",
+    required: [
+      "worker",
+      "guard",
+      "runningDigest",
+      "binaryDigest",
+      "listening",
+      "established",
+      "log",
+      "guardLog",
+    ],
+    properties: {
+      worker: unitState,
+      guard: unitState,
+      runningDigest: { type: "string" },
+      binaryDigest: { type: "string" },
+      listening: strings,
+      established: strings,
+      log: strings,
+      guardLog: strings,
+      memory: {
+        type: "object",
+        required: ["rss", "peakRss", "memTotal", "memAvailable"],
+        properties: { rss: bytes, peakRss: bytes, memTotal: bytes, memAvailable: bytes },
+        additionalProperties: false,
+      },
+      others: strings,
+      tail: strings,
+    },
+    additionalProperties: false,
+  },
+  (node, path, detail) => new NodeOutputError("rpc-worker status", node, path, detail),
+);
+
+/** probe.py's JSON, checked likewise. */
+export const parseProbe = nodeJsonParser<ProbeResult>(
+  {
+    type: "object",
+    required: ["endpoint", "ok", "state"],
+    properties: {
+      endpoint: { type: "string" },
+      ok: { type: "boolean" },
+      state: { enum: ["ok", "refused", "unreachable", "no-answer", "protocol"] },
+      version: { type: "string" },
+      clientVersion: {},
+      devices: {
+        type: "array",
+        items: {
+          type: "object",
+          required: ["device", "free", "total"],
+          properties: { device: { type: "integer" }, free: bytes, total: bytes },
+        },
+      },
+      error: { type: "string" },
+    },
+  },
+  (node, path, detail) => new NodeOutputError("rpc HELLO probe", node, path, detail),
+);
