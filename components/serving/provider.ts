@@ -363,13 +363,16 @@ export async function read(
   };
 }
 
-/** Inputs whose change restarts the server (the evidence's health lines are not among them). */
+/**
+ * Inputs whose change restarts the server. Not the plan itself: its flags are what the server
+ * runs, while its numbers (usable memory, measured) move a little on every refresh. Not the
+ * evidence's health lines either.
+ */
 export const RESTART_KEYS = [
   "providerVersion",
   "target",
   "bind",
   "port",
-  "plan",
   "flags",
   "binary",
   "binaryDigest",
