@@ -9,6 +9,7 @@
 # Exit codes: 3 binary missing, 4 BIND not an address of this node, 5 port taken by something
 # else, 6 unit did not come up healthy, 7 binary digest is not the expected, 8 no user manager.
 set -eu
+. "$(dirname -- "$0")/../lib/user-unit.sh"
 BIN=$1 EXPECTED=$2 BIND=$3 PORT=$4 HEALTH_TIMEOUT=$5
 shift 5
 KEY_TEXT=${SPARKFORM_API_KEY:-}
@@ -25,15 +26,7 @@ if ! ip -o addr show | awk '{print $4}' | cut -d/ -f1 | grep -qxF "$BIND"; then
   exit 4
 fi
 
-loginctl enable-linger "$(id -un)" 2>/dev/null || true
-XDG_RUNTIME_DIR="/run/user/$(id -u)"
-export XDG_RUNTIME_DIR
-i=0
-until [ -S "$XDG_RUNTIME_DIR/bus" ]; do
-  i=$((i + 1))
-  [ "$i" -le 60 ] || { echo "no user manager bus at $XDG_RUNTIME_DIR/bus after 30 s (linger on?)" >&2; exit 8; }
-  sleep 0.5
-done
+user_manager
 
 # A restart replaces the previous instance of this port.
 systemctl --user stop "$UNIT.service" 2>/dev/null || true
@@ -43,14 +36,7 @@ if [ "$ACTUAL" != "$EXPECTED" ]; then
   echo "$BIN has sha256 $ACTUAL, expected $EXPECTED (the verified build's); the server stays stopped" >&2
   exit 7
 fi
-hexport=$(printf '%04X' "$PORT")
-listening() { awk -v p=":$hexport" 'NR > 1 && $4 == "0A" && substr($2, length($2) - 4) == p' /proc/net/tcp /proc/net/tcp6 | grep -q .; }
-i=0
-while listening; do
-  i=$((i + 1))
-  [ "$i" -le 20 ] || { echo "port $PORT is in use by a process that is not $UNIT" >&2; exit 5; }
-  sleep 0.5
-done
+wait_port_free "$PORT" 20 || { echo "port $PORT is in use by a process that is not $UNIT" >&2; exit 5; }
 
 mkdir -p "$STATE"
 : > "$LOG"

@@ -4,6 +4,7 @@
 # wait until nothing listens on PORT or the reference's port. Arguments: PORT REFERENCE_PORT.
 # Exit 5 when a port is still listened on after 15 s.
 set -eu
+. "$(dirname -- "$0")/../lib/user-unit.sh"
 PORT=$1 REF_PORT=$2
 STATE="$HOME/.cache/sparkform/serving"
 XDG_RUNTIME_DIR="/run/user/$(id -u)"
@@ -17,12 +18,6 @@ fi
 rm -f "$STATE/server-$PORT.log" "$STATE/sparkform-llama-reference-$PORT.log" "$STATE/api-key-$PORT" "$STATE/api-key-$PORT.tmp"
 rmdir "$STATE" 2>/dev/null || true
 for p in "$PORT" "$REF_PORT"; do
-  hexport=$(printf '%04X' "$p")
-  i=0
-  while awk -v p=":$hexport" 'NR > 1 && $4 == "0A" && substr($2, length($2) - 4) == p' /proc/net/tcp /proc/net/tcp6 | grep -q .; do
-    i=$((i + 1))
-    [ "$i" -le 30 ] || { echo "port $p is still listened on" >&2; exit 5; }
-    sleep 0.5
-  done
+  wait_port_free "$p" 30 || { echo "port $p is still listened on" >&2; exit 5; }
 done
 echo "stopped=sparkform-llama-server-$PORT"
