@@ -13,7 +13,6 @@ import { Fabric, type FabricNodeSummary } from "./fabric/fabric";
 import { Model } from "./model/model";
 import { Nodes } from "./node/nodes";
 import { type RpcWorkers, rpcWorkersFor, type WorkerSummary } from "./rpc-worker/workers";
-import { SERVER_DEFAULTS, type StackServer } from "./serving/contract-stub";
 import { ServingDrain } from "./serving/drain";
 import { Serving, type ServingSummary } from "./serving/serving";
 import { type ToolchainSummary, Toolchains } from "./toolchain/toolchains";
@@ -179,8 +178,8 @@ export class SparkCluster extends pulumi.ComponentResource {
       );
     }
 
-    // llama-server on the client node: with a model and workers, unless switched off.
-    const server = servingConfig(config);
+    // llama-server on the client node: it needs the model and the workers.
+    const server = config.worker ? config.server : undefined;
     // The drain first: the workers wait for it, so a changed build stops the server before
     // any worker restarts with it.
     const drain =
@@ -223,7 +222,7 @@ export class SparkCluster extends pulumi.ComponentResource {
           workerPort: config.worker.port,
           ...(this.fabric ? { fabric: this.fabric } : {}),
           server,
-          ...(serverApiKey(config) ? { apiKey: serverApiKey(config) } : {}),
+          ...(config.serverApiKey ? { apiKey: config.serverApiKey } : {}),
           drain,
         },
         child,
@@ -242,15 +241,4 @@ export class SparkCluster extends pulumi.ComponentResource {
       serving: this.serving,
     });
   }
-}
-
-/** `sparkform:server` with its node resolved (default: the worker stage's client). */
-function servingConfig(config: StackConfig): StackServer | undefined {
-  const raw = (config as StackConfig & { server?: Partial<StackServer> }).server;
-  if (!raw || !config.worker) return undefined;
-  return { ...SERVER_DEFAULTS, ...raw, node: raw.node ?? config.worker.client };
-}
-
-function serverApiKey(config: StackConfig): pulumi.Output<string> | undefined {
-  return (config as StackConfig & { serverApiKey?: pulumi.Output<string> }).serverApiKey;
 }

@@ -6,7 +6,7 @@ import { DYNAMIC_MODULE } from "../aliases";
 import { programRef } from "../native-script";
 import { delegatingProvider } from "../providers/delegate";
 import type { SshTarget } from "../transport/ssh";
-import type { ServingPlan } from "./contract-stub";
+import type { ServingPlan } from "./placement";
 import type { ServingEvidence, SmokeOutput } from "./provider";
 import { SERVER_PROGRAMS, type SeenDevice } from "./server-plan";
 

@@ -17,7 +17,7 @@ import type { ProviderImpl } from "../providers/delegate";
 import { changedKeys } from "../providers/diff";
 import { progress } from "../providers/progress";
 import { homeRelative, openNode, RemoteCommandError, type SshTarget } from "../transport/ssh";
-import type { ServingPlan } from "./contract-stub";
+import type { LlamaServerGate, ServingPlan } from "./placement";
 import { parseServerStatus, parseSmoke, parseWorkerLog, parseWorkerLogSize } from "./node-output";
 import {
   describePlanned,
@@ -39,20 +39,7 @@ import {
 } from "./server-plan";
 
 /** What the policies validate before the server starts (SERVING-CONTRACT.md). */
-export interface ServingEvidence {
-  builds: Record<
-    string,
-    {
-      commit: string;
-      treeDigest: string;
-      artifacts: Record<string, string>;
-      compiler?: { version: string; sha256: string };
-    }
-  >;
-  models: Record<string, { files: { path: string; sha256: string }[] }>;
-  workers: Record<string, { health: string; version: string; transport: string }>;
-  fabric?: Record<string, unknown>;
-}
+export type ServingEvidence = LlamaServerGate["evidence"];
 
 /** A worker the server's plan uses: where its debug log is read. */
 export interface ServingWorker {

@@ -1,7 +1,7 @@
 // Pure parts of the LlamaServer resource: unit names, the argv the unit runs, what
 // llama-server's log says about where the model landed, how that compares with the plan, and
 // when the measured server is drift. Node programs: native/serving/.
-import type { ServingPlan } from "./contract-stub";
+import type { ServingPlan } from "./placement";
 
 export const SERVER_PROGRAMS = {
   start: "serving/start.sh",

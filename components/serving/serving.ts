@@ -4,19 +4,14 @@
 // Takes the Nodes, Builds, Model and RpcWorkers stages (and Fabric, for the evidence).
 import * as pulumi from "@pulumi/pulumi";
 import type { Builds } from "../build/builds";
-import type { NodeConfig } from "../config";
+import type { NodeConfig, StackServer } from "../config";
 import type { Fabric } from "../fabric/fabric";
 import type { Model } from "../model/model";
 import type { Nodes } from "../node/nodes";
 import type { RpcWorkers } from "../rpc-worker/workers";
 import { gatherByNode } from "../stage";
-import {
-  type PlacementNode,
-  planPlacement,
-  renderings,
-  type ServingPlan,
-  type StackServer,
-} from "./contract-stub";
+import { type PlacementNode, planPlacement, type ServingPlan, usableMemory } from "./placement";
+import { renderings } from "./render";
 import type { ServingDrain } from "./drain";
 import { LlamaServer } from "./llama-server";
 import type { ServingEvidence, SmokeOutput } from "./provider";
@@ -104,9 +99,10 @@ export class Serving extends pulumi.ComponentResource {
       node: client,
       role: "client",
       device: clientDevice,
-      ...(declared[client] !== undefined
-        ? { usableBytes: declared[client], source: "declared" as const }
-        : { ...(avail != null ? { usableBytes: avail } : {}), source: "facts" as const }),
+      ...usableMemory({
+        ...(declared[client] !== undefined ? { declared: declared[client] } : {}),
+        factsAvailable: avail ?? null,
+      }),
     }));
     const workerNodes = args.workerNodes.map((w, k) =>
       knownOr(
@@ -117,9 +113,10 @@ export class Serving extends pulumi.ComponentResource {
         role: "worker",
         device: `RPC${k}`,
         endpoint: endpointOf(w),
-        ...(declared[w] !== undefined
-          ? { usableBytes: declared[w], source: "declared" as const }
-          : { ...(free != null ? { usableBytes: free } : {}), source: "worker" as const }),
+        ...usableMemory({
+          ...(declared[w] !== undefined ? { declared: declared[w] } : {}),
+          ...(free != null ? { workerFree: free } : {}),
+        }),
       })),
     );
     const fileBytes = model.files.apply((fs) =>
@@ -143,7 +140,9 @@ export class Serving extends pulumi.ComponentResource {
     const modelPath = pulumi
       .all([replica.dir, ggufFile])
       .apply(([dir, f]) => `${dir.replace(/\/$/, "")}/${f ?? ""}`);
-    const rendered = pulumi.all([this.plan, modelPath]).apply(([p, m]) => renderings(p, m));
+    const rendered = pulumi
+      .all([this.plan, modelPath])
+      .apply(([p, m]) => renderings(p, m, { bind: cfg.bind, port: cfg.port }));
 
     const evidence = pulumi.output({
       builds: gatherByNode(nodes.names, (n) => {

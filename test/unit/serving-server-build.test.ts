@@ -54,6 +54,6 @@ describe("llama-server in the default build", () => {
     const d = await diff("spark-1:build", olds, news);
     expect(d.changes).toBe(true);
     expect(d.replaces).toEqual([]);
-    expect(d.diffs).toEqual(["targets", "artifactPaths"]);
+    expect((d as { diffs?: string[] }).diffs).toEqual(["targets", "artifactPaths"]);
   });
 });
