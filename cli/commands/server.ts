@@ -2,7 +2,6 @@
 // node, through the same transport and the same node program as the provider's refresh
 // (native/serving/status.py), so what they print is what `pulumi refresh` would judge.
 import { parseArgs } from "node:util";
-import type { StackConfigData } from "../../components/config";
 import { programCommand } from "../../components/native-script";
 import { parseServerStatus } from "../../components/serving/node-output";
 import {
@@ -34,9 +33,7 @@ interface ServerView {
 export function serverOf(view: Pick<StackView, "outputs" | "config">): ServerView {
   const serving = view.outputs.serving as
     { server?: { node?: string; url?: string }; plan?: unknown } | undefined;
-  const cfg = (
-    view.config as StackConfigData & { server?: { node?: string; port?: number; bind?: string } }
-  ).server;
+  const cfg = view.config.server;
   const node = serving?.server?.node ?? cfg?.node ?? view.config.worker?.client;
   if (!node)
     throw new Error(

@@ -17,6 +17,7 @@ import {
   serverDrift,
   type ServerStatus,
 } from "../../components/serving/server-plan";
+import { serverOf } from "../../cli/commands/server";
 
 // load_tensors as llama-server -lv 5 prints it: 8 layers + output, CPU 0-3, RPC0 4-8.
 const EP = "10.77.0.3:50052";
@@ -266,5 +267,32 @@ describe("native/serving/worker-log.py on a worker's debug log", () => {
 
   it("a log that was rotated under the offset is read from its start", () => {
     expect(py(file, "99999")).toMatchObject({ graphCompute: 2, graphRecompute: 3 });
+  });
+});
+
+describe("`sparkform server`: where the stack's server is", () => {
+  const config = { nodes: [], diskPaths: [], worker: { client: "spark-1" } } as never;
+  it("from the outputs: node, port and address of the url, the client build's binary", () => {
+    expect(
+      serverOf({
+        config,
+        outputs: {
+          serving: { server: { node: "spark-3", url: "http://127.0.0.1:9090" } },
+          build: { "spark-3": { installDir: "/home/spark/.cache/sparkform/llama-build/out/k" } },
+        },
+      }),
+    ).toEqual({
+      node: "spark-3",
+      port: 9090,
+      bind: "127.0.0.1",
+      binary: "/home/spark/.cache/sparkform/llama-build/out/k/bin/llama-server",
+    });
+  });
+  it("before the first up: the worker stage's client and the defaults", () => {
+    expect(serverOf({ config, outputs: {} })).toMatchObject({
+      node: "spark-1",
+      port: 8080,
+      bind: "127.0.0.1",
+    });
   });
 });
