@@ -296,8 +296,15 @@ async function converge(i: LlamaServerInputs): Promise<LlamaServerOutputs> {
   try {
     smokeOut = await smoke(i);
   } catch (err) {
+    // The server's own account first (its log), then stop it: it must not serve.
+    const tail = await status(i)
+      .then((s) => s.log.filter((l) => !/assigned to device/.test(l)).slice(-25))
+      .catch(() => []);
     await stop(i).catch(() => undefined);
-    throw err;
+    throw new Error(
+      `${(err as Error).message}\nThe server was stopped. The last lines of its log:\n${tail.join("\n")}`,
+      { cause: err },
+    );
   }
   await progress(
     `${who}: smoke ${smokeOut.tokens.length} tokens at ${smokeOut.tokensPerSecond.toFixed(1)} tokens/s` +

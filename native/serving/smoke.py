@@ -21,8 +21,12 @@ def post(url, body, key):
         data=json.dumps(body).encode(),
         headers={"Content-Type": "application/json", **({"Authorization": f"Bearer {key}"} if key else {})},
     )
-    with urllib.request.urlopen(req, timeout=600) as r:
-        return json.loads(r.read())
+    try:
+        with urllib.request.urlopen(req, timeout=600) as r:
+            return json.loads(r.read())
+    except urllib.error.HTTPError as e:
+        body = e.read(4000).decode("utf-8", "replace")
+        raise SystemExit(f"POST {url}/completion answered {e.code}: {body}")
 
 
 def completion(url, prompt, tokens, seed, key):
