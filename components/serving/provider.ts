@@ -224,6 +224,11 @@ async function smoke(i: LlamaServerInputs): Promise<SmokeOutput> {
     { step: "llama-server smoke", timeoutMs: (i.healthTimeoutSeconds + 600) * 1000 },
   );
   const run = parseSmoke(r.stdout, i.target.name);
+  if (run.grammar)
+    await progress(
+      `${who}: the model's text is not valid UTF-8, which llama-server answers with a 500; ` +
+        `split and reference were asked again under the grammar \`${run.grammar}\``,
+    );
   const counts: RpcGraphCounts[] = await Promise.all(
     i.workers.map(async (w, k) => {
       const c = await workerLog(w, i.programs, sizes[k]?.size ?? 0);

@@ -254,6 +254,8 @@ export interface SmokeRun {
   tokens: number[];
   text: string;
   tokensPerSecond: number;
+  /** The GBNF grammar both runs were constrained by ("" = none; see native/serving/smoke.py). */
+  grammar: string;
   reference: { tokens: number[]; text: string; tokensPerSecond: number } | { skipped: string };
 }
 

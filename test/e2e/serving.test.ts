@@ -184,6 +184,8 @@ async function completionOnSpark1(): Promise<{ tokens: number[]; content: string
     top_k: 1,
     cache_prompt: false,
     return_tokens: true,
+    // The test model's text is random bytes: printable ASCII, as the smoke asked (smoke.py).
+    grammar: "root ::= [ -~]*",
   });
   const out = await asSpark(
     "spark-1",
@@ -324,7 +326,8 @@ describe.skipIf(!isRoot)("serving on a simulated pair (real pulumi CLI, policy p
       const run = await up(["--json"]);
       const lines = run.output
         .split("\n")
-        .filter((l) => l.startsWith("{"))
+        // (after the preview's one pretty-printed object: the update's events carry a sequence)
+        .filter((l) => l.startsWith('{"sequence"'))
         .map(
           (l) =>
             JSON.parse(l) as {
