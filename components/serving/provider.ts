@@ -35,6 +35,7 @@ import {
   type ServerStarted,
   type ServerStatus,
   serverDrift,
+  unreachedWorkers,
   workerLogPath,
 } from "./server-plan";
 
@@ -179,7 +180,8 @@ async function start(i: LlamaServerInputs): Promise<void> {
       // The log stays until the next start: read where the model got before it stopped.
       const st = await status(i).catch(() => undefined);
       const seen = st ? parsePlacement(st.log) : undefined;
-      const missing = seen ? placementMismatch(i.plan, seen) : [];
+      const unreached = st ? unreachedWorkers(i.plan, st.log) : [];
+      const missing = unreached.length ? unreached : seen ? placementMismatch(i.plan, seen) : [];
       throw new Error(
         `${who}: the server did not come up on ${i.node}, so nothing serves: ` +
           `${missing.length ? missing.join("; ") : "see its log"}. ` +

@@ -304,7 +304,7 @@ describe.skipIf(!isRoot)("serving on a simulated pair (real pulumi CLI, policy p
       await cli.run(["destroy", "--yes", "-s", stack, "--target", server]);
       await asSpark("spark-2", `systemctl --user stop sparkform-rpc-worker-${WORKER_PORT}`);
       const failed = await up(["--target", server], { expectFailure: true });
-      expect(failed.output).toMatch(/RPC0 \(spark-2\)/);
+      expect(failed.output).toMatch(/RPC0 \(spark-2, [\d.]+:50052\) was not reached/);
       expect(failed.output).toMatch(/planned: .*RPC0/);
       expect(await listeningPorts("spark-1")).not.toContain(PORT);
       // up --refresh sees the stopped worker, restarts it, then starts the server.
