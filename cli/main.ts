@@ -1,16 +1,6 @@
 // `npx sparkform <command>`: the project's own CLI. One module per command under commands/,
 // each exporting `usage` and `run(argv)`; errors are printed by errors.ts alone.
 import { printError } from "./errors";
-import * as check from "./commands/check";
-import * as llamaSource from "./commands/llama-source";
-import * as local from "./commands/local";
-import * as report from "./commands/report";
-import * as runOnNode from "./commands/run";
-import * as sim from "./commands/sim";
-import * as status from "./commands/status";
-import * as doctor from "./commands/doctor";
-import * as sync from "./commands/sync";
-import * as worker from "./commands/worker";
 
 interface Command {
   readonly summary: string;
@@ -18,24 +8,33 @@ interface Command {
   run(argv: string[]): Promise<number>;
 }
 
-const commands: Record<string, Command> = {
-  local,
-  sync,
-  run: runOnNode,
-  worker,
-  sim,
-  "llama-source": llamaSource,
-  check,
-  report,
-  status,
-  doctor,
+function load(file: string): Command {
+  // eslint-disable-next-line @typescript-eslint/no-require-imports -- tsx's require hook compiles it
+  return require(`./commands/${file}`) as Command;
+}
+
+// Loaded on demand: a command pays only for its own imports (all of them together cost
+// seconds of start-up on a busy machine, which `doctor` and `worker` users feel every call).
+const commands: Record<string, () => Command> = {
+  local: () => load("local"),
+  sync: () => load("sync"),
+  run: () => load("run"),
+  worker: () => load("worker"),
+  server: () => load("server"),
+  sim: () => load("sim"),
+  "llama-source": () => load("llama-source"),
+  check: () => load("check"),
+  report: () => load("report"),
+  status: () => load("status"),
+  doctor: () => load("doctor"),
 };
 
 function usage(): string {
   const width = Math.max(...Object.keys(commands).map((c) => c.length));
+  const loaded = Object.entries(commands).map(([name, get]) => [name, get()] as const);
   return [
     "usage: sparkform <command> [options]",
-    ...Object.entries(commands).map(([name, c]) => `  ${name.padEnd(width)}  ${c.summary}`),
+    ...loaded.map(([name, c]) => `  ${name.padEnd(width)}  ${c.summary}`),
     "`sparkform <command> --help` for a command's options.",
   ].join("\n");
 }
@@ -46,11 +45,12 @@ async function main(argv: string[]): Promise<number> {
     process.stdout.write(`${usage()}\n`);
     return name === undefined ? 2 : 0;
   }
-  const command = commands[name];
-  if (!command) {
+  const get = Object.hasOwn(commands, name) ? commands[name] : undefined;
+  if (!get) {
     process.stderr.write(`sparkform: unknown command ${JSON.stringify(name)}\n${usage()}\n`);
     return 2;
   }
+  const command = get();
   if (rest[0] === "--help" || rest[0] === "-h") {
     process.stdout.write(`${command.usage}\n`);
     return 0;

@@ -35,6 +35,14 @@ import {
 } from "./config/node-path";
 import { type FabricConfig, fabricConfigSchema, railIssues } from "./fabric/config";
 import { MODELS_DIR_DEFAULT, type ModelConfig, modelConfigSchema } from "./model/config";
+import {
+  isLoopback,
+  SERVER_API_KEY_FIX,
+  SERVER_BIND_DEFAULT,
+  type ServerConfig,
+  serverApiKeySchema,
+  serverConfigSchema,
+} from "./serving/config";
 import type { SshTarget } from "./transport/ssh";
 
 export { ConfigError, configError, configIssueLines } from "./config/errors";
@@ -298,6 +306,8 @@ const sectionsSchema = z.object({
   fabric: fabricConfigSchema.optional(),
   /** ggml-rpc-server on the worker nodes (needs `build`); see components/rpc-worker/. */
   worker: workerSchema.optional(),
+  /** llama-server on the client node (needs `build` and `model`); see components/serving/. */
+  server: serverConfigSchema.optional(),
 });
 
 type Sections = z.infer<typeof sectionsSchema>;
@@ -328,6 +338,11 @@ export type StackBuild = BuildConfig & {
 export type StackWorker = z.infer<typeof workerSchema> & { client: string };
 /** `sparkform:model`, with `nodes` resolved (default: all nodes, in their order). */
 export type StackModel = ModelConfig & { nodes: string[] };
+/**
+ * `sparkform:server`, with `node` resolved: default sparkform:worker.client, else the first
+ * node. The API key is not here: it is the secret StackConfig.serverApiKey.
+ */
+export type StackServer = ServerConfig & { node: string };
 
 /** The whole `sparkform:` configuration, validated and with every default applied. */
 export interface StackConfigData {
@@ -340,6 +355,7 @@ export interface StackConfigData {
   model?: StackModel;
   fabric?: FabricConfig;
   worker?: StackWorker;
+  server?: StackServer;
   /** Directories whose free space each node's fact sheet reports: the models dir, the tree. */
   diskPaths: string[];
 }
@@ -350,6 +366,8 @@ export interface StackConfig extends StackConfigData {
   privateKey?: pulumi.Output<string>;
   /** `sparkform:hfToken`: the Hugging Face token; only the downloading node sees it. */
   hfToken?: pulumi.Output<string>;
+  /** `sparkform:serverApiKey`: llama-server's API key (required for a non-loopback bind). */
+  serverApiKey?: pulumi.Output<string>;
 }
 
 /** The config keys the cluster part reads (all under the `sparkform:` namespace). */
@@ -363,9 +381,15 @@ export const configKeys = [
   "fabric",
 ] as const;
 /** Keys read with getSecret: their values are never part of the parsed data. */
-export const secretConfigKeys = ["privateKey", "hfToken"] as const;
+export const secretConfigKeys = ["privateKey", "hfToken", "serverApiKey"] as const;
 /** Every key sparkform reads; any other `sparkform:` key is a typo or a leftover. */
-export const stackConfigKeys = [...configKeys, "model", "worker", ...secretConfigKeys] as const;
+export const stackConfigKeys = [
+  ...configKeys,
+  "model",
+  "worker",
+  "server",
+  ...secretConfigKeys,
+] as const;
 /**
  * The secrets' plain text, checked so a pasted-wrong key or token is a config error like any
  * other. Its messages never quote the value, and the value never joins the parsed data.
@@ -393,6 +417,7 @@ const secretsSchema = z.object({
         "`pulumi config set --secret sparkform:hfToken hf_…`",
     })
     .optional(),
+  serverApiKey: serverApiKeySchema.optional(),
 });
 
 /** Keys whose values are YAML maps or lists (read with getObject); the rest are strings. */
@@ -404,6 +429,7 @@ const structuredKeys = new Set<string>([
   "model",
   "fabric",
   "worker",
+  "server",
 ]);
 
 export interface ParseOptions {
@@ -443,7 +469,12 @@ function nodePathOrUndefined(p: unknown): NodePath | undefined {
  * refinements then) and read each field they need on its own, so that every problem comes out
  * together: a bad probe does not hide a toolchain.source that names no node.
  */
-function crossChecks(v: Record<string, unknown>, ctx: z.RefinementCtx, opts: ParseOptions): void {
+function crossChecks(
+  v: Record<string, unknown>,
+  ctx: z.RefinementCtx,
+  opts: ParseOptions,
+  secrets: ReadonlySet<string>,
+): void {
   const add = (p: PropertyKey[], message: string) =>
     ctx.addIssue({ code: "custom", path: p, message, input: v });
   const names = Array.isArray(v.nodes) ? v.nodes.map((n) => str(field(n, "name"))) : undefined;
@@ -525,6 +556,8 @@ function crossChecks(v: Record<string, unknown>, ctx: z.RefinementCtx, opts: Par
     }
   }
 
+  if (v.server !== undefined) serverChecks(v, add, { isNode, list, secrets });
+
   if (v.build !== undefined && v.tree === undefined) {
     add(
       ["build"],
@@ -584,6 +617,69 @@ function crossChecks(v: Record<string, unknown>, ctx: z.RefinementCtx, opts: Par
   }
 }
 
+/** The server section's cross-references: its node, the memory it declares, its API key. */
+function serverChecks(
+  v: Record<string, unknown>,
+  add: (p: PropertyKey[], message: string) => void,
+  o: { isNode: (n: string) => boolean; list: string; secrets: ReadonlySet<string> },
+): void {
+  const first = Array.isArray(v.nodes) ? str(field(v.nodes[0], "name")) : undefined;
+  const node = str(field(v.server, "node")) ?? str(field(v.worker, "client")) ?? first;
+  const named = str(field(v.server, "node"));
+  if (named !== undefined && named !== "" && !o.isNode(named)) {
+    add(
+      ["server", "node"],
+      `${JSON.stringify(named)} is not one of the nodes (${o.list}); name the node that runs ` +
+        "llama-server (the RPC client), or leave it out for sparkform:worker.client",
+    );
+  }
+  const memory = field(v.server, "memory");
+  if (memory !== null && typeof memory === "object" && !Array.isArray(memory)) {
+    for (const n of Object.keys(memory)) {
+      if (!o.isNode(n))
+        add(
+          ["server", "memory", n],
+          `names ${JSON.stringify(n)}, which is not one of the nodes (${o.list}); declare the ` +
+            "usable bytes of a configured node, or remove this entry",
+        );
+    }
+  }
+  const bind = str(field(v.server, "bind")) ?? SERVER_BIND_DEFAULT;
+  if (isIP(bind) !== 0 && !isLoopback(bind) && !o.secrets.has("serverApiKey")) {
+    add(
+      ["server", "bind"],
+      `${bind} is not loopback, so every host that reaches it could use the server, and ` +
+        "llama-server has no authentication of its own without a key; set the secret with " +
+        `\`${SERVER_API_KEY_FIX}\`, or bind 127.0.0.1 (the default)`,
+    );
+  }
+  if (v.build === undefined)
+    add(
+      ["server"],
+      "runs the build's llama-server, but sparkform:build is not set; set sparkform:build too",
+    );
+  if (v.model === undefined) {
+    add(["server"], "serves sparkform:model, which is not set; set sparkform:model too");
+  } else {
+    const modelNodes = field(v.model, "nodes");
+    if (node !== undefined && Array.isArray(modelNodes) && !modelNodes.includes(node))
+      add(
+        ["server"],
+        `runs on ${node}, which is not in sparkform:model.nodes (${modelNodes.join(", ")}); ` +
+          `add ${node} there (llama-server loads the model from its own disk)`,
+      );
+  }
+  if (node !== undefined && v.worker !== undefined) {
+    const client = str(field(v.worker, "client")) ?? first;
+    if (client !== undefined && node !== client)
+      add(
+        ["server", "node"],
+        `${JSON.stringify(node)} is not the RPC client (sparkform:worker.client is ${client}); ` +
+          "llama-server is the client of the workers, so run it there: leave server.node out",
+      );
+  }
+}
+
 /** Defaults that depend on other keys, applied once the whole config is valid. */
 function resolve(c: Sections, opts: ParseOptions): StackConfigData {
   const all = c.nodes.map((n) => n.name);
@@ -629,6 +725,9 @@ function resolve(c: Sections, opts: ParseOptions): StackConfigData {
     ...(c.model ? { model: { ...c.model, nodes: c.model.nodes ?? all } } : {}),
     ...(c.fabric ? { fabric: c.fabric } : {}),
     ...(c.worker ? { worker: { ...c.worker, client: c.worker.client ?? first } } : {}),
+    ...(c.server
+      ? { server: { ...c.server, node: c.server.node ?? c.worker?.client ?? first } }
+      : {}),
     diskPaths: [c.model?.modelsDir ?? MODELS_DIR_DEFAULT, c.tree?.dest ?? "~"],
   };
 }
@@ -658,13 +757,17 @@ export function parseStackConfig(
     .filter((k) => !known.has(k))
     .sort();
   const secrets = new Set<string>(secretConfigKeys);
+  // Which secrets are set (not their values): a non-loopback bind needs serverApiKey.
+  const present = new Set(
+    secretConfigKeys.filter((k) => raw[k] !== undefined && raw[k] !== null && raw[k] !== ""),
+  );
   const values = Object.fromEntries(
     Object.entries(raw).filter(
       ([k, v]) => known.has(k) && !secrets.has(k) && v !== undefined && v !== "",
     ),
   );
   const schema = sectionsSchema
-    .superRefine((v, ctx) => crossChecks(v as Record<string, unknown>, ctx, opts), {
+    .superRefine((v, ctx) => crossChecks(v as Record<string, unknown>, ctx, opts, present), {
       when: () => true,
     })
     .transform((c) => resolve(c, opts));
@@ -739,10 +842,14 @@ export function readStackConfig(config: pulumi.Config, opts: ParseOptions = {}):
   }
   const privateKey = present.includes("privateKey") ? config.getSecret("privateKey") : undefined;
   const hfToken = present.includes("hfToken") ? config.getSecret("hfToken") : undefined;
+  const serverApiKey = present.includes("serverApiKey")
+    ? config.getSecret("serverApiKey")
+    : undefined;
   return {
     ...data,
     ...(privateKey ? { privateKey } : {}),
     ...(hfToken ? { hfToken } : {}),
+    ...(serverApiKey ? { serverApiKey } : {}),
   };
 }
 

@@ -9,6 +9,7 @@ import type { ModelReplicaOutputs } from "./model/provider";
 import type { SparkNodeOutputs } from "./node/provider";
 import type { ToolchainOutputs } from "./toolchain/provider";
 import type { TreeSyncOutputs } from "./tree/provider";
+import type { LlamaServerGate } from "./serving/placement";
 
 /** Each kind's state as its provider writes it: the inputs plus what it measured. */
 export interface KindOutputs {
@@ -18,12 +19,14 @@ export interface KindOutputs {
   NativeBuild: NativeBuildOutputs;
   ModelReplica: ModelReplicaOutputs;
   RpcWorker: RpcWorkerOutputs;
+  /** llama-server on the client node: its gate inputs (components/serving/placement.ts). */
+  LlamaServer: LlamaServerGate & { target: Target };
 }
 
 /** A sparkform resource kind: `SparkNode`, `Toolchain`, `TreeSync`, `NativeBuild`, `ModelReplica`. */
 export type Kind = keyof KindOutputs;
 
-/** Every kind, in stage order (config → nodes → toolchain → tree → build → model). */
+/** Every kind, in stage order (config → nodes → toolchain → tree → build → model → worker → server). */
 export const KINDS = [
   "SparkNode",
   "Toolchain",
@@ -31,6 +34,7 @@ export const KINDS = [
   "NativeBuild",
   "ModelReplica",
   "RpcWorker",
+  "LlamaServer",
 ] as const satisfies readonly Kind[];
 // The list names every kind: a kind added to KindOutputs and not here fails to compile.
 type _AllKindsListed = Assert<
@@ -90,6 +94,10 @@ export interface KindEvidence extends Record<Kind, { target: Target }> {
     | "clientVersion"
     | "digest"
     | "status"
+  >;
+  LlamaServer: Pick<
+    KindOutputs["LlamaServer"],
+    "target" | "plan" | "evidence" | "node" | "bind" | "port" | "unit"
   >;
 }
 

@@ -78,6 +78,15 @@ const FIELDS: { [K in Kind]: { [F in keyof KindEvidence[K]]-?: (v: unknown) => b
     digest: isString,
     status: isObject,
   },
+  LlamaServer: {
+    target: isObject,
+    plan: isObject,
+    evidence: isObject,
+    node: isString,
+    bind: isString,
+    port: (v) => typeof v === "number",
+    unit: isString,
+  },
 };
 
 /** Whether `kind` names a sparkform kind. */

@@ -6,6 +6,7 @@ import { fabricHealthy, rdmaTransport } from "./fabric";
 import { modelPinned } from "./model";
 import { hostKeyPinned } from "./node";
 import { rpcBoundToFabric, rssGuardOn, workerVersionMatch } from "./rpc";
+import { devicesNamed, layerSplitAcrossHosts, modelFits, servingCheckedAtUp } from "./serving";
 import { toolchainsIdentical } from "./toolchain";
 import { treesIdentical } from "./tree";
 
@@ -22,5 +23,9 @@ new PolicyPack("sparkform", {
     rpcBoundToFabric,
     rssGuardOn,
     workerVersionMatch,
+    modelFits,
+    devicesNamed,
+    layerSplitAcrossHosts,
+    servingCheckedAtUp,
   ],
 });

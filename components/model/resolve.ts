@@ -49,6 +49,13 @@ export interface GgufSummary {
   readonly feedForwardLength?: number;
   readonly headCount: number;
   readonly headCountKv: number;
+  /**
+   * `<arch>.attention.key_length` / `value_length`: the per-head K and V sizes, which the KV
+   * cache is sized by (Qwen3: 128, not embedding / heads = 64); the header's value, else
+   * embeddingLength / headCount as llama.cpp defaults it. Absent in summaries cached before.
+   */
+  readonly keyLength?: number;
+  readonly valueLength?: number;
   /** `general.file_type` by name (e.g. "Q4_K_M"), else the most common tensor type. */
   readonly quantization: string;
   readonly tensorCount: number;
@@ -239,7 +246,12 @@ async function cachedGgufSummary(
   const file = path.join(req.cacheDir, `${key}.json`);
   try {
     const cached = JSON.parse(fs.readFileSync(file, "utf8")) as GgufSummary;
-    if (typeof cached.architecture === "string" && cached.shards === shards.length) return cached;
+    if (
+      typeof cached.architecture === "string" &&
+      cached.shards === shards.length &&
+      typeof cached.keyLength === "number"
+    )
+      return cached;
   } catch {
     // absent or unreadable: read the headers again
   }
@@ -303,6 +315,9 @@ export async function readGgufSummary(
     fileType !== undefined && GGMLFileQuantizationType[fileType] !== undefined
       ? String(GGMLFileQuantizationType[fileType])
       : dominant;
+  const headCount = key("attention.head_count") ?? 0;
+  const embedding = key("embedding_length") ?? 0;
+  const perHead = headCount > 0 ? Math.floor(embedding / headCount) : 0;
   return {
     architecture: arch,
     blockCount: key("block_count") ?? 0,
@@ -313,6 +328,8 @@ export async function readGgufSummary(
       : {}),
     headCount: key("attention.head_count") ?? 0,
     headCountKv: key("attention.head_count_kv") ?? key("attention.head_count") ?? 0,
+    keyLength: key("attention.key_length") ?? perHead,
+    valueLength: key("attention.value_length") ?? perHead,
     quantization,
     tensorCount: parsed.reduce((a, p) => a + p.tensorInfos.length, 0),
     tensorDataBytes: parsed.reduce(

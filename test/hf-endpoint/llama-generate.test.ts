@@ -1,15 +1,15 @@
 // Loadability proof: the generated model loads and generates with real llama.cpp (the source
 // node-llama-cpp bundles, built for this host), greedy tokens are reproducible, and they are the
 // same when every layer runs on a local ggml-rpc-server — the property Serving relies on.
-import { spawn, spawnSync, type ChildProcess } from "node:child_process";
+import { spawnSync, type ChildProcess } from "node:child_process";
 import * as fs from "node:fs";
-import * as net from "node:net";
 import * as os from "node:os";
 import * as path from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { writeTinyLlamaGguf } from "../../sim/gguf/make-model";
 import { BYTE_TOKEN_OFFSET, TINY_LLAMA_DIMS } from "../../sim/gguf/tiny-llama";
 import { buildLlamaHost, type LlamaHostBuild } from "../../sim/llama";
+import { startRpcServer as startLocalRpc, stop } from "../support/local-rpc";
 
 let build: LlamaHostBuild;
 let tmp: string;
@@ -94,13 +94,7 @@ function complete(extra: string[] = []): { tokens: number[]; err: string } {
 }
 
 async function startRpcServer(): Promise<string> {
-  const port = await freePort();
-  const server = spawn(build.bin.rpcServer, ["-H", "127.0.0.1", "-p", String(port)], {
-    stdio: ["ignore", "ignore", "ignore"],
-  });
-  started.push(server);
-  await waitForPort(port, 20_000);
-  return `127.0.0.1:${port}`;
+  return startLocalRpc(build.bin.rpcServer, started);
 }
 
 /** Device of each repeating layer, from llama.cpp's "layer N assigned to device X" lines. */
@@ -160,40 +154,3 @@ describe("tiny llama GGUF on llama.cpp", () => {
     expect(r.tokens).toEqual(reference);
   });
 });
-
-function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const s = net.createServer();
-    s.once("error", reject);
-    s.listen(0, "127.0.0.1", () => {
-      const { port } = s.address() as net.AddressInfo;
-      s.close(() => resolve(port));
-    });
-  });
-}
-
-async function waitForPort(port: number, ms: number): Promise<void> {
-  const deadline = Date.now() + ms;
-  while (Date.now() < deadline) {
-    const ok = await new Promise<boolean>((r) => {
-      const c = net.connect(port, "127.0.0.1");
-      c.once("connect", () => {
-        c.destroy();
-        r(true);
-      });
-      c.once("error", () => r(false));
-    });
-    if (ok) return;
-    await new Promise((r) => setTimeout(r, 100));
-  }
-  throw new Error(`nothing listens on 127.0.0.1:${port} after ${ms} ms`);
-}
-
-async function stop(p: ChildProcess): Promise<void> {
-  if (p.exitCode !== null || p.signalCode !== null) return;
-  const exited = new Promise<void>((r) => p.once("exit", () => r()));
-  p.kill("SIGTERM");
-  const t = setTimeout(() => p.kill("SIGKILL"), 5000);
-  await exited;
-  clearTimeout(t);
-}

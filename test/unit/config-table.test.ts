@@ -596,7 +596,7 @@ const cases: [string, Record<string, unknown>, string][] = [
   [
     "unknown key",
     { nodes, surprise: 1 },
-    "unknown stack configuration sparkform:surprise: sparkform reads sparkform:nodes, sparkform:sshKeyPath, sparkform:sshConfigPath, sparkform:toolchain, sparkform:tree, sparkform:build, sparkform:fabric, sparkform:model, sparkform:worker, sparkform:privateKey, sparkform:hfToken. Fix the name, or remove it with `pulumi config rm`.",
+    "unknown stack configuration sparkform:surprise: sparkform reads sparkform:nodes, sparkform:sshKeyPath, sparkform:sshConfigPath, sparkform:toolchain, sparkform:tree, sparkform:build, sparkform:fabric, sparkform:model, sparkform:worker, sparkform:server, sparkform:privateKey, sparkform:hfToken, sparkform:serverApiKey. Fix the name, or remove it with `pulumi config rm`.",
   ],
 ];
 
@@ -641,8 +641,13 @@ describe("parseStackConfig: defaults, set once", () => {
       preset: "sim",
       flags: {},
       cacheFrom: "spark-1",
-      targets: ["ggml-rpc-server", "llama-completion"],
-      artifacts: ["bin/ggml-rpc-server", "bin/llama-completion", "ggml/src/libggml-cpu.a"],
+      targets: ["ggml-rpc-server", "llama-completion", "llama-server"],
+      artifacts: [
+        "bin/ggml-rpc-server",
+        "bin/llama-completion",
+        "bin/llama-server",
+        "ggml/src/libggml-cpu.a",
+      ],
       distribute: "build-each",
     });
     expect(c.model).toEqual({

@@ -32,6 +32,7 @@ describe("type tokens", () => {
       "pulumi-nodejs:dynamic/sparkform:NativeBuild",
       "pulumi-nodejs:dynamic/sparkform:ModelReplica",
       "pulumi-nodejs:dynamic/sparkform:RpcWorker",
+      "pulumi-nodejs:dynamic/sparkform:LlamaServer",
     ]);
     expect(LEGACY_TYPE).toBe("pulumi-nodejs:dynamic:Resource");
   });

@@ -1,0 +1,163 @@
+// The stack's `sparkform:server` section: where llama-server runs, what it binds, the context
+// and slots the KV cache is sized for, and how the model is split (components/serving/
+// placement.ts plans it; the policies in policies/serving.ts judge it). Validated with zod as
+// part of the one stack schema (components/config.ts, which also checks the cross-references:
+// the node is configured, a non-loopback bind has the secret sparkform:serverApiKey).
+//
+// The schema deliberately ACCEPTS splitMode row/tensor and a tensorSplit without devices: the
+// policies `layer-split-across-hosts` and `devices-named` refuse them, with the runbook's
+// reasons, at preview (so the refusal is part of the policy report, not a config typo).
+import { isIP } from "node:net";
+import { z } from "zod";
+
+/** llama-server's port unless `sparkform:server.port` says otherwise. */
+export const SERVER_PORT_DEFAULT = 8080;
+/** Loopback: nothing but the node itself reaches an unauthenticated server. */
+export const SERVER_BIND_DEFAULT = "127.0.0.1";
+/** Tokens of context per slot (llama-server's n_ctx is this times `parallel`). */
+export const SERVER_CONTEXT_DEFAULT = 4096;
+export const SERVER_PARALLEL_DEFAULT = 1;
+export const SERVER_CACHE_TYPE_DEFAULT = "f16";
+/**
+ * Compute-buffer margin per node, bytes: 1 GiB, the margin llama.cpp's own `--fit` leaves on
+ * every device (common/common.h fit_params_target, 1024 MiB at 80fb11ac). It stands for the
+ * compute buffers, the RPC worker's retained ~245 MiB per share (runbook "The worker leaks, but
+ * it plateaus") and the slack unified memory needs; raise it for large n_ubatch.
+ */
+export const SERVER_COMPUTE_MARGIN_DEFAULT = 1024 ** 3;
+/** The runbook: "n_gpu_layers: 99, always. n_gpu_layers: 0 costs 57% of decode". */
+export const SERVER_GPU_LAYERS_DEFAULT = 99;
+export const SMOKE_DEFAULT = { prompt: "The capital of France is", tokens: 16, seed: 42 };
+
+/**
+ * KV cache types llama.cpp accepts for -ctk/-ctv (common/arg.cpp kv_cache_types at 80fb11ac),
+ * with the bytes one element takes (ggml block size / elements per block).
+ */
+export const CACHE_TYPE_BYTES = {
+  f32: 4,
+  f16: 2,
+  bf16: 2,
+  q8_0: 34 / 32,
+  q4_0: 18 / 32,
+  q4_1: 20 / 32,
+  iq4_nl: 18 / 32,
+  q5_0: 22 / 32,
+  q5_1: 24 / 32,
+} as const;
+export type CacheType = keyof typeof CACHE_TYPE_BYTES;
+const CACHE_TYPES = Object.keys(CACHE_TYPE_BYTES) as [CacheType, ...CacheType[]];
+
+export const SPLIT_MODES = ["layer", "row", "tensor", "none"] as const;
+export type SplitMode = (typeof SPLIT_MODES)[number];
+
+/** llama.cpp caps the devices of one model at 16 (llama_max_devices). */
+export const MAX_DEVICES = 16;
+
+const deviceName = z
+  .string()
+  .regex(
+    /^[A-Za-z][A-Za-z0-9_]{0,31}$/,
+    "is not a llama.cpp device name; use names like CUDA0 (the client's GPU) and RPC0 (the first worker)",
+  );
+
+/** An IP literal (llama-server's --host); a name would resolve to who knows which interface. */
+const bindAddress = z.string().refine((a) => /^[0-9A-Fa-f:.]+$/.test(a) && isIP(a) !== 0, {
+  error: (iss) =>
+    `${JSON.stringify(iss.input)} is not an IP address; give 127.0.0.1 (the default, loopback) ` +
+    "or the node's management address (then set the secret sparkform:serverApiKey too)",
+});
+
+export const smokeSchema = z.strictObject({
+  /** The prompt of the smoke generation (greedy, fixed seed). */
+  prompt: z.string().min(1, "is empty; give a short prompt, e.g. The capital of France is"),
+  /** Tokens to generate, compared token for token with the single-node reference. */
+  tokens: z.number().int().min(1).max(512).default(SMOKE_DEFAULT.tokens),
+  seed: z
+    .number()
+    .int()
+    .min(0)
+    .max(2 ** 31 - 1)
+    .default(SMOKE_DEFAULT.seed),
+});
+
+export const serverConfigSchema = z
+  .strictObject({
+    /** The node llama-server runs on (default: sparkform:worker.client, else the first node). */
+    node: z.string().min(1).optional(),
+    port: z.number().int().min(1024).max(65535).default(SERVER_PORT_DEFAULT),
+    /** Default loopback; any other address requires the secret sparkform:serverApiKey. */
+    bind: bindAddress.default(SERVER_BIND_DEFAULT),
+    /** Tokens of context per slot; llama-server gets n_ctx = context × parallel. */
+    context: z.number().int().min(256).max(1048576).default(SERVER_CONTEXT_DEFAULT),
+    /** n_parallel: request slots, each with `context` tokens of KV cache. */
+    parallel: z.number().int().min(1).max(256).default(SERVER_PARALLEL_DEFAULT),
+    /** KV cache type for K and V (-ctk/-ctv). */
+    cacheType: z.enum(CACHE_TYPES).default(SERVER_CACHE_TYPE_DEFAULT),
+    /** Bytes kept free per node for compute buffers (default 1 GiB, see above). */
+    computeMarginBytes: z.number().int().min(0).default(SERVER_COMPUTE_MARGIN_DEFAULT),
+    /** layer (the only correct and fast cross-host mode), row, tensor, none (policy-judged). */
+    splitMode: z.enum(SPLIT_MODES).default("layer"),
+    /** Proportions per device, in `devices` order (default: proportional to usable memory). */
+    tensorSplit: z
+      .array(z.number().min(0))
+      .min(1, "is empty; give one proportion per device, e.g. [1, 1], or leave it out")
+      .max(MAX_DEVICES, `lists more than llama.cpp's ${MAX_DEVICES} devices`)
+      .refine((s) => s.some((x) => x > 0), {
+        message: "is all zeros, which llama.cpp reads as 'split by free memory'; give the shares",
+      })
+      .optional(),
+    /** llama.cpp device names in placement order, e.g. [CUDA0, RPC0] (default: the plan's). */
+    devices: z
+      .array(deviceName)
+      .min(1, "is empty; name the devices in placement order, e.g. [CUDA0, RPC0], or leave it out")
+      .max(MAX_DEVICES, `lists more than llama.cpp's ${MAX_DEVICES} devices`)
+      .superRefine((ds, ctx) => {
+        for (const [i, d] of ds.entries()) {
+          if (ds.indexOf(d) < i)
+            ctx.addIssue({
+              code: "custom",
+              path: [i],
+              message: `names ${d} twice; each device holds one contiguous range of layers, list it once`,
+              input: d,
+            });
+        }
+      })
+      .optional(),
+    /** n_gpu_layers on a GPU client (default 99: every layer; 0 costs 57% of decode). */
+    gpuLayers: z.number().int().min(0).max(1024).default(SERVER_GPU_LAYERS_DEFAULT),
+    /** Declared usable bytes per node, instead of the measured value (tests, planning). */
+    memory: z.record(z.string().min(1), z.number().int().positive()).optional(),
+    smoke: smokeSchema.default(SMOKE_DEFAULT),
+  })
+  .superRefine((s, ctx) => {
+    if (s.devices && s.tensorSplit && s.devices.length !== s.tensorSplit.length)
+      ctx.addIssue({
+        code: "custom",
+        path: ["tensorSplit"],
+        message:
+          `has ${s.tensorSplit.length} proportions for ${s.devices.length} devices ` +
+          `(${s.devices.join(", ")}); tensorSplit[i] is devices[i]'s share, give one each`,
+      });
+  });
+
+export type ServerConfig = z.infer<typeof serverConfigSchema>;
+
+/** Loopback addresses: the only binds that need no API key. */
+export function isLoopback(address: string): boolean {
+  return address === "::1" || /^127\.\d{1,3}\.\d{1,3}\.\d{1,3}$/.test(address);
+}
+
+/** How to set the API key, as every message about it says it. */
+export const SERVER_API_KEY_FIX =
+  'pulumi config set --secret sparkform:serverApiKey "$(openssl rand -hex 32)"';
+
+/** The secret `sparkform:serverApiKey`'s text: one word llama-server reads as one key. */
+export const serverApiKeySchema = z
+  .string({ error: `must be text; set it with \`${SERVER_API_KEY_FIX}\`` })
+  .min(16, `is shorter than 16 characters; set a long random key with \`${SERVER_API_KEY_FIX}\``)
+  // llama-server splits --api-key / LLAMA_API_KEY at commas (common/arg.cpp parse_csv_row), and
+  // an --api-key-file at newlines: either would turn one key into several.
+  // eslint-disable-next-line no-control-regex
+  .refine((k) => !/[\s,\u0000-\u001f\u007f]/.test(k), {
+    message: `contains whitespace, a comma or a control character, which llama-server reads as several keys; set one key with \`${SERVER_API_KEY_FIX}\``,
+  });

@@ -1,0 +1,381 @@
+// planPlacement: the layer → device assignment as llama.cpp 80fb11ac's load_tensors computes
+// it (expected values below are worked by hand from src/llama-model.cpp, not taken from the
+// code under test), the KV estimate, the shares, and a model that fits no placement.
+//
+// Qwen3-235B-A22B (the runbook's 142.1 GB Q4_K_M): 94 layers, 64 query heads, 4 KV heads
+// (model card, huggingface.co/Qwen/Qwen3-235B-A22B), hidden size 4096 and head_dim 128
+// (its config.json: head_dim is NOT hidden/heads = 64), max_position_embeddings 40960.
+import { describe, expect, it } from "vitest";
+import {
+  assertFits,
+  assignLayers,
+  kvBytesPerLayer,
+  kvTokens,
+  type PlacementNode,
+  placementNodes,
+  planPlacement,
+  usableMemory,
+} from "../../components/serving/placement";
+import type { PlacementInput } from "../../components/serving/placement";
+
+const QWEN3_235B = {
+  architecture: "qwen3moe",
+  blockCount: 94,
+  headCount: 64,
+  headCountKv: 4,
+  embeddingLength: 4096,
+  keyLength: 128,
+  valueLength: 128,
+  contextLength: 40960,
+  fileBytes: 142.1e9,
+};
+/** sim/gguf/tiny-llama.ts TINY_LLAMA_DIMS: 8 layers, 128 wide, 2 heads, 1 KV head. */
+const TINY = {
+  blockCount: 8,
+  headCount: 2,
+  headCountKv: 1,
+  embeddingLength: 128,
+  fileBytes: 2.4e6,
+};
+
+const server: PlacementInput["server"] = {
+  context: 4096,
+  parallel: 1,
+  cacheType: "f16",
+  computeMarginBytes: 1024 ** 3,
+  splitMode: "layer",
+  gpuLayers: 99,
+};
+/** The runbook's GB10: 130.0 GB of unified memory per node ("121 GiB is 130.0 GB"). */
+const GB10 = 130.0e9;
+
+const spark = (n: number, usableBytes: number | null = GB10): PlacementNode[] =>
+  Array.from({ length: n }, (_, i) => ({
+    node: `spark-${i + 1}`,
+    role: i === 0 ? "client" : "worker",
+    device: i === 0 ? "CUDA0" : `RPC${i - 1}`,
+    ...(i > 0 ? { endpoint: `10.100.64.${i + 1}:50052` } : {}),
+    ...(usableBytes !== null ? { usableBytes } : {}),
+    source: "declared",
+  }));
+
+describe("assignLayers (llama.cpp load_tensors)", () => {
+  it("splits 94 layers + output over two equal devices: il/95 < 0.5 → device 0", () => {
+    // i_gpu_start = max(95 - 99, 0) = 0, act = min(99, 95) = 95; il < 47.5 → 0.
+    const a = assignLayers(94, 99, [0.5, 0.5]);
+    expect(a.length).toBe(95);
+    expect(a.filter((d) => d === 0).length).toBe(48);
+    expect(a.indexOf(1)).toBe(48);
+    expect(a[94]).toBe(1); // the output layer goes with the last range
+  });
+
+  it("puts the layers below i_gpu_start on the CPU (-1)", () => {
+    // ngl 50 of 95: i_gpu_start 45; (il-45)/50 < 0.5 → il < 70.
+    const a = assignLayers(94, 50, [1, 1]);
+    expect(a.slice(0, 45).every((d) => d === -1)).toBe(true);
+    expect(a.slice(45, 70).every((d) => d === 0)).toBe(true);
+    expect(a.slice(70).every((d) => d === 1)).toBe(true);
+  });
+
+  it("compares in float32 as llama.cpp does: 1/3 lands on the second device", () => {
+    // splits {1,2} → {0.33333334f, 1}; layer 1: 1.0f/3 = 0.33333334f, upper_bound → 1.
+    // In float64 the same comparison would put layer 1 on device 0.
+    expect(assignLayers(2, 3, [1, 2])).toEqual([0, 1, 1]);
+  });
+
+  it("gives everything to the CPU with n_gpu_layers 0 or no device", () => {
+    expect(assignLayers(3, 0, [1])).toEqual([-1, -1, -1, -1]);
+    expect(assignLayers(3, 99, [])).toEqual([-1, -1, -1, -1]);
+  });
+
+  it("skips a device with a zero share", () => {
+    expect(assignLayers(3, 4, [1, 0, 1])).toEqual([0, 0, 2, 2]);
+  });
+});
+
+describe("KV cache estimate", () => {
+  it("pads as llama-context.cpp does: n_ctx and n_ctx_seq to 256", () => {
+    expect(kvTokens(4096, 1)).toBe(4096);
+    expect(kvTokens(300, 1)).toBe(512);
+    expect(kvTokens(1000, 3)).toBe(3072); // n_ctx 3000 → 3072, seq 1024
+    expect(kvTokens(1000, 5)).toBe(5120);
+    expect(kvTokens(100, 4)).toBe(1024); // n_ctx 400 → 512, seq 128 → 256, × 4
+  });
+
+  it("is tokens × KV heads × (key + value length) × bytes per layer", () => {
+    // Qwen3-235B at 4096 tokens f16: 4096 × 4 × 256 × 2 = 8 MiB a layer.
+    expect(kvBytesPerLayer(QWEN3_235B, server)).toBe(8 * 2 ** 20);
+    expect(kvBytesPerLayer(QWEN3_235B, { ...server, cacheType: "q8_0" })).toBe(
+      (8 * 2 ** 20 * 34) / 64,
+    );
+    expect(kvBytesPerLayer(QWEN3_235B, { ...server, context: 32768, parallel: 8 })).toBe(
+      64 * 8 * 2 ** 20,
+    );
+    // Without key_length in the header: embedding / heads (tiny: 64).
+    expect(kvBytesPerLayer(TINY, server)).toBe(4096 * 1 * 128 * 2);
+  });
+});
+
+describe("planPlacement on two Sparks (the runbook's 235B)", () => {
+  const plan = planPlacement({ model: QWEN3_235B, nodes: spark(2), server });
+
+  it("names the devices in placement order, layer split, n_gpu_layers 99, the workers' endpoints", () => {
+    expect(plan).toMatchObject({
+      known: true,
+      fits: true,
+      devices: ["CUDA0", "RPC0"],
+      splitMode: "layer",
+      tensorSplit: [0.5, 0.5],
+      nGpuLayers: 99,
+      rpcServers: ["10.100.64.2:50052"],
+      configured: { splitMode: "layer" },
+    });
+    expect(plan.reason).toBeUndefined();
+  });
+
+  it("expects layers 0-47 on CUDA0 and 48-93 plus the output layer on RPC0", () => {
+    expect(plan.layers).toEqual([
+      { device: "CUDA0", node: "spark-1", first: 0, count: 48 },
+      { device: "RPC0", node: "spark-2", first: 48, count: 47 },
+    ]);
+  });
+
+  it("accounts weights, KV and margin per node", () => {
+    const perLayer = 142.1e9 / 95;
+    expect(plan.perNode).toEqual([
+      {
+        node: "spark-1",
+        device: "CUDA0",
+        usableBytes: GB10,
+        weightsBytes: Math.round(48 * perLayer),
+        kvBytes: 48 * 8 * 2 ** 20,
+        marginBytes: 1024 ** 3,
+      },
+      {
+        node: "spark-2",
+        device: "RPC0",
+        usableBytes: GB10,
+        weightsBytes: Math.round(47 * perLayer),
+        kvBytes: 46 * 8 * 2 ** 20,
+        marginBytes: 1024 ** 3,
+      },
+    ]);
+    expect(plan.totals).toEqual({
+      weightsBytes: 142.1e9,
+      kvBytes: 94 * 8 * 2 ** 20,
+      marginBytes: 2 * 1024 ** 3,
+    });
+  });
+
+  it("spreads over four Sparks: about 24 layers each", () => {
+    const quad = planPlacement({ model: QWEN3_235B, nodes: spark(4), server });
+    expect(quad.fits).toBe(true);
+    expect(quad.devices).toEqual(["CUDA0", "RPC0", "RPC1", "RPC2"]);
+    expect(quad.tensorSplit).toEqual([0.25, 0.25, 0.25, 0.25]);
+    // il/95 < 0.25 → il ≤ 23; < 0.5 → ≤ 47; < 0.75 → ≤ 71.
+    expect(quad.layers.map((l) => [l.device, l.first, l.count])).toEqual([
+      ["CUDA0", 0, 24],
+      ["RPC0", 24, 24],
+      ["RPC1", 48, 24],
+      ["RPC2", 72, 23],
+    ]);
+  });
+});
+
+describe("a model that fits no placement", () => {
+  it("one 130 GB Spark and the 142.1 GB model: fits false with the numbers, no exception", () => {
+    const plan = planPlacement({ model: QWEN3_235B, nodes: spark(1), server });
+    expect(plan.fits).toBe(false);
+    expect(plan.known).toBe(true);
+    expect(plan.layers).toEqual([{ device: "CUDA0", node: "spark-1", first: 0, count: 95 }]);
+    const r = plan.reason ?? "";
+    expect(r).toContain("142.1 GB weights + 0.8 GB KV (4096 tokens × 1 slot, f16) + 1.1 GB");
+    expect(r).toContain(
+      "spark-1 (CUDA0): 142.1 GB weights + 0.8 GB KV + 1.1 GB margin = 144.0 GB of 130.0 GB usable",
+    );
+    expect(r).toContain("OOMs the box");
+    expect(r).toContain(
+      "two nodes buy capacity, not speed: pipeline parallelism is off with an RPC device",
+    );
+    expect(() => assertFits(plan)).toThrow(r);
+  });
+
+  it("two nodes too small: every node's numbers", () => {
+    const plan = planPlacement({ model: QWEN3_235B, nodes: spark(2, 60e9), server });
+    expect(plan.fits).toBe(false);
+    expect(plan.reason).toMatch(
+      /spark-1 \(CUDA0\): 71\.8 GB weights .* of 60\.0 GB usable; spark-2 \(RPC0\): 70\.3 GB weights .* of 60\.0 GB usable/,
+    );
+    expect(plan.reason).toContain("the 2 nodes have 120.0 GB usable in all");
+  });
+
+  it("room in the cluster but a skewed tensorSplit: says to shift the shares", () => {
+    const plan = planPlacement({
+      model: QWEN3_235B,
+      nodes: spark(2),
+      server: { ...server, tensorSplit: [0.95, 0.05] },
+    });
+    expect(plan.fits).toBe(false);
+    expect(plan.reason).toContain("spark-1 would be over while the cluster has room");
+  });
+
+  it("a long context is what does not fit: the KV number says so", () => {
+    const plan = planPlacement({
+      model: QWEN3_235B,
+      nodes: spark(2),
+      server: { ...server, context: 131072, parallel: 8 },
+    });
+    // 1048576 tokens × 94 layers × 2 KiB = 201.9 GB of KV.
+    expect(plan.fits).toBe(false);
+    expect(plan.reason).toContain("201.9 GB KV (131072 tokens × 8 slots, f16)");
+  });
+});
+
+describe("the CPU-only client of the simulated cluster", () => {
+  const nodes = placementNodes({
+    client: "spark-1",
+    clientDevice: "CPU",
+    workers: [{ node: "spark-2", endpoint: "192.168.100.12:50052" }],
+    usable: () => ({ usableBytes: 8e9, source: "facts" }),
+  });
+
+  it("gives the CPU the first layers through n_gpu_layers < n_layer + 1, and RPC0 the rest", () => {
+    const plan = planPlacement({ model: TINY, nodes, server });
+    // Equal memory: the CPU's share round(0.5 × 9) = 5 layers (0-4); n_gpu_layers = 9 - 5.
+    expect(plan.devices).toEqual(["CPU", "RPC0"]);
+    expect(plan.nGpuLayers).toBe(4);
+    expect(plan.layers).toEqual([
+      { device: "CPU", node: "spark-1", first: 0, count: 5 },
+      { device: "RPC0", node: "spark-2", first: 5, count: 4 },
+    ]);
+    expect(plan.fits).toBe(true);
+    // llama.cpp's own assignment with those flags agrees: i_gpu_start = 9 - 4 = 5.
+    expect(assignLayers(8, plan.nGpuLayers, [1])).toEqual([-1, -1, -1, -1, -1, 0, 0, 0, 0]);
+  });
+
+  it("follows a configured share: [1, 3] puts a quarter on the CPU", () => {
+    const plan = planPlacement({
+      model: TINY,
+      nodes,
+      server: { ...server, tensorSplit: [1, 3], devices: ["CPU", "RPC0"] },
+    });
+    expect(plan.layers.map((l) => [l.device, l.count])).toEqual([
+      ["CPU", 2],
+      ["RPC0", 7],
+    ]);
+    expect(plan.nGpuLayers).toBe(7);
+  });
+
+  it("refuses CPU anywhere but first", () => {
+    const plan = planPlacement({
+      model: TINY,
+      nodes,
+      server: { ...server, devices: ["RPC0", "CPU"] },
+    });
+    expect(plan.fits).toBe(false);
+    expect(plan.reason).toContain("list CPU first");
+  });
+});
+
+describe("inputs and shares", () => {
+  it("unknown memory: known false, equal shares, judged at up (not refused)", () => {
+    const plan = planPlacement({ model: QWEN3_235B, nodes: spark(2, null), server });
+    expect(plan.known).toBe(false);
+    expect(plan.fits).toBe(true);
+    expect(plan.tensorSplit).toEqual([0.5, 0.5]);
+    expect(plan.perNode.map((p) => p.usableBytes)).toEqual([undefined, undefined]);
+    expect(() => assertFits(plan)).toThrow(/unknown inputs/);
+  });
+
+  it("tensor_split follows usable memory", () => {
+    const nodes = spark(2);
+    nodes[1] = { ...nodes[1]!, usableBytes: GB10 / 2 };
+    const plan = planPlacement({ model: QWEN3_235B, nodes, server });
+    expect(plan.tensorSplit).toEqual([0.667, 0.333]);
+    // il/95 < 0.667f → il ≤ 63.
+    expect(plan.layers.map((l) => l.count)).toEqual([64, 31]);
+  });
+
+  it("devices as configured: placement follows that order and tensorSplit indexes it", () => {
+    const plan = planPlacement({
+      model: QWEN3_235B,
+      nodes: spark(2),
+      server: { ...server, devices: ["RPC0", "CUDA0"], tensorSplit: [0.25, 0.75] },
+    });
+    expect(plan.devices).toEqual(["RPC0", "CUDA0"]);
+    expect(plan.configured).toEqual({
+      devices: ["RPC0", "CUDA0"],
+      tensorSplit: [0.25, 0.75],
+      splitMode: "layer",
+    });
+    // il/95 < 0.25 → il ≤ 23 on RPC0.
+    expect(plan.layers).toEqual([
+      { device: "RPC0", node: "spark-2", first: 0, count: 24 },
+      { device: "CUDA0", node: "spark-1", first: 24, count: 71 },
+    ]);
+  });
+
+  it("a configured device that is not in the placement: fits false, naming both lists", () => {
+    const plan = planPlacement({
+      model: QWEN3_235B,
+      nodes: spark(2),
+      server: { ...server, devices: ["CUDA0", "CUDA1"] },
+    });
+    expect(plan.fits).toBe(false);
+    expect(plan.reason).toContain(
+      "sparkform:server.devices is [CUDA0, CUDA1], but this placement's devices are [CUDA0, RPC0]",
+    );
+  });
+
+  it("n_gpu_layers below n_layer on a Spark: the first layers stay on the client's CPU", () => {
+    const plan = planPlacement({
+      model: QWEN3_235B,
+      nodes: spark(2),
+      server: { ...server, gpuLayers: 50 },
+    });
+    expect(plan.layers).toEqual([
+      { device: "CPU", node: "spark-1", first: 0, count: 45 },
+      { device: "CUDA0", node: "spark-1", first: 45, count: 25 },
+      { device: "RPC0", node: "spark-2", first: 70, count: 25 },
+    ]);
+    expect(plan.perNode[0]?.weightsBytes).toBe(Math.round(70 * (142.1e9 / 95)));
+  });
+
+  it("row and tensor: weights by share, no layer ranges (the policy refuses them across hosts)", () => {
+    for (const splitMode of ["row", "tensor"] as const) {
+      const plan = planPlacement({
+        model: QWEN3_235B,
+        nodes: spark(2),
+        server: { ...server, splitMode },
+      });
+      expect(plan.splitMode).toBe(splitMode);
+      expect(plan.layers).toEqual([]);
+      expect(plan.perNode.map((p) => p.weightsBytes)).toEqual([71.05e9, 71.05e9]);
+    }
+  });
+
+  it("none: one device holds everything", () => {
+    const plan = planPlacement({
+      model: TINY,
+      nodes: spark(2, 8e9),
+      server: { ...server, splitMode: "none" },
+    });
+    expect(plan.layers).toEqual([{ device: "CUDA0", node: "spark-1", first: 0, count: 9 }]);
+  });
+
+  it("usable memory: declared, else the fact sheet's MemAvailable, else the worker's free bytes", () => {
+    expect(usableMemory({ declared: 1, factsAvailable: 2, workerFree: 3 })).toEqual({
+      usableBytes: 1,
+      source: "declared",
+    });
+    expect(usableMemory({ factsAvailable: 2, workerFree: 3 })).toEqual({
+      usableBytes: 2,
+      source: "facts",
+    });
+    expect(usableMemory({ factsAvailable: null, workerFree: 3 })).toEqual({
+      usableBytes: 3,
+      source: "worker",
+    });
+    expect(usableMemory({})).toEqual({ source: "facts" });
+  });
+});
