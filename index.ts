@@ -17,3 +17,4 @@ export const model = cluster.model
       nodes: cluster.model.nodes,
     }
   : undefined;
+export const serving = cluster.serving;

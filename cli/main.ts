@@ -6,6 +6,7 @@ import * as llamaSource from "./commands/llama-source";
 import * as local from "./commands/local";
 import * as report from "./commands/report";
 import * as runOnNode from "./commands/run";
+import * as server from "./commands/server";
 import * as sim from "./commands/sim";
 import * as sync from "./commands/sync";
 
@@ -19,6 +20,7 @@ const commands: Record<string, Command> = {
   local,
   sync,
   run: runOnNode,
+  server,
   sim,
   "llama-source": llamaSource,
   check,

@@ -1,6 +1,7 @@
 // SparkCluster composes the stages, each taking the previous stage's object:
 // nodes → fabric, nodes → toolchain → tree → build, nodes → model, and (build, model,
-// fabric) → rpc-worker. Per-node work lives in the stages.
+// fabric) → rpc-worker, and (build, model, rpc-worker) → serving. Per-node work lives in
+// the stages.
 import * as pulumi from "@pulumi/pulumi";
 import type { PreStageLayout } from "./aliases";
 import * as path from "node:path";
@@ -12,6 +13,8 @@ import { Fabric, type FabricNodeSummary } from "./fabric/fabric";
 import { Model } from "./model/model";
 import { Nodes } from "./node/nodes";
 import { type RpcWorkers, rpcWorkersFor, type WorkerSummary } from "./rpc-worker/workers";
+import { ServingDrain } from "./serving/drain";
+import { Serving, type ServingSummary } from "./serving/serving";
 import { type ToolchainSummary, Toolchains } from "./toolchain/toolchains";
 import { type TreeSummary, Trees } from "./tree/trees";
 
@@ -52,6 +55,9 @@ export class SparkCluster extends pulumi.ComponentResource {
   readonly tree?: pulumi.Output<{ expected: TreeSummary; nodes: Record<string, TreeSummary> }>;
   /** Per node: build key, commit, install dir, artifact digests, verification checks, counts. */
   readonly build?: pulumi.Output<Record<string, BuildSummary>>;
+  readonly servingStage?: Serving;
+  /** The placement plan, its renderings, the server, where the model landed, the smoke. */
+  readonly serving?: pulumi.Output<ServingSummary>;
 
   constructor(name: string, args: SparkClusterArgs, opts?: pulumi.ComponentResourceOptions) {
     super("sparkform:index:SparkCluster", name, {}, opts);
@@ -172,6 +178,19 @@ export class SparkCluster extends pulumi.ComponentResource {
       );
     }
 
+    // llama-server on the client node: it needs the model and the workers.
+    const server = config.worker ? config.server : undefined;
+    // The drain first: the workers wait for it, so a changed build stops the server before
+    // any worker restarts with it.
+    const drain =
+      server && this.builds && this.model
+        ? new ServingDrain(
+            `${name}-serving-drain`,
+            { nodes, builds: this.builds, client: server.node, port: server.port },
+            child,
+          )
+        : undefined;
+
     // ggml-rpc-server on the worker nodes, from the verified build, bound to the fabric.
     if (this.builds && this.trees) {
       this.workers = rpcWorkersFor(
@@ -182,11 +201,33 @@ export class SparkCluster extends pulumi.ComponentResource {
           trees: this.trees,
           ...(this.model ? { model: this.model } : {}),
           ...(this.fabric ? { fabric: this.fabric } : {}),
+          ...(drain ? { after: [drain] } : {}),
         },
         config,
         child,
       );
       this.worker = this.workers?.byNode;
+    }
+
+    if (server && drain && this.builds && this.model && this.workers && config.worker) {
+      this.servingStage = new Serving(
+        `${name}-serving`,
+        {
+          nodes,
+          nodeConfigs: config.nodes,
+          builds: this.builds,
+          model: this.model,
+          workers: this.workers,
+          workerNodes: config.worker.nodes,
+          workerPort: config.worker.port,
+          ...(this.fabric ? { fabric: this.fabric } : {}),
+          server,
+          ...(config.serverApiKey ? { apiKey: config.serverApiKey } : {}),
+          drain,
+        },
+        child,
+      );
+      this.serving = this.servingStage.summary;
     }
 
     this.registerOutputs({
@@ -197,6 +238,7 @@ export class SparkCluster extends pulumi.ComponentResource {
       build: this.build,
       model: this.model,
       worker: this.worker,
+      serving: this.serving,
     });
   }
 }

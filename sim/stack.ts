@@ -146,6 +146,10 @@ export function renderLocalSettings(c: SimCluster | undefined): string {
     // (the first node) is the client (components/rpc-worker).
     "  sparkform:worker:",
     '    nodes: ["spark-2"]',
+    // llama-server on spark-1 (the worker stage's client), on loopback, the model split across
+    // the pair by the placement plan; the tiny model was trained on 256 tokens of context.
+    "  sparkform:server:",
+    "    context: 256",
     "",
   ].join("\n");
 }

@@ -24,12 +24,20 @@ import {
   mergeCudaHostFlags,
 } from "./flags";
 
-/** The cmake targets the simulated cluster builds: the RPC worker and a `--rpc` client. */
-export const DEFAULT_TARGETS: readonly string[] = ["ggml-rpc-server", "llama-completion"];
+/**
+ * The cmake targets the simulated cluster builds: the RPC worker, a `--rpc` client, and the
+ * OpenAI-compatible server the Serving stage runs on the client node.
+ */
+export const DEFAULT_TARGETS: readonly string[] = [
+  "ggml-rpc-server",
+  "llama-completion",
+  "llama-server",
+];
 /** Their binaries (static: no shared library in the build tree is needed at run time). */
 export const DEFAULT_ARTIFACTS: readonly string[] = [
   "bin/ggml-rpc-server",
   "bin/llama-completion",
+  "bin/llama-server",
   "ggml/src/libggml-cpu.a",
 ];
 
@@ -41,8 +49,11 @@ export const CCACHE_REL = `${CACHE_REL}/ccache`;
 /**
  * CMake options every NativeBuild passes besides the flags' own (cmakeDefines): a Release
  * build of static binaries (an installed binary must not load libraries from a build
- * directory that the next build rewrites), no tests/examples/server, no network code, and
- * ccache as the compiler launcher (explicitly; ggml's own GGML_CCACHE would probe for it).
+ * directory that the next build rewrites), no tests/examples, no network code, and ccache as
+ * the compiler launcher (explicitly; ggml's own GGML_CCACHE would probe for it). The server
+ * target is configured (llama-server), without its web UI: 80fb11ac's tools/ui would
+ * otherwise download prebuilt assets from a Hugging Face bucket at build time
+ * (LLAMA_USE_PREBUILT_UI defaults ON), and nodes build offline.
  */
 export const CMAKE_OPTIONS: readonly string[] = [
   "-DCMAKE_BUILD_TYPE=Release",
@@ -51,7 +62,9 @@ export const CMAKE_OPTIONS: readonly string[] = [
   "-DLLAMA_OPENSSL=OFF",
   "-DLLAMA_BUILD_TESTS=OFF",
   "-DLLAMA_BUILD_EXAMPLES=OFF",
-  "-DLLAMA_BUILD_SERVER=OFF",
+  "-DLLAMA_BUILD_SERVER=ON",
+  "-DLLAMA_BUILD_UI=OFF",
+  "-DLLAMA_USE_PREBUILT_UI=OFF",
   "-DGGML_CCACHE=OFF",
   "-DCMAKE_C_COMPILER_LAUNCHER=ccache",
   "-DCMAKE_CXX_COMPILER_LAUNCHER=ccache",

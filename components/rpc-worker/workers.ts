@@ -47,6 +47,8 @@ export interface RpcWorkersArgs {
   readonly model?: Model;
   /** Per node, every fabric address it has (the Fabric stage's rails); default: its fabricAddress. */
   readonly fabricAddresses?: Readonly<Record<string, readonly string[]>>;
+  /** More resources every worker waits for (the serving stage's drain). Default: none. */
+  readonly after?: readonly pulumi.Resource[];
 }
 
 export class RpcWorkers extends pulumi.ComponentResource implements Stage<WorkerSummary> {
@@ -126,6 +128,7 @@ export class RpcWorkers extends pulumi.ComponentResource implements Stage<Worker
               builds.of(node),
               builds.of(args.client),
               ...(args.model?.names.includes(node) ? [args.model.of(node)] : []),
+              ...(args.after ?? []),
             ],
           },
           ["target", "client"],
@@ -163,6 +166,8 @@ export interface WorkerInputs {
   readonly model?: Model;
   /** The Fabric stage: workers start after its links are measured, and bind only its rails. */
   readonly fabric?: Fabric;
+  /** More resources every worker waits for (the serving stage's drain). */
+  readonly after?: readonly pulumi.Resource[];
 }
 
 /**
@@ -195,6 +200,7 @@ export function rpcWorkersFor(
       rssLimitPercent: w.rssLimitPercent,
       rssIntervalSeconds: w.rssIntervalSeconds,
       ...(stages.model ? { model: stages.model } : {}),
+      ...(stages.after ? { after: stages.after } : {}),
       ...(rails
         ? {
             fabricAddresses: Object.fromEntries(

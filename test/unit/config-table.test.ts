@@ -641,8 +641,13 @@ describe("parseStackConfig: defaults, set once", () => {
       preset: "sim",
       flags: {},
       cacheFrom: "spark-1",
-      targets: ["ggml-rpc-server", "llama-completion"],
-      artifacts: ["bin/ggml-rpc-server", "bin/llama-completion", "ggml/src/libggml-cpu.a"],
+      targets: ["ggml-rpc-server", "llama-completion", "llama-server"],
+      artifacts: [
+        "bin/ggml-rpc-server",
+        "bin/llama-completion",
+        "bin/llama-server",
+        "ggml/src/libggml-cpu.a",
+      ],
       distribute: "build-each",
     });
     expect(c.model).toEqual({

@@ -74,7 +74,9 @@ describe("buildPlan", () => {
       "-DLLAMA_OPENSSL=OFF",
       "-DLLAMA_BUILD_TESTS=OFF",
       "-DLLAMA_BUILD_EXAMPLES=OFF",
-      "-DLLAMA_BUILD_SERVER=OFF",
+      "-DLLAMA_BUILD_SERVER=ON",
+      "-DLLAMA_BUILD_UI=OFF",
+      "-DLLAMA_USE_PREBUILT_UI=OFF",
       "-DGGML_CCACHE=OFF",
       "-DCMAKE_C_COMPILER_LAUNCHER=ccache",
       "-DCMAKE_CXX_COMPILER_LAUNCHER=ccache",
@@ -93,6 +95,7 @@ describe("buildPlan", () => {
       "--target",
       "ggml-rpc-server",
       "llama-completion",
+      "llama-server",
     ]);
     expect(plan.env).toEqual({
       LLAMA_BACKEND: "cpu",
@@ -471,10 +474,11 @@ describe("sparkform:build config", () => {
     const c = parseBuildConfig(undefined);
     // Targets and artifacts default in NativeBuild (DEFAULT_TARGETS, DEFAULT_ARTIFACTS).
     expect(c).toEqual({ preset: "spark", flags: {} });
-    expect(DEFAULT_TARGETS).toEqual(["ggml-rpc-server", "llama-completion"]);
+    expect(DEFAULT_TARGETS).toEqual(["ggml-rpc-server", "llama-completion", "llama-server"]);
     expect(DEFAULT_ARTIFACTS).toEqual([
       "bin/ggml-rpc-server",
       "bin/llama-completion",
+      "bin/llama-server",
       "ggml/src/libggml-cpu.a",
     ]);
     expect(buildFlagsFromConfig(c, COMMIT)).toEqual(sparkBuildFlags(COMMIT));

@@ -1,0 +1,113 @@
+// `sparkform server logs [N]` and `sparkform server status`: the stack's llama-server on its
+// node, through the same transport and the same node program as the provider's refresh
+// (native/serving/status.py), so what they print is what `pulumi refresh` would judge.
+import { parseArgs } from "node:util";
+import { programCommand } from "../../components/native-script";
+import { parseServerStatus } from "../../components/serving/node-output";
+import {
+  describeSeen,
+  parsePlacement,
+  SERVER_PROGRAMS,
+  serverUnit,
+} from "../../components/serving/server-plan";
+import { openNode } from "../../components/transport/ssh";
+import { out, UsageError } from "../errors";
+import { readStack, type StackView } from "../stack";
+
+export const summary = "the stack's llama-server: its log, or its unit, health and placement";
+export const usage = `usage: sparkform server logs [N] [--stack S]
+       sparkform server status [--stack S] [--json]
+  logs      the last N lines of the server's log on its node (default 100)
+  status    the unit as systemd sees it, GET /health, where the model landed (from the log),
+            and the last smoke generation (from the stack's outputs)
+  --stack S the stack (default: the selected one)`;
+
+interface ServerView {
+  node: string;
+  port: number;
+  bind: string;
+  binary: string;
+}
+
+/** Where the stack's server runs, from its outputs (config says the same, before the first up). */
+export function serverOf(view: Pick<StackView, "outputs" | "config">): ServerView {
+  const serving = view.outputs.serving as
+    { server?: { node?: string; url?: string }; plan?: unknown } | undefined;
+  const cfg = view.config.server;
+  const node = serving?.server?.node ?? cfg?.node ?? view.config.worker?.client;
+  if (!node)
+    throw new Error(
+      "the stack has no server: set sparkform:server (and sparkform:worker) and run `pulumi up`",
+    );
+  const url = serving?.server?.url ? new URL(serving.server.url) : undefined;
+  const port = url ? Number(url.port) : (cfg?.port ?? 8080);
+  const bind = url ? url.hostname.replace(/^\[|\]$/g, "") : (cfg?.bind ?? "127.0.0.1");
+  const build = (view.outputs.build as Record<string, { installDir?: string }> | undefined)?.[node];
+  return { node, port, bind, binary: `${build?.installDir ?? ""}/bin/llama-server` };
+}
+
+export async function run(argv: string[]): Promise<number> {
+  const { values, positionals } = parseArgs({
+    args: argv,
+    options: { stack: { type: "string" }, json: { type: "boolean" } },
+    allowPositionals: true,
+    strict: true,
+  });
+  const [sub, n] = positionals;
+  if (sub !== "logs" && sub !== "status") throw new UsageError("give `logs [N]` or `status`");
+  const view = readStack(values.stack);
+  const s = serverOf(view);
+  const node = openNode(view.target(s.node));
+  if (sub === "logs") {
+    const lines = n === undefined ? 100 : Number(n);
+    if (!Number.isInteger(lines) || lines < 1)
+      throw new UsageError(`N must be a positive integer, not ${n}`);
+    const r = await node.run(
+      {
+        script: 'tail -n "$1" "$HOME/.cache/sparkform/serving/server-$2.log"',
+        args: [String(lines), String(s.port)],
+        display: `tail -n ${lines} ~/.cache/sparkform/serving/server-${s.port}.log`,
+      },
+      { step: `server logs on ${s.node}`, okExitCodes: [0, 1] },
+    );
+    process.stdout.write(r.stdout);
+    if (r.exitCode !== 0) process.stderr.write(r.stderr);
+    return r.exitCode;
+  }
+  const r = await node.run(
+    programCommand(SERVER_PROGRAMS.status, {
+      args: [String(s.port), s.binary, s.bind],
+      display: `llama-server status :${s.port}`,
+    }),
+    { step: `server status on ${s.node}`, timeoutMs: 60_000 },
+  );
+  const st = parseServerStatus(r.stdout, s.node);
+  const smoke = (view.outputs.serving as { smoke?: Record<string, unknown> } | undefined)?.smoke;
+  const seen = parsePlacement(st.log);
+  if (values.json) {
+    out(
+      JSON.stringify(
+        { node: s.node, name: serverUnit(s.port), ...st, placement: seen.devices, smoke },
+        null,
+        2,
+      ),
+    );
+    return 0;
+  }
+  const u = st.unit;
+  out(
+    [
+      `${serverUnit(s.port)} on ${s.node}: ${u.ActiveState}/${u.SubState} (result ${u.Result}, restarts ${u.NRestarts}, pid ${u.MainPID})`,
+      `health: GET http://${s.bind}:${s.port}/health → ${st.health.status || "no answer"} ${st.health.body.trim()}`,
+      `listening: ${st.listening.join(", ") || "nothing"}`,
+      `placement (log): ${describeSeen(seen)}`,
+      ...(smoke
+        ? [
+            `smoke: ${JSON.stringify(smoke.tokens)} at ${Number(smoke.tokensPerSecond).toFixed(1)} tokens/s; ` +
+              `identical to one node: ${String(smoke.identical)}; graph_compute ${String(smoke.graphCompute)}, graph_recompute ${String(smoke.graphRecompute)}`,
+          ]
+        : []),
+    ].join("\n"),
+  );
+  return u.ActiveState === "active" && st.health.status === 200 ? 0 : 1;
+}

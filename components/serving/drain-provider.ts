@@ -1,0 +1,72 @@
+// ServingDrain's dynamic-provider implementation: it holds the digests of every node's build,
+// and when they change its update stops the server on the client node. The RpcWorkers depend
+// on it, so `up` stops the server before any worker restarts with a new build; the
+// LlamaServer depends on the workers, so it starts again only after every worker runs it.
+import type * as pulumi from "@pulumi/pulumi";
+import { programCommand, programFor, type ProgramRef } from "../native-script";
+import type { ProviderImpl } from "../providers/delegate";
+import { changedKeys } from "../providers/diff";
+import { progress } from "../providers/progress";
+import { openNode, type SshTarget } from "../transport/ssh";
+import { referencePort, SERVER_PROGRAMS, serverUnit } from "./server-plan";
+
+export interface ServingDrainInputs {
+  kind: "ServingDrain";
+  /** The client node, where the server runs. */
+  target: SshTarget;
+  /** The server's port. */
+  port: number;
+  /** Per node: the build's commit, tree digest and artifact digests. */
+  builds: Record<string, { commit: string; treeDigest: string; artifacts: Record<string, string> }>;
+  programs: { stop: ProgramRef };
+}
+
+export type ServingDrainOutputs = ServingDrainInputs & { drainedAt: string };
+
+const DRAIN_KEYS = ["builds", "port", "target"] as const;
+
+export async function create(
+  inputs: ServingDrainInputs,
+): Promise<pulumi.dynamic.CreateResult<ServingDrainOutputs>> {
+  return {
+    id: `${inputs.target.name}:serving-drain:${inputs.port}`,
+    outs: { ...inputs, drainedAt: "" },
+  };
+}
+
+export async function diff(
+  _id: string,
+  olds: ServingDrainOutputs,
+  news: ServingDrainInputs,
+): Promise<pulumi.dynamic.DiffResult> {
+  const changed: string[] = changedKeys(olds, news, DRAIN_KEYS);
+  return {
+    changes: changed.length > 0,
+    replaces: [],
+    ...(changed.length ? { diffs: changed } : {}),
+  };
+}
+
+/** A build changed: no client of the old build may talk to a worker of the new one. */
+export async function update(
+  _id: string,
+  olds: ServingDrainOutputs,
+  news: ServingDrainInputs,
+): Promise<pulumi.dynamic.UpdateResult<ServingDrainOutputs>> {
+  await openNode(olds.target).run(
+    programCommand(programFor(news.programs.stop, SERVER_PROGRAMS.stop), {
+      args: [String(olds.port), String(referencePort(olds.port))],
+      display: `stop ${serverUnit(olds.port)} before the workers restart with the new build`,
+    }),
+    { step: "serving drain", timeoutMs: 60_000 },
+  );
+  await progress(
+    `[${olds.target.name}] ${serverUnit(olds.port)} stopped: the build changed, the workers restart first`,
+  );
+  return { outs: { ...news, drainedAt: new Date().toISOString() } };
+}
+
+export const provider = { create, diff, update } satisfies ProviderImpl<
+  ServingDrainInputs,
+  ServingDrainOutputs
+>;

@@ -1,0 +1,108 @@
+// The LlamaServer resource: one llama-server unit on the client node, with the plan and the
+// evidence as inputs so the policy pack judges them before it starts.
+import * as pulumi from "@pulumi/pulumi";
+import * as path from "node:path";
+import { DYNAMIC_MODULE } from "../aliases";
+import { programRef } from "../native-script";
+import { delegatingProvider } from "../providers/delegate";
+import type { SshTarget } from "../transport/ssh";
+import type { ServingPlan } from "./placement";
+import type { ServingEvidence, SmokeOutput } from "./provider";
+import { SERVER_PROGRAMS, type SeenDevice } from "./server-plan";
+
+/** Bump when the provider's behaviour changes, so `up` rewrites it in state (and restarts). */
+export const LLAMA_SERVER_PROVIDER_VERSION = "1";
+
+export interface LlamaServerArgs {
+  /** The client node. */
+  readonly target: pulumi.Input<SshTarget>;
+  readonly node: string;
+  /** Default 127.0.0.1; any other address needs `apiKey`. */
+  readonly bind: string;
+  /** TCP port (default 8080); the smoke's single-node reference uses the next one. */
+  readonly port: number;
+  readonly unit: string;
+  /** `sparkform:serverApiKey`: a Pulumi secret, read by llama-server from a 0600 file. */
+  readonly apiKey?: pulumi.Input<string>;
+  readonly plan: pulumi.Input<ServingPlan>;
+  readonly evidence: pulumi.Input<ServingEvidence>;
+  /** renderings(plan).llamaServer: the plan's flags, the model path included. */
+  readonly flags: pulumi.Input<string[]>;
+  /** The client's NativeBuild installDir and artifact digests (bin/llama-server). */
+  readonly build: {
+    installDir: pulumi.Input<string>;
+    artifacts: pulumi.Input<Record<string, string>>;
+  };
+  readonly modelPath: pulumi.Input<string>;
+  readonly clientDevice: string;
+  readonly smoke: { prompt: string; tokens: number; seed: number };
+  /** The workers the plan uses: their debug logs show the decode fast path. */
+  readonly workers: pulumi.Input<
+    { node: string; device: string; endpoint: string; port: number; target: SshTarget }[]
+  >;
+  /** How long the model load may take before the server counts as not up (default 1800 s). */
+  readonly healthTimeoutSeconds?: number;
+}
+
+const provider = delegatingProvider(path.join(__dirname, "provider.ts"));
+const SERVER = "bin/llama-server";
+
+/**
+ * llama-server on the client node as a `systemd-run --user` unit with the plan's flags, bound
+ * to loopback unless configured; created only when its log shows the model on every planned
+ * device with the planned layers, and a smoke generation equals a single-node run's.
+ */
+export class LlamaServer extends pulumi.dynamic.Resource {
+  declare readonly url: pulumi.Output<string>;
+  declare readonly unit: pulumi.Output<string>;
+  declare readonly health: pulumi.Output<string>;
+  declare readonly placement: pulumi.Output<SeenDevice[]>;
+  declare readonly smoke: pulumi.Output<SmokeOutput>;
+  declare readonly drift: pulumi.Output<string[]>;
+
+  constructor(name: string, args: LlamaServerArgs, opts?: pulumi.CustomResourceOptions) {
+    if (!Number.isInteger(args.port) || args.port < 1 || args.port > 65535)
+      throw new pulumi.RunError(`LlamaServer ${name}: port ${args.port} must be 1–65535`);
+    super(
+      provider,
+      name,
+      {
+        kind: "LlamaServer",
+        providerVersion: LLAMA_SERVER_PROVIDER_VERSION,
+        target: args.target,
+        node: args.node,
+        bind: args.bind,
+        port: args.port,
+        unit: args.unit,
+        ...(args.apiKey ? { apiKey: pulumi.secret(args.apiKey) } : {}),
+        plan: args.plan,
+        evidence: args.evidence,
+        flags: args.flags,
+        binary: pulumi.output(args.build.installDir).apply((d) => `${d}/${SERVER}`),
+        binaryDigest: pulumi.output(args.build.artifacts).apply((a) => a[SERVER] ?? ""),
+        modelPath: args.modelPath,
+        clientDevice: args.clientDevice,
+        smokeRequest: args.smoke,
+        workers: args.workers,
+        healthTimeoutSeconds: args.healthTimeoutSeconds ?? 1800,
+        programs: Object.fromEntries(
+          Object.entries(SERVER_PROGRAMS).map(([k, p]) => [k, programRef(p)]),
+        ),
+        apiKeySha256: undefined,
+        url: undefined,
+        health: undefined,
+        placement: undefined,
+        smoke: undefined,
+        status: undefined,
+        started: undefined,
+        drift: undefined,
+      },
+      {
+        ...opts,
+        additionalSecretOutputs: [...(opts?.additionalSecretOutputs ?? []), "apiKeySha256"],
+      },
+      DYNAMIC_MODULE,
+      "LlamaServer",
+    );
+  }
+}

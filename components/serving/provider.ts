@@ -1,0 +1,410 @@
+// LlamaServer's dynamic-provider implementation: llama-server from the client node's verified
+// build as a `systemd-run --user` unit with the plan's flags, then proof that the model landed
+// where the plan says, then a smoke generation compared token for token with a single-node run.
+//
+//   start      native/serving/start.sh: refuses a binary whose sha256 is not the build's and
+//              an address the node does not have; waits for GET /health = 200
+//   placement  native/serving/status.py: the log's `load_tensors:` lines, against plan.layers;
+//              a device without its model buffer or a layer elsewhere fails the create
+//   smoke      native/serving/smoke.py on the client: /completion (greedy, token ids), then the
+//              same on a reference llama-server without --rpc, stopped afterwards
+//   fast path  native/serving/worker-log.py on each worker: `[graph_recompute]` after the
+//              first `[graph_compute]` in the worker's GGML_RPC_DEBUG log
+import { createHash } from "node:crypto";
+import type * as pulumi from "@pulumi/pulumi";
+import { programCommand, programFor, type ProgramRef } from "../native-script";
+import type { ProviderImpl } from "../providers/delegate";
+import { changedKeys } from "../providers/diff";
+import { progress } from "../providers/progress";
+import { homeRelative, openNode, RemoteCommandError, type SshTarget } from "../transport/ssh";
+import type { LlamaServerGate, ServingPlan } from "./placement";
+import { parseServerStatus, parseSmoke, parseWorkerLog, parseWorkerLogSize } from "./node-output";
+import {
+  describePlanned,
+  describeSeen,
+  parsePlacement,
+  placementMismatch,
+  type RpcGraphCounts,
+  referenceArgv,
+  referenceFits,
+  referencePort,
+  referenceUnit,
+  type SeenDevice,
+  SERVER_PROGRAMS,
+  serverArgv,
+  type ServerStarted,
+  type ServerStatus,
+  serverDrift,
+  workerLogPath,
+} from "./server-plan";
+
+/** What the policies validate before the server starts (SERVING-CONTRACT.md). */
+export type ServingEvidence = LlamaServerGate["evidence"];
+
+/** A worker the server's plan uses: where its debug log is read. */
+export interface ServingWorker {
+  node: string;
+  device: string;
+  endpoint: string;
+  port: number;
+  target: SshTarget;
+}
+
+export interface LlamaServerInputs {
+  kind: "LlamaServer";
+  providerVersion: string;
+  /** The client node, where the server runs. */
+  target: SshTarget;
+  node: string;
+  bind: string;
+  port: number;
+  unit: string;
+  /** `sparkform:serverApiKey` (a secret; never in outputs, never on a command line). */
+  apiKey?: string;
+  plan: ServingPlan;
+  evidence: ServingEvidence;
+  /** The plan's llama-server flags (renderings.llamaServer), model path included. */
+  flags: string[];
+  /** The client build's installed llama-server, and its verified sha256. */
+  binary: string;
+  binaryDigest: string;
+  modelPath: string;
+  /** The client's own device ("CPU" in the sim, "CUDA0" on a Spark): the reference's. */
+  clientDevice: string;
+  /** The smoke generation: prompt, tokens to generate, seed. */
+  smokeRequest: { prompt: string; tokens: number; seed: number };
+  workers: ServingWorker[];
+  healthTimeoutSeconds: number;
+  programs: Record<keyof typeof SERVER_PROGRAMS, ProgramRef>;
+}
+
+export interface SmokeOutput {
+  tokens: number[];
+  text: string;
+  tokensPerSecond: number;
+  reference: { tokens: number[]; tokensPerSecond: number; skipped?: string };
+  identical: boolean;
+  graphCompute: number;
+  graphRecompute: number;
+}
+
+export interface LlamaServerOutputs extends Omit<LlamaServerInputs, "apiKey"> {
+  /** sha256 of the API key ("" = none): a changed key restarts the server. */
+  apiKeySha256: string;
+  url: string;
+  health: string;
+  placement: SeenDevice[];
+  smoke: SmokeOutput;
+  status: ServerStatus;
+  started: ServerStarted;
+  drift: string[];
+}
+
+const tag = (t: SshTarget) => `[${t.name}] llama-server`;
+const keyDigest = (k: string | undefined) =>
+  k ? createHash("sha256").update(k).digest("hex") : "";
+const secretEnv = (k: string | undefined) =>
+  k ? { env: { SPARKFORM_API_KEY: { secret: k } } } : {};
+
+export function serverUrl(i: Pick<LlamaServerInputs, "bind" | "port">): string {
+  return `http://${i.bind.includes(":") ? `[${i.bind}]` : i.bind}:${i.port}`;
+}
+
+async function status(i: Omit<LlamaServerInputs, "apiKey">): Promise<ServerStatus> {
+  const r = await openNode(i.target).run(
+    programCommand(programFor(i.programs.status, SERVER_PROGRAMS.status), {
+      args: [String(i.port), homeRelative(i.binary), i.bind],
+      display: `llama-server status :${i.port}`,
+    }),
+    { step: "llama-server status", timeoutMs: 60_000 },
+  );
+  return parseServerStatus(r.stdout, i.target.name);
+}
+
+async function stop(i: Pick<LlamaServerInputs, "target" | "port" | "programs">): Promise<void> {
+  await openNode(i.target).run(
+    programCommand(programFor(i.programs.stop, SERVER_PROGRAMS.stop), {
+      args: [String(i.port), String(referencePort(i.port))],
+      display: `stop sparkform-llama-server-${i.port}`,
+    }),
+    { step: "llama-server stop", timeoutMs: 60_000 },
+  );
+}
+
+async function workerLog(w: ServingWorker, programs: LlamaServerInputs["programs"], from?: number) {
+  const r = await openNode(w.target).run(
+    programCommand(programFor(programs.workerLog, SERVER_PROGRAMS.workerLog), {
+      args: [homeRelative(workerLogPath(w.port)), from === undefined ? "size" : String(from)],
+      display: `count graph_compute/graph_recompute in ${workerLogPath(w.port)}`,
+    }),
+    { step: "rpc worker log", timeoutMs: 120_000 },
+  );
+  return from === undefined
+    ? { size: parseWorkerLogSize(r.stdout, w.target.name).size }
+    : parseWorkerLog(r.stdout, w.target.name);
+}
+
+/** Both placements, for every message that refuses one. */
+function placements(plan: ServingPlan, st: ServerStatus): string {
+  return `planned: ${describePlanned(plan)}; seen in the log: ${describeSeen(parsePlacement(st.log))}`;
+}
+
+async function start(i: LlamaServerInputs): Promise<void> {
+  const who = tag(i.target);
+  try {
+    await openNode(i.target).run(
+      programCommand(programFor(i.programs.start, SERVER_PROGRAMS.start), {
+        args: [
+          homeRelative(i.binary),
+          i.binaryDigest,
+          i.bind,
+          String(i.port),
+          String(i.healthTimeoutSeconds),
+          ...serverArgv({ placement: i.flags, bind: i.bind, port: i.port }),
+        ],
+        ...secretEnv(i.apiKey),
+        display: `systemd-run --user --unit=${i.unit} llama-server ${i.flags.join(" ")} --host ${i.bind} --port ${i.port}`,
+      }),
+      { step: "llama-server start", timeoutMs: (i.healthTimeoutSeconds + 120) * 1000 },
+    );
+  } catch (err) {
+    if (!(err instanceof RemoteCommandError)) throw err;
+    if (err.exitCode === 7)
+      throw new Error(
+        `${who}: not started: ${i.binary} is not the verified build's (sha256 ${i.binaryDigest}): ${err.outputTail.trim()}. ` +
+          "Rebuild with `pulumi up --refresh`.",
+        { cause: err },
+      );
+    if (err.exitCode === 6) {
+      // The log stays until the next start: read where the model got before it stopped.
+      const st = await status(i).catch(() => undefined);
+      const seen = st ? parsePlacement(st.log) : undefined;
+      const missing = seen ? placementMismatch(i.plan, seen) : [];
+      throw new Error(
+        `${who}: the server did not come up on ${i.node}, so nothing serves: ` +
+          `${missing.length ? missing.join("; ") : "see its log"}. ` +
+          `${st ? placements(i.plan, st) : ""}. ` +
+          "Check that every worker is running (`npx sparkform server status`, the worker stage's health) and `up` again.\n" +
+          err.outputTail.trim(),
+        { cause: err },
+      );
+    }
+    throw err;
+  }
+}
+
+async function smoke(i: LlamaServerInputs): Promise<SmokeOutput> {
+  const who = tag(i.target);
+  const sizes = await Promise.all(i.workers.map((w) => workerLog(w, i.programs)));
+  const skip = referenceFits(i.plan);
+  const refPort = referencePort(i.port);
+  const r = await openNode(i.target).run(
+    programCommand(programFor(i.programs.smoke, SERVER_PROGRAMS.smoke), {
+      args: [
+        serverUrl(i),
+        String(i.smokeRequest.tokens),
+        String(i.smokeRequest.seed),
+        i.smokeRequest.prompt,
+        homeRelative(i.binary),
+        referenceUnit(i.port),
+        String(refPort),
+        String(i.healthTimeoutSeconds),
+        ...(skip
+          ? []
+          : referenceArgv({
+              modelPath: i.modelPath,
+              plan: i.plan,
+              clientDevice: i.clientDevice,
+              port: refPort,
+            })),
+      ],
+      ...secretEnv(i.apiKey),
+      display: `smoke: POST ${serverUrl(i)}/completion (${i.smokeRequest.tokens} tokens, seed ${i.smokeRequest.seed}), then a single-node reference on 127.0.0.1:${refPort}`,
+    }),
+    { step: "llama-server smoke", timeoutMs: (i.healthTimeoutSeconds + 600) * 1000 },
+  );
+  const run = parseSmoke(r.stdout, i.target.name);
+  const counts: RpcGraphCounts[] = await Promise.all(
+    i.workers.map(async (w, k) => {
+      const c = await workerLog(w, i.programs, sizes[k]?.size ?? 0);
+      return c as RpcGraphCounts;
+    }),
+  );
+  const ref =
+    "skipped" in run.reference
+      ? { tokens: [], tokensPerSecond: 0, skipped: skip ?? run.reference.skipped }
+      : { tokens: run.reference.tokens, tokensPerSecond: run.reference.tokensPerSecond };
+  const identical =
+    !ref.skipped &&
+    ref.tokens.length === run.tokens.length &&
+    ref.tokens.every((t, k) => t === run.tokens[k]);
+  const out: SmokeOutput = {
+    tokens: run.tokens,
+    text: run.text,
+    tokensPerSecond: run.tokensPerSecond,
+    reference: ref,
+    identical,
+    graphCompute: counts.reduce((a, c) => a + c.graphCompute, 0),
+    graphRecompute: counts.reduce((a, c) => a + c.graphRecompute, 0),
+  };
+  if (run.tokens.length === 0)
+    throw new Error(`${who}: the smoke generation returned no tokens: ${JSON.stringify(run)}`);
+  if (!ref.skipped && !identical)
+    throw new Error(
+      `${who}: the split generation is not the single-node one, token for token: split [${run.tokens.join(", ")}], ` +
+        `${i.node} alone [${ref.tokens.join(", ")}]. A placement that computes different tokens must not serve; ` +
+        "check that every node runs the same build (the builds-identical policy) and `up` again.",
+    );
+  counts.forEach((c, k) => {
+    const w = i.workers[k] as ServingWorker;
+    if (c.graphCompute > 0 && !c.recomputeAfterCompute)
+      throw new Error(
+        `${who}: the worker ${w.node} (${w.endpoint}) computed ${c.graphCompute} graphs and reused none ` +
+          `(no [graph_recompute] after the first [graph_compute] in ${workerLogPath(w.port)}): the decode fast path is off, ` +
+          "every token re-sends its graph. Check that the worker and the client run the same build.",
+      );
+  });
+  return out;
+}
+
+async function converge(i: LlamaServerInputs): Promise<LlamaServerOutputs> {
+  const who = tag(i.target);
+  // Defense when the policy pack is not used: a plan that does not fit never starts.
+  if (!i.plan.fits)
+    throw new Error(
+      `${who}: not started: the model does not fit the placement: ${i.plan.reason ?? "(no reason given)"}`,
+    );
+  if (!i.plan.known)
+    throw new Error(
+      `${who}: not started: the placement is not known at up (some node's usable memory is missing). ` +
+        "Run `pulumi up --refresh`, or declare it in sparkform:server.memory.",
+    );
+  await start(i);
+  let st = await status(i);
+  const seen = parsePlacement(st.log);
+  const wrong = placementMismatch(i.plan, seen);
+  if (wrong.length > 0) {
+    // No silent fallback: a server that placed the model elsewhere must not serve.
+    await stop(i).catch(() => undefined);
+    throw new Error(
+      `${who}: the model did not land as planned, so the server was stopped: ${wrong.join("; ")}. ` +
+        `${placements(i.plan, st)}. Check the workers (\`npx sparkform server status\`) and \`up\` again.`,
+    );
+  }
+  await progress(`${who}: ${describeSeen(seen)}`);
+  let smokeOut: SmokeOutput;
+  try {
+    smokeOut = await smoke(i);
+  } catch (err) {
+    await stop(i).catch(() => undefined);
+    throw err;
+  }
+  await progress(
+    `${who}: smoke ${smokeOut.tokens.length} tokens at ${smokeOut.tokensPerSecond.toFixed(1)} tokens/s` +
+      (smokeOut.reference.skipped
+        ? ` (no single-node reference: ${smokeOut.reference.skipped})`
+        : `, identical to ${i.node} alone (${smokeOut.reference.tokensPerSecond.toFixed(1)} tokens/s)`) +
+      `; worker graph_compute ${smokeOut.graphCompute}, graph_recompute ${smokeOut.graphRecompute}`,
+  );
+  st = await status(i);
+  const { apiKey, ...rest } = i;
+  return {
+    ...rest,
+    apiKeySha256: keyDigest(apiKey),
+    url: serverUrl(i),
+    health: st.health.body.trim(),
+    placement: seen.devices,
+    smoke: smokeOut,
+    status: st,
+    started: { invocationId: st.unit.InvocationID, nRestarts: st.unit.NRestarts },
+    drift: [],
+  };
+}
+
+export async function create(
+  inputs: LlamaServerInputs,
+): Promise<pulumi.dynamic.CreateResult<LlamaServerOutputs>> {
+  return { id: `${inputs.target.name}:llama-server:${inputs.port}`, outs: await converge(inputs) };
+}
+
+/** Refresh: the unit, the running binary, the socket table, GET /health. */
+export async function read(
+  id: string,
+  props: LlamaServerOutputs,
+): Promise<pulumi.dynamic.ReadResult<LlamaServerOutputs>> {
+  const st = await status(props);
+  const drift = serverDrift({
+    status: st,
+    started: props.started,
+    expectedDigest: props.binaryDigest,
+    bind: props.bind,
+  });
+  return {
+    id,
+    props: {
+      ...props,
+      status: st,
+      health: st.health.status === 200 ? st.health.body.trim() : `down: ${st.health.body}`,
+      drift,
+    },
+  };
+}
+
+/**
+ * Inputs whose change restarts the server. Not the plan itself: its flags are what the server
+ * runs, while its numbers (usable memory, measured) move a little on every refresh. Not the
+ * evidence's health lines either.
+ */
+export const RESTART_KEYS = [
+  "providerVersion",
+  "target",
+  "bind",
+  "port",
+  "flags",
+  "binary",
+  "binaryDigest",
+  "modelPath",
+  "smokeRequest",
+  "workers",
+  "programs",
+] as const;
+
+export async function diff(
+  _id: string,
+  olds: LlamaServerOutputs,
+  news: LlamaServerInputs,
+): Promise<pulumi.dynamic.DiffResult> {
+  const changed: string[] = changedKeys(olds, news, RESTART_KEYS);
+  // Builds and models of the evidence: a rebuilt peer is a restart, a worker's health is not.
+  if (JSON.stringify(olds.evidence?.builds) !== JSON.stringify(news.evidence.builds))
+    changed.push("evidence.builds");
+  if (JSON.stringify(olds.evidence?.models) !== JSON.stringify(news.evidence.models))
+    changed.push("evidence.models");
+  if ((olds.apiKeySha256 ?? "") !== keyDigest(news.apiKey)) changed.push("apiKey");
+  const drifted = (olds.drift ?? []).length > 0;
+  const all = [...changed, ...(drifted ? ["drift"] : [])];
+  return { changes: all.length > 0, replaces: [], ...(all.length > 0 ? { diffs: all } : {}) };
+}
+
+export async function update(
+  _id: string,
+  olds: LlamaServerOutputs,
+  news: LlamaServerInputs,
+): Promise<pulumi.dynamic.UpdateResult<LlamaServerOutputs>> {
+  if (olds.port !== news.port || olds.target.name !== news.target.name) await stop(olds);
+  return { outs: await converge(news) };
+}
+
+/** Destroy stops the server (and a reference left behind) and waits until both ports are free. */
+async function deleteServer(_id: string, props: LlamaServerOutputs): Promise<void> {
+  await stop(props);
+}
+export { deleteServer as delete };
+
+export const provider = {
+  create,
+  read,
+  diff,
+  update,
+  delete: deleteServer,
+} satisfies ProviderImpl<LlamaServerInputs, LlamaServerOutputs>;

@@ -1,0 +1,223 @@
+// The serving stage: the placement plan from the model's header and each node's usable memory,
+// its renderings for the engines users run, and one LlamaServer on the client node that starts
+// after every worker and proves the model landed as planned.
+// Takes the Nodes, Builds, Model and RpcWorkers stages (and Fabric, for the evidence).
+import * as pulumi from "@pulumi/pulumi";
+import type { Builds } from "../build/builds";
+import type { NodeConfig, StackServer } from "../config";
+import type { Fabric } from "../fabric/fabric";
+import type { Model } from "../model/model";
+import type { Nodes } from "../node/nodes";
+import type { RpcWorkers } from "../rpc-worker/workers";
+import { gatherByNode } from "../stage";
+import { type PlacementNode, planPlacement, type ServingPlan, usableMemory } from "./placement";
+import { renderings } from "./render";
+import type { ServingDrain } from "./drain";
+import { LlamaServer } from "./llama-server";
+import type { ServingEvidence, SmokeOutput } from "./provider";
+import type { SeenDevice } from "./server-plan";
+import { serverUnit } from "./server-plan";
+
+/** The stack output `serving` (SERVING-CONTRACT.md). */
+export interface ServingSummary {
+  plan: ServingPlan;
+  renderings: { llamaCppEx: string; llamaServer: string[]; llamaCli: string[]; json: string };
+  server: { node: string; url: string; unit: string; health: string };
+  placement: SeenDevice[];
+  smoke: SmokeOutput;
+}
+
+export interface ServingArgs {
+  readonly nodes: Nodes;
+  readonly nodeConfigs: readonly NodeConfig[];
+  readonly builds: Builds;
+  readonly model: Model;
+  readonly workers: RpcWorkers;
+  /** The worker nodes in rpcServers order, and their port. */
+  readonly workerNodes: readonly string[];
+  readonly workerPort: number;
+  readonly fabric?: Fabric;
+  readonly server: StackServer;
+  /** `sparkform:serverApiKey` (required by a bind other than loopback). */
+  readonly apiKey?: pulumi.Output<string>;
+  /** The drain the workers depend on (stops the server when a build changes). */
+  readonly drain?: ServingDrain;
+}
+
+/**
+ * An Output's value when it is known now, else `fallback`: at preview a node that does not
+ * exist yet has no fact sheet, and the plan is still made (with `known: false`, so the policies
+ * say "checked at up") instead of being unknown as a whole. Reads the SDK's OutputImpl
+ * (`isKnown`, `promise()`), which every pulumi.Output is.
+ */
+function knownOr<T>(o: pulumi.Input<T>, fallback: T): pulumi.Output<T> {
+  const out = pulumi.output(o) as unknown as {
+    isKnown: Promise<boolean>;
+    promise(): Promise<T>;
+  };
+  return pulumi.output(
+    out.isKnown.then((k) => (k ? out.promise() : fallback)),
+  ) as unknown as pulumi.Output<T>;
+}
+
+export class Serving extends pulumi.ComponentResource {
+  readonly plan: pulumi.Output<ServingPlan>;
+  readonly server: LlamaServer;
+  readonly summary: pulumi.Output<ServingSummary>;
+
+  constructor(name: string, args: ServingArgs, opts?: pulumi.ComponentResourceOptions) {
+    super("sparkform:index:Serving", name, {}, opts);
+    const { nodes, builds, model, server: cfg } = args;
+    const client = cfg.node;
+    const fail = (msg: string): never => {
+      throw new pulumi.ResourceError(msg, this);
+    };
+    if (!nodes.has(client))
+      fail(
+        `sparkform:server.node ${JSON.stringify(client)} is not one of the nodes (${nodes.names.join(", ")})`,
+      );
+    if (!model.names.includes(client))
+      fail(
+        `sparkform:server.node ${client} has no copy of the model: add it to sparkform:model.nodes`,
+      );
+    const isLoopback = cfg.bind.startsWith("127.") || cfg.bind === "::1";
+    if (!isLoopback && !args.apiKey)
+      fail(
+        `sparkform:server.bind ${cfg.bind} is not loopback, and the server would answer anyone on that network: ` +
+          "set the secret `pulumi config set --secret sparkform:serverApiKey <key>`, or bind 127.0.0.1",
+      );
+    const cpuClient = builds.flags.LLAMA_BACKEND !== "cuda";
+    const clientDevice = cpuClient ? "CPU" : "CUDA0";
+    const configOf = (n: string) => args.nodeConfigs.find((c) => c.name === n);
+    const endpointOf = (n: string) => `${configOf(n)?.fabricAddress ?? ""}:${args.workerPort}`;
+    const declared = cfg.memory ?? {};
+
+    const clientNode = knownOr(
+      nodes.of(client).facts.apply((f) => f?.memory?.availableBytes ?? undefined),
+      undefined,
+    ).apply((avail): PlacementNode => ({
+      node: client,
+      role: "client",
+      device: clientDevice,
+      ...usableMemory({
+        ...(declared[client] !== undefined ? { declared: declared[client] } : {}),
+        factsAvailable: avail ?? null,
+      }),
+    }));
+    const workerNodes = args.workerNodes.map((w, k) =>
+      knownOr(
+        args.workers.of(w).deviceMemory.apply((d) => d?.[0]?.free),
+        undefined,
+      ).apply((free): PlacementNode => ({
+        node: w,
+        role: "worker",
+        device: `RPC${k}`,
+        endpoint: endpointOf(w),
+        ...usableMemory({
+          ...(declared[w] !== undefined ? { declared: declared[w] } : {}),
+          ...(free != null ? { workerFree: free } : {}),
+        }),
+      })),
+    );
+    const fileBytes = model.files.apply((fs) =>
+      fs.filter((f) => f.path.endsWith(".gguf")).reduce((a, f) => a + f.size, 0),
+    );
+    const ggufFile = model.files.apply((fs) => fs.find((f) => f.path.endsWith(".gguf"))?.path);
+    this.plan = pulumi
+      .all([model.gguf, fileBytes, clientNode, pulumi.all(workerNodes)])
+      .apply(([gguf, bytes, c, ws]) => {
+        if (!gguf)
+          fail(
+            "sparkform:model has no .gguf file: the placement plan reads the GGUF header; list the model's .gguf in sparkform:model.files",
+          );
+        return planPlacement({
+          model: { ...(gguf as NonNullable<typeof gguf>), fileBytes: bytes },
+          nodes: [c, ...ws],
+          server: cfg,
+        });
+      });
+    const replica = model.of(client);
+    const modelPath = pulumi
+      .all([replica.dir, ggufFile])
+      .apply(([dir, f]) => `${dir.replace(/\/$/, "")}/${f ?? ""}`);
+    const rendered = pulumi
+      .all([this.plan, modelPath])
+      .apply(([p, m]) => renderings(p, m, { bind: cfg.bind, port: cfg.port }));
+
+    const evidence = pulumi.output({
+      builds: gatherByNode(nodes.names, (n) => {
+        const b = builds.of(n);
+        return {
+          commit: b.commit,
+          treeDigest: b.treeDigest,
+          artifacts: b.artifacts,
+          compiler: pulumi
+            .all([b.compiler, b.compilerDigests])
+            .apply(([version, d]) => ({ version, sha256: d?.cxx ?? "" })),
+        };
+      }),
+      models: gatherByNode(model.names, (n) => ({
+        files: model
+          .of(n)
+          .nodeFiles.apply((fs) => fs.map((f) => ({ path: f.path, sha256: f.sha256 }))),
+      })),
+      workers: args.workers.byNode.apply((ws) =>
+        Object.fromEntries(
+          Object.entries(ws).map(([n, w]) => [
+            n,
+            { health: w.health.state, version: w.version, transport: w.transport.transport },
+          ]),
+        ),
+      ),
+      ...(args.fabric ? { fabric: args.fabric.byNode } : {}),
+    }) as unknown as pulumi.Output<ServingEvidence>;
+
+    const unit = serverUnit(cfg.port);
+    this.server = new LlamaServer(
+      `${name}-server`,
+      {
+        target: nodes.target(client),
+        node: client,
+        bind: cfg.bind,
+        port: cfg.port,
+        unit,
+        ...(args.apiKey ? { apiKey: args.apiKey } : {}),
+        plan: this.plan,
+        evidence,
+        flags: rendered.apply((r) => r.llamaServer),
+        build: { installDir: builds.of(client).installDir, artifacts: builds.of(client).artifacts },
+        modelPath,
+        clientDevice,
+        smoke: cfg.smoke,
+        workers: pulumi.all(
+          args.workerNodes.map((w, k) =>
+            nodes.target(w).apply((target) => ({
+              node: w,
+              device: `RPC${k}`,
+              endpoint: endpointOf(w),
+              port: args.workerPort,
+              target,
+            })),
+          ),
+        ),
+      },
+      nodes.childOpts(
+        {
+          parent: this,
+          // After every worker (so it never dials one that is not up) and the client's model.
+          dependsOn: [...args.workers.ready, replica, builds.of(client)],
+        },
+        ["target", "workers"],
+      ),
+    );
+    const s = this.server;
+    this.summary = pulumi.output({
+      plan: this.plan,
+      renderings: rendered,
+      server: { node: client, url: s.url, unit: s.unit, health: s.health },
+      placement: s.placement,
+      smoke: s.smoke,
+    }) as unknown as pulumi.Output<ServingSummary>;
+    this.registerOutputs({ serving: this.summary });
+  }
+}

@@ -1,0 +1,96 @@
+# Runs on the client node: the server's unit as systemd sees it, the running binary's digest,
+# who listens on the port (the kernel's socket table), GET /health, and the log lines that say
+# where the model landed (every load_tensors line) plus the tail. One JSON object on stdout.
+# Arguments: PORT BIN BIND
+import hashlib
+import json
+import os
+import socket
+import struct
+import subprocess
+import sys
+import urllib.error
+import urllib.request
+
+PROPS = ["ActiveState", "SubState", "Result", "NRestarts", "InvocationID", "MainPID"]
+
+
+def unit(name):
+    r = subprocess.run(
+        ["systemctl", "--user", "show", name, "-p", ",".join(PROPS)],
+        capture_output=True, text=True, timeout=30,
+    )
+    props = dict(line.split("=", 1) for line in r.stdout.splitlines() if "=" in line)
+    return {k: props.get(k, "") for k in PROPS}
+
+
+def sha256(path):
+    try:
+        h = hashlib.sha256()
+        with open(path, "rb") as f:
+            for chunk in iter(lambda: f.read(1 << 20), b""):
+                h.update(chunk)
+        return h.hexdigest()
+    except OSError:
+        return ""
+
+
+def listeners(port):
+    out = []
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        try:
+            rows = open(table).read().splitlines()[1:]
+        except OSError:
+            continue
+        for row in rows:
+            f = row.split()
+            ip, p = f[1].split(":")
+            if int(p, 16) != port or f[3] != "0A":
+                continue
+            if len(ip) == 8:
+                out.append(socket.inet_ntop(socket.AF_INET, struct.pack("<I", int(ip, 16))))
+            else:
+                raw = b"".join(struct.pack("<I", int(ip[i:i + 8], 16)) for i in range(0, 32, 8))
+                out.append(socket.inet_ntop(socket.AF_INET6, raw))
+    return sorted(set(out))
+
+
+def health(bind, port):
+    host = f"[{bind}]" if ":" in bind else bind
+    try:
+        with urllib.request.urlopen(f"http://{host}:{port}/health", timeout=5) as r:
+            return {"status": r.status, "body": r.read(2000).decode("utf-8", "replace")}
+    except urllib.error.HTTPError as e:
+        return {"status": e.code, "body": e.read(2000).decode("utf-8", "replace")}
+    except Exception as e:  # refused, timed out: not serving
+        return {"status": 0, "body": str(e)}
+
+
+def log_lines(path, keep=200):
+    try:
+        lines = open(path, errors="replace").read().splitlines()
+    except OSError:
+        return []
+    marks = ("load_tensors:", "llama_model_load", "error", "failed", "rpc", "RPC")
+    head = [l for l in lines[:-keep] if any(m in l for m in marks)]
+    return head + lines[-keep:]
+
+
+def main(argv):
+    port, binary, bind = int(argv[0]), argv[1], argv[2]
+    os.environ.setdefault("XDG_RUNTIME_DIR", f"/run/user/{os.getuid()}")
+    u = unit(f"sparkform-llama-server-{port}.service")
+    pid = int(u.get("MainPID") or 0)
+    state = os.path.expanduser("~/.cache/sparkform/serving")
+    return {
+        "unit": u,
+        "runningDigest": sha256(f"/proc/{pid}/exe") if pid > 0 else "",
+        "binaryDigest": sha256(os.path.expanduser(binary)),
+        "listening": listeners(port),
+        "health": health(bind, port),
+        "log": log_lines(f"{state}/server-{port}.log"),
+    }
+
+
+if __name__ == "__main__":
+    print(json.dumps(main(sys.argv[1:])))

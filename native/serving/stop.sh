@@ -1,0 +1,23 @@
+#!/bin/sh
+# Runs on the client node: stop the server of PORT (and its single-node reference, if a smoke
+# left one), forget their units, remove what sparkform wrote for them (log, API key file), and
+# wait until nothing listens on PORT or the reference's port. Arguments: PORT REFERENCE_PORT.
+# Exit 5 when a port is still listened on after 15 s.
+set -eu
+. "$(dirname -- "$0")/../lib/user-unit.sh"
+PORT=$1 REF_PORT=$2
+STATE="$HOME/.cache/sparkform/serving"
+XDG_RUNTIME_DIR="/run/user/$(id -u)"
+export XDG_RUNTIME_DIR
+if [ -S "$XDG_RUNTIME_DIR/bus" ]; then
+  for u in "sparkform-llama-reference-$PORT" "sparkform-llama-server-$PORT"; do
+    systemctl --user stop "$u.service" 2>/dev/null || true
+    systemctl --user reset-failed "$u.service" 2>/dev/null || true
+  done
+fi
+rm -f "$STATE/server-$PORT.log" "$STATE/sparkform-llama-reference-$PORT.log" "$STATE/api-key-$PORT" "$STATE/api-key-$PORT.tmp"
+rmdir "$STATE" 2>/dev/null || true
+for p in "$PORT" "$REF_PORT"; do
+  wait_port_free "$p" 30 || { echo "port $p is still listened on" >&2; exit 5; }
+done
+echo "stopped=sparkform-llama-server-$PORT"

@@ -1,0 +1,298 @@
+// The LlamaServer's pure half: what llama-server 80fb11ac's log says about where the model
+// landed (the lines as src/llama-model.cpp prints them), how that is judged against the plan,
+// the argv the unit runs, drift; and native/serving/worker-log.py on a real log file.
+import { execFileSync } from "node:child_process";
+import { mkdtempSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import * as path from "node:path";
+import { describe, expect, it } from "vitest";
+import { programPath } from "../../components/native-script";
+import {
+  bufferDevice,
+  parsePlacement,
+  placementMismatch,
+  referenceArgv,
+  referenceFits,
+  serverArgv,
+  serverDrift,
+  type ServerStatus,
+} from "../../components/serving/server-plan";
+import { serverOf } from "../../cli/commands/server";
+
+// load_tensors as llama-server -lv 5 prints it: 8 layers + output, CPU 0-3, RPC0 4-8.
+const EP = "10.77.0.3:50052";
+const LOG = [
+  "load_tensors: loading model tensors, this can take a while... (load_mode = mmap)",
+  ...Array.from(
+    { length: 9 },
+    (_, i) =>
+      `load_tensors: layer ${String(i).padStart(3)} assigned to device ${i < 4 ? "CPU" : "RPC0"}, is_swa = 0`,
+  ),
+  "load_tensors: offloading output layer to GPU",
+  "load_tensors: offloading 4 repeating layers to GPU",
+  "load_tensors: offloaded 5/9 layers to GPU",
+  `load_tensors:   CPU_Mapped model buffer size =     1.25 MiB`,
+  `load_tensors: RPC0[${EP}] model buffer size =     1.06 MiB`,
+];
+const PLAN = {
+  devices: ["CPU", "RPC0"],
+  rpcServers: [EP],
+  layers: [
+    { device: "CPU", node: "spark-1", first: 0, count: 4 },
+    { device: "RPC0", node: "spark-2", first: 4, count: 5 },
+  ],
+};
+
+describe("where the model landed, from the log", () => {
+  it("reads layers and model buffers per device", () => {
+    const seen = parsePlacement(LOG);
+    expect(seen.devices).toEqual([
+      { device: "CPU", layers: 4, modelBufferMiB: 1.25 },
+      { device: "RPC0", layers: 5, modelBufferMiB: 1.06 },
+    ]);
+    expect(seen.rpcEndpoints).toEqual({ RPC0: EP });
+    expect(placementMismatch(PLAN, seen)).toEqual([]);
+  });
+
+  it("counts only the last load of a restarted unit", () => {
+    const first = LOG.map((l) => l.replace("device RPC0", "device CPU"));
+    expect(parsePlacement([...first, "srv  main: exiting", ...LOG]).devices[1]).toEqual({
+      device: "RPC0",
+      layers: 5,
+      modelBufferMiB: 1.06,
+    });
+  });
+
+  it.each([
+    ["CPU", { device: "CPU" }],
+    ["CPU_Mapped", { device: "CPU" }],
+    ["CPU_REPACK", { device: "CPU" }],
+    ["CUDA_Host", { device: "CPU" }],
+    ["CUDA0", { device: "CUDA0" }],
+    [`RPC1[${EP}]`, { device: "RPC1", endpoint: EP }],
+  ])("buffer %s belongs to %j", (name, want) => expect(bufferDevice(name)).toEqual(want));
+
+  it("a worker not reached: the device has no buffer and its layers are elsewhere", () => {
+    const cpuOnly = LOG.filter((l) => !l.includes("RPC0[")).map((l) =>
+      l.replace("device RPC0", "device CPU"),
+    );
+    const wrong = placementMismatch(PLAN, parsePlacement(cpuOnly));
+    expect(wrong[0]).toBe("RPC0 (spark-2) has no model buffer: it was not reached or not used");
+    expect(wrong[1]).toBe(
+      "layers 4–8 planned on RPC0 (spark-2), seen 4 on CPU, 5 on CPU, 6 on CPU, 7 on CPU, 8 on CPU",
+    );
+  });
+
+  it("a share that does not match the plan names the layers", () => {
+    const shifted = LOG.map((l) =>
+      l.replace("layer   3 assigned to device CPU", "layer   3 assigned to device RPC0"),
+    );
+    expect(placementMismatch(PLAN, parsePlacement(shifted))).toEqual([
+      "layers 0–3 planned on CPU (spark-1), seen 3 on RPC0",
+    ]);
+  });
+
+  it("an RPC device on another endpoint than the plan's", () => {
+    const other = LOG.map((l) => l.replace(EP, "10.77.0.9:50052"));
+    expect(placementMismatch(PLAN, parsePlacement(other))).toEqual([
+      "RPC0 is 10.77.0.9:50052, the plan's is 10.77.0.3:50052",
+    ]);
+  });
+
+  it("no log at all: every planned device is missing", () => {
+    expect(placementMismatch(PLAN, parsePlacement([]))).toHaveLength(4);
+  });
+});
+
+describe("the argv the unit runs", () => {
+  it("keeps the plan's flags, sets its own address and the verbosity the layer lines need", () => {
+    expect(
+      serverArgv({
+        placement: ["-m", "~/m.gguf", "--rpc", EP, "--host", "0.0.0.0", "--port", "1", "-ngl", "5"],
+        bind: "127.0.0.1",
+        port: 8080,
+      }),
+    ).toEqual([
+      "-m",
+      "~/m.gguf",
+      "--rpc",
+      EP,
+      "-ngl",
+      "5",
+      "--host",
+      "127.0.0.1",
+      "--port",
+      "8080",
+      "-lv",
+      "5",
+    ]);
+  });
+
+  it("the reference: no --rpc, the client's device only", () => {
+    const plan = { context: 256, cacheType: "f16" };
+    expect(referenceArgv({ modelPath: "~/m.gguf", plan, clientDevice: "CPU", port: 8081 })).toEqual(
+      [
+        "-m",
+        "~/m.gguf",
+        "-c",
+        "256",
+        "-np",
+        "1",
+        "-ctk",
+        "f16",
+        "-ctv",
+        "f16",
+        "-ngl",
+        "0",
+        "--host",
+        "127.0.0.1",
+        "--port",
+        "8081",
+      ],
+    );
+    expect(
+      referenceArgv({ modelPath: "/m", plan, clientDevice: "CUDA0", port: 8081 }).join(" "),
+    ).toContain("--device CUDA0 -ngl 99");
+  });
+
+  it("the reference runs only when the model fits the client alone", () => {
+    const perNode = [
+      {
+        node: "spark-1",
+        device: "CUDA0",
+        usableBytes: 130e9,
+        weightsBytes: 71e9,
+        kvBytes: 1e9,
+        marginBytes: 1e9,
+      },
+    ];
+    expect(
+      referenceFits({ perNode, totals: { weightsBytes: 100e9, kvBytes: 2e9, marginBytes: 2e9 } }),
+    ).toBeUndefined();
+    expect(
+      referenceFits({ perNode, totals: { weightsBytes: 142.1e9, kvBytes: 2e9, marginBytes: 2e9 } }),
+    ).toMatch(/^the model needs \d+ MiB on one node and spark-1 has \d+ MiB usable$/);
+  });
+});
+
+describe("drift", () => {
+  const status = (over: Partial<ServerStatus> = {}): ServerStatus => ({
+    unit: {
+      ActiveState: "active",
+      SubState: "running",
+      Result: "success",
+      NRestarts: "0",
+      InvocationID: "abcd1234ef",
+      MainPID: "42",
+    },
+    runningDigest: "a".repeat(64),
+    binaryDigest: "a".repeat(64),
+    listening: ["127.0.0.1"],
+    health: { status: 200, body: '{"status":"ok"}' },
+    log: [],
+    ...over,
+  });
+  const started = { invocationId: "abcd1234ef", nRestarts: "0" };
+  const judge = (s: ServerStatus) =>
+    serverDrift({ status: s, started, expectedDigest: "a".repeat(64), bind: "127.0.0.1" });
+
+  it("none when the unit runs what was started, healthy", () =>
+    expect(judge(status())).toEqual([]));
+
+  it("a restart (a peer failure aborted the client), another binary, a second listener", () => {
+    const s = status({
+      unit: { ...status().unit, NRestarts: "1", InvocationID: "ffff0000aa" },
+      runningDigest: "b".repeat(64),
+      listening: ["0.0.0.0", "127.0.0.1"],
+    });
+    expect(judge(s)).toEqual([
+      "server restarted 1 times (was 0 at start)",
+      "server invocation changed (abcd1234 → ffff0000)",
+      `running llama-server sha256 ${"b".repeat(12)} is not the build's ${"a".repeat(12)}`,
+      "listening on 0.0.0.0 besides 127.0.0.1",
+    ]);
+  });
+
+  it("a stopped unit and a health that is not 200", () => {
+    expect(
+      judge(status({ unit: { ...status().unit, ActiveState: "inactive", SubState: "dead" } }))[0],
+    ).toBe("server unit is inactive/dead (result success)");
+    expect(judge(status({ health: { status: 503, body: "loading" } }))).toEqual([
+      "GET /health answers 503 loading",
+    ]);
+  });
+});
+
+describe("native/serving/worker-log.py on a worker's debug log", () => {
+  const dir = mkdtempSync(path.join(tmpdir(), "sparkform-worker-log-"));
+  const file = path.join(dir, "worker.log");
+  // ggml-rpc.cpp's LOG_DBG lines ("[%s] device: …" with __func__).
+  const text = [
+    "[set_tensor] buffer: 0x1, data: 0x2, offset: 0, size: 64",
+    "[graph_compute] device: 0, n_nodes: 120, n_tensors: 200",
+    "[graph_compute] device: 0, n_nodes: 120, n_tensors: 200",
+    "[graph_recompute] device: 0",
+    "[graph_recompute] device: 0",
+    "[graph_recompute] device: 0",
+    "",
+  ].join("\n");
+  writeFileSync(file, text);
+  const LOG_BYTES = Buffer.byteLength(text);
+  const py = (...args: string[]) =>
+    JSON.parse(
+      execFileSync("python3", [programPath("serving/worker-log.py"), ...args], {
+        encoding: "utf8",
+      }),
+    ) as Record<string, unknown>;
+
+  it("counts compute and recompute, and sees the recompute after the first compute", () => {
+    expect(py(file, "0")).toEqual({
+      size: LOG_BYTES,
+      graphCompute: 2,
+      graphRecompute: 3,
+      recomputeAfterCompute: true,
+    });
+  });
+
+  it("from an offset (the log's size before the smoke): only what came after", () => {
+    const { size } = py(file, "size") as { size: number };
+    expect(size).toBe(LOG_BYTES);
+    expect(py(file, String(size))).toEqual({
+      size,
+      graphCompute: 0,
+      graphRecompute: 0,
+      recomputeAfterCompute: false,
+    });
+  });
+
+  it("a log that was rotated under the offset is read from its start", () => {
+    expect(py(file, "99999")).toMatchObject({ graphCompute: 2, graphRecompute: 3 });
+  });
+});
+
+describe("`sparkform server`: where the stack's server is", () => {
+  const config = { nodes: [], diskPaths: [], worker: { client: "spark-1" } } as never;
+  it("from the outputs: node, port and address of the url, the client build's binary", () => {
+    expect(
+      serverOf({
+        config,
+        outputs: {
+          serving: { server: { node: "spark-3", url: "http://127.0.0.1:9090" } },
+          build: { "spark-3": { installDir: "/home/spark/.cache/sparkform/llama-build/out/k" } },
+        },
+      }),
+    ).toEqual({
+      node: "spark-3",
+      port: 9090,
+      bind: "127.0.0.1",
+      binary: "/home/spark/.cache/sparkform/llama-build/out/k/bin/llama-server",
+    });
+  });
+  it("before the first up: the worker stage's client and the defaults", () => {
+    expect(serverOf({ config, outputs: {} })).toMatchObject({
+      node: "spark-1",
+      port: 8080,
+      bind: "127.0.0.1",
+    });
+  });
+});
