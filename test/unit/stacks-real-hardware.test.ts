@@ -9,52 +9,14 @@
 // MemAvailable could ever read, so a refusal on one node holds for any real reading; the fit
 // on two or four nodes is checked at a pessimistic 100 GB too (30 GB left to DGX OS and
 // whatever else runs), which is no measurement either: real stacks read the fact sheet.
-import { execFileSync } from "node:child_process";
-import { copyFileSync, mkdirSync, mkdtempSync, rmSync } from "node:fs";
-import { tmpdir } from "node:os";
-import * as path from "node:path";
 import { afterAll, describe, expect, it } from "vitest";
 import { ConfigError, parseStackConfig, type StackConfigData } from "../../components/config";
 import { placementNodes, planPlacement } from "../../components/serving/placement";
 import { renderings } from "../../components/serving/render";
-import { pulumiBinary, repoRoot } from "../../setup/pulumi/env";
 import { checkModelFits } from "../../policies/serving";
+import { filled, removeScratch, SHARDS, stackConfig } from "../support/real-stacks";
 
-const tmp = mkdtempSync(path.join(tmpdir(), "sf-stacks-"));
-afterAll(() => rmSync(tmp, { recursive: true, force: true }));
-
-/** The stack's config as the pulumi CLI reads it (a copy: `stack init` rewrites the file). */
-function stackConfig(stack: string): Record<string, unknown> {
-  const dir = path.join(tmp, stack);
-  mkdirSync(path.join(dir, "stacks"), { recursive: true });
-  copyFileSync(path.join(repoRoot, "Pulumi.yaml"), path.join(dir, "Pulumi.yaml"));
-  copyFileSync(
-    path.join(repoRoot, "stacks", `Pulumi.${stack}.yaml`),
-    path.join(dir, "stacks", `Pulumi.${stack}.yaml`),
-  );
-  const env = {
-    PATH: process.env.PATH ?? "",
-    PULUMI_HOME: path.join(dir, "home"),
-    PULUMI_BACKEND_URL: `file://${path.join(dir, "backend")}`,
-    PULUMI_CONFIG_PASSPHRASE: "test",
-    PULUMI_SKIP_UPDATE_CHECK: "true",
-  };
-  mkdirSync(path.join(dir, "backend"));
-  const pulumi = (args: string[]) =>
-    execFileSync(pulumiBinary(), [...args, "--non-interactive"], {
-      cwd: dir,
-      env,
-      encoding: "utf8",
-    });
-  pulumi(["stack", "init", stack]);
-  const json = JSON.parse(pulumi(["config", "--json", "-s", stack])) as Record<
-    string,
-    { value: string; objectValue?: unknown }
-  >;
-  return Object.fromEntries(
-    Object.entries(json).map(([k, v]) => [k.replace(/^sparkform:/, ""), v.objectValue ?? v.value]),
-  );
-}
+afterAll(removeScratch);
 
 function refusal(raw: Record<string, unknown>): readonly string[] {
   try {
@@ -64,26 +26,6 @@ function refusal(raw: Record<string, unknown>): readonly string[] {
     return (err as ConfigError).lines;
   }
   throw new Error("expected the placeholders to be refused");
-}
-
-const HOST_KEY = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIKq1xXcB0Y0vRk8Jm1b7hQ5cX3kT2m4yG9wZ8sV6pL0e";
-const SHARDS = [1, 2, 3].map((i) => `Q4_K_M/Qwen3-235B-A22B-Q4_K_M-0000${i}-of-00003.gguf`);
-
-/** The placeholders filled as a user would (values of the right shape, not real ones). */
-function filled(raw: Record<string, unknown>): Record<string, unknown> {
-  const nodes = raw.nodes as Record<string, unknown>[];
-  const model = raw.model as Record<string, unknown>;
-  const build = raw.build as Record<string, unknown>;
-  return {
-    ...raw,
-    nodes: nodes.map((n) => ({ ...n, hostKey: HOST_KEY })),
-    model: {
-      ...model,
-      revision: "c".repeat(40),
-      sha256: Object.fromEntries(SHARDS.map((s, i) => [s, String(i + 1).repeat(64)])),
-    },
-    build: { ...build, commit: "80fb11ac73e66d89eae2c6a91d8a77428fa733ed" },
-  };
 }
 
 /** Qwen3-235B-A22B's header (model card and config.json; see test/unit/serving-placement.test.ts). */
