@@ -15,6 +15,7 @@ import { placementNodes, planPlacement } from "../../components/serving/placemen
 import { renderings } from "../../components/serving/render";
 import { checkModelFits } from "../../policies/serving";
 import { filled, removeScratch, SHARDS, stackConfig } from "../support/real-stacks";
+import { QWEN3_235B } from "../support/serving-fixtures";
 
 afterAll(removeScratch);
 
@@ -27,17 +28,6 @@ function refusal(raw: Record<string, unknown>): readonly string[] {
   }
   throw new Error("expected the placeholders to be refused");
 }
-
-/** Qwen3-235B-A22B's header (model card and config.json; see test/unit/serving-placement.test.ts). */
-const QWEN3_235B = {
-  blockCount: 94,
-  headCount: 64,
-  headCountKv: 4,
-  embeddingLength: 4096,
-  keyLength: 128,
-  valueLength: 128,
-  fileBytes: 142.1e9,
-};
 
 function plan(c: StackConfigData, usable: number, workers = c.worker?.nodes ?? []) {
   const server = c.server;
