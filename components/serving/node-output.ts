@@ -39,6 +39,7 @@ export const parseSmoke = nodeJsonParser<SmokeRun>(
     tokens: TOKENS,
     text: STR,
     tokensPerSecond: NUM,
+    grammar: STR,
     reference: { oneOf: [RUN, obj({ skipped: STR })] },
   }),
   fail("smoke generation (native/serving/smoke.py)"),

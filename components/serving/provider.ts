@@ -35,6 +35,7 @@ import {
   type ServerStarted,
   type ServerStatus,
   serverDrift,
+  unreachedWorkers,
   workerLogPath,
 } from "./server-plan";
 
@@ -179,7 +180,8 @@ async function start(i: LlamaServerInputs): Promise<void> {
       // The log stays until the next start: read where the model got before it stopped.
       const st = await status(i).catch(() => undefined);
       const seen = st ? parsePlacement(st.log) : undefined;
-      const missing = seen ? placementMismatch(i.plan, seen) : [];
+      const unreached = st ? unreachedWorkers(i.plan, st.log) : [];
+      const missing = unreached.length ? unreached : seen ? placementMismatch(i.plan, seen) : [];
       throw new Error(
         `${who}: the server did not come up on ${i.node}, so nothing serves: ` +
           `${missing.length ? missing.join("; ") : "see its log"}. ` +
@@ -224,6 +226,11 @@ async function smoke(i: LlamaServerInputs): Promise<SmokeOutput> {
     { step: "llama-server smoke", timeoutMs: (i.healthTimeoutSeconds + 600) * 1000 },
   );
   const run = parseSmoke(r.stdout, i.target.name);
+  if (run.grammar)
+    await progress(
+      `${who}: the model's text is not valid UTF-8, which llama-server answers with a 500; ` +
+        `split and reference were asked again under the grammar \`${run.grammar}\``,
+    );
   const counts: RpcGraphCounts[] = await Promise.all(
     i.workers.map(async (w, k) => {
       const c = await workerLog(w, i.programs, sizes[k]?.size ?? 0);
@@ -296,8 +303,15 @@ async function converge(i: LlamaServerInputs): Promise<LlamaServerOutputs> {
   try {
     smokeOut = await smoke(i);
   } catch (err) {
+    // The server's own account first (its log), then stop it: it must not serve.
+    const tail = await status(i)
+      .then((s) => s.log.filter((l) => !/assigned to device/.test(l)).slice(-25))
+      .catch(() => []);
     await stop(i).catch(() => undefined);
-    throw err;
+    throw new Error(
+      `${(err as Error).message}\nThe server was stopped. The last lines of its log:\n${tail.join("\n")}`,
+      { cause: err },
+    );
   }
   await progress(
     `${who}: smoke ${smokeOut.tokens.length} tokens at ${smokeOut.tokensPerSecond.toFixed(1)} tokens/s` +

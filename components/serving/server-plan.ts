@@ -161,15 +161,18 @@ export function placementMismatch(
       r.push(`${device} (${node}) has no model buffer: it was not reached or not used`);
   }
   for (const l of plan.layers) {
+    const range = `layers ${l.first}–${l.first + l.count - 1} planned on ${l.device} (${l.node})`;
+    const indices = Array.from({ length: l.count }, (_, k) => l.first + k);
+    if (indices.every((i) => seen.layerDevice[i] === undefined)) {
+      r.push(`${range}: none in the log`);
+      continue;
+    }
     const wrong: string[] = [];
     for (let i = l.first; i < l.first + l.count; i++) {
       const d = seen.layerDevice[i];
       if (d !== l.device) wrong.push(`${i} on ${d ?? "(not in the log)"}`);
     }
-    if (wrong.length > 0)
-      r.push(
-        `layers ${l.first}–${l.first + l.count - 1} planned on ${l.device} (${l.node}), seen ${wrong.join(", ")}`,
-      );
+    if (wrong.length > 0) r.push(`${range}, seen ${wrong.join(", ")}`);
   }
   plan.devices.forEach((device) => {
     const m = /^RPC(\d+)$/.exec(device);
@@ -179,6 +182,25 @@ export function placementMismatch(
     if (want && got && want !== got) r.push(`${device} is ${got}, the plan's is ${want}`);
   });
   return r;
+}
+
+/**
+ * The workers the client could not reach, from its log (ggml-rpc.cpp aborts with "Failed to
+ * connect to <endpoint>"), as `RPC<k> (<node>, <endpoint>)`.
+ */
+export function unreachedWorkers(
+  plan: Pick<ServingPlan, "rpcServers" | "layers">,
+  log: readonly string[],
+): string[] {
+  return plan.rpcServers.flatMap((ep, k) => {
+    const device = `RPC${k}`;
+    const node = plan.layers.find((l) => l.device === device)?.node ?? "";
+    return log.some((l) => l.includes(`Failed to connect to ${ep}`))
+      ? [
+          `${device} (${node}, ${ep}) was not reached: the client's log says "Failed to connect to ${ep}"`,
+        ]
+      : [];
+  });
 }
 
 /** A placement as one line per device, for messages. */
@@ -254,6 +276,8 @@ export interface SmokeRun {
   tokens: number[];
   text: string;
   tokensPerSecond: number;
+  /** The GBNF grammar both runs were constrained by ("" = none; see native/serving/smoke.py). */
+  grammar: string;
   reference: { tokens: number[]; text: string; tokensPerSecond: number } | { skipped: string };
 }
 

@@ -83,7 +83,7 @@ until health "$host" "$PORT"; do
     systemctl --user stop "$UNIT.service" 2>/dev/null || true
     systemctl --user reset-failed "$UNIT.service" 2>/dev/null || true
     echo "$UNIT did not answer 200 on http://$host:$PORT/health (state $state, restarts ${restarts:-0}); it was stopped. Its log:" >&2
-    grep -v 'assigned to device' "$LOG" | tail -n 40 >&2
+    grep -v -e 'assigned to device' -e '(+0x' "$LOG" | tail -n 40 >&2
     exit 6
   fi
   sleep 0.5

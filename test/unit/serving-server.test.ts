@@ -16,6 +16,7 @@ import {
   serverArgv,
   serverDrift,
   type ServerStatus,
+  unreachedWorkers,
 } from "../../components/serving/server-plan";
 import { serverOf } from "../../cli/commands/server";
 
@@ -100,7 +101,23 @@ describe("where the model landed, from the log", () => {
   });
 
   it("no log at all: every planned device is missing", () => {
-    expect(placementMismatch(PLAN, parsePlacement([]))).toHaveLength(4);
+    expect(placementMismatch(PLAN, parsePlacement([]))).toEqual([
+      "CPU (spark-1) has no model buffer: it was not reached or not used",
+      "RPC0 (spark-2) has no model buffer: it was not reached or not used",
+      "layers 0–3 planned on CPU (spark-1): none in the log",
+      "layers 4–8 planned on RPC0 (spark-2): none in the log",
+    ]);
+  });
+
+  it("a worker the client could not connect to is named with its node and endpoint", () => {
+    // ggml-rpc.cpp:547 as the sim's stopped worker made llama-server abort.
+    const log = [
+      `../../../../src/llama.cpp/ggml/src/ggml-rpc/ggml-rpc.cpp:547: Failed to connect to ${EP}`,
+    ];
+    expect(unreachedWorkers(PLAN, log)).toEqual([
+      `RPC0 (spark-2, ${EP}) was not reached: the client's log says "Failed to connect to ${EP}"`,
+    ]);
+    expect(unreachedWorkers(PLAN, LOG)).toEqual([]);
   });
 });
 
