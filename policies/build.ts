@@ -95,7 +95,10 @@ export interface BuildInputs {
   flags?: Record<string, unknown>;
   /** The compiler's version line (`gcc (Debian 12.2.0-14) 12.2.0`). */
   compiler?: string;
-  compilerDigests?: { cxx?: string; nvcc?: string; nvccVersion?: string };
+  /** sha256 of the c++, cc and nvcc binaries (probe.sh); nvcc's version line. */
+  compilerDigests?: { cxx?: string; cc?: string; nvcc?: string; nvccVersion?: string };
+  /** The resource, for a fix that names it (`pulumi up --replace <urn>`). */
+  urn?: string;
 }
 
 const short = (v: unknown) => String(v ?? "").slice(0, 12) || "(none)";
@@ -130,12 +133,21 @@ export function buildInputDifferences(builds: readonly BuildInputs[]): string[] 
     if (new Set(xs.map((x) => x.v)).size > 1)
       found.push(`flag ${k}: ${vs(xs.map((x) => ({ ...x, v: `${k}=${x.v}` })))}`);
   }
+  // The compiler by version AND binary digest, among the nodes that recorded a digest (state
+  // from before the digests has none: "(none)" there is no evidence of a difference).
   const cxx = differs((b) =>
-    b.compiler || b.compilerDigests?.cxx
-      ? `${b.compiler ?? "c++"} sha256 ${short(b.compilerDigests?.cxx)}…`
+    b.compilerDigests?.cxx
+      ? `${b.compiler ?? "c++"} sha256 ${short(b.compilerDigests.cxx)}…`
       : undefined,
   );
+  const version = cxx ? undefined : differs((b) => b.compiler);
   if (cxx) found.push(`compiler ${vs(cxx)}`);
+  else if (version) found.push(`compiler version ${vs(version)}`);
+  // ggml's core is C: cc made half the objects. Compared only where recorded (newer state).
+  const cc = differs((b) =>
+    b.compilerDigests?.cc ? `cc sha256 ${short(b.compilerDigests.cc)}…` : undefined,
+  );
+  if (cc) found.push(`C compiler ${vs(cc)}`);
   const nvcc = differs((b) =>
     b.compilerDigests?.nvcc
       ? `${b.compilerDigests.nvccVersion || "nvcc"} sha256 ${short(b.compilerDigests.nvcc)}…`
@@ -152,6 +164,25 @@ function inputsRecorded(builds: readonly BuildInputs[]): boolean {
     new Set(compiled.map((b) => b.builtOn ?? b.node)).size > 1 &&
     compiled.every((b) => b.treeDigest && b.flags && b.compilerDigests?.cxx)
   );
+}
+
+/** Per compiling node, the build inputs its state does not record ("" when all are there). */
+function unrecorded(
+  builds: readonly BuildInputs[],
+): { node: string; urn?: string; what: string[] }[] {
+  return builds
+    .filter((b) => b.builtBy !== "fan-out")
+    .map((b) => ({
+      node: b.node,
+      ...(b.urn ? { urn: b.urn } : {}),
+      what: [
+        ...(b.treeDigest ? [] : ["tree digest"]),
+        ...(b.flags ? [] : ["flags"]),
+        ...(b.compiler ? [] : ["compiler version"]),
+        ...(b.compilerDigests?.cxx ? [] : ["compiler sha256"]),
+      ],
+    }))
+    .filter((u) => u.what.length > 0);
 }
 
 /**
@@ -191,6 +222,20 @@ export function checkBuildsIdentical(
             "names, bench/cuda-proof.md) and no rebuild fixes it: set sparkform:build.distribute: " +
             "fan-out, so the cache source builds and the others receive its verified artifacts.",
         );
+      } else if (digests.every((d) => d.sha !== "") && unrecorded(builds).length > 0) {
+        // Both built it, and what would say why is not in their state: name what is missing.
+        const gaps = unrecorded(builds);
+        const replace = gaps
+          .map((g) =>
+            g.urn ? `\`pulumi up --replace '${g.urn}'\`` : `the NativeBuild on ${g.node}`,
+          )
+          .join(", ");
+        found.push(
+          `${where}the evidence that would say why is not recorded: ` +
+            `${gaps.map((g) => `${g.node} has no ${g.what.join(", ")}`).join("; ")} (state from ` +
+            "before sparkform recorded its build inputs). Rebuild that node once so it records " +
+            `them (${replace}); this check then names the cause (tree, flags or compiler).`,
+        );
       } else {
         found.push(`${where}rebuild with \`pulumi up\` before any worker starts.`);
       }
@@ -220,6 +265,7 @@ export function buildInputsOf(node: string, props: Record<string, unknown>): Bui
   if (cd) {
     const d: NonNullable<BuildInputs["compilerDigests"]> = {};
     if (str(cd.cxx) !== undefined) d.cxx = str(cd.cxx) as string;
+    if (str(cd.cc) !== undefined) d.cc = str(cd.cc) as string;
     if (str(cd.nvcc) !== undefined) d.nvcc = str(cd.nvcc) as string;
     if (str(cd.nvccVersion) !== undefined) d.nvccVersion = str(cd.nvccVersion) as string;
     out.compilerDigests = d;
@@ -240,7 +286,7 @@ export const buildsIdentical: StackValidationPolicy = {
       const m = known(b, "commit", "artifacts");
       if (!m) return [];
       const { node: _n, ...inputs } = buildInputsOf(b.node, r.props as Record<string, unknown>);
-      return [{ node: b.node, ...m, ...inputs }];
+      return [{ node: b.node, urn: r.urn, ...m, ...inputs }];
     });
     checkBuildsIdentical(builds).forEach((m) => reportViolation(m));
   },

@@ -376,6 +376,8 @@ export function parseProbe(stdout: string): {
     ccache: value("ccache"),
     compilerDigests: {
       cxx: value("compilerSha256"),
+      // Absent from a probe.sh older than the cc digest: left out, not "" (= no cc on the node).
+      ...(lines.some((l) => l.startsWith("ccSha256=")) ? { cc: value("ccSha256") } : {}),
       nvcc: value("nvccSha256"),
       nvccVersion: value("nvcc"),
     },
@@ -386,6 +388,8 @@ export function parseProbe(stdout: string): {
 export interface CompilerDigests {
   /** sha256 of `c++` (symlinks resolved). */
   cxx: string;
+  /** sha256 of `cc`, which compiles ggml's C sources (absent in state from before it was recorded). */
+  cc?: string;
   /** sha256 of nvcc (`$CUDA_HOME/bin/nvcc` or PATH's). */
   nvcc: string;
   /** nvcc's last --version line (`Build cuda_13.0…`). */

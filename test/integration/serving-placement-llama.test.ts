@@ -16,9 +16,9 @@ import {
   planPlacement,
   type ServingPlan,
 } from "../../components/serving/placement";
-import type { PlacementInput } from "../../components/serving/placement";
 import { renderLlamaCli } from "../../components/serving/render";
 import { startRpcServer, stop } from "../support/local-rpc";
+import { SERVER, TINY } from "../support/serving-fixtures";
 
 let build: LlamaHostBuild;
 let tmp: string;
@@ -42,21 +42,8 @@ afterAll(async () => {
 });
 
 const N_LAYER = TINY_LLAMA_DIMS.nLayer;
-const tiny = {
-  blockCount: N_LAYER,
-  headCount: TINY_LLAMA_DIMS.nHead,
-  headCountKv: TINY_LLAMA_DIMS.nHeadKv,
-  embeddingLength: TINY_LLAMA_DIMS.nEmbd,
-  fileBytes: 2.5e6,
-};
-const server: PlacementInput["server"] = {
-  context: TINY_LLAMA_DIMS.nCtx,
-  parallel: 1,
-  cacheType: "f16",
-  computeMarginBytes: 0,
-  splitMode: "layer",
-  gpuLayers: 99,
-};
+const tiny = TINY;
+const server = { ...SERVER, context: TINY_LLAMA_DIMS.nCtx, computeMarginBytes: 0 };
 
 /** What llama.cpp did: the device of layers 0..n_layer, and KV MiB per buffer name. */
 function load(plan: ServingPlan): { devices: string[]; kvMiB: Map<string, number> } {

@@ -11,53 +11,11 @@ import {
   assignLayers,
   kvBytesPerLayer,
   kvTokens,
-  type PlacementNode,
   placementNodes,
   planPlacement,
   usableMemory,
 } from "../../components/serving/placement";
-import type { PlacementInput } from "../../components/serving/placement";
-
-const QWEN3_235B = {
-  architecture: "qwen3moe",
-  blockCount: 94,
-  headCount: 64,
-  headCountKv: 4,
-  embeddingLength: 4096,
-  keyLength: 128,
-  valueLength: 128,
-  contextLength: 40960,
-  fileBytes: 142.1e9,
-};
-/** sim/gguf/tiny-llama.ts TINY_LLAMA_DIMS: 8 layers, 128 wide, 2 heads, 1 KV head. */
-const TINY = {
-  blockCount: 8,
-  headCount: 2,
-  headCountKv: 1,
-  embeddingLength: 128,
-  fileBytes: 2.4e6,
-};
-
-const server: PlacementInput["server"] = {
-  context: 4096,
-  parallel: 1,
-  cacheType: "f16",
-  computeMarginBytes: 1024 ** 3,
-  splitMode: "layer",
-  gpuLayers: 99,
-};
-/** The runbook's GB10: 130.0 GB of unified memory per node ("121 GiB is 130.0 GB"). */
-const GB10 = 130.0e9;
-
-const spark = (n: number, usableBytes: number | null = GB10): PlacementNode[] =>
-  Array.from({ length: n }, (_, i) => ({
-    node: `spark-${i + 1}`,
-    role: i === 0 ? "client" : "worker",
-    device: i === 0 ? "CUDA0" : `RPC${i - 1}`,
-    ...(i > 0 ? { endpoint: `10.100.64.${i + 1}:50052` } : {}),
-    ...(usableBytes !== null ? { usableBytes } : {}),
-    source: "declared",
-  }));
+import { GB10, QWEN3_235B, SERVER as server, sparks, TINY } from "../support/serving-fixtures";
 
 describe("assignLayers (llama.cpp load_tensors)", () => {
   it("splits 94 layers + output over two equal devices: il/95 < 0.5 → device 0", () => {
@@ -117,7 +75,7 @@ describe("KV cache estimate", () => {
 });
 
 describe("planPlacement on two Sparks (the runbook's 235B)", () => {
-  const plan = planPlacement({ model: QWEN3_235B, nodes: spark(2), server });
+  const plan = planPlacement({ model: QWEN3_235B, nodes: sparks(2), server });
 
   it("names the devices in placement order, layer split, n_gpu_layers 99, the workers' endpoints", () => {
     expect(plan).toMatchObject({
@@ -168,7 +126,7 @@ describe("planPlacement on two Sparks (the runbook's 235B)", () => {
   });
 
   it("spreads over four Sparks: about 24 layers each", () => {
-    const quad = planPlacement({ model: QWEN3_235B, nodes: spark(4), server });
+    const quad = planPlacement({ model: QWEN3_235B, nodes: sparks(4), server });
     expect(quad.fits).toBe(true);
     expect(quad.devices).toEqual(["CUDA0", "RPC0", "RPC1", "RPC2"]);
     expect(quad.tensorSplit).toEqual([0.25, 0.25, 0.25, 0.25]);
@@ -184,7 +142,7 @@ describe("planPlacement on two Sparks (the runbook's 235B)", () => {
 
 describe("a model that fits no placement", () => {
   it("one 130 GB Spark and the 142.1 GB model: fits false with the numbers, no exception", () => {
-    const plan = planPlacement({ model: QWEN3_235B, nodes: spark(1), server });
+    const plan = planPlacement({ model: QWEN3_235B, nodes: sparks(1), server });
     expect(plan.fits).toBe(false);
     expect(plan.known).toBe(true);
     expect(plan.layers).toEqual([{ device: "CUDA0", node: "spark-1", first: 0, count: 95 }]);
@@ -201,7 +159,7 @@ describe("a model that fits no placement", () => {
   });
 
   it("two nodes too small: every node's numbers", () => {
-    const plan = planPlacement({ model: QWEN3_235B, nodes: spark(2, 60e9), server });
+    const plan = planPlacement({ model: QWEN3_235B, nodes: sparks(2, 60e9), server });
     expect(plan.fits).toBe(false);
     expect(plan.reason).toMatch(
       /spark-1 \(CUDA0\): 71\.8 GB weights .* of 60\.0 GB usable; spark-2 \(RPC0\): 70\.3 GB weights .* of 60\.0 GB usable/,
@@ -212,7 +170,7 @@ describe("a model that fits no placement", () => {
   it("room in the cluster but a skewed tensorSplit: says to shift the shares", () => {
     const plan = planPlacement({
       model: QWEN3_235B,
-      nodes: spark(2),
+      nodes: sparks(2),
       server: { ...server, tensorSplit: [0.95, 0.05] },
     });
     expect(plan.fits).toBe(false);
@@ -222,7 +180,7 @@ describe("a model that fits no placement", () => {
   it("a long context is what does not fit: the KV number says so", () => {
     const plan = planPlacement({
       model: QWEN3_235B,
-      nodes: spark(2),
+      nodes: sparks(2),
       server: { ...server, context: 131072, parallel: 8 },
     });
     // 1048576 tokens × 94 layers × 2 KiB = 201.9 GB of KV.
@@ -279,7 +237,7 @@ describe("the CPU-only client of the simulated cluster", () => {
 
 describe("inputs and shares", () => {
   it("unknown memory: known false, equal shares, judged at up (not refused)", () => {
-    const plan = planPlacement({ model: QWEN3_235B, nodes: spark(2, null), server });
+    const plan = planPlacement({ model: QWEN3_235B, nodes: sparks(2, null), server });
     expect(plan.known).toBe(false);
     expect(plan.fits).toBe(true);
     expect(plan.tensorSplit).toEqual([0.5, 0.5]);
@@ -288,7 +246,7 @@ describe("inputs and shares", () => {
   });
 
   it("tensor_split follows usable memory", () => {
-    const nodes = spark(2);
+    const nodes = sparks(2);
     nodes[1] = { ...nodes[1]!, usableBytes: GB10 / 2 };
     const plan = planPlacement({ model: QWEN3_235B, nodes, server });
     expect(plan.tensorSplit).toEqual([0.667, 0.333]);
@@ -299,7 +257,7 @@ describe("inputs and shares", () => {
   it("devices as configured: placement follows that order and tensorSplit indexes it", () => {
     const plan = planPlacement({
       model: QWEN3_235B,
-      nodes: spark(2),
+      nodes: sparks(2),
       server: { ...server, devices: ["RPC0", "CUDA0"], tensorSplit: [0.25, 0.75] },
     });
     expect(plan.devices).toEqual(["RPC0", "CUDA0"]);
@@ -318,7 +276,7 @@ describe("inputs and shares", () => {
   it("a configured device that is not in the placement: fits false, naming both lists", () => {
     const plan = planPlacement({
       model: QWEN3_235B,
-      nodes: spark(2),
+      nodes: sparks(2),
       server: { ...server, devices: ["CUDA0", "CUDA1"] },
     });
     expect(plan.fits).toBe(false);
@@ -330,7 +288,7 @@ describe("inputs and shares", () => {
   it("n_gpu_layers below n_layer on a Spark: the first layers stay on the client's CPU", () => {
     const plan = planPlacement({
       model: QWEN3_235B,
-      nodes: spark(2),
+      nodes: sparks(2),
       server: { ...server, gpuLayers: 50 },
     });
     expect(plan.layers).toEqual([
@@ -345,7 +303,7 @@ describe("inputs and shares", () => {
     for (const splitMode of ["row", "tensor"] as const) {
       const plan = planPlacement({
         model: QWEN3_235B,
-        nodes: spark(2),
+        nodes: sparks(2),
         server: { ...server, splitMode },
       });
       expect(plan.splitMode).toBe(splitMode);
@@ -357,7 +315,7 @@ describe("inputs and shares", () => {
   it("none: one device holds everything", () => {
     const plan = planPlacement({
       model: TINY,
-      nodes: spark(2, 8e9),
+      nodes: sparks(2, 8e9),
       server: { ...server, splitMode: "none" },
     });
     expect(plan.layers).toEqual([{ device: "CUDA0", node: "spark-1", first: 0, count: 9 }]);

@@ -2,8 +2,11 @@
 // unknown-checking proxy): model-fits, devices-named, layer-split-across-hosts, and the
 // advisory that names what a preview could not judge, never passing it silently.
 import { describe, expect, it } from "vitest";
-import { planPlacement, type PlacementNode } from "../../components/serving/placement";
-import type { PlacementInput, ServingPlan } from "../../components/serving/placement";
+import {
+  type PlacementInput,
+  planPlacement,
+  type ServingPlan,
+} from "../../components/serving/placement";
 import {
   checkModelFits,
   devicesNamed,
@@ -12,43 +15,11 @@ import {
   servingCheckedAtUp,
 } from "../../policies/serving";
 import { resourceViolations, sparkform, UNKNOWN } from "../support/policy";
+import { QWEN3_235B, SERVER as server, sparks } from "../support/serving-fixtures";
 
-const server: PlacementInput["server"] = {
-  context: 4096,
-  parallel: 1,
-  cacheType: "f16",
-  computeMarginBytes: 1024 ** 3,
-  splitMode: "layer",
-  gpuLayers: 99,
-};
-const qwen = {
-  blockCount: 94,
-  headCount: 64,
-  headCountKv: 4,
-  embeddingLength: 4096,
-  keyLength: 128,
-  valueLength: 128,
-  fileBytes: 142.1e9,
-};
-const pair = (usable?: number): PlacementNode[] => [
-  {
-    node: "spark-1",
-    role: "client",
-    device: "CUDA0",
-    source: "declared",
-    ...(usable ? { usableBytes: usable } : {}),
-  },
-  {
-    node: "spark-2",
-    role: "worker",
-    device: "RPC0",
-    endpoint: "10.100.64.2:50052",
-    source: "declared",
-    ...(usable ? { usableBytes: usable } : {}),
-  },
-];
+const pair = (usable?: number) => sparks(2, usable ?? null);
 const plan = (o: Partial<PlacementInput["server"]> = {}, nodes = pair(130e9)) =>
-  planPlacement({ model: qwen, nodes, server: { ...server, ...o } });
+  planPlacement({ model: QWEN3_235B, nodes, server: { ...server, ...o } });
 
 const llamaServer = (p: ServingPlan | typeof UNKNOWN, legacy = false) =>
   sparkform(
@@ -82,7 +53,7 @@ describe.each([false, true])("serving policies (legacy type: %s)", (legacy) => {
   });
 
   it("model-fits: the 142.1 GB model on one Spark is refused with the plan's numbers", () => {
-    const one = planPlacement({ model: qwen, nodes: pair(130e9).slice(0, 1), server });
+    const one = planPlacement({ model: QWEN3_235B, nodes: pair(130e9).slice(0, 1), server });
     const [m, ...rest] = resourceViolations(modelFits, llamaServer(one, legacy));
     expect(rest).toEqual([]);
     expect(m).toBe(
@@ -132,7 +103,7 @@ describe.each([false, true])("serving policies (legacy type: %s)", (legacy) => {
     expect(m).toContain("lower layer-split-across-hosts to advisory");
     // On one host it is not this policy's business.
     const one = planPlacement({
-      model: { ...qwen, fileBytes: 1e9 },
+      model: { ...QWEN3_235B, fileBytes: 1e9 },
       nodes: pair(130e9).slice(0, 1),
       server: { ...server, splitMode: "tensor" },
     });

@@ -4,37 +4,10 @@
 import { parseArgs } from "node:util";
 import { describe, expect, it } from "vitest";
 import { planPlacement, type PlacementNode } from "../../components/serving/placement";
-import type { PlacementInput } from "../../components/serving/placement";
 import { llamaDevices, renderings } from "../../components/serving/render";
+import { QWEN3_235B, SERVER as server, sparks, TINY } from "../support/serving-fixtures";
 
-const server: PlacementInput["server"] = {
-  context: 4096,
-  parallel: 1,
-  cacheType: "f16",
-  computeMarginBytes: 1024 ** 3,
-  splitMode: "layer",
-  gpuLayers: 99,
-};
-const qwen = {
-  blockCount: 94,
-  headCount: 64,
-  headCountKv: 4,
-  embeddingLength: 4096,
-  keyLength: 128,
-  valueLength: 128,
-  fileBytes: 142.1e9,
-};
-const pair: PlacementNode[] = [
-  { node: "spark-1", role: "client", device: "CUDA0", usableBytes: 130e9, source: "declared" },
-  {
-    node: "spark-2",
-    role: "worker",
-    device: "RPC0",
-    endpoint: "10.100.64.2:50052",
-    usableBytes: 130e9,
-    source: "declared",
-  },
-];
+const pair = sparks(2);
 const MODEL = "/home/spark/models/unsloth/Qwen3-235B-A22B-GGUF/abc/Q4_K_M/m-00001-of-00003.gguf";
 
 /** llama.cpp's options that the renderings use (common/arg.cpp names), all taking a value. */
@@ -60,7 +33,11 @@ const parse = (argv: string[]) =>
   parseArgs({ args: argv, options: LLAMA_OPTIONS, strict: true, allowPositionals: false }).values;
 
 describe("renderings on the pair", () => {
-  const plan = planPlacement({ model: qwen, nodes: pair, server: { ...server, parallel: 8 } });
+  const plan = planPlacement({
+    model: QWEN3_235B,
+    nodes: pair,
+    server: { ...server, parallel: 8 },
+  });
   const r = renderings(plan, MODEL);
 
   it("writes LlamaCppEx.Server.start_link as the runbook does", () => {
@@ -134,13 +111,7 @@ describe("renderings in the simulated cluster (CPU-only client)", () => {
       source: "facts",
     },
   ];
-  const tiny = {
-    blockCount: 8,
-    headCount: 2,
-    headCountKv: 1,
-    embeddingLength: 128,
-    fileBytes: 2.4e6,
-  };
+  const tiny = TINY;
   const plan = planPlacement({ model: tiny, nodes, server: { ...server, context: 256 } });
   const r = renderings(plan, "/m.gguf");
 
