@@ -8,6 +8,8 @@
 // several times slower than plain node; and it must not see execa (see delegate.ts). Only
 // `.ts` is hooked here; node loads JavaScript, and ES modules through require(esm), itself.
 "use strict";
+/* global require, module, process, __dirname */
+/* eslint-disable @typescript-eslint/no-require-imports -- CommonJS: this file is what loads TypeScript */
 const crypto = require("node:crypto");
 const fs = require("node:fs");
 const Module = require("node:module");
@@ -43,7 +45,6 @@ function transformOptions(esbuild) {
 
 function register() {
   if (globalThis[KEY]) return;
-  // eslint-disable-next-line @typescript-eslint/no-require-imports
   const esbuild = require("esbuild");
   const { version, options } = transformOptions(esbuild);
   const dir = cacheDir();
