@@ -1,5 +1,5 @@
 // The policy pack's entry (package.json `main`): index.ts through components/ts/require.js, as
-// the program loads (components/ts/program.js says why): run-policy-pack registers a
+// the program loads (program.js says why): run-policy-pack registers a
 // type-checking ts-node, which then compiles nothing.
 "use strict";
 /* global require, module */

@@ -45,7 +45,8 @@ export function delegatingProvider(implFile: string): pulumi.dynamic.ResourcePro
       );
     }
     // Only `.ts` is hooked, so node loads every .js itself (execa, an ES module, through its
-    // own require(esm)).
+    // own require(esm)). Each resource's outputs keep this path for refresh and destroy: the
+    // loader stays at components/ts/require.js.
     // eslint-disable-next-line @typescript-eslint/no-require-imports
     (require(resolve(process.cwd(), relLoader)) as { register(): void }).register();
     // eslint-disable-next-line @typescript-eslint/no-require-imports

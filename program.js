@@ -1,4 +1,4 @@
-// The Pulumi program's entry (Pulumi.yaml `main`): index.ts, loaded through require.js.
+// The Pulumi program's entry (Pulumi.yaml `main`): index.ts, loaded through components/ts/require.js.
 //
 // The language host always registers ts-node with type checking for a TypeScript project, and
 // ts-node type-checks every file it has not cached: a fresh checkout or an edited module cost
@@ -9,5 +9,5 @@
 "use strict";
 /* global require, module */
 /* eslint-disable @typescript-eslint/no-require-imports -- CommonJS: this file is what loads TypeScript */
-require("./require").register();
-module.exports = require("../../index.ts");
+require("./components/ts/require").register();
+module.exports = require("./index.ts");
