@@ -5,11 +5,12 @@ import { execFileSync } from "node:child_process";
 import { mkdirSync, writeFileSync } from "node:fs";
 import * as path from "node:path";
 import { parseArgs } from "node:util";
-import { pulumiBinary, repoRoot } from "../setup/pulumi/env";
+import { pulumiBinary, pulumiEnv, repoRoot } from "../setup/pulumi/env";
 import { COMMANDS, type NoopCommand, noopMarkdown, runNoop } from "./noop";
+import { byRole, peakRss } from "./memory";
 import { load1, machine } from "./stats";
 
-const ITEMS = ["noop"] as const;
+const ITEMS = ["noop", "memory"] as const;
 const USAGE = `usage: npm run bench -- [--only ${ITEMS.join(",")}] [--runs N] [--stack S] [--base DIR] [--commands preview,refresh,up]
   --only      items to run (default: all)
   --runs      interleaved rounds per item (default 5)
@@ -18,7 +19,7 @@ const USAGE = `usage: npm run bench -- [--only ${ITEMS.join(",")}] [--runs N] [-
   --edit-file also time preview right after appending a comment to this file (e.g. components/stage.ts)
   --out       results directory (default bench/results)`;
 
-function main(): number {
+async function main(): Promise<number> {
   const { values } = parseArgs({
     options: {
       only: { type: "string" },
@@ -76,6 +77,31 @@ function main(): number {
     results.noop = r;
     md.push("## 1. No-op cost", "", noopMarkdown(r, values.base));
   }
+  if (only.includes("memory")) {
+    const args = [
+      "up",
+      "--yes",
+      "--stack",
+      values.stack,
+      "--expect-no-changes",
+      "--non-interactive",
+    ];
+    args.push("--policy-pack", "policies", "--policy-pack-config", "stacks/policies.local.json");
+    log("memory: one up with its processes sampled");
+    const r = await peakRss(pulumiBinary(), args, { cwd: repoRoot, env: pulumiEnv() });
+    const roles = byRole(r.peaks);
+    results.memory = { command: `pulumi ${args.join(" ")}`, ...r, roles };
+    md.push(
+      "## 8. Memory: peak RSS of a no-op `up`",
+      "",
+      `\`pulumi ${args.join(" ")}\` (exit ${r.exitCode}, ${r.seconds.toFixed(1)} s), every process sampled each 200 ms from /proc (VmHWM):`,
+      "",
+      "| process | peak RSS | processes |",
+      "|---|---:|---:|",
+      ...roles.map((x) => `| ${x.role} | ${x.peakMiB.toFixed(0)} MiB | ${x.processes} |`),
+      "",
+    );
+  }
   const loadEnd = load1();
   const date = started.toISOString().slice(0, 10);
   const name = `${date}-${m.hostname}`;
@@ -112,4 +138,10 @@ function main(): number {
   return 0;
 }
 
-process.exitCode = main();
+main().then(
+  (code) => (process.exitCode = code),
+  (err: unknown) => {
+    console.error(err);
+    process.exitCode = 1;
+  },
+);
