@@ -25,13 +25,13 @@ function cacheDir() {
 }
 
 /** esbuild's options, from tsconfig.json's compilerOptions where they matter to the output. */
-function transformOptions(esbuild) {
+function transformOptions(version) {
   const tsconfig = JSON.parse(
     fs.readFileSync(path.join(__dirname, "..", "..", "tsconfig.json"), "utf8"),
   );
   const { target, useDefineForClassFields, esModuleInterop } = tsconfig.compilerOptions ?? {};
   return {
-    version: esbuild.version,
+    version,
     options: {
       loader: "ts",
       format: "cjs",
@@ -45,8 +45,8 @@ function transformOptions(esbuild) {
 
 function register() {
   if (globalThis[KEY]) return;
-  const esbuild = require("esbuild");
-  const { version, options } = transformOptions(esbuild);
+  // esbuild itself only on a cache miss: a converged run compiles nothing.
+  const { version, options } = transformOptions(require("esbuild/package.json").version);
   const dir = cacheDir();
   const salt = JSON.stringify({ version, options });
   const compile = (source, filename) => {
@@ -64,7 +64,7 @@ function register() {
     } catch {
       // not cached yet
     }
-    const { code } = esbuild.transformSync(source, { ...options, sourcefile: filename });
+    const { code } = require("esbuild").transformSync(source, { ...options, sourcefile: filename });
     try {
       // Temp name then rename: a concurrent process never reads half a file.
       fs.mkdirSync(path.dirname(file), { recursive: true });
