@@ -104,7 +104,8 @@ async function main(): Promise<number> {
   }
   const loadEnd = load1();
   const date = started.toISOString().slice(0, 10);
-  const name = `${date}-${m.hostname}`;
+  // A partial run (--only) gets its own file, so it does not replace a full one.
+  const name = `${date}-${m.hostname}${values.only ? `-${only.join("+")}` : ""}`;
   mkdirSync(values.out, { recursive: true });
   const header = [
     `# sparkform benchmarks — ${m.hostname}, ${date}`,
