@@ -5,6 +5,7 @@ import { execFileSync } from "node:child_process";
 import { mkdirSync, writeFileSync } from "node:fs";
 import * as path from "node:path";
 import { parseArgs } from "node:util";
+import { format } from "prettier";
 import { pulumiBinary, pulumiEnv, repoRoot } from "../setup/pulumi/env";
 import { COMMANDS, type NoopCommand, noopMarkdown, runNoop } from "./noop";
 import { byRole, peakRss } from "./memory";
@@ -117,11 +118,13 @@ async function main(): Promise<number> {
       `Load average (1 min) ${loadStart} at the start, ${loadEnd} at the end: the machine is shared, so read the ratios (same rounds) rather than the absolute times.`,
     "",
   ];
-  writeFileSync(path.join(values.out, `${name}.md`), [...header, ...md].join("\n"));
+  // Formatted as the repository's formatter would (npm run lint checks committed results).
+  const text = await format([...header, ...md].join("\n"), { parser: "markdown" });
+  writeFileSync(path.join(values.out, `${name}.md`), text);
   writeFileSync(
     path.join(values.out, `${name}.json`),
-    JSON.stringify(
-      {
+    await format(
+      JSON.stringify({
         machine: m,
         pulumi: pulumiVersion,
         commit,
@@ -130,10 +133,9 @@ async function main(): Promise<number> {
         loadStart,
         loadEnd,
         results,
-      },
-      null,
-      2,
-    ) + "\n",
+      }),
+      { parser: "json" },
+    ),
   );
   log(`wrote ${path.join(values.out, name)}.{md,json}`);
   return 0;
