@@ -4,7 +4,8 @@
 // process (also for `refresh` and `destroy`, from the copy in state). Serializing real code
 // that way captures whole module graphs by value. Instead each provider here is a thin
 // object whose methods load one implementation module by path — the only thing captured is
-// that path — after registering tsx so the TypeScript loads in plain node.
+// that path — after registering components/ts/require.js so the TypeScript loads in plain node (esbuild,
+// cached by content: the provider process compiles nothing a previous run compiled).
 // The path is captured relative to the project directory (the program's working directory,
 // which is also the provider process's), so state is the same in every checkout and a moved
 // or second checkout can `refresh` and `destroy` a stack without an `up` first.
@@ -29,10 +30,13 @@ export interface ProviderImpl<I, O> {
 /** A provider that forwards every method to the module at `implFile` (absolute path). */
 export function delegatingProvider(implFile: string): pulumi.dynamic.ResourceProvider {
   const relFile = path.relative(process.cwd(), implFile);
-  // These functions are serialized: they may refer only to `relFile` and to each other.
+  const relLoader = path.relative(process.cwd(), path.join(__dirname, "..", "ts", "require.js"));
+  // These functions are serialized: they may refer only to `relFile`, `relLoader` and to each
+  // other.
   const load = (): ProviderImpl<unknown, unknown> => {
     // eslint-disable-next-line @typescript-eslint/no-require-imports
-    const file = (require("node:path") as typeof path).resolve(process.cwd(), relFile);
+    const { resolve } = require("node:path") as typeof path;
+    const file = resolve(process.cwd(), relFile);
     // eslint-disable-next-line @typescript-eslint/no-require-imports
     if (!(require("node:fs") as typeof import("node:fs")).existsSync(file)) {
       throw new Error(
@@ -40,12 +44,11 @@ export function delegatingProvider(implFile: string): pulumi.dynamic.ResourcePro
           "run pulumi in the project directory of a sparkform checkout (the one with Pulumi.yaml)",
       );
     }
-    // execa is an ES module: load it with node's own require(esm) first, because tsx's CommonJS
-    // hook would compile it to CommonJS and then fail on its dependencies' import-only exports.
+    // Only `.ts` is hooked, so node loads every .js itself (execa, an ES module, through its
+    // own require(esm)). Each resource's outputs keep this path for refresh and destroy: the
+    // loader stays at components/ts/require.js.
     // eslint-disable-next-line @typescript-eslint/no-require-imports
-    require("execa");
-    // eslint-disable-next-line @typescript-eslint/no-require-imports
-    require("tsx/cjs");
+    (require(resolve(process.cwd(), relLoader)) as { register(): void }).register();
     // eslint-disable-next-line @typescript-eslint/no-require-imports
     const mod = require(file) as ProviderImpl<unknown, unknown> & {
       provider?: ProviderImpl<unknown, unknown>;

@@ -1,7 +1,7 @@
 // JSON printed by a script on a node is untrusted input on the control node: every such
 // output is parsed and checked against a JSON schema here, and a failure names the node and
 // the JSON path that is wrong.
-import Ajv, { type ErrorObject } from "ajv";
+import Ajv, { type ErrorObject, type ValidateFunction } from "ajv";
 
 const ajv = new Ajv({ strict: true, allErrors: false, allowUnionTypes: true });
 
@@ -38,8 +38,11 @@ export function nodeJsonParser<T>(
   schema: object,
   fail: NodeJsonErrorFactory,
 ): (stdout: string, node: string) => T {
-  const validate = ajv.compile<T>(schema);
+  // Compiled on first use: ajv's code generation costs ~10 ms a schema, and most processes that
+  // load a parser (a preview's, a diff's) never parse anything.
+  let validate: ValidateFunction<T> | undefined;
   return (stdout, node) => {
+    validate ??= ajv.compile<T>(schema);
     const text = stdout.trim();
     let data: unknown;
     try {

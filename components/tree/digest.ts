@@ -1,6 +1,10 @@
 // The tree digest (native/tree/tree-digest.py, algorithm sparkform-tree-v1): the same script runs on
 // the control node and, fed through ssh, on every node, so both sides compute it identically.
 import { execFileSync } from "node:child_process";
+import { createHash } from "node:crypto";
+import { realpathSync } from "node:fs";
+import * as os from "node:os";
+import * as path from "node:path";
 import { childEnv } from "../transport/child-env";
 import type { Exclusion } from "../config";
 import { type NativeProgram, nativeProgram, programPath } from "../native-script";
@@ -113,7 +117,32 @@ export function parseTreeDigest(stdout: string, where: string): TreeDigest {
   return parseDigest(stdout, where);
 }
 
-/** Digest of a directory on the control node. */
+/**
+ * Where the control node keeps its file hashes for one tree and set of exclusions (the
+ * script's --cache): under the sparkform cache, named by the tree's real path and exclusions.
+ */
+export function treeDigestCacheFile(
+  root: string,
+  exclude: readonly Pick<Exclusion, "path" | "name">[],
+): string {
+  const base = process.env.SPARKFORM_CACHE_DIR || path.join(os.homedir(), ".cache", "sparkform");
+  let real = root;
+  try {
+    real = realpathSync(root);
+  } catch {
+    // a missing root: the script says so
+  }
+  const key = createHash("sha256")
+    .update(JSON.stringify([real, exclusionArgs(exclude)]))
+    .digest("hex");
+  return path.join(base, "tree-digest", `${key.slice(0, 32)}.json`);
+}
+
+/**
+ * Digest of a directory on the control node. File hashes are reused while a file's (device,
+ * inode, size, mtime, ctime) is unchanged (tree-digest.py --cache); the nodes' side of the proof
+ * always hashes every byte.
+ */
 export function localTreeDigest(
   root: string,
   exclude: readonly Pick<Exclusion, "path" | "name">[],
@@ -121,7 +150,13 @@ export function localTreeDigest(
 ): TreeDigest {
   const out = execFileSync(
     "python3",
-    [TREE_DIGEST_SCRIPT_PATH, root, ...exclusionArgs(exclude), ...(manifest ? ["--manifest"] : [])],
+    [
+      TREE_DIGEST_SCRIPT_PATH,
+      root,
+      ...exclusionArgs(exclude),
+      ...(manifest ? ["--manifest"] : []),
+      ...["--cache", treeDigestCacheFile(root, exclude)],
+    ],
     // childEnv: python3 must not inherit PULUMI_CONFIG (decrypted secrets) from the program.
     { encoding: "utf8", maxBuffer: 256 * 1024 * 1024, env: childEnv() },
   );

@@ -17,16 +17,33 @@ Algorithm sparkform-tree-v1 (bump the name when anything below changes):
 Prints one JSON object: algorithm, digest, files, dirs, symlinks, bytes (file content bytes),
 and with --manifest the per-entry records as [path, type, mode, value] for finding which paths
 differ.
+
+Files are hashed by a pool of threads, one per core (hashlib releases the GIL while it hashes),
+so a node with many cores proves its copy in a fraction of one core's time; the records and the
+digest do not depend on the order the hashes finish in.
+
+--cache FILE (the control node only; the nodes always hash every byte): keep each file's sha256
+with its (device, inode, size, mtime_ns, ctime_ns) and reuse it while all five are unchanged, as
+git's index and rsync's quick check do. ctime cannot be set from user space, so any write,
+rename or chmod invalidates the entry; a file whose times are within 2 s of its hashing is not
+cached (a write in the same clock tick could leave its times unchanged).
 """
 import argparse
+import concurrent.futures
 import fnmatch
 import hashlib
 import json
 import os
 import stat
 import sys
+import time
 
 ALGORITHM = "sparkform-tree-v1"
+
+
+CACHE_VERSION = 1
+# A file changed this close to its hashing may change again within the same clock tick.
+RACY_SECONDS = 2.0
 
 
 def file_sha256(path):
@@ -37,8 +54,35 @@ def file_sha256(path):
     return h.hexdigest()
 
 
+def stat_key(st):
+    return [st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns]
+
+
+def load_cache(path, root):
+    try:
+        with open(path, "r", encoding="utf-8") as f:
+            data = json.load(f)
+        if data.get("version") == CACHE_VERSION and data.get("root") == os.fsdecode(root):
+            return data["entries"]
+    except (OSError, ValueError, KeyError, TypeError):
+        pass  # missing or unreadable: hash everything
+    return {}
+
+
+def save_cache(path, root, entries):
+    tmp = f"{path}.{os.getpid()}.tmp"
+    try:
+        os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
+        with open(tmp, "w", encoding="utf-8") as f:
+            json.dump({"version": CACHE_VERSION, "root": os.fsdecode(root), "entries": entries}, f)
+        os.replace(tmp, path)  # temp name then rename: a reader never sees half a file
+    except OSError:
+        pass  # an unwritable cache only costs the next run its hashing
+
+
 def walk(root, exclude_paths, exclude_names):
-    records = []
+    """Entries as (rel, kind, mode, value or None, size, abs path, stat); files' values later."""
+    entries = []
     stack = [b""]
     while stack:
         rel_dir = stack.pop()
@@ -53,14 +97,46 @@ def walk(root, exclude_paths, exclude_names):
                     continue
                 st = entry.stat(follow_symlinks=False)
                 if stat.S_ISLNK(st.st_mode):
-                    records.append((rel, "l", "-", os.readlink(entry.path).decode("utf-8", "surrogateescape"), 0))
+                    target = os.readlink(entry.path).decode("utf-8", "surrogateescape")
+                    entries.append((rel, "l", "-", target, 0, None, None))
                 elif stat.S_ISDIR(st.st_mode):
-                    records.append((rel, "d", "-", "", 0))
+                    entries.append((rel, "d", "-", "", 0, None, None))
                     stack.append(rel)
                 elif stat.S_ISREG(st.st_mode):
                     mode = "x" if st.st_mode & 0o111 else "-"
-                    records.append((rel, "f", mode, file_sha256(entry.path), st.st_size))
+                    entries.append((rel, "f", mode, None, st.st_size, entry.path, st))
                 # sockets, fifos and devices are not synced by TreeSync and not counted
+    return entries
+
+
+def hash_files(entries, cache, jobs):
+    """Records (rel, kind, mode, value, size) sorted by path; fills `cache` when given."""
+    started = time.time()
+    old = cache if cache is not None else {}
+    todo = []
+    values = {}
+    for rel, kind, _mode, _value, _size, path, st in entries:
+        if kind != "f":
+            continue
+        key = os.fsdecode(rel)
+        hit = old.get(key)
+        if hit is not None and hit[:5] == stat_key(st):
+            values[rel] = hit[5]
+        else:
+            todo.append((rel, path))
+    if todo:
+        with concurrent.futures.ThreadPoolExecutor(max_workers=jobs) as pool:
+            for rel, digest in zip((r for r, _ in todo), pool.map(file_sha256, (p for _, p in todo))):
+                values[rel] = digest
+    if cache is not None:
+        cache.clear()
+        for rel, kind, _mode, _value, _size, _path, st in entries:
+            if kind == "f" and max(st.st_mtime_ns, st.st_ctime_ns) / 1e9 < started - RACY_SECONDS:
+                cache[os.fsdecode(rel)] = stat_key(st) + [values[rel]]
+    records = [
+        (rel, kind, mode, values[rel] if kind == "f" else value, size)
+        for rel, kind, mode, value, size, _path, _st in entries
+    ]
     records.sort(key=lambda r: r[0])
     return records
 
@@ -71,13 +147,19 @@ def main():
     parser.add_argument("--exclude-path", action="append", default=[])
     parser.add_argument("--exclude-name", action="append", default=[])
     parser.add_argument("--manifest", action="store_true")
+    parser.add_argument("--cache", help="reuse file hashes kept here while a file's stat is unchanged")
+    parser.add_argument("--jobs", type=int, default=min(32, os.cpu_count() or 1), help="hashing threads")
     args = parser.parse_args()
 
     root = os.fsencode(os.path.expanduser(args.root))
     if not os.path.isdir(root):
         print(json.dumps({"algorithm": ALGORITHM, "error": "missing", "root": args.root}))
         return 3
-    records = walk(root, {os.fsencode(p.strip("/")) for p in args.exclude_path}, args.exclude_name)
+    entries = walk(root, {os.fsencode(p.strip("/")) for p in args.exclude_path}, args.exclude_name)
+    cache = load_cache(args.cache, root) if args.cache else None
+    records = hash_files(entries, cache, max(1, args.jobs))
+    if args.cache:
+        save_cache(args.cache, root, cache)
     h = hashlib.sha256()
     for rel, kind, mode, value, _size in records:
         h.update(rel + b"\0" + kind.encode() + b"\0" + mode.encode() + b"\0" + value.encode("utf-8", "surrogateescape") + b"\0")

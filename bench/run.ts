@@ -1,0 +1,150 @@
+// `npm run bench [-- --only noop,treesync] [--runs N] [--stack S] [--base DIR]`: runs the
+// benches of issue 16 on this machine and writes bench/results/<date>-<machine>.md and .json.
+// Every ratio is against a baseline measured in the same run, interleaved.
+import { execFileSync } from "node:child_process";
+import { mkdirSync, writeFileSync } from "node:fs";
+import * as path from "node:path";
+import { parseArgs } from "node:util";
+import { format } from "prettier";
+import { pulumiBinary, pulumiEnv, repoRoot } from "../setup/pulumi/env";
+import { COMMANDS, type NoopCommand, noopMarkdown, runNoop } from "./noop";
+import { byRole, peakRss } from "./memory";
+import { load1, machine } from "./stats";
+
+const ITEMS = ["noop", "memory"] as const;
+const USAGE = `usage: npm run bench -- [--only ${ITEMS.join(",")}] [--runs N] [--stack S] [--base DIR] [--commands preview,refresh,up]
+  --only      items to run (default: all)
+  --runs      interleaved rounds per item (default 5)
+  --stack     the converged stack to measure (default local; npm run local makes it)
+  --base      a checkout of the code before a change, run on the same stack in the same rounds
+  --edit-file also time preview right after appending a comment to this file (e.g. components/stage.ts)
+  --out       results directory (default bench/results)`;
+
+async function main(): Promise<number> {
+  const { values } = parseArgs({
+    options: {
+      only: { type: "string" },
+      runs: { type: "string", default: "5" },
+      stack: { type: "string", default: "local" },
+      base: { type: "string" },
+      commands: { type: "string", default: COMMANDS.join(",") },
+      out: { type: "string", default: path.join(repoRoot, "bench", "results") },
+      "edit-file": { type: "string" },
+      help: { type: "boolean", short: "h" },
+    },
+    strict: true,
+  });
+  if (values.help) {
+    console.log(USAGE);
+    return 0;
+  }
+  const only = values.only ? values.only.split(",") : [...ITEMS];
+  const unknown = only.filter((i) => !(ITEMS as readonly string[]).includes(i));
+  const runs = Number(values.runs);
+  const commands = values.commands.split(",") as NoopCommand[];
+  if (
+    unknown.length ||
+    !Number.isInteger(runs) ||
+    runs < 1 ||
+    commands.some((c) => !COMMANDS.includes(c))
+  ) {
+    console.error(`bench: bad arguments\n${USAGE}`);
+    return 2;
+  }
+  const log = (s: string) => process.stderr.write(`[bench] ${s}\n`);
+  const started = new Date();
+  const commit = execFileSync("git", ["rev-parse", "--short", "HEAD"], {
+    cwd: repoRoot,
+    encoding: "utf8",
+  }).trim();
+  const dirty = execFileSync("git", ["status", "--porcelain", "--untracked-files=no"], {
+    cwd: repoRoot,
+    encoding: "utf8",
+  }).trim();
+  const pulumiVersion = execFileSync(pulumiBinary(), ["version"], { encoding: "utf8" }).trim();
+  const m = machine();
+  const loadStart = load1();
+  const results: Record<string, unknown> = {};
+  const md: string[] = [];
+  if (only.includes("noop")) {
+    const r = runNoop({
+      stack: values.stack,
+      runs,
+      base: values.base,
+      commands,
+      editFile: values["edit-file"],
+      log,
+    });
+    results.noop = r;
+    md.push("## 1. No-op cost", "", noopMarkdown(r, values.base));
+  }
+  if (only.includes("memory")) {
+    const args = [
+      "up",
+      "--yes",
+      "--stack",
+      values.stack,
+      "--expect-no-changes",
+      "--non-interactive",
+    ];
+    args.push("--policy-pack", "policies", "--policy-pack-config", "stacks/policies.local.json");
+    log("memory: one up with its processes sampled");
+    const r = await peakRss(pulumiBinary(), args, { cwd: repoRoot, env: pulumiEnv() });
+    const roles = byRole(r.peaks);
+    results.memory = { command: `pulumi ${args.join(" ")}`, ...r, roles };
+    md.push(
+      "## 8. Memory: peak RSS of a no-op `up`",
+      "",
+      `\`pulumi ${args.join(" ")}\` (exit ${r.exitCode}, ${r.seconds.toFixed(1)} s), every process sampled each 200 ms from /proc (VmHWM):`,
+      "",
+      "| process | peak RSS | processes |",
+      "|---|---:|---:|",
+      ...roles.map((x) => `| ${x.role} | ${x.peakMiB.toFixed(0)} MiB | ${x.processes} |`),
+      "",
+    );
+  }
+  const loadEnd = load1();
+  const date = started.toISOString().slice(0, 10);
+  // A partial run (--only) gets its own file, so it does not replace a full one.
+  const name = `${date}-${m.hostname}${values.only ? `-${only.join("+")}` : ""}`;
+  mkdirSync(values.out, { recursive: true });
+  const header = [
+    `# sparkform benchmarks — ${m.hostname}, ${date}`,
+    "",
+    `${started.toISOString()} → ${new Date().toISOString()}; commit \`${commit}\`${dirty ? " (with uncommitted changes)" : ""}; ` +
+      `\`npm run bench -- ${process.argv.slice(2).join(" ")}\`.`,
+    "",
+    `Machine: ${m.cpus} × ${m.cpuModel}, ${m.memGiB} GiB, kernel ${m.kernel}, node ${m.node}, pulumi ${pulumiVersion}. ` +
+      `Load average (1 min) ${loadStart} at the start, ${loadEnd} at the end: the machine is shared, so read the ratios (same rounds) rather than the absolute times.`,
+    "",
+  ];
+  // Formatted as the repository's formatter would (npm run lint checks committed results).
+  const text = await format([...header, ...md].join("\n"), { parser: "markdown" });
+  writeFileSync(path.join(values.out, `${name}.md`), text);
+  writeFileSync(
+    path.join(values.out, `${name}.json`),
+    await format(
+      JSON.stringify({
+        machine: m,
+        pulumi: pulumiVersion,
+        commit,
+        started,
+        argv: process.argv.slice(2),
+        loadStart,
+        loadEnd,
+        results,
+      }),
+      { parser: "json" },
+    ),
+  );
+  log(`wrote ${path.join(values.out, name)}.{md,json}`);
+  return 0;
+}
+
+main().then(
+  (code) => (process.exitCode = code),
+  (err: unknown) => {
+    console.error(err);
+    process.exitCode = 1;
+  },
+);
