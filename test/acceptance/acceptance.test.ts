@@ -96,14 +96,19 @@ describe.skipIf(!isRoot)("acceptance: the local stack on a simulated pair", () =
       const before = await acc.exportState();
       const file = path.join(acc.work, "export.json");
       writeFileSync(file, JSON.stringify(before));
+      const plainBefore = await acc.exportState(true);
       await acc.cli.run(["stack", "import", "-s", acc.stack, "--file", file]);
       const after = await acc.exportState();
-      // What import legitimately changes: the manifest (time, magic, version of the writer).
+      // What import legitimately changes: the manifest (time, magic, the writer's version) and
+      // every secret's ciphertext (re-encrypted with a fresh nonce): the same once decrypted.
       const strip = (d: typeof before) => ({
         ...d,
         deployment: { ...d.deployment, manifest: undefined },
       });
-      expect(strip(after)).toEqual(strip(before));
+      expect(strip(await acc.exportState(true))).toEqual(strip(plainBefore));
+      const ciphertexts = (d: unknown) => JSON.stringify(d).match(/"ciphertext"/g)?.length ?? 0;
+      expect(ciphertexts(after)).toBe(ciphertexts(before));
+      expect(ciphertexts(after)).toBeGreaterThan(0);
       expect(after.deployment.resources.length).toBeGreaterThan(15);
     },
     STEP_MS,
@@ -148,18 +153,21 @@ describe.skipIf(!isRoot)("acceptance: the local stack on a simulated pair", () =
         // llama.cpp build (a new build directory: ~15 min on a loaded 2-core machine), more than
         // CI's cold budget has room for. The applied build-setting step is `jobs`, below.
         acc.writeConfig({ flags: { LLAMA_CPU_X86_MARCH: "haswell" } });
-        const p = await acc.preview(["--expect-no-changes"], { expectFailure: true });
-        const steps = changedSteps(p.events);
-        log(`flag plan: ${JSON.stringify(steps)}`);
-        expect(opsByResource(p.events, acc.stack)).toEqual({
-          "NativeBuild build-spark-1": "update",
-          "NativeBuild build-spark-2": "update",
-          "RpcWorker worker-spark-2": "update",
-        });
-        for (const s of steps.filter((x) => x.kind === "NativeBuild")) {
-          expect(s.diffs).toContain("flags");
+        try {
+          const p = await acc.preview(["--expect-no-changes"], { expectFailure: true });
+          const steps = changedSteps(p.events);
+          log(`flag plan: ${JSON.stringify(steps)}`);
+          expect(opsByResource(p.events, acc.stack)).toEqual({
+            "NativeBuild build-spark-1": "update",
+            "NativeBuild build-spark-2": "update",
+            "RpcWorker worker-spark-2": "update",
+          });
+          for (const s of steps.filter((x) => x.kind === "NativeBuild")) {
+            expect(s.diffs).toContain("flags");
+          }
+        } finally {
+          acc.writeConfig({ flags: undefined });
         }
-        acc.writeConfig({ flags: undefined });
         expect(changedSteps((await acc.preview(["--expect-no-changes"])).events)).toEqual([]);
       },
       STEP_MS,

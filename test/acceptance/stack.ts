@@ -84,7 +84,9 @@ export interface Acceptance {
   /** A pulumi command run in the background (its own process group), with an event log. */
   start(args: string[]): { child: ResultPromise; events: string };
   outputs(): Promise<Record<string, unknown>>;
-  exportState(): Promise<{ deployment: { manifest?: unknown; resources: StateResource[] } }>;
+  exportState(
+    showSecrets?: boolean,
+  ): Promise<{ deployment: { manifest?: unknown; resources: StateResource[] } }>;
   urn(suffix: string): Promise<string>;
   onNode(node: string, script: string): Promise<string>;
   node(name: string): SimNode;
@@ -225,8 +227,14 @@ export async function openAcceptance(): Promise<Acceptance> {
       const out = await cli.run(["stack", "output", "--json", "--show-secrets", "-s", stack]);
       return JSON.parse(out.output) as Record<string, unknown>;
     },
-    async exportState() {
-      const out = await cli.run(["stack", "export", "-s", stack]);
+    async exportState(showSecrets = false) {
+      const out = await cli.run([
+        "stack",
+        "export",
+        "-s",
+        stack,
+        ...(showSecrets ? ["--show-secrets"] : []),
+      ]);
       return JSON.parse(out.output) as { deployment: { resources: StateResource[] } };
     },
     async urn(suffix) {

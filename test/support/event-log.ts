@@ -2,11 +2,16 @@
 // which operation. Acceptance steps assert on this, not on the CLI's table or exit code.
 import { readFileSync } from "node:fs";
 
+interface StepState {
+  inputs?: Record<string, unknown>;
+}
+
 interface StepMetadata {
   op: string;
   urn: string;
   type: string;
-  diffs?: string[];
+  old?: StepState | null;
+  new?: StepState | null;
 }
 
 interface EngineEvent {
@@ -22,6 +27,7 @@ export interface Step {
   /** The type's last part, e.g. `TreeSync`. */
   kind: string;
   op: string;
+  /** Top-level inputs whose value differs between the old state and the new one. */
   diffs: string[];
 }
 
@@ -30,6 +36,15 @@ export function readEvents(file: string): EngineEvent[] {
     .split("\n")
     .filter((l) => l.trim() !== "")
     .map((l) => JSON.parse(l) as EngineEvent);
+}
+
+/** The event's own detailedDiff is empty for dynamic providers: compare the inputs instead. */
+function changedInputs(m: StepMetadata): string[] {
+  const a = m.old?.inputs ?? {};
+  const b = m.new?.inputs ?? {};
+  return [...new Set([...Object.keys(a), ...Object.keys(b)])]
+    .filter((k) => JSON.stringify(a[k]) !== JSON.stringify(b[k]))
+    .sort();
 }
 
 const nameOf = (urn: string) => urn.slice(urn.lastIndexOf("::") + 2);
@@ -46,7 +61,7 @@ export function changedSteps(file: string): Step[] {
     if (!m || m.op === "same" || m.op === "read") continue;
     if (m.type === "pulumi:pulumi:Stack" || m.type.startsWith("pulumi:providers:")) continue;
     if (!m.type.startsWith("pulumi-nodejs:dynamic/")) continue; // components: sparkform:index:*
-    steps.push({ name: nameOf(m.urn), kind: kindOf(m.type), op: m.op, diffs: m.diffs ?? [] });
+    steps.push({ name: nameOf(m.urn), kind: kindOf(m.type), op: m.op, diffs: changedInputs(m) });
   }
   return steps;
 }
