@@ -290,31 +290,31 @@ export function faultScenarios(get: () => Acceptance, log: (s: string) => void):
       const run = a.start(["up", "--yes", "-s", a.stack]);
       await until("the up's first step", () => started(run.events, "tree-spark-1"));
       await simStop("spark-2");
-      let r;
+      const r = await run.child;
       try {
-        r = await run.child;
-      } catch (e) {
-        r = e as { exitCode: number; all: string };
+        log(`up with spark-2 stopped: exit ${r.exitCode}`);
+        expect(r.exitCode).not.toBe(0);
+        const failed = failedResources(run.events);
+        log(`failed: ${JSON.stringify(failed)}`);
+        expect(failed.length).toBeGreaterThan(0);
+        for (const f of failed) expect(f).toMatch(/-spark-2$/);
+        expect(String(r.all)).toMatch(
+          /\[spark-2\][^\n]*(unreachable|No route to host|timed out|closed)/i,
+        );
+        // spark-1 finished its part: its tree and build are the edit's, on the node.
+        const done = readEvents(run.events)
+          .flatMap((e) => (e.resOutputsEvent ? [e.resOutputsEvent.metadata.urn] : []))
+          .filter((u) => u.endsWith("-spark-1"));
+        expect(done.some((u) => u.endsWith("-tree-spark-1"))).toBe(true);
+        expect(done.some((u) => u.endsWith("-build-spark-1"))).toBe(true);
+        // (The stack's outputs are written only by a successful up: read the resource's state.)
+        const digest = localTreeDigest(a.treeDir, a.treeExclude).digest;
+        const state = (await a.exportState()).deployment.resources;
+        const tree1 = state.find((x) => x.urn.endsWith("-tree-spark-1"));
+        expect(tree1?.outputs?.digest).toBe(digest);
+      } finally {
+        await simStart("spark-2");
       }
-      log(`up with spark-2 stopped: exit ${r.exitCode}`);
-      expect(r.exitCode).not.toBe(0);
-      const failed = failedResources(run.events);
-      log(`failed: ${JSON.stringify(failed)}`);
-      expect(failed.length).toBeGreaterThan(0);
-      for (const f of failed) expect(f).toMatch(/-spark-2$/);
-      expect(String(r.all)).toMatch(
-        /\[spark-2\][^\n]*(unreachable|No route to host|timed out|closed)/i,
-      );
-      // spark-1 finished its part: its tree and build are the edit's, on the node.
-      const done = readEvents(run.events)
-        .flatMap((e) => (e.resOutputsEvent ? [e.resOutputsEvent.metadata.urn] : []))
-        .filter((u) => u.endsWith("-spark-1"));
-      expect(done.some((u) => u.endsWith("-tree-spark-1"))).toBe(true);
-      expect(done.some((u) => u.endsWith("-build-spark-1"))).toBe(true);
-      const digest = localTreeDigest(a.treeDir, a.treeExclude).digest;
-      const tree = (await a.outputs()).tree as { nodes: Record<string, { digest: string }> };
-      expect(tree.nodes["spark-1"]?.digest).toBe(digest);
-      await simStart("spark-2");
       const again = await a.up({ extra: ["--refresh"] });
       log(
         `after sim start: ${JSON.stringify(changedSteps(again.events).map((s) => `${s.kind} ${s.name} ${s.op}`))}`,
