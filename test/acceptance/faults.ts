@@ -245,6 +245,7 @@ export function faultScenarios(get: () => Acceptance, log: (s: string) => void):
         );
         a.ep.setFaults({ throttleBytesPerSec: 300_000, pathSuffix: ".gguf" });
         const final = `${dir}/${LOCAL_MODEL.repo}/${LOCAL_MODEL.commit}/${LOCAL_MODEL.file}`;
+        a.ep.clearLog();
         const run = a.start(["up", "--yes", "-s", small]);
         await until(
           "the download's first bytes",
@@ -264,7 +265,7 @@ export function faultScenarios(get: () => Acceptance, log: (s: string) => void):
         expect(r.all).not.toMatch(/resumes from there/); // a full disk is not a network blip
         const gets = a.ep
           .log()
-          .filter((e) => e.path.includes(LOCAL_MODEL.file) && e.method === "GET");
+          .filter((e) => e.method === "GET" && e.path.includes(`/resolve/${LOCAL_MODEL.commit}/`));
         expect(gets.length).toBe(1); // not retried
         expect(await a.onNode("spark-1", `test -e ${final} && echo present || echo absent`)).toBe(
           "absent",
@@ -320,7 +321,7 @@ export function faultScenarios(get: () => Acceptance, log: (s: string) => void):
         `after sim start: ${JSON.stringify(changedSteps(again.events).map((s) => `${s.kind} ${s.name} ${s.op}`))}`,
       );
       expect(await sparkformUnits("spark-2")).toEqual([`${GUARD}.service`, `${UNIT}.service`]);
-      expect(await a.onNode("spark-2", "pgrep -c -u spark -f ggml-rpc-server || true")).toBe("1");
+      expect(await a.onNode("spark-2", "pgrep -c -x -u spark ggml-rpc-server || true")).toBe("1");
       await a.cli.run(["refresh", "--yes", "--expect-no-changes", "-s", a.stack]);
     },
     STEP_MS,
@@ -361,7 +362,7 @@ export function faultScenarios(get: () => Acceptance, log: (s: string) => void):
       await a.cli.run(["refresh", "--yes", "--clear-pending-creates", "-s", a.stack]);
       await a.up({});
       expect(await sparkformUnits("spark-2")).toEqual([`${GUARD}.service`, `${UNIT}.service`]);
-      expect(await a.onNode("spark-2", "pgrep -c -u spark -f ggml-rpc-server || true")).toBe("1");
+      expect(await a.onNode("spark-2", "pgrep -c -x -u spark ggml-rpc-server || true")).toBe("1");
       for (const n of ["spark-1", "spark-2"]) {
         expect(await a.onNode(n, "ls -A /tmp | grep -i sparkform || true")).toBe("");
       }
