@@ -336,7 +336,7 @@ export function faultScenarios(get: () => Acceptance, log: (s: string) => void):
       expect(await sparkformUnits("spark-2")).toEqual([]);
       const run = a.start(["up", "--yes", "-s", a.stack]);
       await until("the worker's create", () => started(run.events, "worker-spark-2", "create"));
-      await sleep(1500); // the provider is starting the unit on spark-2
+      // At once: the provider is starting the unit on spark-2 (a warm create takes seconds).
       const pgid = run.child.pid ?? 0;
       process.kill(pgid, "SIGKILL");
       await run.child.catch(() => undefined);

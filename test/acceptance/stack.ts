@@ -35,6 +35,10 @@ export const KEPT: readonly RegExp[] = [
   /^\/home\/spark\/\.cache\/sparkform\/ccache(\/|$)/,
   /^\/home\/spark\/\.cache\/sparkform$/,
   /^\/home\/spark\/\.cache$/,
+  // Empty directories the stack made as parents of what it deleted (exact paths: a file in
+  // one would still show): the build store, the store's refs, the models and source roots.
+  /^\/home\/spark\/\.cache\/sparkform\/(llama-build(\/out(\/\.store)?)?|refs)$/,
+  /^\/home\/spark\/(models|src)$/,
 ];
 
 // rdma-transport is advisory on the sim's TCP fabric (stacks/policies.local.json), as `npm run local` runs it.
