@@ -27,6 +27,7 @@ const COLD_BUILD_MS = 45 * 60_000;
 /** What `find` may see change on a node without sparkform doing it (the OS's own state). */
 const NOT_OURS = [
   /^\/home\/spark\/\.cache\/sparkform\/ccache(\/|$)/, // KEPT, compared separately
+  /^\/(var\/)?tmp\/systemd-private-/, // a booted node's services' private temp dirs
 ];
 
 let acc: Acceptance;

@@ -39,6 +39,8 @@ export const KEPT: readonly RegExp[] = [
   // one would still show): the build store, the store's refs, the models and source roots.
   /^\/home\/spark\/\.cache\/sparkform\/(llama-build(\/out(\/\.store)?)?|refs)$/,
   /^\/home\/spark\/(models|src)$/,
+  // The worker's tensor cache directory (its entries are pruned by destroy).
+  /^\/home\/spark\/\.cache\/llama\.cpp(\/rpc)?$/,
 ];
 
 // rdma-transport is advisory on the sim's TCP fabric (stacks/policies.local.json), as `npm run local` runs it.
