@@ -22,10 +22,12 @@
 #   @event    {"file","event", ...}                  resume / restart / present / placed / ...
 #   @result   {...}                                  last line, on success
 # Failures: a message on stderr starting "model-fetch:", and an exit code:
-#   2 usage, 3 SHA-256 or size mismatch (the .part is removed), 4 not enough free space,
+#   2 usage, 3 SHA-256 or size mismatch (the .part is removed), 4 not enough free space
+#   (before a download, or the disk filling during one: the .part is removed, no retry),
 #   5 HTTP / network failure (the .part is kept for a resume), 6 refused for the token's sake
 #   (plain http, a downgrade, user-info), 97 a directory or file path it must not write or
 #   delete (the checks of native/lib/guard.sh, here in Python).
+import errno
 import hashlib
 import http.client
 import ipaddress
@@ -40,6 +42,8 @@ import urllib.parse
 CHUNK = 1 << 20
 EXIT_USAGE, EXIT_MISMATCH, EXIT_SPACE, EXIT_HTTP, EXIT_INSECURE = 2, 3, 4, 5, 6
 EXIT_GUARD = 97
+# A full disk or quota: not a network blip, so neither retried nor resumed.
+NO_SPACE = (errno.ENOSPC, errno.EDQUOT)
 
 
 class Failure(Exception):
@@ -443,42 +447,59 @@ def download_once(spec, f, token, prog):
             )
         done = have
         prog.begin(have)
-        with open(part, mode) as out:
-            out.seek(have)
-            out.truncate()
+        try:
+            with open(part, mode) as out:
+                out.seek(have)
+                out.truncate()
+                try:
+                    while done < size:
+                        # read1: what has arrived (up to CHUNK), so progress moves on slow links.
+                        b = resp.read1(min(CHUNK, size - done))
+                        if not b:
+                            break
+                        out.write(b)
+                        h.update(b)
+                        done += len(b)
+                        prog.update(done)
+                except (OSError, http.client.HTTPException) as e:
+                    if isinstance(e, OSError) and e.errno in NO_SPACE:
+                        raise
+                    out.flush()
+                    raise Failure(
+                        EXIT_HTTP,
+                        "%s: download interrupted at byte %d of %d (%.0f%%): %s; the .part is kept "
+                        "and the next attempt resumes from there"
+                        % (f["path"], done, size, 100.0 * done / size, e),
+                    )
+                if done < size:
+                    raise Failure(
+                        EXIT_HTTP,
+                        "%s: download interrupted at byte %d of %d (%.0f%%): the connection closed "
+                        "early; the .part is kept and the next attempt resumes from there"
+                        % (f["path"], done, size, 100.0 * done / size),
+                    )
+                if resp.read(1):
+                    out.close()
+                    os.unlink(part)
+                    raise Failure(
+                        EXIT_MISMATCH,
+                        "%s: the server sent more than the %d bytes the hub lists; removed the .part"
+                        % (f["path"], size),
+                    )
+        except OSError as e:
+            if e.errno not in NO_SPACE:
+                raise
             try:
-                while done < size:
-                    # read1: what has arrived (up to CHUNK), so progress moves on slow links.
-                    b = resp.read1(min(CHUNK, size - done))
-                    if not b:
-                        break
-                    out.write(b)
-                    h.update(b)
-                    done += len(b)
-                    prog.update(done)
-            except (OSError, http.client.HTTPException) as e:
-                out.flush()
-                raise Failure(
-                    EXIT_HTTP,
-                    "%s: download interrupted at byte %d of %d (%.0f%%): %s; the .part is kept "
-                    "and the next attempt resumes from there"
-                    % (f["path"], done, size, 100.0 * done / size, e),
-                )
-            if done < size:
-                raise Failure(
-                    EXIT_HTTP,
-                    "%s: download interrupted at byte %d of %d (%.0f%%): the connection closed "
-                    "early; the .part is kept and the next attempt resumes from there"
-                    % (f["path"], done, size, 100.0 * done / size),
-                )
-            if resp.read(1):
-                out.close()
                 os.unlink(part)
-                raise Failure(
-                    EXIT_MISMATCH,
-                    "%s: the server sent more than the %d bytes the hub lists; removed the .part"
-                    % (f["path"], size),
-                )
+            except OSError:
+                pass
+            raise Failure(
+                EXIT_SPACE,
+                "%s: %s at byte %d of %d under %s: the disk filled up during the download "
+                "(something else is writing there); removed the .part, nothing was placed. Free "
+                "up at least %d bytes (%s) there, then run up again."
+                % (f["path"], os.strerror(e.errno), done, size, spec["dir"], size, human(size)),
+            )
         prog.update(done, force=True)
         return h.hexdigest()
     finally:

@@ -1,0 +1,72 @@
+// What a test reads off a simulated node: units, listening sockets, files. Shared by the e2e,
+// acceptance and fault tests so each asserts on the node itself the same way.
+import { execFileSync } from "node:child_process";
+import { mkdirSync } from "node:fs";
+import { simExec } from "../../sim/index";
+import type { SimCluster } from "../../sim/state";
+
+/** A shell script on a node as `user` (login environment: `systemctl --user` works). */
+export async function asUser(node: string, script: string, user = "spark"): Promise<string> {
+  const r = await simExec(node, ["sh", "-c", script], { user });
+  return r.stdout.trim();
+}
+
+/** sparkform's user units on a node, any state (`systemctl --user list-units --all`). */
+export async function sparkformUnits(node: string): Promise<string[]> {
+  const out = await asUser(
+    node,
+    "systemctl --user list-units --all --no-legend --plain 'sparkform-*' | awk '{print $1}'",
+  );
+  return out === "" ? [] : out.split("\n").sort();
+}
+
+/** Ports in LISTEN state on a node (the kernel's table, IPv4 and IPv6). */
+export async function listeningPorts(node: string): Promise<number[]> {
+  const out = await asUser(node, "cat /proc/net/tcp /proc/net/tcp6 2>/dev/null");
+  const ports = new Set<number>();
+  for (const line of out.split("\n")) {
+    const f = line.trim().split(/\s+/);
+    if (f[3] === "0A" && f[1]) ports.add(parseInt(f[1].split(":").pop() ?? "0", 16));
+  }
+  return [...ports].sort((a, b) => a - b);
+}
+
+/**
+ * Every path under `roots` on a node (as root, one file system each), sorted: the baseline a
+ * destroyed stack must come back to. Paths matching `ignore` (the journal, systemd's own state)
+ * are left out.
+ */
+export async function fileListing(
+  node: string,
+  roots: readonly string[],
+  ignore: readonly RegExp[] = [],
+): Promise<string[]> {
+  const r = await simExec(node, ["find", ...roots, "-xdev"]);
+  return r.stdout
+    .split("\n")
+    .filter((p) => p !== "" && !ignore.some((re) => re.test(p)))
+    .sort();
+}
+
+/**
+ * spark-1's compiler cache, kept on the control node between runs in `dir` (CI passes
+ * SPARKFORM_E2E_NODE_CCACHE): seeded before the first build, saved after it. A no-op without a
+ * directory. spark-2 seeds itself from spark-1 (NativeBuild's cacheFrom).
+ */
+export function nodeCcache(cluster: SimCluster, dir: string | undefined, node = "spark-1") {
+  const remote = `spark@${node}:.cache/sparkform/ccache/`;
+  const ssh = ["-a", "-e", `ssh -F ${cluster.sshConfigPath}`];
+  return {
+    seed(): void {
+      if (!dir) return;
+      mkdirSync(dir, { recursive: true });
+      execFileSync("ssh", ["-F", cluster.sshConfigPath, node, "mkdir -p .cache/sparkform/ccache"]);
+      execFileSync("rsync", [...ssh, `${dir}/`, remote]);
+    },
+    save(): void {
+      if (!dir) return;
+      mkdirSync(dir, { recursive: true });
+      execFileSync("rsync", [...ssh, remote, `${dir}/`]);
+    },
+  };
+}
