@@ -73,9 +73,12 @@ describe.skipIf(!isRoot)("acceptance: the local stack on a simulated pair", () =
       expected["FabricLink fabric-spark-1-spark-2-rail0"] = "create";
       expected["FabricLink fabric-spark-1-spark-2-rail1"] = "create";
       expected["RpcWorker worker-spark-2"] = "create";
+      expected["ServingDrain serving-drain"] = "create";
+      expected["LlamaServer serving-server"] = "create";
       expect(ops).toEqual(expected);
-      // On the nodes: the worker and its guard on spark-2 only, listening on the worker port.
-      expect(await sparkformUnits("spark-1")).toEqual([]);
+      // On the nodes: llama-server on spark-1 (the client); the worker and its guard on spark-2,
+      // listening on the worker port.
+      expect(await sparkformUnits("spark-1")).toEqual(["sparkform-llama-server-8080.service"]);
       expect(await sparkformUnits("spark-2")).toEqual([`${GUARD}.service`, `${UNIT}.service`]);
       expect(await listeningPorts("spark-2")).toContain(WORKER_PORT);
       const out = await acc.outputs();
@@ -134,11 +137,15 @@ describe.skipIf(!isRoot)("acceptance: the local stack on a simulated pair", () =
           "// edited by the acceptance suite\n",
         );
         const r = await acc.up({});
+        // The artifacts come out the same (no target compiles the file), so the worker keeps
+        // running; the drain still stops the server for the build change and it starts again.
         expect(opsByResource(r.events, acc.stack)).toEqual({
           "TreeSync tree-spark-1": "update",
           "TreeSync tree-spark-2": "update",
           "NativeBuild build-spark-1": "update",
           "NativeBuild build-spark-2": "update",
+          "ServingDrain serving-drain": "update",
+          "LlamaServer serving-server": "update",
         });
         const digest = localTreeDigest(acc.treeDir, acc.treeExclude).digest;
         const tree = (await acc.outputs()).tree as { nodes: Record<string, { digest: string }> };
@@ -161,7 +168,9 @@ describe.skipIf(!isRoot)("acceptance: the local stack on a simulated pair", () =
           expect(opsByResource(p.events, acc.stack)).toEqual({
             "NativeBuild build-spark-1": "update",
             "NativeBuild build-spark-2": "update",
+            "ServingDrain serving-drain": "update",
             "RpcWorker worker-spark-2": "update",
+            "LlamaServer serving-server": "update",
           });
           for (const s of steps.filter((x) => x.kind === "NativeBuild")) {
             expect(s.diffs).toContain("flags");
@@ -211,7 +220,10 @@ describe.skipIf(!isRoot)("acceptance: the local stack on a simulated pair", () =
         expect(opsByResource(r.events, acc.stack)).toEqual({
           "ModelReplica model-spark-1": "replace",
           "ModelReplica model-spark-2": "replace",
+          // The worker re-warms its tensor cache beside the running server process; the server
+          // loads the new revision's path.
           "RpcWorker worker-spark-2": "update",
+          "LlamaServer serving-server": "update",
         });
         for (const n of NODES) {
           const dirs = (await acc.onNode(n, `ls -A /home/spark/models/${LOCAL_MODEL.repo}/`)).split(
@@ -251,7 +263,7 @@ describe.skipIf(!isRoot)("acceptance: the local stack on a simulated pair", () =
     async () => {
       const r = await acc.destroy();
       const ops = Object.values(opsByResource(r.events, acc.stack));
-      expect(ops.length).toBe(13); // every dynamic resource of the stack
+      expect(ops.length).toBe(15); // every dynamic resource of the stack
       expect(new Set(ops)).toEqual(new Set(["delete"]));
       for (const n of NODES) {
         expect(await sparkformUnits(n)).toEqual([]);
