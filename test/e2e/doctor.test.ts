@@ -2,7 +2,7 @@
 // cheap): a healthy config passes; doctor changes nothing on a node (its files and user units
 // are the same before and after); a changed host key is refused with the fix; a stopped node
 // is named within seconds, not after ssh's default timeout.
-import { copyFileSync, mkdtempSync, rmSync } from "node:fs";
+import { copyFileSync, mkdirSync, mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import * as path from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
@@ -71,6 +71,22 @@ describe.skipIf(!isRoot)("sparkform doctor on a simulated pair", () => {
     await startLocalHub(cluster);
     pulumi = pulumiCli(projectDir);
     await pulumi.run(["stack", "init", stack, "--secrets-provider", "passphrase"]);
+    // The template's tree source (.sparkform/llama.cpp) exists only after `npm run local` has
+    // run in this checkout: doctor would rightly fail the config in a clean clone (CI).
+    const tree = path.join(work, "llama.cpp");
+    mkdirSync(tree);
+    await pulumi.run(["config", "set", "--path", "sparkform:tree.source", tree, "-s", stack]);
+    // Not a git checkout either: the commit the bundle holds (sim/llama/bundle.ts), as a real
+    // stack names it.
+    await pulumi.run([
+      "config",
+      "set",
+      "--path",
+      "sparkform:build.commit",
+      "80fb11ac73e66d89eae2c6a91d8a77428fa733ed",
+      "-s",
+      stack,
+    ]);
     // As `npm run local` runs it: node-to-node copies ride an agent.
     agent = await startSshAgent(work, cluster.sshKeyPath);
     process.env.SSH_AUTH_SOCK = agent.socket;
