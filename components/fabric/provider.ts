@@ -275,15 +275,20 @@ export async function create(
 /**
  * Refresh: re-read both ends' facts (the same facts.sh as SparkNode) and re-measure. The RTT
  * and throughput wander from run to run; they are kept from the last `up` unless a fact, the
- * class or a check's verdict changed, so `preview --refresh --expect-no-changes` holds on a
- * healthy fabric and fails on a real change.
+ * class or a check's verdict changed in two readings in a row, so `preview --refresh
+ * --expect-no-changes` holds on a healthy fabric and fails on a real change.
  */
 export async function read(
   id: string,
   props: FabricLinkOutputs,
 ): Promise<pulumi.dynamic.ReadResult<FabricLinkOutputs>> {
   const fresh = await evaluate(props, await portsNow(props));
-  return { id, props: stableView(fresh) === stableView(props) ? props : fresh };
+  if (stableView(fresh) === stableView(props)) return { id, props };
+  // One TCP sample on a busy control node can dip under a class threshold that the link itself
+  // still meets (seen in CI with two simulated pairs on 2 cores): a real change persists, so
+  // only a second reading that also differs is drift.
+  const again = await evaluate(props, await portsNow(props));
+  return { id, props: stableView(again) === stableView(props) ? props : again };
 }
 
 const INPUT_KEYS = [
