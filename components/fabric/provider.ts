@@ -211,7 +211,15 @@ async function evaluate(
   inputs: FabricLinkInputs,
   ports: { a: PortFacts; b: PortFacts },
 ): Promise<FabricLinkOutputs> {
-  const { m, loopbackGbps, cls } = await measureLink(inputs, ports);
+  let reading = await measureLink(inputs, ports);
+  if (reading.cls.class !== "healthy" && reading.m.error === null) {
+    // One TCP sample on a busy control node can dip under the class threshold that the link
+    // itself meets (seen in CI: 22% of the loopback reference against a 25% threshold, with two
+    // simulated pairs on 2 cores). A real fault persists: the better of two readings counts.
+    const again = await measureLink(inputs, ports);
+    if ((again.m.throughputGbps ?? 0) > (reading.m.throughputGbps ?? 0)) reading = again;
+  }
+  const { m, loopbackGbps, cls } = reading;
   const [mgmtA, mgmtB] = await Promise.all([mgmtIfaceOf(inputs.a), mgmtIfaceOf(inputs.b)]);
   const fixture = ports.a.source === "fixture" || ports.b.source === "fixture";
   const perftest = fixture
@@ -275,20 +283,15 @@ export async function create(
 /**
  * Refresh: re-read both ends' facts (the same facts.sh as SparkNode) and re-measure. The RTT
  * and throughput wander from run to run; they are kept from the last `up` unless a fact, the
- * class or a check's verdict changed in two readings in a row, so `preview --refresh
- * --expect-no-changes` holds on a healthy fabric and fails on a real change.
+ * class or a check's verdict changed, so `preview --refresh --expect-no-changes` holds on a
+ * healthy fabric and fails on a real change.
  */
 export async function read(
   id: string,
   props: FabricLinkOutputs,
 ): Promise<pulumi.dynamic.ReadResult<FabricLinkOutputs>> {
   const fresh = await evaluate(props, await portsNow(props));
-  if (stableView(fresh) === stableView(props)) return { id, props };
-  // One TCP sample on a busy control node can dip under a class threshold that the link itself
-  // still meets (seen in CI with two simulated pairs on 2 cores): a real change persists, so
-  // only a second reading that also differs is drift.
-  const again = await evaluate(props, await portsNow(props));
-  return { id, props: stableView(again) === stableView(props) ? props : again };
+  return { id, props: stableView(fresh) === stableView(props) ? props : fresh };
 }
 
 const INPUT_KEYS = [
