@@ -1,6 +1,6 @@
 # user-unit.sh — what a node program needs to run a `systemd-run --user` unit from a non-login
 # ssh session: the user's manager kept after the session (linger), its bus, and the kernel's
-# socket table. Sourced by native/serving/*.sh; inlined when a program is sent to a node
+# socket table. Sourced by native/serving/*.sh and native/rpc-worker/start.sh; inlined when a program is sent to a node
 # (components/native-script.ts).
 
 # user_manager: linger on, XDG_RUNTIME_DIR exported, wait up to 30 s for the manager's bus;

@@ -13,6 +13,7 @@
 # taken by something else, 6 unit did not come up, 7 binary digest is not the expected, 8 no
 # user manager. stdout: key=value lines.
 set -eu
+. "$(dirname -- "$0")/../lib/user-unit.sh"
 BIN=$1 BIND=$2 PORT=$3 THREADS=$4 DEVICES=$5 CACHE=$6 DEBUG=$7 EXPECTED=$8
 GUARD_PERCENT=$9
 shift 9
@@ -33,15 +34,7 @@ fi
 
 # A user manager that survives the ssh session (no password needed for one's own linger), and
 # its bus: a non-login ssh session has no XDG_RUNTIME_DIR of its own.
-loginctl enable-linger "$(id -un)" 2>/dev/null || true
-XDG_RUNTIME_DIR="/run/user/$(id -u)"
-export XDG_RUNTIME_DIR
-i=0
-until [ -S "$XDG_RUNTIME_DIR/bus" ]; do
-  i=$((i + 1))
-  [ "$i" -le 60 ] || { echo "no user manager bus at $XDG_RUNTIME_DIR/bus after 30 s (linger on?)" >&2; exit 8; }
-  sleep 0.5
-done
+user_manager
 
 # A restart replaces the previous instance (and its guard) of this port, and any other port's.
 others=$(systemctl --user list-units --all --plain --no-legend 'sparkform-rpc-worker-*' 2>/dev/null |
@@ -65,14 +58,7 @@ if [ "$ACTUAL" != "$EXPECTED" ]; then
   echo "$BIN has sha256 $ACTUAL, expected $EXPECTED; the worker stays stopped" >&2
   exit 7
 fi
-hexport=$(printf '%04X' "$PORT")
-listening() { awk -v p=":$hexport" 'NR > 1 && $4 == "0A" && substr($2, length($2) - 4) == p' /proc/net/tcp /proc/net/tcp6 | grep -q .; }
-i=0
-while listening; do
-  i=$((i + 1))
-  [ "$i" -le 20 ] || { echo "port $PORT is in use by a process that is not $UNIT" >&2; exit 5; }
-  sleep 0.5
-done
+wait_port_free "$PORT" 20 || { echo "port $PORT is in use by a process that is not $UNIT" >&2; exit 5; }
 
 mkdir -p "$STATE"
 : > "$LOG"
@@ -103,7 +89,7 @@ fi
 
 # Up = listening on the port; a server that exits (bad device, bad address) fails the unit.
 i=0
-until listening; do
+until port_listening "$PORT"; do
   i=$((i + 1))
   state=$(systemctl --user show -p ActiveState --value "$UNIT.service")
   if [ "$i" -gt 60 ] || [ "$state" = failed ] || [ "$state" = inactive ]; then
