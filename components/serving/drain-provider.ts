@@ -53,7 +53,10 @@ export async function update(
   olds: ServingDrainOutputs,
   news: ServingDrainInputs,
 ): Promise<pulumi.dynamic.UpdateResult<ServingDrainOutputs>> {
-  await openNode(olds.target).run(
+  // The same client node is reached as it is now (an address or host key may have changed
+  // since: the old address answers nothing); only a different client is reached as it was.
+  const where = olds.target.name === news.target.name ? news.target : olds.target;
+  await openNode(where).run(
     programCommand(programFor(news.programs.stop, SERVER_PROGRAMS.stop), {
       args: [String(olds.port), String(referencePort(olds.port))],
       display: `stop ${serverUnit(olds.port)} before the workers restart with the new build`,
@@ -61,7 +64,7 @@ export async function update(
     { step: "serving drain", timeoutMs: 60_000 },
   );
   await progress(
-    `[${olds.target.name}] ${serverUnit(olds.port)} stopped: the build changed, the workers restart first`,
+    `[${where.name}] ${serverUnit(olds.port)} stopped: the build changed, the workers restart first`,
   );
   return { outs: { ...news, drainedAt: new Date().toISOString() } };
 }
