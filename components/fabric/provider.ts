@@ -8,6 +8,7 @@ import type * as pulumi from "@pulumi/pulumi";
 import { parseFacts, type SparkNodeFacts } from "../node/facts";
 import { nativeProgram, programCommand, type ProgramRef } from "../native-script";
 import type { ProviderImpl } from "../providers/delegate";
+import { steadyReading } from "../providers/diff";
 import { run, type SshTarget } from "../transport/ssh";
 import {
   checkBandwidth,
@@ -259,12 +260,8 @@ async function evaluate(
 }
 
 /** Everything a refresh compares: the facts, the class and which checks pass. Not the numbers. */
-function stableView(o: FabricLinkOutputs): string {
-  return JSON.stringify({
-    ports: o.ports,
-    class: o.class,
-    checks: o.checks.map((c) => [c.check, c.ok]),
-  });
+function verdict(o: FabricLinkOutputs) {
+  return { ports: o.ports, class: o.class, checks: o.checks.map((c) => [c.check, c.ok]) };
 }
 
 export async function create(
@@ -291,7 +288,7 @@ export async function read(
   props: FabricLinkOutputs,
 ): Promise<pulumi.dynamic.ReadResult<FabricLinkOutputs>> {
   const fresh = await evaluate(props, await portsNow(props));
-  return { id, props: stableView(fresh) === stableView(props) ? props : fresh };
+  return { id, props: steadyReading(props, fresh, verdict) };
 }
 
 const INPUT_KEYS = [

@@ -131,9 +131,22 @@ export function judgeHealth(
       .join(", ");
     return { state: "ok", detail: `HELLO ${probe.version} from ${clientAddress}; ${devs}` };
   }
+  // ggml-rpc-server serves one client and listens with a backlog of 1: while the cluster's
+  // client holds it, a HELLO is queued unanswered ("no-answer") and, once two earlier probes
+  // fill the accept queue, not even connected ("unreachable": the SYN is dropped). Both are
+  // busy, not down, when that client is the one connected.
+  const queued = probe.state === "no-answer" || probe.state === "unreachable";
+  const own = status.established.find((e) => peerAddress(e) === clientAddress);
+  if (queued && own) {
+    return {
+      state: "busy",
+      detail:
+        probe.state === "no-answer"
+          ? `busy: serving ${own}`
+          : `busy: serving ${own} (its accept queue is full, so a HELLO is not connected until that client leaves)`,
+    };
+  }
   if (probe.state === "no-answer") {
-    const own = status.established.find((e) => peerAddress(e) === clientAddress);
-    if (own) return { state: "busy", detail: `busy: serving ${own}` };
     const other = status.established.filter((e) => peerAddress(e) !== clientAddress);
     return {
       state: "down",

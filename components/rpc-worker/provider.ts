@@ -12,7 +12,7 @@ import type * as pulumi from "@pulumi/pulumi";
 import { programCommand, programFor, type ProgramRef } from "../native-script";
 import type { RpcTransport } from "../fabric/rpc-log";
 import type { ProviderImpl } from "../providers/delegate";
-import { changedKeys } from "../providers/diff";
+import { changedKeys, steadyReading } from "../providers/diff";
 import { progress } from "../providers/progress";
 import { homeRelative, openNode, RemoteCommandError, type SshTarget } from "../transport/ssh";
 import {
@@ -281,7 +281,27 @@ export async function read(
   });
   if (p && !p.ok && judgeHealth(p, st, props.client.fabricAddress).state === "down")
     drift.push(`no HELLO answer: ${p.error ?? p.state}`);
-  return { id, props: { ...props, status: st, ...measured(props, st, p, props), drift } };
+  const fresh = { ...props, status: st, ...measured(props, st, p, props), drift };
+  return { id, props: steadyReading(props, fresh, workerVerdict) };
+}
+
+/**
+ * What a worker's refresh is judged by: its units, binaries, sockets listened on, protocol,
+ * devices, health state, transport and drift. Not the readings that move while nothing
+ * changes: memory, log lines, the client's ephemeral ports, free device memory, health detail.
+ */
+export function workerVerdict(o: RpcWorkerOutputs) {
+  const { memory: _m, log: _l, guardLog: _g, established: _e, tail: _t, ...status } = o.status;
+  return {
+    status,
+    version: o.version,
+    clientVersion: o.clientVersion,
+    digest: o.digest,
+    devices: o.deviceMemory.map((d) => [d.device, d.total]),
+    health: o.health.state,
+    transport: o.transport,
+    drift: o.drift,
+  };
 }
 
 /** Inputs whose change is an update; all but `prewarm` restart the worker. */

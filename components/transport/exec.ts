@@ -6,6 +6,7 @@ import { execa } from "execa";
 import { childEnv } from "./child-env";
 import type { SshTarget } from "./connection";
 import { classifySshFailure, RemoteCommandError, redact, type FailureKind } from "./errors";
+import { traceStep } from "./trace";
 
 export interface RunOptions {
   /** What this command is for, as the error message should say it ("facts", "rsync tree"). */
@@ -130,7 +131,14 @@ export async function invoke(inv: Invocation): Promise<RunResult> {
           sub.stdout?.destroy();
           sub.stderr?.destroy();
         }, inv.opts.timeoutMs);
+  const started = Date.now();
   const r = await sub.finally(() => clearTimeout(timer));
+  traceStep(
+    inv.node.name,
+    inv.step,
+    started,
+    timedOut ? "timeout" : String(r.exitCode ?? r.signal),
+  );
   const stdout = typeof r.stdout === "string" ? r.stdout : "";
   const stderr = typeof r.stderr === "string" ? r.stderr : "";
   const out = { stdout, stderr, combined: recent.join("\n") };

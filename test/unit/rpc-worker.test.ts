@@ -73,6 +73,20 @@ describe("judgeHealth", () => {
       detail: "busy: serving 10.0.0.1:41000",
     });
   });
+  it("no TCP connection while the cluster's client is connected is busy too (the accept queue is full)", () => {
+    const unreachable: ProbeResult = {
+      ...noAnswer,
+      state: "unreachable",
+      error: "no TCP connection within 5.0 s",
+    };
+    expect(judgeHealth(unreachable, { established: ["10.0.0.1:41000"] }, "10.0.0.1").state).toBe(
+      "busy",
+    );
+    expect(judgeHealth(unreachable, { established: [] }, "10.0.0.1")).toEqual({
+      state: "down",
+      detail: "unreachable: no TCP connection within 5.0 s",
+    });
+  });
   it("no answer while a stranger is connected is down, naming it", () => {
     expect(judgeHealth(noAnswer, { established: ["10.0.0.9:5"] }, "10.0.0.1").detail).toBe(
       "no answer to HELLO: serving 10.0.0.9:5, which is not the cluster's client (10.0.0.1)",

@@ -3,6 +3,7 @@
 // re-made on another subnet) the old address answers nothing, so the node's current target is
 // the one to reach. Only a different client node is reached at its old target.
 import { beforeEach, describe, expect, it, vi } from "vitest";
+import { update } from "../../components/serving/drain-provider";
 import type { SshTarget } from "../../components/transport/ssh";
 
 const reached: SshTarget[] = [];
@@ -16,7 +17,6 @@ vi.mock("../../components/transport/ssh", () => ({
 }));
 vi.mock("../../components/providers/progress", () => ({ progress: async () => undefined }));
 
-const { update } = await import("../../components/serving/drain-provider");
 type Inputs = Parameters<typeof update>[2];
 
 const target = (name: string, host: string): SshTarget =>
