@@ -120,6 +120,14 @@ export type Health =
  * What a probe plus the worker's socket table say. No answer while the cluster's own client
  * (at `clientAddress`) holds the one connection the server serves is healthy: "busy: serving".
  */
+/** The cluster's client connection the worker serves (`addr:port`), if it holds the worker. */
+export function heldBy(
+  status: Pick<WorkerStatus, "established">,
+  clientAddress: string,
+): string | undefined {
+  return status.established.find((e) => peerAddress(e) === clientAddress);
+}
+
 export function judgeHealth(
   probe: ProbeResult,
   status: Pick<WorkerStatus, "established">,
@@ -136,7 +144,7 @@ export function judgeHealth(
   // fill the accept queue, not even connected ("unreachable": the SYN is dropped). Both are
   // busy, not down, when that client is the one connected.
   const queued = probe.state === "no-answer" || probe.state === "unreachable";
-  const own = status.established.find((e) => peerAddress(e) === clientAddress);
+  const own = heldBy(status, clientAddress);
   if (queued && own) {
     return {
       state: "busy",

@@ -29,6 +29,7 @@ import {
   driftReasons,
   type Health,
   identityMismatch,
+  heldBy,
   judgeHealth,
   CACHE_DIR,
   HASH_THRESHOLD,
@@ -148,7 +149,7 @@ function measured(
   i: RpcWorkerInputs,
   st: WorkerStatus,
   p: ProbeResult | undefined,
-  prev?: Pick<RpcWorkerOutputs, "version" | "deviceMemory">,
+  prev?: Pick<RpcWorkerOutputs, "version" | "clientVersion" | "deviceMemory">,
 ): Pick<
   RpcWorkerOutputs,
   "version" | "clientVersion" | "digest" | "deviceMemory" | "health" | "transport"
@@ -158,7 +159,8 @@ function measured(
     : { state: "down", detail: "not probed: the unit is not running" };
   return {
     version: p?.version ?? prev?.version ?? "",
-    clientVersion: typeof p?.clientVersion === "string" ? p.clientVersion : "",
+    clientVersion:
+      typeof p?.clientVersion === "string" ? p.clientVersion : (prev?.clientVersion ?? ""),
     digest: st.runningDigest,
     deviceMemory: p?.devices ?? prev?.deviceMemory ?? [],
     health,
@@ -271,7 +273,19 @@ export async function read(
 ): Promise<pulumi.dynamic.ReadResult<RpcWorkerOutputs>> {
   const st = await status(props);
   const running = st.worker.ActiveState === "active";
-  const p = running ? await probe(props) : undefined;
+  // The worker serves one client: while the cluster's client holds it, a HELLO waits its
+  // whole timeout unanswered and tells no more than the socket table already did (busy).
+  const holder = running ? heldBy(st, props.client.fabricAddress) : undefined;
+  const p = !running
+    ? undefined
+    : holder
+      ? ({
+          endpoint: props.endpoint,
+          ok: false,
+          state: "no-answer",
+          error: `not asked: ${holder} holds the worker`,
+        } satisfies ProbeResult)
+      : await probe(props);
   const drift = driftReasons({
     status: st,
     started: props.started,
