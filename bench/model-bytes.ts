@@ -19,6 +19,7 @@ import { commitFor, COMMITS_DIR, REFS_FILE, repoDir } from "../sim/hub/repo";
 import { LOCAL_HUB_PORT } from "../sim/stack";
 import type { SimCluster } from "../sim/state";
 import { startSshAgent } from "../test/support/ssh-agent";
+import { tailMarkdown } from "./report-tail";
 import { fmt, load1, rotation, summarize, type Summary } from "./stats";
 
 /** Bytes of one synthetic shard (1 GiB). */
@@ -506,29 +507,6 @@ export function modelBytesMarkdown(r: ModelBytesResult): string {
       `| \`${k}\` | ${v.toFixed(2)}× | ${goal ? `≤ ${goal}×` : ""} | ${goal ? (v <= goal ? "yes" : "no") : ""} |`,
     );
   }
-  const loads = r.samples.map((s) => s.load1);
-  out.push(
-    "",
-    `Load average (1 min) at the samples' starts: median ${summarize(loads).median.toFixed(2)}, ` +
-      `${Math.min(...loads).toFixed(2)}–${Math.max(...loads).toFixed(2)}.`,
-    "",
-    "Commands:",
-    "",
-    ...Object.entries(r.commands).map(([k, v]) => `- ${k}: \`${v}\``),
-    "",
-  );
-  if (r.failures.length) out.push("### Failures", "", "```", ...r.failures, "```", "");
-  out.push(
-    "Samples (s, in round order):",
-    "",
-    ...Object.keys(r.summary).map(
-      (n) =>
-        `- ${n}: ${r.samples
-          .filter((s) => s.variant === n)
-          .map((s) => s.seconds.toFixed(2))
-          .join(", ")}`,
-    ),
-    "",
-  );
+  out.push("", ...tailMarkdown({ ...r, variants: Object.keys(r.summary) }));
   return out.join("\n");
 }

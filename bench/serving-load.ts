@@ -17,6 +17,7 @@ import { CACHE_DIR } from "../components/rpc-worker/plan";
 import { shJoin } from "../components/transport/quote";
 import { pulumiBinary, pulumiEnv, repoRoot, stateDir } from "../setup/pulumi/env";
 import type { SimCluster } from "../sim/state";
+import { tailMarkdown } from "./report-tail";
 import { fmt, load1, rotation, summarize, type Summary } from "./stats";
 
 /** Where the worker's pre-warmed entries wait while a round runs with an empty cache. */
@@ -254,7 +255,6 @@ export function servingLoadMarkdown(r: ServingLoadResult): string {
     const s = summarize(xs);
     return `${s.median.toFixed(1)} (${s.min.toFixed(1)}–${s.max.toFixed(1)})`;
   };
-  const loads = r.samples.map((s) => s.load1);
   return [
     `Stack \`${r.stack}\`, model ${mib(r.modelBytes)}; the worker's pre-warm wrote ${r.cacheEntries} ` +
       `cache entries (ggml-rpc caches only tensors over 10 MiB)` +
@@ -278,23 +278,6 @@ export function servingLoadMarkdown(r: ServingLoadResult): string {
     "|---|---:|",
     ...Object.entries(r.ratios).map(([k, v]) => `| ${k} | ${v.toFixed(2)}× |`),
     "",
-    `Load average (1 min) at the samples' starts: median ${summarize(loads).median.toFixed(2)}, ` +
-      `${Math.min(...loads).toFixed(2)}–${Math.max(...loads).toFixed(2)}.`,
-    "",
-    "Commands:",
-    "",
-    ...Object.entries(r.commands).map(([k, v]) => `- ${k}: \`${v}\``),
-    "",
-    ...(r.failures.length ? ["### Failures", "", "```", ...r.failures, "```", ""] : []),
-    "Samples (s, in round order):",
-    "",
-    ...Object.keys(r.summary).map(
-      (n) =>
-        `- ${n}: ${r.samples
-          .filter((s) => s.variant === n)
-          .map((s) => s.seconds.toFixed(3))
-          .join(", ")}`,
-    ),
-    "",
+    ...tailMarkdown({ ...r, variants: Object.keys(r.summary) }, 3),
   ].join("\n");
 }
