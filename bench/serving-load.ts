@@ -67,6 +67,8 @@ export interface ServingLoadResult {
 const TIMED_RESTART = `
 import subprocess, sys, time, urllib.request
 unit, url, limit = sys.argv[1], sys.argv[2], float(sys.argv[3])
+# systemd refuses a unit started more than 5 times in 10 s (start-limit-hit); the rounds do.
+subprocess.run(["systemctl", "--user", "reset-failed", unit + ".service"], check=False)
 t0 = time.monotonic()
 subprocess.run(["systemctl", "--user", "restart", unit + ".service"], check=True)
 while time.monotonic() - t0 < limit:
