@@ -9,9 +9,11 @@ import { format } from "prettier";
 import { pulumiBinary, pulumiEnv, repoRoot } from "../setup/pulumi/env";
 import { COMMANDS, type NoopCommand, noopMarkdown, runNoop } from "./noop";
 import { byRole, peakRss } from "./memory";
+import { modelBytesMarkdown, runModelBytes } from "./model-bytes";
+import { runServingLoad, servingLoadMarkdown } from "./serving-load";
 import { load1, machine } from "./stats";
 
-const ITEMS = ["noop", "memory"] as const;
+const ITEMS = ["noop", "memory", "model-bytes", "serving"] as const;
 const USAGE = `usage: npm run bench -- [--only ${ITEMS.join(",")}] [--runs N] [--stack S] [--base DIR] [--commands preview,refresh,up]
   --only      items to run (default: all)
   --runs      interleaved rounds per item (default 5)
@@ -102,6 +104,16 @@ async function main(): Promise<number> {
       ...roles.map((x) => `| ${x.role} | ${x.peakMiB.toFixed(0)} MiB | ${x.processes} |`),
       "",
     );
+  }
+  if (only.includes("model-bytes")) {
+    const r = await runModelBytes({ runs, outDir: values.out, log });
+    results["model-bytes"] = r;
+    md.push("## 3. `refresh` as model bytes grow", "", modelBytesMarkdown(r));
+  }
+  if (only.includes("serving")) {
+    const r = runServingLoad({ stack: values.stack, runs, log });
+    results.serving = r;
+    md.push("## 7. Serving: model load and smoke", "", servingLoadMarkdown(r));
   }
   const loadEnd = load1();
   const date = started.toISOString().slice(0, 10);
