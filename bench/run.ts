@@ -10,8 +10,9 @@ import { pulumiBinary, pulumiEnv, repoRoot } from "../setup/pulumi/env";
 import { COMMANDS, type NoopCommand, noopMarkdown, runNoop } from "./noop";
 import { byRole, peakRss } from "./memory";
 import { load1, machine } from "./stats";
+import { SIM_ITEMS, runSimItems } from "./sim-items";
 
-const ITEMS = ["noop", "memory"] as const;
+const ITEMS = ["noop", "memory", ...SIM_ITEMS] as const;
 const USAGE = `usage: npm run bench -- [--only ${ITEMS.join(",")}] [--runs N] [--stack S] [--base DIR] [--commands preview,refresh,up]
   --only      items to run (default: all)
   --runs      interleaved rounds per item (default 5)
@@ -102,6 +103,12 @@ async function main(): Promise<number> {
       ...roles.map((x) => `| ${x.role} | ${x.peakMiB.toFixed(0)} MiB | ${x.processes} |`),
       "",
     );
+  }
+  if (only.some((i) => (SIM_ITEMS as readonly string[]).includes(i))) {
+    const prefix = `${started.toISOString().slice(0, 10)}-${m.hostname}`;
+    const r = runSimItems(only, { runs, out: values.out, prefix, log });
+    Object.assign(results, r.results);
+    md.push(...r.md);
   }
   const loadEnd = load1();
   const date = started.toISOString().slice(0, 10);
