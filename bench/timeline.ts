@@ -2,7 +2,7 @@
 // events carry only whole-second timestamps, so the file is read every 100 ms and each new line
 // gets the wall-clock time it appeared. From that: each resource's span (its step's start to its
 // outputs), and the critical path through the state's dependencies.
-import { closeSync, existsSync, openSync, readSync } from "node:fs";
+import { closeSync, existsSync, fstatSync, openSync, readSync } from "node:fs";
 
 interface Metadata {
   op: string;
@@ -23,21 +23,31 @@ export interface Stamped {
   event: EngineEvent;
 }
 
-/** Reads `file` every 100 ms while a command runs; `stop()` reads the rest and returns all. */
+/**
+ * Reads `file` every 100 ms while a command runs; `stop()` reads the rest and returns all. `up`
+ * writes the preview's events, then truncates the file for the update's (their `sequence` starts
+ * again at 0): a file shorter than what was read, or a line out of sequence, starts over, and
+ * what was kept is then the update's events only.
+ */
 export function watchEvents(file: string, t0: number): { stop(): Stamped[] } {
-  const out: Stamped[] = [];
+  let out: Stamped[] = [];
   let offset = 0;
   let partial = "";
-  const poll = () => {
-    if (!existsSync(file)) return;
+  const restart = () => {
+    out = [];
+    offset = 0;
+    partial = "";
+  };
+  const read = (): boolean => {
     const fd = openSync(file, "r");
     try {
+      if (fstatSync(fd).size < offset) restart();
       const buf = Buffer.alloc(1 << 20);
       for (;;) {
         const n = readSync(fd, buf, 0, buf.length, offset);
         if (n <= 0) break;
         offset += n;
-        partial += buf.subarray(0, n).toString("utf8");
+        partial += buf.subarray(0, n).toString("latin1");
       }
     } finally {
       closeSync(fd);
@@ -45,7 +55,26 @@ export function watchEvents(file: string, t0: number): { stop(): Stamped[] } {
     const lines = partial.split("\n");
     partial = lines.pop() ?? "";
     const ms = Date.now() - t0;
-    for (const l of lines) if (l.trim()) out.push({ ms, event: JSON.parse(l) as EngineEvent });
+    for (const l of lines) {
+      if (!l.trim()) continue;
+      let event: EngineEvent & { sequence?: number };
+      try {
+        event = JSON.parse(Buffer.from(l, "latin1").toString("utf8")) as typeof event;
+      } catch {
+        return false;
+      }
+      const last = out.at(-1)?.event as { sequence?: number } | undefined;
+      if ((event.sequence ?? 0) !== (last ? (last.sequence ?? 0) + 1 : 0)) return false;
+      out.push({ ms, event });
+    }
+    return true;
+  };
+  const poll = () => {
+    if (!existsSync(file)) return;
+    if (!read()) {
+      restart();
+      read();
+    }
   };
   const timer = setInterval(poll, 100);
   return {
