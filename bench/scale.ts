@@ -8,10 +8,23 @@ import { writeFileSync } from "node:fs";
 import * as path from "node:path";
 import { svgToPng } from "../cli/commands/report";
 import type { World } from "./sim-world";
-import { fmt, summarize, type Summary } from "./stats";
+import { spawnSync } from "node:child_process";
+import { pulumiBinary, pulumiEnv } from "../setup/pulumi/env";
+import { floorProject } from "./noop";
+import { fmt, load1, median, summarize, type Summary } from "./stats";
 import { criticalPath, firstStep, ganttSvg, type PathStep, type Span, spans } from "./timeline";
 
 const CCACHE = "CCACHE_DIR=$HOME/.cache/sparkform/ccache ccache";
+const FLOOR_ARGS = ["up", "--yes", "--stack", "floor", "--expect-no-changes", "--non-interactive"];
+const FLOOR_COMMAND = `(cd <state>/bench/floor && pulumi ${FLOOR_ARGS.join(" ")})`;
+
+/** bench/noop.ts's floor: the same CLI on an empty one-output stack. */
+function floorUp(dir: string): { seconds: number; exitCode: number; load1: number } {
+  const load = load1();
+  const t = Date.now();
+  const r = spawnSync(pulumiBinary(), FLOOR_ARGS, { cwd: dir, env: pulumiEnv(), stdio: "ignore" });
+  return { seconds: (Date.now() - t) / 1000, exitCode: r.status ?? -1, load1: load };
+}
 
 export interface CountResult {
   nodes: number;
@@ -31,6 +44,11 @@ export interface CountResult {
   };
   noop: { command: string; samples: { seconds: number; exitCode: number; load1: number }[] };
   noopSummary: Summary;
+  /** The floor (an empty stack's no-op up, same CLI) right after each no-op up: same rounds. */
+  floor: { command: string; samples: { seconds: number; exitCode: number; load1: number }[] };
+  floorSummary: Summary;
+  /** Median over rounds of (no-op − floor): what the stack itself costs above Pulumi's floor. */
+  aboveFloor: number;
   destroySeconds: number;
   failures: string[];
 }
@@ -40,6 +58,7 @@ export async function runScale(
   o: { counts: number[]; noopRuns: number; out: string; prefix: string; log(s: string): void },
 ): Promise<CountResult[]> {
   const results: CountResult[] = [];
+  const floor = floorProject();
   for (const k of o.counts) {
     const stack = `bsc-${k}-${process.pid}`;
     const failures: string[] = [];
@@ -59,6 +78,7 @@ export async function runScale(
       await svgToPng(ganttSvg(ss, critical, title, cold.seconds)),
     );
     const noops: { seconds: number; exitCode: number; load1: number }[] = [];
+    const floors: { seconds: number; exitCode: number; load1: number }[] = [];
     let noopCommand = "";
     for (let r = 0; r < o.noopRuns; r++) {
       const n = await world.up(stack, { noop: true });
@@ -66,6 +86,9 @@ export async function runScale(
       noops.push({ seconds: n.seconds, exitCode: n.exitCode, load1: n.load1 });
       if (n.exitCode !== 0)
         failures.push(`no-op up ${r} exit ${n.exitCode}\n${n.output.slice(-2000)}`);
+      const f = floorUp(floor);
+      floors.push(f);
+      if (f.exitCode !== 0) failures.push(`floor up ${r} exit ${f.exitCode}`);
     }
     const d = await world.destroy(stack);
     if (d.exitCode !== 0) failures.push(`destroy exit ${d.exitCode}\n${d.output.slice(-2000)}`);
@@ -85,6 +108,9 @@ export async function runScale(
       },
       noop: { command: noopCommand, samples: noops },
       noopSummary: summarize(noops.map((x) => x.seconds)),
+      floor: { command: FLOOR_COMMAND, samples: floors },
+      floorSummary: summarize(floors.map((x) => x.seconds)),
+      aboveFloor: median(noops.map((x, i) => x.seconds - floors[i]!.seconds)),
       destroySeconds: d.seconds,
       failures,
     });
@@ -116,9 +142,9 @@ export function coldUpMarkdown(r: CountResult, prefix: string): string {
   const dom = [...c.critical].sort((a, b) => b.seconds - a.seconds)[0];
   const pathTotal = c.critical.reduce((a, s) => a + s.seconds, 0);
   return [
-    `\`${c.command}\` on fresh simulated nodes (a new sim; spark-1's compiler cache seeded from the e2e tests' cache, so **ccache warm**: ${ccacheLine(c.ccache) || "see the JSON"}), exit ${c.exitCode}, load ${c.load1} at the start: **${c.seconds.toFixed(1)} s**, ${c.spans.length} steps; the first step started at ${c.firstStepAt.toFixed(1)} s (CLI, program, policy packs, preview).`,
+    `\`${c.command}\` on fresh simulated nodes (a new sim; spark-1's compiler cache seeded from the e2e tests' cache, so **ccache warm**: ${ccacheLine(c.ccache) || "see the JSON"}), exit ${c.exitCode}, load ${c.load1} at the start: **${c.seconds.toFixed(1)} s**, ${c.spans.length} steps; the update began at ${c.firstStepAt.toFixed(1)} s and its first resource step at ${(c.critical[0]?.start ?? NaN).toFixed(1)} s: **${(c.critical[0]?.start ?? NaN).toFixed(1)} s (${((100 * (c.critical[0]?.start ?? NaN)) / c.seconds).toFixed(0)}%) before any node is contacted** (CLI start, program, policy packs, the preview, the update's program run).`,
     "",
-    `Critical path (${pathTotal.toFixed(1)} s in steps, the rest is waiting between them): ${dom ? `**${dom.label}** dominates (${dom.seconds.toFixed(1)} s, ${((100 * dom.seconds) / c.seconds).toFixed(0)}% of the up).` : "none"}`,
+    `Critical path (${pathTotal.toFixed(1)} s in steps, the rest is the start above and waiting between steps): ${dom ? `of the steps, **${dom.label}** dominates (${dom.seconds.toFixed(1)} s, ${((100 * dom.seconds) / c.seconds).toFixed(0)}% of the up).` : "none"}`,
     "",
     "| step on the critical path | start | seconds | waited before |",
     "|---|---:|---:|---:|",
@@ -143,13 +169,13 @@ export function scaleMarkdown(rs: readonly CountResult[], prefix: string): strin
   if (!base) return "";
   const ratio = (a: number, b: number) => (a / b).toFixed(2);
   return [
-    `Counts one after another on one 4-node sim; the first count's cold up on fresh nodes, each later one after the previous count's \`pulumi destroy\` (which keeps spark-1's ccache: warm in every count). No-op: \`${base.noop.command}\`, ${base.noop.samples.length} runs per count right after its cold up. Ratios against ${base.nodes} nodes; linear growth would be nodes/${base.nodes}.`,
+    `Counts one after another on one 4-node sim (two counts' stacks own the same paths and ports on the nodes, so they cannot be converged at once and interleaved); the first count's cold up on fresh nodes, each later one after the previous count's \`pulumi destroy\` (which keeps spark-1's ccache: warm in every count). No-op: \`${base.noop.command}\`, ${base.noop.samples.length} runs per count right after its cold up, each followed by the floor \`${FLOOR_COMMAND}\` (an empty stack, same CLI), so load falls on both; "above floor" is the median over those rounds of no-op − floor. Ratios against ${base.nodes} nodes; linear growth would be nodes/${base.nodes}.`,
     "",
-    "| nodes | cold up | cold / cold(2) | no-op up (median, min–max) | no-op / no-op(2) | linear | load at the samples |",
-    "|---:|---:|---:|---:|---:|---:|---|",
+    "| nodes | cold up | cold / cold(2) | no-op up (median, min–max) | floor, same rounds | no-op above floor | above floor / above floor(2) | no-op / no-op(2) | linear | load at the samples |",
+    "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|",
     ...rs.map(
       (r) =>
-        `| ${r.nodes} | ${r.cold.seconds.toFixed(1)} s | ${ratio(r.cold.seconds, base.cold.seconds)} | ${fmt(r.noopSummary, 1)} | ${ratio(r.noopSummary.median, base.noopSummary.median)} | ${ratio(r.nodes, base.nodes)} | ${[r.cold.load1, ...r.noop.samples.map((s) => s.load1)].join(", ")} |`,
+        `| ${r.nodes} | ${r.cold.seconds.toFixed(1)} s | ${ratio(r.cold.seconds, base.cold.seconds)} | ${fmt(r.noopSummary, 1)} | ${fmt(r.floorSummary, 1)} | ${r.aboveFloor.toFixed(1)} s | ${ratio(r.aboveFloor, base.aboveFloor)} | ${ratio(r.noopSummary.median, base.noopSummary.median)} | ${ratio(r.nodes, base.nodes)} | ${[r.cold.load1, ...r.noop.samples.map((s) => s.load1)].join(", ")} |`,
     ),
     "",
     ...rs.flatMap((r) => {
