@@ -12,7 +12,15 @@ import { spawnSync } from "node:child_process";
 import { pulumiBinary, pulumiEnv } from "../setup/pulumi/env";
 import { floorProject } from "./noop";
 import { fmt, load1, median, summarize, type Summary } from "./stats";
-import { criticalPath, firstStep, ganttSvg, type PathStep, type Span, spans } from "./timeline";
+import {
+  criticalPath,
+  firstStep,
+  ganttSvg,
+  type PathStep,
+  progressLines,
+  type Span,
+  spans,
+} from "./timeline";
 
 const CCACHE = "CCACHE_DIR=$HOME/.cache/sparkform/ccache ccache";
 const FLOOR_ARGS = ["up", "--yes", "--stack", "floor", "--expect-no-changes", "--non-interactive"];
@@ -41,6 +49,8 @@ export interface CountResult {
     /** spark-1's `ccache -s` after the cold up (zeroed just before it). */
     ccache: string;
     hubFileBytes: number;
+    /** The providers' progress lines (e.g. a fan-out's copy and install), when each appeared. */
+    progress: { at: number; message: string }[];
   };
   noop: { command: string; samples: { seconds: number; exitCode: number; load1: number }[] };
   noopSummary: Summary;
@@ -105,6 +115,7 @@ export async function runScale(
         critical,
         ccache,
         hubFileBytes: cold.hubFileBytes,
+        progress: progressLines(cold.events),
       },
       noop: { command: noopCommand, samples: noops },
       noopSummary: summarize(noops.map((x) => x.seconds)),

@@ -15,6 +15,7 @@ export interface EngineEvent {
   resourcePreEvent?: { metadata: Metadata; planning?: boolean };
   resOutputsEvent?: { metadata: Metadata; planning?: boolean };
   resOpFailedEvent?: { metadata: Metadata };
+  diagnosticEvent?: { message: string; ephemeral?: boolean; severity?: string };
 }
 
 export interface Stamped {
@@ -131,6 +132,15 @@ export function spans(events: readonly Stamped[], stack: string): Span[] {
     }
   }
   return done.sort((a, b) => a.start - b.start);
+}
+
+/** The providers' progress lines (diagnostics, not the ephemeral ones), when each appeared. */
+export function progressLines(events: readonly Stamped[]): { at: number; message: string }[] {
+  return events.flatMap(({ ms, event: e }) =>
+    e.diagnosticEvent && !e.diagnosticEvent.ephemeral
+      ? [{ at: ms / 1000, message: e.diagnosticEvent.message.trim() }]
+      : [],
+  );
 }
 
 /** When the run's first step started (what came before: program start, preview, policy packs). */
