@@ -105,7 +105,7 @@ async function main(): Promise<number> {
     );
   }
   if (only.some((i) => (SIM_ITEMS as readonly string[]).includes(i))) {
-    const prefix = `${started.toISOString().slice(0, 10)}-${m.hostname}`;
+    const prefix = `${started.toISOString().slice(0, 10)}-${m.hostname}${values.only ? `-${only.join("+")}` : ""}`;
     const r = runSimItems(only, { runs, out: values.out, prefix, log });
     Object.assign(results, r.results);
     md.push(...r.md);
