@@ -72,7 +72,13 @@ export async function runScale(
   for (const k of o.counts) {
     const stack = `bsc-${k}-${process.pid}`;
     const failures: string[] = [];
-    await world.stack(stack, k);
+    // BENCH_DISTRIBUTE=fan-out: the sim's CPU build is build-each by default (components/build/config.ts).
+    const distribute = process.env.BENCH_DISTRIBUTE;
+    await world.stack(stack, k, undefined, (t) =>
+      distribute
+        ? t.replace('preset: "sim"', `preset: "sim"\n    distribute: ${JSON.stringify(distribute)}`)
+        : t,
+    );
     await world.ssh("spark-1", `${CCACHE} -z`);
     o.log(`scale: cold up, ${k} nodes`);
     const cold = await world.up(stack);
@@ -153,7 +159,7 @@ export function coldUpMarkdown(r: CountResult, prefix: string): string {
   const dom = [...c.critical].sort((a, b) => b.seconds - a.seconds)[0];
   const pathTotal = c.critical.reduce((a, s) => a + s.seconds, 0);
   return [
-    `\`${c.command}\` on fresh simulated nodes (a new sim; spark-1's compiler cache seeded from the e2e tests' cache, so **ccache warm**: ${ccacheLine(c.ccache) || "see the JSON"}), exit ${c.exitCode}, load ${c.load1} at the start: **${c.seconds.toFixed(1)} s**, ${c.spans.length} steps; the update began at ${c.firstStepAt.toFixed(1)} s and its first resource step at ${(c.critical[0]?.start ?? NaN).toFixed(1)} s: **${(c.critical[0]?.start ?? NaN).toFixed(1)} s (${((100 * (c.critical[0]?.start ?? NaN)) / c.seconds).toFixed(0)}%) before any node is contacted** (CLI start, program, policy packs, the preview, the update's program run).`,
+    `Build: ${process.env.BENCH_DISTRIBUTE ?? "the sim preset's default, build-each (every node compiles; the others' ccache seeded from spark-1's)"}. \`${c.command}\` on fresh simulated nodes (a new sim; spark-1's compiler cache seeded from the e2e tests' cache, so **ccache warm**: ${ccacheLine(c.ccache) || "see the JSON"}), exit ${c.exitCode}, load ${c.load1} at the start: **${c.seconds.toFixed(1)} s**, ${c.spans.length} steps; the update began at ${c.firstStepAt.toFixed(1)} s and its first resource step at ${(c.critical[0]?.start ?? NaN).toFixed(1)} s: **${(c.critical[0]?.start ?? NaN).toFixed(1)} s (${((100 * (c.critical[0]?.start ?? NaN)) / c.seconds).toFixed(0)}%) before any node is contacted** (CLI start, program, policy packs, the preview, the update's program run).`,
     "",
     `Critical path (${pathTotal.toFixed(1)} s in steps, the rest is the start above and waiting between steps): ${dom ? `of the steps, **${dom.label}** dominates (${dom.seconds.toFixed(1)} s, ${((100 * dom.seconds) / c.seconds).toFixed(0)}% of the up).` : "none"}`,
     "",

@@ -43,7 +43,7 @@ export interface World {
    * Stack `name` listing the first `k` nodes: the local stack's whole config, or only the nodes
    * and `model` (the YAML of a `sparkform:model` section) when `model` is given.
    */
-  stack(name: string, k: number, model?: string): Promise<void>;
+  stack(name: string, k: number, model?: string, edit?: (text: string) => string): Promise<void>;
   up(stack: string, o?: { noop?: boolean; policies?: boolean }): Promise<TimedRun>;
   destroy(stack: string): Promise<TimedRun>;
   state(stack: string): Promise<StateResource[]>;
@@ -87,7 +87,7 @@ export async function openWorld(log: (s: string) => void): Promise<World> {
 
   const world: World = {
     acc,
-    async stack(name, k, model) {
+    async stack(name, k, model, edit = (t) => t) {
       const sub = { ...acc.cluster, nodes: acc.cluster.nodes.slice(0, k) };
       let text: string;
       if (model) {
@@ -98,7 +98,7 @@ export async function openWorld(log: (s: string) => void): Promise<World> {
           .replace(/endpoint: .*/, `endpoint: ${q(acc.ep.url)}`);
       }
       const file = path.join(repoRoot, "stacks", `Pulumi.${name}.yaml`);
-      writeFileSync(file, text);
+      writeFileSync(file, edit(text));
       files.push(file);
       await acc.cli.run(["stack", "init", name, "--secrets-provider", "passphrase"]);
     },

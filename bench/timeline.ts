@@ -137,7 +137,7 @@ export function spans(events: readonly Stamped[], stack: string): Span[] {
 /** The providers' progress lines (diagnostics, not the ephemeral ones), when each appeared. */
 export function progressLines(events: readonly Stamped[]): { at: number; message: string }[] {
   return events.flatMap(({ ms, event: e }) =>
-    e.diagnosticEvent && !e.diagnosticEvent.ephemeral
+    e.diagnosticEvent && !e.diagnosticEvent.ephemeral && e.diagnosticEvent.severity !== "debug"
       ? [{ at: ms / 1000, message: e.diagnosticEvent.message.trim() }]
       : [],
   );
