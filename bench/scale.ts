@@ -4,7 +4,7 @@
 //   6. cold and no-op `up` of the same config listing 2, 3 and 4 nodes: how time grows.
 // Counts run one after another (each stack owns the same paths and ports on the nodes, so two
 // cannot be converged at once); the no-op ups of a count follow its cold up.
-import { writeFileSync } from "node:fs";
+import { mkdirSync, writeFileSync } from "node:fs";
 import * as path from "node:path";
 import { svgToPng } from "../cli/commands/report";
 import type { World } from "./sim-world";
@@ -69,6 +69,7 @@ export async function runScale(
 ): Promise<CountResult[]> {
   const results: CountResult[] = [];
   const floor = floorProject();
+  mkdirSync(o.out, { recursive: true });
   for (const k of o.counts) {
     const stack = `bsc-${k}-${process.pid}`;
     const failures: string[] = [];
