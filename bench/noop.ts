@@ -77,7 +77,7 @@ function pulumiVariant(
 }
 
 /** The floor: an empty stack with one output, in its own project beside the state. */
-function floorProject(): string {
+export function floorProject(): string {
   const dir = path.join(stateDir(), "bench", "floor");
   mkdirSync(dir, { recursive: true });
   const project = readFileSync(path.join(repoRoot, "Pulumi.yaml"), "utf8")

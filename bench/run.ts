@@ -12,8 +12,9 @@ import { byRole, peakRss } from "./memory";
 import { modelBytesMarkdown, runModelBytes } from "./model-bytes";
 import { runServingLoad, servingLoadMarkdown } from "./serving-load";
 import { load1, machine } from "./stats";
+import { SIM_ITEMS, runSimItems } from "./sim-items";
 
-const ITEMS = ["noop", "memory", "model-bytes", "serving"] as const;
+const ITEMS = ["noop", "memory", "model-bytes", "serving", ...SIM_ITEMS] as const;
 const USAGE = `usage: npm run bench -- [--only ${ITEMS.join(",")}] [--runs N] [--stack S] [--base DIR] [--commands preview,refresh,up]
   --only      items to run (default: all)
   --runs      interleaved rounds per item (default 5)
@@ -114,6 +115,12 @@ async function main(): Promise<number> {
     const r = runServingLoad({ stack: values.stack, runs, log });
     results.serving = r;
     md.push("## 7. Serving: model load and smoke", "", servingLoadMarkdown(r));
+  }
+  if (only.some((i) => (SIM_ITEMS as readonly string[]).includes(i))) {
+    const prefix = `${started.toISOString().slice(0, 10)}-${m.hostname}${values.only ? `-${only.join("+")}` : ""}`;
+    const r = runSimItems(only, { runs, out: values.out, prefix, log });
+    Object.assign(results, r.results);
+    md.push(...r.md);
   }
   const loadEnd = load1();
   const date = started.toISOString().slice(0, 10);

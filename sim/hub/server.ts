@@ -161,6 +161,17 @@ export function parseRange(
   return { start, end };
 }
 
+/** The first of `drain` and `close`, the other listener removed (one left per wait adds up). */
+function drainOrClose(res: http.ServerResponse): Promise<void> {
+  return new Promise((resolve) => {
+    const done = () => {
+      res.off("drain", done).off("close", done);
+      resolve();
+    };
+    res.once("drain", done).once("close", done);
+  });
+}
+
 export async function startHfEndpoint(opts: HfEndpointOptions): Promise<HfEndpoint> {
   const root = path.resolve(opts.root);
   const host = opts.host ?? "127.0.0.1";
@@ -431,7 +442,7 @@ export async function startHfEndpoint(opts: HfEndpointOptions): Promise<HfEndpoi
           return;
         }
         const ok = res.write(chunk);
-        if (!ok && !closed) await new Promise<void>((r) => res.once("drain", r).once("close", r));
+        if (!ok && !closed) await drainOrClose(res);
         if (rate && sent < length) {
           const due = t0 + (sent / rate) * 1000;
           const wait = due - Date.now();

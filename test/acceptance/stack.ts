@@ -107,7 +107,8 @@ export interface StateResource {
 
 let eventN = 0;
 
-export async function openAcceptance(): Promise<Acceptance> {
+/** `nodes`: how many simulated nodes (2–4, default 2; the benches of bench/sim-world.ts use 4). */
+export async function openAcceptance(opts: { nodes?: number } = {}): Promise<Acceptance> {
   const work = mkdtempSync(path.join(tmpdir(), "sparkform-acc-"));
   process.env.SPARKFORM_STATE_DIR = path.join(work, "state");
   process.env.SPARKFORM_SIM_QUIET = "1";
@@ -116,7 +117,7 @@ export async function openAcceptance(): Promise<Acceptance> {
   const treeDir = path.join(work, "llama.cpp");
   const hubRoot = path.join(work, "hub");
   const backend = path.join(work, "backend");
-  const cluster = await simUp({ nodes: 2 });
+  const cluster = await simUp({ nodes: opts.nodes ?? 2 });
   extractLlamaSource(treeDir);
   // The local stack's model: the same deterministic files, hence the commit it pins.
   const pub = publishTestModel(hubRoot);

@@ -279,6 +279,21 @@ describe("HF endpoint", () => {
     expect(Date.now() - t0).toBeGreaterThanOrEqual(350);
   });
 
+  it("leaves no listener behind per write it waits on (a big file warned of a leak)", async () => {
+    const warnings: string[] = [];
+    const onWarning = (w: Error) => warnings.push(`${w.name}: ${w.message}`);
+    process.on("warning", onWarning);
+    try {
+      // 2.5 MB in 256 KiB chunks: every write overflows the response's buffer and is waited on.
+      const r = await fetch(fileUrl);
+      expect(sha256(new Uint8Array(await r.arrayBuffer()))).toBe(published.model.sha256);
+      await new Promise((r) => setTimeout(r, 50));
+    } finally {
+      process.off("warning", onWarning);
+    }
+    expect(warnings.filter((w) => w.startsWith("MaxListenersExceededWarning"))).toEqual([]);
+  });
+
   it("takes faults at runtime over the admin route", async () => {
     const set = await fetch(`${ep.url}/_admin/faults`, {
       method: "POST",
