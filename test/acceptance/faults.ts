@@ -119,7 +119,9 @@ export function faultScenarios(get: () => Acceptance, log: (s: string) => void):
       expect(second.output).toMatch(/the stack is currently locked by 1 lock\(s\)/);
       expect(second.output).toMatch(/pid \d+/);
       const r = await first.child;
-      log(`first up: exit ${r.exitCode}${r.exitCode === 0 ? "" : `\n${String(r.all).slice(-6000)}`}`);
+      log(
+        `first up: exit ${r.exitCode}${r.exitCode === 0 ? "" : `\n${String(r.all).slice(-6000)}`}`,
+      );
       expect(r.exitCode).toBe(0);
       expect(lockFiles()).toEqual([]);
       const after = await a.exportState();
