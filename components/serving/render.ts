@@ -93,7 +93,11 @@ const elixirString = (s: string) => JSON.stringify(s).replace(/#\{/g, "\\#{");
 export function renderLlamaCppEx(plan: PlanPart, modelPath: string): string {
   const { devices, tensorSplit } = llamaDevices(plan);
   const offload = plan.nGpuLayers > 0 && devices.length > 0;
-  const opts: [string, string, string?][] = [["model_path", elixirString(modelPath)]];
+  // Elixir's File functions do not expand `~`; Path.expand does, on the node that runs it.
+  const model = modelPath.startsWith("~/")
+    ? `Path.expand(${elixirString(modelPath)})`
+    : elixirString(modelPath);
+  const opts: [string, string, string?][] = [["model_path", model]];
   if (offload && plan.rpcServers.length > 0)
     opts.push(["rpc_servers", `[${plan.rpcServers.map(elixirString).join(", ")}]`]);
   opts.push([

@@ -57,6 +57,11 @@ describe("renderings on the pair", () => {
     );
   });
 
+  it("a home-relative model path is expanded by Elixir (File does not expand ~)", () => {
+    const home = renderings(plan, "~/models/m/abc/m.gguf").llamaCppEx;
+    expect(home).toContain('  model_path: Path.expand("~/models/m/abc/m.gguf"),');
+  });
+
   it("llama-server argv parses back to the plan: devices named, layer split, n_gpu_layers 99", () => {
     const v = parse(r.llamaServer);
     expect(v).toEqual({
