@@ -9,6 +9,8 @@ import { cpSync, existsSync, mkdirSync, readFileSync, symlinkSync, writeFileSync
 import * as path from "node:path";
 import { pulumiBinary, pulumiEnv, repoRoot, stateDir } from "../setup/pulumi/env";
 import { breakdown, type Phase } from "./phases";
+import { tailMarkdown } from "./report-tail";
+import { stackResources } from "./stack-state";
 import { fmt, load1, rotation, summarize, type Summary } from "./stats";
 
 export const COMMANDS = ["preview", "refresh", "up"] as const;
@@ -110,15 +112,7 @@ interface Exported {
 
 /** bench/hand-check.sh's expectations, from the stack's state (what refresh compares with). */
 function handCheckEnv(stack: string): string {
-  const r = spawnSync(pulumiBinary(), ["stack", "export", "--stack", stack], {
-    cwd: repoRoot,
-    env: pulumiEnv(),
-    encoding: "utf8",
-    maxBuffer: 1 << 30,
-  });
-  if (r.status !== 0) throw new Error(`stack export failed: ${r.stderr}`);
-  const resources = (JSON.parse(r.stdout) as { deployment: { resources: Exported[] } }).deployment
-    .resources;
+  const resources = stackResources<Exported>(stack);
   const of = (t: string) => resources.filter((x) => x.type.endsWith(`sparkform:${t}`));
   const tree = of("TreeSync")[0]?.outputs as
     { source: string; dest: string; exclude: { path?: string; name?: string }[] } | undefined;
@@ -298,16 +292,6 @@ export function noopMarkdown(r: NoopResult, base?: string): string {
     for (const [k, v] of rel) out.push(`- \`${k}\` = ${v.toFixed(2)}×`);
     out.push("");
   }
-  const loads = r.samples.map((s) => s.load1);
-  out.push(
-    `Load average (1 min) at the samples' starts: median ${summarize(loads).median.toFixed(2)}, ` +
-      `${Math.min(...loads).toFixed(2)}–${Math.max(...loads).toFixed(2)}.`,
-    "",
-    "Commands:",
-    "",
-    ...Object.entries(r.commands).map(([k, v]) => `- ${k}: \`${v}\``),
-    "",
-  );
   if (Object.keys(r.breakdown).length) {
     out.push(
       "### Where the seconds go",
@@ -331,20 +315,13 @@ export function noopMarkdown(r: NoopResult, base?: string): string {
     }
     out.push("");
   }
-  if (r.failures.length) {
-    out.push("### Failures", "", "```", ...r.failures, "```", "");
-  }
   out.push(
-    "Samples (s, in round order):",
-    "",
-    ...Object.keys(r.summary).map(
-      (n) =>
-        `- ${n}: ${r.samples
-          .filter((s) => s.variant === n)
-          .map((s) => s.seconds.toFixed(2))
-          .join(", ")}`,
-    ),
-    "",
+    ...tailMarkdown({
+      samples: r.samples,
+      variants: Object.keys(r.summary),
+      commands: r.commands,
+      failures: r.failures,
+    }),
   );
   return out.join("\n");
 }

@@ -15,9 +15,10 @@ import {
 import type { ServingPlan } from "../components/serving/placement";
 import { CACHE_DIR } from "../components/rpc-worker/plan";
 import { shJoin } from "../components/transport/quote";
-import { pulumiBinary, pulumiEnv, repoRoot, stateDir } from "../setup/pulumi/env";
+import { repoRoot, stateDir } from "../setup/pulumi/env";
 import type { SimCluster } from "../sim/state";
 import { tailMarkdown } from "./report-tail";
+import { stackResources } from "./stack-state";
 import { fmt, load1, rotation, summarize, type Summary } from "./stats";
 
 /** Where the worker's pre-warmed entries wait while a round runs with an empty cache. */
@@ -91,17 +92,6 @@ function ssh(c: SimCluster, node: string, command: string, input?: string) {
   return { exitCode: r.status ?? 1, stdout: r.stdout, output: `${r.stdout}${r.stderr}` };
 }
 
-function stackResources(stack: string): Resource[] {
-  const r = spawnSync(pulumiBinary(), ["stack", "export", "--stack", stack], {
-    cwd: repoRoot,
-    env: pulumiEnv(),
-    encoding: "utf8",
-    maxBuffer: 1 << 30,
-  });
-  if (r.status !== 0) throw new Error(`stack export failed: ${r.stderr}`);
-  return (JSON.parse(r.stdout) as { deployment: { resources: Resource[] } }).deployment.resources;
-}
-
 export interface ServingLoadOptions {
   stack: string;
   runs: number;
@@ -112,7 +102,7 @@ export function runServingLoad(opts: ServingLoadOptions): ServingLoadResult {
   const c = JSON.parse(
     fs.readFileSync(path.join(stateDir(), "sim", "cluster.json"), "utf8"),
   ) as SimCluster;
-  const resources = stackResources(opts.stack);
+  const resources = stackResources<Resource>(opts.stack);
   const server = resources.find((x) => x.type.endsWith("sparkform:LlamaServer"))?.inputs as
     Server | undefined;
   const worker = resources.find((x) => x.type.endsWith("sparkform:RpcWorker"));

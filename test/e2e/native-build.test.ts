@@ -5,7 +5,6 @@
 // SPARKFORM_E2E_NODE_CCACHE names a directory on the control node: then spark-1's cache is
 // seeded from it before the first `up` and saved back after, to make repeated runs fast while
 // developing. spark-2 is always seeded from spark-1 by NativeBuild itself.
-import { execFileSync } from "node:child_process";
 import {
   cpSync,
   existsSync,
@@ -23,6 +22,7 @@ import { simDown, simExec, simUp } from "../../sim/index";
 import { renderStackConfig } from "../../sim/stack";
 import type { SimCluster } from "../../sim/state";
 import { type PulumiCli, pulumiCli } from "../support/pulumi-cli";
+import { nodeCcache } from "../support/sim-node";
 import { startSshAgent, type TestAgent } from "../support/ssh-agent";
 
 const isRoot = process.getuid?.() === 0;
@@ -109,24 +109,6 @@ async function onNode(node: string, script: string): Promise<string> {
   return r.stdout.trim();
 }
 
-function rsyncNodeCache(direction: "to" | "from"): void {
-  if (!warmCache) return;
-  mkdirSync(warmCache, { recursive: true });
-  const remote = "spark@spark-1:.cache/sparkform/ccache/";
-  const args = ["-a", "-e", `ssh -F ${cluster.sshConfigPath}`];
-  if (direction === "to") {
-    execFileSync("ssh", [
-      "-F",
-      cluster.sshConfigPath,
-      "spark-1",
-      "mkdir -p .cache/sparkform/ccache",
-    ]);
-    execFileSync("rsync", [...args, `${warmCache}/`, remote]);
-  } else {
-    execFileSync("rsync", [...args, remote, `${warmCache}/`]);
-  }
-}
-
 const log = (s: string) => process.stderr.write(`[native-build] ${s}\n`);
 
 describe.skipIf(!isRoot)("NativeBuild on a simulated pair (real pulumi CLI)", () => {
@@ -142,7 +124,7 @@ describe.skipIf(!isRoot)("NativeBuild on a simulated pair (real pulumi CLI)", ()
     });
     await cli.run(["stack", "init", stack, "--secrets-provider", "passphrase"]);
     writeStackConfig(stack, SIM_BUILD);
-    rsyncNodeCache("to");
+    nodeCcache(cluster, warmCache).seed();
   });
 
   afterAll(async () => {
@@ -165,7 +147,7 @@ describe.skipIf(!isRoot)("NativeBuild on a simulated pair (real pulumi CLI)", ()
       try {
         up = await cli.run(["up", "--yes", "-s", stack]);
       } finally {
-        rsyncNodeCache("from");
+        nodeCcache(cluster, warmCache).save();
       }
       first = await results();
       const [a, b] = [first["spark-1"], first["spark-2"]] as [NodeResult, NodeResult];

@@ -10,7 +10,6 @@
 // One sim, one build. spark-1's compiler cache is seeded from SPARKFORM_E2E_NODE_CCACHE when set
 // (and saved back after the first `up`), as in native-build.test.ts; spark-2 is seeded from
 // spark-1 by NativeBuild itself.
-import { execFileSync } from "node:child_process";
 import { execa } from "execa";
 import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
@@ -28,6 +27,7 @@ import { simDown, simExec, simUp } from "../../sim/index";
 import { renderStackConfig } from "../../sim/stack";
 import type { SimCluster } from "../../sim/state";
 import { type PulumiCli, pulumiCli } from "../support/pulumi-cli";
+import { nodeCcache } from "../support/sim-node";
 import { startSshAgent, type TestAgent } from "../support/ssh-agent";
 import { LARGE_DIMS } from "./rpc-worker/large-model";
 
@@ -216,24 +216,6 @@ async function workerState(): Promise<WorkerState> {
   return r;
 }
 
-function rsyncNodeCache(direction: "to" | "from"): void {
-  if (!warmCache) return;
-  mkdirSync(warmCache, { recursive: true });
-  const remote = "spark@spark-1:.cache/sparkform/ccache/";
-  const args = ["-a", "-e", `ssh -F ${cluster.sshConfigPath}`];
-  if (direction === "to") {
-    execFileSync("ssh", [
-      "-F",
-      cluster.sshConfigPath,
-      "spark-1",
-      "mkdir -p .cache/sparkform/ccache",
-    ]);
-    execFileSync("rsync", [...args, `${warmCache}/`, remote]);
-  } else {
-    execFileSync("rsync", [...args, remote, `${warmCache}/`]);
-  }
-}
-
 const up = (extra: string[] = [], opts: { expectFailure?: boolean } = {}) =>
   cli.run(["up", "--yes", "-s", stack, ...POLICIES, ...extra], opts);
 const refresh = (extra: string[] = []) => cli.run(["refresh", "--yes", "-s", stack, ...extra]);
@@ -281,7 +263,7 @@ describe.skipIf(!isRoot)("RpcWorker on a simulated pair (real pulumi CLI)", () =
     });
     await cli.run(["stack", "init", stack, "--secrets-provider", "passphrase"]);
     writeStackConfig();
-    rsyncNodeCache("to");
+    nodeCcache(cluster, warmCache).seed();
   }, STEP_MS);
 
   afterAll(async () => {
@@ -302,7 +284,7 @@ describe.skipIf(!isRoot)("RpcWorker on a simulated pair (real pulumi CLI)", () =
       try {
         await up();
       } finally {
-        rsyncNodeCache("from");
+        nodeCcache(cluster, warmCache).save();
       }
       const unit = await unitProps("spark-2", UNIT);
       expect([unit.ActiveState, unit.SubState]).toEqual(["active", "running"]);

@@ -7,7 +7,6 @@
 // One sim, one build; the policy cases are previews (nothing runs on a node). spark-1's
 // compiler cache is seeded from SPARKFORM_E2E_NODE_CCACHE when set (and saved back after the
 // first `up`), as in native-build.test.ts; spark-2 is seeded from spark-1 by NativeBuild.
-import { execFileSync } from "node:child_process";
 import {
   appendFileSync,
   existsSync,
@@ -31,6 +30,7 @@ import { simDown, simExec, simUp } from "../../sim/index";
 import { renderStackConfig } from "../../sim/stack";
 import type { SimCluster } from "../../sim/state";
 import { type PulumiCli, pulumiCli } from "../support/pulumi-cli";
+import { nodeCcache } from "../support/sim-node";
 import { startSshAgent, type TestAgent } from "../support/ssh-agent";
 
 const isRoot = process.getuid?.() === 0;
@@ -150,24 +150,6 @@ async function urnOf(type: string): Promise<string> {
   return r.urn;
 }
 
-function rsyncNodeCache(direction: "to" | "from"): void {
-  if (!warmCache) return;
-  mkdirSync(warmCache, { recursive: true });
-  const remote = "spark@spark-1:.cache/sparkform/ccache/";
-  const args = ["-a", "-e", `ssh -F ${cluster.sshConfigPath}`];
-  if (direction === "to") {
-    execFileSync("ssh", [
-      "-F",
-      cluster.sshConfigPath,
-      "spark-1",
-      "mkdir -p .cache/sparkform/ccache",
-    ]);
-    execFileSync("rsync", [...args, `${warmCache}/`, remote]);
-  } else {
-    execFileSync("rsync", [...args, remote, `${warmCache}/`]);
-  }
-}
-
 const up = (extra: string[] = [], opts: { expectFailure?: boolean } = {}) =>
   cli.run(["up", "--yes", "-s", stack, ...POLICIES, ...extra], opts);
 const preview = (opts: { expectFailure?: boolean } = {}) =>
@@ -212,7 +194,7 @@ describe.skipIf(!isRoot)("serving on a simulated pair (real pulumi CLI, policy p
     });
     await cli.run(["stack", "init", stack, "--secrets-provider", "passphrase"]);
     writeStackConfig();
-    rsyncNodeCache("to");
+    nodeCcache(cluster, warmCache).seed();
   }, STEP_MS);
 
   afterAll(async () => {
@@ -254,7 +236,7 @@ describe.skipIf(!isRoot)("serving on a simulated pair (real pulumi CLI, policy p
       try {
         await up();
       } finally {
-        rsyncNodeCache("from");
+        nodeCcache(cluster, warmCache).save();
       }
       const s = await stackOutput<ServingOut>("serving");
       log(JSON.stringify({ placement: s.placement, smoke: s.smoke, server: s.server }));
