@@ -27,7 +27,7 @@ import { simDown, simExec, simUp } from "../../sim/index";
 import { renderStackConfig } from "../../sim/stack";
 import type { SimCluster } from "../../sim/state";
 import { type PulumiCli, pulumiCli } from "../support/pulumi-cli";
-import { nodeCcache } from "../support/sim-node";
+import { asUser, listeningPorts, nodeCcache } from "../support/sim-node";
 import { startSshAgent, type TestAgent } from "../support/ssh-agent";
 import { LARGE_DIMS } from "./rpc-worker/large-model";
 
@@ -121,31 +121,14 @@ const node = (name: string) => {
   return n;
 };
 
-/** A shell script on a node as the `spark` user (its login environment: systemctl --user works). */
-async function asSpark(name: string, script: string): Promise<string> {
-  const r = await simExec(name, ["sh", "-c", script], { user: "spark" });
-  return r.stdout.trim();
-}
-
 async function unitProps(name: string, unit: string): Promise<Record<string, string>> {
-  const out = await asSpark(
+  const out = await asUser(
     name,
     `systemctl --user show ${unit} -p ActiveState -p SubState -p MainPID -p NRestarts -p InvocationID -p Environment -p ExecStart`,
   );
   return Object.fromEntries(
     out.split("\n").map((l) => [l.slice(0, l.indexOf("=")), l.slice(l.indexOf("=") + 1)]),
   );
-}
-
-/** Ports in LISTEN state on a node (the kernel's table, IPv4 and IPv6). */
-async function listeningPorts(name: string): Promise<number[]> {
-  const out = await asSpark(name, "cat /proc/net/tcp /proc/net/tcp6 2>/dev/null");
-  const ports = new Set<number>();
-  for (const line of out.split("\n")) {
-    const f = line.trim().split(/\s+/);
-    if (f[3] === "0A" && f[1]) ports.add(parseInt(f[1].split(":").pop() ?? "0", 16));
-  }
-  return [...ports].sort((a, b) => a - b);
 }
 
 /** From spark-1: "accepted" or the error name of a TCP connect to addr:port. */
@@ -310,7 +293,7 @@ describe.skipIf(!isRoot)("RpcWorker on a simulated pair (real pulumi CLI)", () =
       log(`prewarmed ${JSON.stringify(prewarmed)}`);
       expect(prewarmed?.entries).toBeGreaterThan(0);
       expect(prewarmed?.written).toBe(prewarmed?.entries);
-      const files = (await asSpark("spark-2", `ls -A ${RPC_CACHE}`)).split("\n");
+      const files = (await asUser("spark-2", `ls -A ${RPC_CACHE}`)).split("\n");
       expect(files).toHaveLength(prewarmed?.entries ?? -1);
       for (const f of files) expect(f).toMatch(/^[0-9a-f]{16}$/);
     },
@@ -325,7 +308,7 @@ describe.skipIf(!isRoot)("RpcWorker on a simulated pair (real pulumi CLI)", () =
       expect(again.output).not.toMatch(/\bupdated\b/);
       writeFileSync(path.join(work, "hold.py"), HOLDER);
       await simExec("spark-1", ["sh", "-c", "cat > /tmp/hold.py"], { input: HOLDER });
-      const pid = await asSpark(
+      const pid = await asUser(
         "spark-1",
         `nohup python3 /tmp/hold.py ${node("spark-2").fabricAddress} ${PORT} >/tmp/hold.log 2>&1 </dev/null & echo $!`,
       );
@@ -333,12 +316,12 @@ describe.skipIf(!isRoot)("RpcWorker on a simulated pair (real pulumi CLI)", () =
         let said = "";
         for (let i = 0; i < 50 && !said.includes("hello"); i++) {
           await new Promise((r) => setTimeout(r, 200));
-          said = await asSpark("spark-1", "cat /tmp/hold.log");
+          said = await asUser("spark-1", "cat /tmp/hold.log");
         }
         expect(said).toContain("hello 6.0.0");
         await refresh(["--expect-no-changes"]);
       } finally {
-        await asSpark("spark-1", `kill ${pid} || true`);
+        await asUser("spark-1", `kill ${pid} || true`);
       }
     },
     STEP_MS,
@@ -348,7 +331,7 @@ describe.skipIf(!isRoot)("RpcWorker on a simulated pair (real pulumi CLI)", () =
     "kill -9 of the worker: refresh shows the drift, up restarts it and converges",
     async () => {
       const before = await unitProps("spark-2", UNIT);
-      await asSpark("spark-2", `kill -9 ${before.MainPID}`);
+      await asUser("spark-2", `kill -9 ${before.MainPID}`);
       // Restart=on-failure brings it back: wait for the new invocation before reading.
       let now = before;
       for (let i = 0; i < 50 && (now.MainPID === before.MainPID || now.MainPID === "0"); i++) {
@@ -435,7 +418,7 @@ describe.skipIf(!isRoot)("RpcWorker on a simulated pair (real pulumi CLI)", () =
     async () => {
       // Each status probes with a HELLO, which the debug log records: enough lines for a tail.
       let st = await workerCli("status", "spark-2");
-      for (let i = 0; i < 10 && Number(await asSpark("spark-2", `wc -l < ${LOG}`)) <= 25; i++)
+      for (let i = 0; i < 10 && Number(await asUser("spark-2", `wc -l < ${LOG}`)) <= 25; i++)
         st = await workerCli("status", "spark-2");
       expect(st.exitCode).toBe(0);
       const props = await unitProps("spark-2", UNIT);
@@ -445,7 +428,7 @@ describe.skipIf(!isRoot)("RpcWorker on a simulated pair (real pulumi CLI)", () =
       expect(st.stdout).toContain(`endpoint ${node("spark-2").fabricAddress}:${PORT}`);
       expect(st.stdout).toMatch(/transport tcp \(transport\s*:\s*TCP/);
       expect(st.stdout).toMatch(/from spark-1: HELLO 6\.0\.0/);
-      expect(Number(await asSpark("spark-2", `wc -l < ${LOG}`))).toBeGreaterThan(20);
+      expect(Number(await asUser("spark-2", `wc -l < ${LOG}`))).toBeGreaterThan(20);
       const logs = await workerCli("logs", "spark-2", "20");
       expect(logs.exitCode).toBe(0);
       const lines = logs.stdout.split("\n");
@@ -458,7 +441,7 @@ describe.skipIf(!isRoot)("RpcWorker on a simulated pair (real pulumi CLI)", () =
           rss.stdout,
         );
       expect(m).not.toBeNull();
-      const vm = await asSpark("spark-2", `cat /proc/${props.MainPID}/status /proc/meminfo`);
+      const vm = await asUser("spark-2", `cat /proc/${props.MainPID}/status /proc/meminfo`);
       const kb = (k: string) => Number(new RegExp(`^${k}:\\s+(\\d+)`, "m").exec(vm)?.[1]);
       log(`rss ${rss.stdout}; VmRSS ${kb("VmRSS")} kB, VmHWM ${kb("VmHWM")} kB`);
       expect(Number(m?.[1])).toBeGreaterThan(0);
@@ -542,11 +525,11 @@ describe.skipIf(!isRoot)("RpcWorker on a simulated pair (real pulumi CLI)", () =
       const installed = `${(await stackOutput<Record<string, { installDir: string }>>("build"))["spark-2"]?.installDir}/bin/ggml-rpc-server`;
       expect(installed).toMatch(/^\/home\/spark\/\S+\/bin\/ggml-rpc-server$/);
       // Another file in its place (a new inode: the running process keeps the old one).
-      await asSpark(
+      await asUser(
         "spark-2",
         `cp /bin/true ${installed}.other && mv -f ${installed}.other ${installed}`,
       );
-      const other = await asSpark("spark-2", `sha256sum ${installed} | cut -c1-64`);
+      const other = await asUser("spark-2", `sha256sum ${installed} | cut -c1-64`);
       expect(other).not.toBe(w.digest);
       const { urn } = await workerState();
       await refresh(["--target", urn]);
@@ -559,7 +542,7 @@ describe.skipIf(!isRoot)("RpcWorker on a simulated pair (real pulumi CLI)", () =
       // Untargeted, with a refresh: the NativeBuild sees its artifact changed and reinstalls it.
       const repaired = await up(["--refresh"]);
       expect(repaired.output).toMatch(/sparkform:NativeBuild\s+\S+-build-spark-2\s+updated/);
-      expect(await asSpark("spark-2", `sha256sum ${installed} 2>&1 | cut -c1-64`)).toBe(w.digest);
+      expect(await asUser("spark-2", `sha256sum ${installed} 2>&1 | cut -c1-64`)).toBe(w.digest);
       expect((await unitProps("spark-2", UNIT)).ActiveState).toBe("active");
       expect((await worker()).digest).toBe(w.digest);
       await refresh(["--expect-no-changes"]);
@@ -570,7 +553,7 @@ describe.skipIf(!isRoot)("RpcWorker on a simulated pair (real pulumi CLI)", () =
   it(
     "the RSS guard stops a worker pushed past a lowered threshold, and the journal says why",
     async () => {
-      const meminfo = await asSpark("spark-2", "cat /proc/meminfo");
+      const meminfo = await asUser("spark-2", "cat /proc/meminfo");
       const kb = (k: string) => Number(new RegExp(`^${k}:\\s+(\\d+)`, "m").exec(meminfo)?.[1]);
       const total = kb("MemTotal") * 1024;
       const usedPct = (100 * (total - kb("MemAvailable") * 1024)) / total;
@@ -585,10 +568,10 @@ describe.skipIf(!isRoot)("RpcWorker on a simulated pair (real pulumi CLI)", () =
       expect((await unitProps("spark-2", UNIT)).ActiveState).toBe("active");
       // Memory pressure on spark-2: past the limit by ~1 GiB, pages written so they count, held
       // for 10 s (two dozen guard samples), then freed.
-      const now = await asSpark("spark-2", "cat /proc/meminfo");
+      const now = await asUser("spark-2", "cat /proc/meminfo");
       const avail = Number(/^MemAvailable:\s+(\d+)/m.exec(now)?.[1]) * 1024;
       const need = Math.ceil(total * (limit / 100) - (total - avail) + 2 ** 30);
-      await asSpark(
+      await asUser(
         "spark-2",
         `python3 -c 'import time; b = bytearray(b"\\x01") * ${need}; time.sleep(10)'`,
       );
@@ -599,7 +582,7 @@ describe.skipIf(!isRoot)("RpcWorker on a simulated pair (real pulumi CLI)", () =
       }
       expect(unit.ActiveState).not.toBe("active");
       expect(await listeningPorts("spark-2")).not.toContain(PORT);
-      const journal = await asSpark("spark-2", `journalctl --user -u ${GUARD} --no-pager -o cat`);
+      const journal = await asUser("spark-2", `journalctl --user -u ${GUARD} --no-pager -o cat`);
       expect(journal).toMatch(
         new RegExp(
           `node memory [\\d.]+% used .*>= ${limit}%; worker RSS \\d+ MiB .*stopping ${UNIT}`,
@@ -620,10 +603,10 @@ describe.skipIf(!isRoot)("RpcWorker on a simulated pair (real pulumi CLI)", () =
       await cli.run(["destroy", "--yes", "-s", stack]);
       for (const n of ["spark-1", "spark-2"]) {
         expect(
-          await asSpark(n, "systemctl --user list-units --all --no-legend --plain 'sparkform-*'"),
+          await asUser(n, "systemctl --user list-units --all --no-legend --plain 'sparkform-*'"),
         ).toBe("");
-        expect(await asSpark(n, `ls -A ${RPC_CACHE} 2>/dev/null || true`)).toBe("");
-        expect(await asSpark(n, `test -e ${MANIFEST} && echo present || echo absent`)).toBe(
+        expect(await asUser(n, `ls -A ${RPC_CACHE} 2>/dev/null || true`)).toBe("");
+        expect(await asUser(n, `test -e ${MANIFEST} && echo present || echo absent`)).toBe(
           "absent",
         );
         expect(await listeningPorts(n)).toEqual([node(n).sshPort]);

@@ -26,11 +26,11 @@ import {
   startHfEndpoint,
 } from "../../sim/hub";
 import { extractLlamaSource } from "../../sim/llama/index";
-import { simDown, simExec, simUp } from "../../sim/index";
+import { simDown, simUp } from "../../sim/index";
 import { renderStackConfig } from "../../sim/stack";
 import type { SimCluster } from "../../sim/state";
 import { type PulumiCli, pulumiCli } from "../support/pulumi-cli";
-import { nodeCcache } from "../support/sim-node";
+import { asUser, listeningPorts, nodeCcache } from "../support/sim-node";
 import { startSshAgent, type TestAgent } from "../support/ssh-agent";
 
 const isRoot = process.getuid?.() === 0;
@@ -118,23 +118,8 @@ function writeStackConfig(server: string[] = []): void {
   );
 }
 
-async function asSpark(name: string, script: string): Promise<string> {
-  const r = await simExec(name, ["sh", "-c", script], { user: "spark" });
-  return r.stdout.trim();
-}
-
-async function listeningPorts(name: string): Promise<number[]> {
-  const out = await asSpark(name, "cat /proc/net/tcp /proc/net/tcp6 2>/dev/null");
-  const ports = new Set<number>();
-  for (const line of out.split("\n")) {
-    const f = line.trim().split(/\s+/);
-    if (f[3] === "0A" && f[1]) ports.add(parseInt(f[1].split(":").pop() ?? "0", 16));
-  }
-  return [...ports].sort((a, b) => a - b);
-}
-
 const sparkformUnits = (n: string) =>
-  asSpark(n, "systemctl --user list-units --all --no-legend --plain 'sparkform-*'");
+  asUser(n, "systemctl --user list-units --all --no-legend --plain 'sparkform-*'");
 
 async function stackOutput<T>(name: string): Promise<T> {
   const out = await cli.run(["stack", "output", "--json", "-s", stack]);
@@ -169,7 +154,7 @@ async function completionOnSpark1(): Promise<{ tokens: number[]; content: string
     // The test model's text is random bytes: printable ASCII, as the smoke asked (smoke.py).
     grammar: "root ::= [ -~]*",
   });
-  const out = await asSpark(
+  const out = await asUser(
     "spark-1",
     `curl -sS --max-time 120 -H 'Content-Type: application/json' -d '${body}' http://127.0.0.1:${PORT}/completion`,
   );
@@ -255,7 +240,7 @@ describe.skipIf(!isRoot)("serving on a simulated pair (real pulumi CLI, policy p
       const c = await completionOnSpark1();
       expect(c.tokens).toEqual(s.smoke.tokens);
       // Its log: layers on both CPU and RPC0, model buffers on both.
-      const serverLog = await asSpark("spark-1", `grep load_tensors ${SERVER_LOG}`);
+      const serverLog = await asUser("spark-1", `grep load_tensors ${SERVER_LOG}`);
       expect(serverLog).toMatch(/layer\s+\d+ assigned to device CPU/);
       expect(serverLog).toMatch(/layer\s+\d+ assigned to device RPC0/);
       expect(serverLog).toMatch(/RPC0\[[\d.]+:50052\] model buffer size =\s+[\d.]+ MiB/);
@@ -284,7 +269,7 @@ describe.skipIf(!isRoot)("serving on a simulated pair (real pulumi CLI, policy p
     async () => {
       const server = await urnOf("pulumi-nodejs:dynamic/sparkform:LlamaServer");
       await cli.run(["destroy", "--yes", "-s", stack, "--target", server]);
-      await asSpark("spark-2", `systemctl --user stop sparkform-rpc-worker-${WORKER_PORT}`);
+      await asUser("spark-2", `systemctl --user stop sparkform-rpc-worker-${WORKER_PORT}`);
       const failed = await up(["--target", server], { expectFailure: true });
       expect(failed.output).toMatch(/RPC0 \(spark-2, [\d.]+:50052\) was not reached/);
       expect(failed.output).toMatch(/planned: .*RPC0/);
