@@ -4,6 +4,7 @@
 import { spawnSync } from "node:child_process";
 import { parseArgs } from "node:util";
 import { pulumiBinary, pulumiEnv, repoRoot } from "../../setup/pulumi/env";
+import { policyPackArgs, selectedStack } from "../../setup/pulumi/policy";
 import { out, UsageError } from "../errors";
 
 export const summary = "push the working tree to every node and prove it by digest";
@@ -71,16 +72,18 @@ export async function run(argv: string[]): Promise<number> {
       "the stack has no synced tree yet: set sparkform:tree and run `pulumi up` (or `npm run local`) once",
     );
   }
+  // The stack's own policy config, as every command that runs the engine applies it.
+  const stack = values.stack ?? selectedStack();
+  if (!stack) throw new UsageError("no stack is selected: give --stack (e.g. --stack local)");
   const up = pulumi(
     [
       "up",
       "--yes",
       "--skip-preview",
-      "--policy-pack",
-      "policies",
+      ...policyPackArgs(stack),
       ...before.flatMap((r) => ["--target", r.urn]),
     ],
-    values.stack,
+    stack,
     false,
   );
   if (up.status !== 0) return up.status ?? 1;

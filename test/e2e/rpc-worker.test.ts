@@ -30,6 +30,7 @@ import { type PulumiCli, pulumiCli } from "../support/pulumi-cli";
 import { asUser, listeningPorts, nodeCcache } from "../support/sim-node";
 import { startSshAgent, type TestAgent } from "../support/ssh-agent";
 import { LARGE_DIMS } from "./rpc-worker/large-model";
+import { policyPackArgs } from "../../setup/pulumi/policy";
 
 const isRoot = process.getuid?.() === 0;
 const repoRoot = path.join(__dirname, "..", "..");
@@ -47,13 +48,8 @@ const warmCache = process.env.SPARKFORM_E2E_NODE_CCACHE;
 /** A cold llama.cpp build on a simulated node sharing 2 busy cores can take well over 10 min. */
 const COLD_BUILD_MS = 45 * 60_000;
 const STEP_MS = 10 * 60_000;
-// rdma-transport is advisory on the sim's TCP fabric (stacks/policies.local.json).
-const POLICIES = [
-  "--policy-pack",
-  path.join(repoRoot, "policies"),
-  "--policy-pack-config",
-  path.join(repoRoot, "stacks", "policies.local.json"),
-];
+// Simulated like the local stack: its policy config (setup/pulumi/policy.ts).
+const POLICIES = policyPackArgs("local");
 
 let cluster: SimCluster;
 let agent: TestAgent | undefined;

@@ -32,9 +32,9 @@ import type { SimCluster } from "../../sim/state";
 import { type PulumiCli, pulumiCli } from "../support/pulumi-cli";
 import { asUser, listeningPorts, nodeCcache } from "../support/sim-node";
 import { startSshAgent, type TestAgent } from "../support/ssh-agent";
+import { policyPackArgs } from "../../setup/pulumi/policy";
 
 const isRoot = process.getuid?.() === 0;
-const repoRoot = path.join(__dirname, "..", "..");
 const work = mkdtempSync(path.join(tmpdir(), "sparkform-serving-"));
 process.env.SPARKFORM_STATE_DIR = path.join(work, "state");
 process.env.SPARKFORM_SIM_QUIET = "1";
@@ -50,12 +50,8 @@ const warmCache = process.env.SPARKFORM_E2E_NODE_CCACHE;
 /** A cold llama.cpp build (llama-server included) on a simulated node sharing 2 busy cores. */
 const COLD_BUILD_MS = 60 * 60_000;
 const STEP_MS = 20 * 60_000;
-const POLICIES = [
-  "--policy-pack",
-  path.join(repoRoot, "policies"),
-  "--policy-pack-config",
-  path.join(repoRoot, "stacks", "policies.local.json"),
-];
+// Simulated like the local stack: its policy config (setup/pulumi/policy.ts).
+const POLICIES = policyPackArgs("local");
 const SMOKE = { prompt: "The capital of France is", tokens: 12, seed: 42 };
 
 let cluster: SimCluster;
