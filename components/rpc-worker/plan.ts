@@ -11,6 +11,8 @@ export const RPC_PROGRAMS = {
   probe: "rpc-worker/probe.py",
   guard: "rpc-worker/rss-guard.py",
   prewarm: "rpc-worker/prewarm.py",
+  /** On the client node: stop the servers that use this worker before it restarts or stops. */
+  stopClients: "serving/stop-worker-clients.sh",
 } as const;
 
 /** ggml-rpc.cpp's HASH_THRESHOLD: tensors strictly larger are sent by hash first. */
