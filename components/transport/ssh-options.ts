@@ -48,7 +48,21 @@ export interface SshOptionChoices {
    * Only meaningful without multiplexing.
    */
   readonly forwardAgent?: string;
+  /**
+   * A local port forward for this one connection (`sparkform endpoint`): `-N -L` with
+   * ExitOnForwardFailure, and without ClearAllForwardings (which clears command-line forwards
+   * too). Only meaningful without multiplexing.
+   */
+  readonly localForward?: LocalForward;
   readonly capabilities?: SshCapabilities;
+}
+
+/** `-L bind:port:host:hostPort`: `bind` on the control node, `host:hostPort` as the node sees it. */
+export interface LocalForward {
+  readonly bind: string;
+  readonly port: number;
+  readonly host: string;
+  readonly hostPort: number;
 }
 
 function o(kv: string): string[] {
@@ -132,8 +146,17 @@ export function sshOptions(
   args.push(...common(timeout), ...pinning(files.knownHosts, hostKeyAlias(t.name)));
   args.push(...hardening(caps));
   // A user's LocalForward/RemoteForward must not collide across masters. (Not on the jump
-  // hop: ClearAllForwardings also clears its -W stdio forward.)
-  args.push(...o("ClearAllForwardings=yes"));
+  // hop: ClearAllForwardings also clears its -W stdio forward.) A forward of our own asks for
+  // exactly one, and fails rather than run without it.
+  const f = choices.localForward;
+  if (f === undefined) args.push(...o("ClearAllForwardings=yes"));
+  else
+    args.push(
+      "-N",
+      ...o("ExitOnForwardFailure=yes"),
+      "-L",
+      `${f.bind.includes(":") ? `[${f.bind}]` : f.bind}:${f.port}:${f.host.includes(":") ? `[${f.host}]` : f.host}:${f.hostPort}`,
+    );
   args.push(...identity(t.identityFile), ...identity(files.keyFile));
   if (files.controlPath !== undefined) {
     args.push(
