@@ -25,10 +25,15 @@ export const workerLogPath = (port: number): string =>
   `~/.cache/sparkform/rpc-worker/worker-${port}.log`;
 
 /**
- * The flags the unit adds to the plan's: the address. The log stays at llama-server's default
- * verbosity (INFO): its per-token debug lines (`next token: 88 'U'`) carry what clients are
- * sent, and the placement is proven from INFO lines (parsePlacement).
+ * The flags the unit adds to the plan's: the address, and verbosity 4 (TRACE). libllama's INFO
+ * lines, which say where the model landed (each device's model buffer and KV cache share:
+ * parsePlacement), are TRACE to common/log.cpp (common_log_get_verbosity), so the server's
+ * default 3 drops them; 5 (DEBUG) would add the per-layer lines but also what clients send and
+ * receive (`converted request: {…}`, `next token: 88 'U'`), which no log of ours keeps.
  */
+/** llama-server's `-lv`: TRACE, below DEBUG (see serverArgv). */
+export const SERVER_VERBOSITY = 4;
+
 export function serverArgv(o: {
   placement: readonly string[];
   bind: string;
@@ -51,6 +56,8 @@ export function serverArgv(o: {
     o.bind,
     "--port",
     String(o.port),
+    "-lv",
+    String(SERVER_VERBOSITY),
     ...(o.apiKeyFile ? ["--api-key-file", o.apiKeyFile] : []),
   ];
 }

@@ -169,7 +169,7 @@ describe("where the model landed, from the log", () => {
 });
 
 describe("the argv the unit runs", () => {
-  it("keeps the plan's flags and sets its own address, at the default verbosity (no per-token lines)", () => {
+  it("keeps the plan's flags and sets its own address, at TRACE verbosity (no per-token lines)", () => {
     expect(
       serverArgv({
         placement: ["-m", "~/m.gguf", "--rpc", EP, "--host", "0.0.0.0", "--port", "1", "-ngl", "5"],
@@ -187,6 +187,8 @@ describe("the argv the unit runs", () => {
       "127.0.0.1",
       "--port",
       "8080",
+      "-lv",
+      "4",
     ]);
   });
 
