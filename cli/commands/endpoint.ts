@@ -81,14 +81,19 @@ export async function run(argv: string[]): Promise<number> {
       "API key: the stack's sparkform:serverApiKey if it sets one (`pulumi config get sparkform:serverApiKey`), else any value",
   );
   out("  Ctrl-C to stop");
+  // Ctrl-C reaches ssh too (one process group): an end we asked for is not a failure.
+  let stopping = false;
   const code = await new Promise<number>((resolve) => {
-    const stop = () => ssh.kill("SIGTERM");
+    const stop = () => {
+      stopping = true;
+      ssh.kill("SIGTERM");
+    };
     process.once("SIGINT", stop);
     process.once("SIGTERM", stop);
-    ssh.once("exit", (c, signal) => {
+    ssh.once("exit", (c) => {
       process.removeListener("SIGINT", stop);
       process.removeListener("SIGTERM", stop);
-      resolve(signal === "SIGTERM" ? 0 : (c ?? 1));
+      resolve(stopping ? 0 : (c ?? 1));
     });
   });
   if (code !== 0) process.stderr.write(`sparkform endpoint: ssh ended: ${stderr.trim()}\n`);

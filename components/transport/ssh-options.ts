@@ -115,13 +115,19 @@ function common(connectTimeoutS: number): string[] {
  * - `ForwardX11`, `Tunnel`: nothing sparkform runs needs them, and both open channels back.
  * ProxyJump/ProxyCommand are set by `sshOptions` (off, or sparkform's own pinned jump host).
  */
-function hardening(caps: SshCapabilities): string[] {
+/** `session: false`: no shell or command at all (a port forward), else the default session. */
+function hardening(caps: SshCapabilities, session = true): string[] {
+  const sessionType = session ? "default" : "none";
   return [
     ...(caps.knownHostsCommand ? o("KnownHostsCommand=none") : []),
     ...o("VerifyHostKeyDNS=no"),
     ...o("RemoteCommand=none"),
     ...o("PermitLocalCommand=no"),
-    ...(caps.sessionType ? [...o("SessionType=default"), ...o("StdinNull=no")] : []),
+    ...(caps.sessionType
+      ? [...o(`SessionType=${sessionType}`), ...o(`StdinNull=${session ? "no" : "yes"}`)]
+      : session
+        ? []
+        : ["-N"]),
     ...o("ForwardX11=no"),
     ...o("Tunnel=no"),
   ];
@@ -144,15 +150,14 @@ export function sshOptions(
   const args: string[] = [];
   if (t.sshConfigPath !== undefined) args.push("-F", t.sshConfigPath);
   args.push(...common(timeout), ...pinning(files.knownHosts, hostKeyAlias(t.name)));
-  args.push(...hardening(caps));
+  const f = choices.localForward;
+  args.push(...hardening(caps, f === undefined));
   // A user's LocalForward/RemoteForward must not collide across masters. (Not on the jump
   // hop: ClearAllForwardings also clears its -W stdio forward.) A forward of our own asks for
   // exactly one, and fails rather than run without it.
-  const f = choices.localForward;
   if (f === undefined) args.push(...o("ClearAllForwardings=yes"));
   else
     args.push(
-      "-N",
       ...o("ExitOnForwardFailure=yes"),
       "-L",
       `${f.bind.includes(":") ? `[${f.bind}]` : f.bind}:${f.port}:${f.host.includes(":") ? `[${f.host}]` : f.host}:${f.hostPort}`,
