@@ -412,7 +412,6 @@ export function faultScenarios(get: () => Acceptance, log: (s: string) => void):
         prompt: "abc",
         n_predict: 64,
         temperature: 0,
-        grammar: "root ::= [ -~]*",
       });
       const gen = simExec(
         node,

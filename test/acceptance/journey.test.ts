@@ -79,8 +79,9 @@ describe.skipIf(!isRoot)("a user's day on the local stack, in the README's order
   });
 
   afterAll(async () => {
-    endpoint?.kill("SIGINT");
-    await endpoint?.catch(() => undefined);
+    if (endpoint?.pid) process.kill(-endpoint.pid, "SIGINT");
+    const ended = await endpoint?.catch(() => undefined);
+    if (ended) log(`endpoint ended with ${ended.exitCode}`);
     if (editedBefore !== undefined) {
       writeFileSync(EDITED, editedBefore);
       await readme("npx sparkform sync --stack local").catch((e: Error) => log(e.message));
@@ -104,7 +105,13 @@ describe.skipIf(!isRoot)("a user's day on the local stack, in the README's order
     async () => {
       const cmd = "npx sparkform endpoint --stack local --port 18080";
       log(`$ ${cmd}`);
-      endpoint = execa("sh", ["-c", `exec ${cmd}`], { cwd: repoRoot, all: true, reject: false });
+      // Its own process group: Ctrl-C reaches npx, the CLI and its ssh, as in a terminal.
+      endpoint = execa("sh", ["-c", `exec ${cmd}`], {
+        cwd: repoRoot,
+        all: true,
+        reject: false,
+        detached: true,
+      });
       let said = "";
       endpoint.all?.on("data", (d: Buffer) => (said += d.toString()));
       for (let i = 0; i < 600 && !said.includes("/v1"); i++)
