@@ -125,7 +125,16 @@ export async function run(argv: string[]): Promise<number> {
     }
     // Under the local stack's policy config (setup/pulumi/policy.ts): rdma-transport is
     // advisory on the simulated fabric, whose RDMA facts are fixtures.
-    const up = pulumi(["up", "--yes", "--stack", "local", ...policyPackArgs("local")]);
+    // The stack's outputs are evidence for the policies and `status --json` (hundreds of lines):
+    // the summary below says what they hold, so the engine does not print them before it.
+    const up = pulumi([
+      "up",
+      "--yes",
+      "--suppress-outputs",
+      "--stack",
+      "local",
+      ...policyPackArgs("local"),
+    ]);
     mkdirSync(ccache, { recursive: true });
     spawnSync(
       "rsync",
