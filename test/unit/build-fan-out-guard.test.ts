@@ -2,7 +2,6 @@
 // README's promise: a node-side check before every `--delete` (issue 22 item 10). fanOut runs
 // here with its real node programs and the real copy body (copy-from-peer.sh and the rsync line
 // with its flags), executed on this machine under throwaway homes instead of over ssh.
-import { spawnSync } from "node:child_process";
 import { createHash } from "node:crypto";
 import {
   existsSync,
@@ -25,6 +24,7 @@ import { peerCopyCommand, type Peer } from "../../components/transport/peer";
 import type { PeerCopyPlan } from "../../components/transport/peer-copy";
 import type { RemoteCommand, RunOptions, SshTarget } from "../../components/transport/ssh";
 import { RemoteCommandError } from "../../components/transport/errors";
+import { runLocally } from "../support/local-node";
 
 const root = realpathSync(mkdtempSync(path.join(tmpdir(), "sparkform-fanout-guard-")));
 afterAll(() => rmSync(root, { recursive: true, force: true }));
@@ -32,31 +32,15 @@ const homes = new Map<string, string>();
 
 /** A command of the transport, run here as the node runs it: $HOME is the node's home. */
 function runHere(node: string, cmd: RemoteCommand, opts: RunOptions) {
-  const home = homes.get(node)!;
-  const script = Array.isArray(cmd)
-    ? undefined
-    : (cmd as Exclude<RemoteCommand, readonly string[]>);
-  const argv = script
-    ? ["sh", "-c", script.script, "sparkform", ...(script.args ?? [])]
-    : [...(cmd as string[])];
-  const r = spawnSync(argv[0]!, argv.slice(1), {
-    cwd: home,
-    encoding: "utf8",
-    ...(script?.stdin !== undefined ? { input: script.stdin } : {}),
-    env: {
-      PATH: process.env.PATH ?? "/usr/bin:/bin",
-      HOME: home,
-      ...(script?.env as Record<string, string> | undefined),
-    },
-  });
-  if (r.error) throw r.error;
+  const r = runLocally(cmd, { home: homes.get(node)! });
   const exitCode = r.status ?? 1;
   if (!(opts.okExitCodes ?? [0]).includes(exitCode)) {
+    const command = r.argv.join(" ");
     throw new RemoteCommandError(
       {
         node,
         step: opts.step,
-        command: argv.join(" "),
+        command,
         kind: "exit",
         exitCode,
         stdout: r.stdout,

@@ -22,6 +22,7 @@ import { describe, expect, it } from "vitest";
 import { programCommand, programPath } from "../../components/native-script";
 import { prewarmManifest, RPC_PROGRAMS } from "../../components/rpc-worker/plan";
 import { makeTinyLlamaGguf } from "../../sim/gguf/tiny-llama";
+import { runLocally } from "../support/local-node";
 import { runMeasured } from "../support/peak-rss";
 
 /** ggml-rpc.cpp's fnv_hash, in BigInt: the reference the file names must match. */
@@ -335,15 +336,8 @@ describe.skipIf(!hasCc)("stop.sh and the pre-warm manifests (issue 22 item 9)", 
   // A port nothing listens on here: stop.sh waits until the port is free.
   const PORT = 59127;
   /** stop.sh as a node receives it (guard.sh inlined), $HOME at `home`. */
-  const stop = (home: string, port = PORT) => {
-    const cmd = programCommand(RPC_PROGRAMS.stop, { args: [String(port)] });
-    return spawnSync("sh", ["-c", cmd.script, "sparkform", ...(cmd.args ?? [])], {
-      encoding: "utf8",
-      input: cmd.stdin,
-      cwd: home,
-      env: { PATH: process.env.PATH ?? "/usr/bin:/bin", HOME: home },
-    });
-  };
+  const stop = (home: string, port = PORT) =>
+    runLocally(programCommand(RPC_PROGRAMS.stop, { args: [String(port)] }), { home });
   const setup = () => {
     const home = mkdtempSync(path.join(tmpdir(), "rpc-stop-"));
     const model = path.join(home, "tiny.gguf");

@@ -19,7 +19,7 @@ import { afterAll, describe, expect, it } from "vitest";
 import { programPath } from "../../components/native-script";
 import { parseWorkerStatus } from "../../components/rpc-worker/commands";
 import { parseServerStatus } from "../../components/serving/node-output";
-import { runMeasured } from "../support/peak-rss";
+import { type Measured, runMeasured } from "../support/peak-rss";
 
 const MiB = 2 ** 20;
 const root = mkdtempSync(path.join(tmpdir(), "sparkform-status-log-"));
@@ -55,6 +55,26 @@ const oracle = (file: string, keep: number, marks: string[]) =>
     }).stdout,
   ) as string[];
 
+/** A status program run as a node runs it, $HOME at `home`, measured; its output parsed. */
+function runStatus<T>(
+  program: string,
+  args: string[],
+  home: string,
+  parse: (stdout: string, node: string) => T,
+) {
+  const r = runMeasured(["python3", programPath(program), ...args], { env: { HOME: home } });
+  return { ...r, out: r.status === 0 ? parse(r.stdout, "local") : undefined };
+}
+
+/** Exit 0 within 64 MiB and 5 s; the failure says what it cost. */
+function expectBounded(r: Measured) {
+  const cost = `exit ${r.status}, peak RSS ${r.peakMiB.toFixed(0)} MiB, ${r.seconds} s`;
+  expect(
+    { status: r.status, peakUnder64MiB: r.peakMiB < 64, under5s: r.seconds < 5 },
+    cost,
+  ).toEqual({ status: 0, peakUnder64MiB: true, under5s: true });
+}
+
 const WORKER_MARKS = [
   "Starting RPC server",
   "endpoint",
@@ -78,13 +98,8 @@ describe("native/rpc-worker/status.py reads a bounded head and tail of the worke
   const home = path.join(root, "worker");
   const state = path.join(home, ".cache/sparkform/rpc-worker");
   const log = path.join(state, "worker-50052.log");
-  const status = (...extra: string[]) => {
-    const r = runMeasured(
-      ["python3", programPath("rpc-worker/status.py"), "50052", "/nonexistent", ...extra],
-      { env: { HOME: home } },
-    );
-    return { ...r, out: r.status === 0 ? parseWorkerStatus(r.stdout, "local") : undefined };
-  };
+  const status = (...extra: string[]) =>
+    runStatus("rpc-worker/status.py", ["50052", "/nonexistent", ...extra], home, parseWorkerStatus);
 
   it("a 200 MiB debug log: the banner and the last 400 lines, TAIL exactly, in bounded memory and time", () => {
     const banner = [
@@ -98,11 +113,7 @@ describe("native/rpc-worker/status.py reads a bounded head and tail of the worke
     const last = Array.from({ length: 1000 }, (_, i) => `[set_tensor] last ${i}`);
     writeLog(log, banner, "[graph_compute] device: 0, n_nodes: 1234, n_tensors: 5678", 200, last);
     const r = status("50");
-    const cost = `exit ${r.status}, peak RSS ${r.peakMiB.toFixed(0)} MiB, ${r.seconds} s`;
-    expect(
-      { status: r.status, peakUnder64MiB: r.peakMiB < 64, under5s: r.seconds < 5 },
-      cost,
-    ).toEqual({ status: 0, peakUnder64MiB: true, under5s: true });
+    expectBounded(r);
     expect(r.out?.log).toEqual([...banner, ...last.slice(-400)]);
     expect(r.out?.tail).toEqual(last.slice(-50));
   }, 120_000);
@@ -124,14 +135,9 @@ describe("native/rpc-worker/status.py reads a bounded head and tail of the worke
 describe("native/serving/status.py reads a bounded head and tail of the server's log", () => {
   const home = path.join(root, "server");
   const log = path.join(home, ".cache/sparkform/serving/server-18099.log");
-  const status = () => {
-    // Nothing listens on 18099 here: GET /health is refused at once.
-    const r = runMeasured(
-      ["python3", programPath("serving/status.py"), "18099", "/nonexistent", "127.0.0.1"],
-      { env: { HOME: home } },
-    );
-    return { ...r, out: r.status === 0 ? parseServerStatus(r.stdout, "local") : undefined };
-  };
+  // Nothing listens on 18099 here: GET /health is refused at once.
+  const status = () =>
+    runStatus("serving/status.py", ["18099", "/nonexistent", "127.0.0.1"], home, parseServerStatus);
 
   it("a 200 MiB request log: every load line at the start and the last 200 lines, in bounded memory and time", () => {
     const load = [
@@ -146,11 +152,7 @@ describe("native/serving/status.py reads a bounded head and tail of the server's
     );
     writeLog(log, load, "slot update_slots: id  0 | task 7 | prompt done, n_past = 5", 200, last);
     const r = status();
-    const cost = `exit ${r.status}, peak RSS ${r.peakMiB.toFixed(0)} MiB, ${r.seconds} s`;
-    expect(
-      { status: r.status, peakUnder64MiB: r.peakMiB < 64, under5s: r.seconds < 5 },
-      cost,
-    ).toEqual({ status: 0, peakUnder64MiB: true, under5s: true });
+    expectBounded(r);
     expect(r.out?.log).toEqual([...load, ...last.slice(-200)]);
   }, 120_000);
 
