@@ -36,6 +36,7 @@ import {
   CACHE_DIR,
   HASH_THRESHOLD,
   type Prewarm,
+  parsePrewarm,
   prewarmManifest,
   type ProbeResult,
   RPC_PROGRAMS,
@@ -163,9 +164,8 @@ async function prewarm(
     }),
     { step: "rpc-worker pre-warm", timeoutMs: 60 * 60_000, okExitCodes: [0, 3] },
   );
-  const out = JSON.parse(r.stdout.trim().split("\n").pop() ?? "{}") as Prewarm & { error?: string };
-  if (r.exitCode === 3 || out.error)
-    throw new Error(`${tag(i.target)}: pre-warm refused: ${out.error ?? r.stderr}`);
+  const out = parsePrewarm(r.stdout, i.target.name);
+  if ("error" in out) throw new Error(`${tag(i.target)}: pre-warm refused: ${out.error}`);
   return out;
 }
 

@@ -15,6 +15,7 @@ import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync
 import { tmpdir } from "node:os";
 import * as path from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { prewarmManifest } from "../../components/rpc-worker/plan";
 import { makeTinyLlamaGguf } from "../../sim/gguf/tiny-llama";
 import {
   type HfEndpoint,
@@ -64,7 +65,7 @@ const SMALL_FILE = "small-llama-f16.gguf";
 let modelFiles = [MODEL_FILE];
 const LOG = `/home/spark/.cache/sparkform/rpc-worker/worker-${PORT}.log`;
 const OTHER_PORT = PORT + 1;
-const MANIFEST = `/home/spark/.cache/sparkform/rpc-worker/prewarm-${PORT}.json`;
+const MANIFEST = `/home/spark/${prewarmManifest(PORT).replace(/^~\//, "")}`;
 const RPC_CACHE = "/home/spark/.cache/llama.cpp/rpc";
 
 interface WorkerOut {
@@ -388,6 +389,10 @@ describe.skipIf(!isRoot)("RpcWorker on a simulated pair (real pulumi CLI)", () =
       );
       expect((await unitProps("spark-2", UNIT)).ActiveState).toBe("inactive");
       expect(await listeningPorts("spark-2")).not.toContain(PORT);
+      // stop.sh keeps the pre-warm manifest (issue 22 item 9): destroy's prune still finds it.
+      expect(await asUser("spark-2", `test -e ${MANIFEST} && echo present || echo absent`)).toBe(
+        "present",
+      );
       const st = await workerCli("status", "spark-2");
       expect(st.stdout).toMatch(new RegExp(`^spark-2: ${UNIT} inactive/dead`, "m"));
       const drifted = await refresh();
