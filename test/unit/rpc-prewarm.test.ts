@@ -13,12 +13,13 @@ import {
   mkdtempSync,
   readdirSync,
   readFileSync,
+  rmSync,
   symlinkSync,
   writeFileSync,
 } from "node:fs";
 import { tmpdir } from "node:os";
 import * as path from "node:path";
-import { describe, expect, it } from "vitest";
+import { afterAll, describe, expect, it } from "vitest";
 import { programCommand, programPath } from "../../components/native-script";
 import { prewarmManifest, RPC_PROGRAMS } from "../../components/rpc-worker/plan";
 import { makeTinyLlamaGguf } from "../../sim/gguf/tiny-llama";
@@ -33,6 +34,16 @@ function fnv1a64(b: Buffer): string {
 }
 
 const PROGRAM = programPath("rpc-worker/prewarm.py");
+const scratches: string[] = [];
+/** A throwaway directory (models of up to 48 MiB are written here), removed after the file. */
+function scratch(prefix: string): string {
+  const d = mkdtempSync(path.join(tmpdir(), prefix));
+  scratches.push(d);
+  return d;
+}
+afterAll(() => {
+  for (const d of scratches) rmSync(d, { recursive: true, force: true });
+});
 const hasCc = spawnSync("cc", ["--version"]).status === 0;
 
 /** prewarm.py as a node runs it, $HOME at `dir` (the references live there), measured. */
@@ -56,7 +67,7 @@ function run(
 }
 
 describe.skipIf(!hasCc)("prewarm.py", () => {
-  const dir = mkdtempSync(path.join(tmpdir(), "rpc-prewarm-"));
+  const dir = scratch("rpc-prewarm-");
   const model = path.join(dir, "tiny.gguf");
   const bytes = makeTinyLlamaGguf();
   writeFileSync(model, bytes);
@@ -93,7 +104,7 @@ describe.skipIf(!hasCc)("prewarm.py", () => {
   });
 
   it("a file whose SHA-256 is not the configured one writes nothing (fail closed)", () => {
-    const d = mkdtempSync(path.join(tmpdir(), "rpc-prewarm-bad-"));
+    const d = scratch("rpc-prewarm-bad-");
     const r = run(d, threshold, [[model, "0".repeat(64)]]);
     expect(r.status).toBe(3);
     expect(r.out.error).toBe(
@@ -223,7 +234,7 @@ describe.skipIf(!hasCc)("prewarm.py on a crafted header (issue 22 item 4)", () =
   it.each(refused)(
     "%s: refused (exit 3, the cap named), nothing written, bounded memory and time",
     (_what, make, why) => {
-      const d = mkdtempSync(path.join(tmpdir(), "rpc-prewarm-hostile-"));
+      const d = scratch("rpc-prewarm-hostile-");
       const file = path.join(d, "hostile.gguf");
       const bytes = make();
       writeFileSync(file, bytes);
@@ -249,7 +260,7 @@ describe.skipIf(!hasCc)("prewarm.py on a crafted header (issue 22 item 4)", () =
   );
 
   it("1000 tensors of an unknown type: 16 named, the rest counted (what goes into state)", () => {
-    const d = mkdtempSync(path.join(tmpdir(), "rpc-prewarm-skipped-"));
+    const d = scratch("rpc-prewarm-skipped-");
     const file = path.join(d, "unknown.gguf");
     const bytes = craft({
       tensors: Array.from({ length: 1000 }, (_, i) => tensorInfo(`t${i}`, [8], 99, i * 32)),
@@ -272,7 +283,7 @@ describe.skipIf(!hasCc)("prewarm.py's prune, by reference (issue 22 item 8)", ()
   const sha = createHash("sha256").update(bytes).digest("hex");
   const threshold = 32 * 1024;
   const setup = () => {
-    const home = mkdtempSync(path.join(tmpdir(), "rpc-prewarm-refs-"));
+    const home = scratch("rpc-prewarm-refs-");
     const model = path.join(home, "tiny.gguf");
     writeFileSync(model, bytes);
     return { home, model, cache: path.join(home, "cache") };
@@ -339,7 +350,7 @@ describe.skipIf(!hasCc)("stop.sh and the pre-warm manifests (issue 22 item 9)", 
   const stop = (home: string, port = PORT) =>
     runLocally(programCommand(RPC_PROGRAMS.stop, { args: [String(port)] }), { home });
   const setup = () => {
-    const home = mkdtempSync(path.join(tmpdir(), "rpc-stop-"));
+    const home = scratch("rpc-stop-");
     const model = path.join(home, "tiny.gguf");
     writeFileSync(model, bytes);
     const state = path.join(home, ".cache/sparkform/rpc-worker");
@@ -401,7 +412,7 @@ describe.skipIf(!hasCc)("stop.sh and the pre-warm manifests (issue 22 item 9)", 
   });
 
   it("a state directory reached through a symlink: stop.sh refuses, the link's target keeps its files", () => {
-    const home = mkdtempSync(path.join(tmpdir(), "rpc-stop-link-"));
+    const home = scratch("rpc-stop-link-");
     const elsewhere = path.join(home, "elsewhere");
     mkdirSync(elsewhere);
     writeFileSync(path.join(elsewhere, `worker-${PORT}.log`), "not sparkform's\n");
