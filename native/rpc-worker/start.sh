@@ -11,7 +11,8 @@
 # node on another port (`sparkform worker start --port`) is stopped too.
 # Exit codes: 2 bad argument, 3 binary missing, 4 BIND not an address of this node, 5 port
 # taken by something else, 6 unit did not come up, 7 binary digest is not the expected, 8 no
-# user manager. stdout: key=value lines.
+# user manager, 9 BIND on the interface that carries the management ssh session. stdout:
+# key=value lines.
 set -eu
 . "$(dirname -- "$0")/../lib/user-unit.sh"
 BIN=$1 BIND=$2 PORT=$3 THREADS=$4 DEVICES=$5 CACHE=$6 DEBUG=$7 EXPECTED=$8
@@ -24,13 +25,31 @@ GUARD="sparkform-rpc-guard-$PORT"
 STATE="$HOME/.cache/sparkform/rpc-worker"
 LOG="$STATE/worker-$PORT.log"
 
-case $BIN in /*) ;; *) BIN="$HOME/$BIN" ;; esac
-[ -x "$BIN" ] || { echo "$BIN is not an executable file on this node" >&2; exit 3; }
-# The server has no authentication: bind only an address this node really has.
+# The server has no authentication: bind only an address this node really has ...
 if ! ip -o addr show | awk '{print $4}' | cut -d/ -f1 | grep -qxF "$BIND"; then
   echo "$BIND is not an address of this node ($(ip -o addr show | awk '{print $2"="$4}' | tr '\n' ' '))" >&2
   exit 4
 fi
+# ... and none on the interface this ssh session came in on: whatever the control node's config
+# called the management address (a name, another spelling), sshd answered on this one. OpenSSH
+# writes an IPv4 peer as IPv4; an IPv4-mapped form is read as its IPv4 address all the same.
+iface_of() { # ADDRESS: the interface that has it, or nothing
+  ip -o addr show | awk -v a="$1" '{ split($4, x, "/"); if (x[1] == a) { print $2; exit } }'
+}
+if [ -n "${SSH_CONNECTION:-}" ]; then
+  # shellcheck disable=SC2086
+  set -- $SSH_CONNECTION
+  case ${3:-} in ::ffff:*.*.*.*) SESSION=${3#::ffff:} ;; *) SESSION=${3:-} ;; esac
+  SESSION=${SESSION%%%*} # a link-local address's %scope
+  MGMT_IF=$(iface_of "$SESSION")
+  if [ -n "$MGMT_IF" ] && [ "$(iface_of "$BIND")" = "$MGMT_IF" ]; then
+    echo "$BIND is on $MGMT_IF, the interface that carries this management session (sshd answered on $SESSION): ggml-rpc-server has no authentication, so every host that reaches that network would reach it. Give the node a fabric address on its own interface (sparkform:nodes[].fabricAddress) and bind that; the worker stays stopped" >&2
+    exit 9
+  fi
+fi
+
+case $BIN in /*) ;; *) BIN="$HOME/$BIN" ;; esac
+[ -x "$BIN" ] || { echo "$BIN is not an executable file on this node" >&2; exit 3; }
 
 # A user manager that survives the ssh session (no password needed for one's own linger), and
 # its bus: a non-login ssh session has no XDG_RUNTIME_DIR of its own.
