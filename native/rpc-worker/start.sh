@@ -31,21 +31,40 @@ if ! ip -o addr show | awk '{print $4}' | cut -d/ -f1 | grep -qxF "$BIND"; then
   exit 4
 fi
 # ... and none on the interface this ssh session came in on: whatever the control node's config
-# called the management address (a name, another spelling), sshd answered on this one. OpenSSH
-# writes an IPv4 peer as IPv4; an IPv4-mapped form is read as its IPv4 address all the same.
+# called the management address (a name, an alias, another spelling), the session arrived on
+# one interface. sshd's own address when SSH_CONNECTION reaches this program; else (sparkform's
+# transport runs every step under `env -i`, which drops it) the route back to the session's
+# peer as logind recorded it. OpenSSH writes an IPv4 peer as IPv4; an IPv4-mapped form is read
+# as IPv4 all the same. When neither is known (no logind session) only the check above holds.
 iface_of() { # ADDRESS: the interface that has it, or nothing
   ip -o addr show | awk -v a="$1" '{ split($4, x, "/"); if (x[1] == a) { print $2; exit } }'
 }
+unmapped() { # ADDRESS without an IPv4-mapped prefix or a %scope
+  case $1 in ::ffff:*.*.*.*) set -- "${1#::ffff:}" ;; esac
+  printf '%s\n' "${1%%%*}"
+}
+MGMT_IF="" HOW=""
 if [ -n "${SSH_CONNECTION:-}" ]; then
   # shellcheck disable=SC2086
   set -- $SSH_CONNECTION
-  case ${3:-} in ::ffff:*.*.*.*) SESSION=${3#::ffff:} ;; *) SESSION=${3:-} ;; esac
-  SESSION=${SESSION%%%*} # a link-local address's %scope
+  SESSION=$(unmapped "${3:-}")
   MGMT_IF=$(iface_of "$SESSION")
-  if [ -n "$MGMT_IF" ] && [ "$(iface_of "$BIND")" = "$MGMT_IF" ]; then
-    echo "$BIND is on $MGMT_IF, the interface that carries this management session (sshd answered on $SESSION): ggml-rpc-server has no authentication, so every host that reaches that network would reach it. Give the node a fabric address on its own interface (sparkform:nodes[].fabricAddress) and bind that; the worker stays stopped" >&2
-    exit 9
+  HOW="sshd answered on $SESSION"
+else
+  sid=$(sed -n 's|.*/session-\([^/]*\)\.scope.*|\1|p' /proc/self/cgroup 2>/dev/null | head -n 1)
+  peer=""
+  [ -n "$sid" ] && peer=$(loginctl show-session "$sid" -p RemoteHost --value 2>/dev/null || true)
+  # A peer recorded by name (sshd's UseDNS) is looked up as the node sees it.
+  case $peer in *[!0-9A-Fa-f:.]*) peer=$(getent ahosts "$peer" 2>/dev/null | awk 'NR == 1 { print $1 }') ;; esac
+  if [ -n "$peer" ]; then
+    peer=$(unmapped "$peer")
+    MGMT_IF=$(ip -o route get "$peer" 2>/dev/null | sed -n 's/.* dev \([^ ]*\).*/\1/p' | head -n 1)
+    HOW="the control node's session comes from $peer, reached through it"
   fi
+fi
+if [ -n "$MGMT_IF" ] && [ "$(iface_of "$BIND")" = "$MGMT_IF" ]; then
+  echo "$BIND is on $MGMT_IF, the interface that carries this management session ($HOW): ggml-rpc-server has no authentication, so every host that reaches that network would reach it. Give the node a fabric address on its own interface (sparkform:nodes[].fabricAddress) and bind that; the worker stays stopped" >&2
+  exit 9
 fi
 
 case $BIN in /*) ;; *) BIN="$HOME/$BIN" ;; esac

@@ -16,10 +16,6 @@ import { tmpdir } from "node:os";
 import * as path from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { RSS_LIMIT_FLOOR } from "../../components/config";
-import { startCommand, workerPrograms } from "../../components/rpc-worker/commands";
-import { RemoteCommandError } from "../../components/transport/errors";
-import { closeAll, openNode } from "../../components/transport/node-connection";
-import type { SshTarget } from "../../components/transport/ssh";
 import { makeTinyLlamaGguf } from "../../sim/gguf/tiny-llama";
 import {
   type HfEndpoint,
@@ -187,8 +183,6 @@ interface WorkerState {
     drift: string[];
     health: { state: string; detail: string };
     prewarm: { path: string; sha256: string }[];
-    /** The installed ggml-rpc-server the unit runs. */
-    binary: string;
   };
 }
 
@@ -385,65 +379,6 @@ describe.skipIf(!isRoot)("RpcWorker on a simulated pair (real pulumi CLI)", () =
       expect(now.prewarmed?.reused).toBe(was.prewarmed?.entries);
       expect(now.prewarmed?.written).toBe(0);
       await refresh(["--expect-no-changes"]);
-    },
-    STEP_MS,
-  );
-
-  it(
-    "start.sh over the node's own ssh session refuses a bind on the management interface, in any name config gave it",
-    async () => {
-      // What preview cannot see: a management host given as a name, or a second address on
-      // the management link. start.sh, sent as the provider sends it, refuses both before it
-      // stops anything, and the stack's worker keeps running.
-      const n = node("spark-2");
-      const target: SshTarget = {
-        name: n.name,
-        host: n.mgmtAddress,
-        port: n.sshPort,
-        user: n.user,
-        hostKey: n.hostKey,
-        identityFile: cluster.sshKeyPath,
-        sshConfigPath: cluster.sshConfigPath,
-      };
-      const w = await worker();
-      const { binary } = (await workerState()).outputs;
-      const alias = "10.255.255.2";
-      await simExec("spark-2", ["ip", "addr", "add", `${alias}/32`, "dev", "mgmt0"], {});
-      try {
-        for (const bind of [n.mgmtAddress, alias]) {
-          const err = await openNode(target)
-            .run(
-              startCommand({
-                binary,
-                bind,
-                port: OTHER_PORT,
-                threads: 0,
-                devices: [],
-                cache: false,
-                debug: false,
-                clientBuild: { digest: w.digest },
-                rssLimitPercent: 0,
-                rssIntervalSeconds: 2,
-                programs: workerPrograms(),
-              }),
-              { step: "start.sh on the management interface", timeoutMs: 60_000 },
-            )
-            .then(
-              () => undefined,
-              (e: unknown) => e,
-            );
-          expect(err).toBeInstanceOf(RemoteCommandError);
-          expect((err as RemoteCommandError).exitCode).toBe(9);
-          expect((err as RemoteCommandError).outputTail).toContain(
-            `${bind} is on mgmt0, the interface that carries this management session (sshd answered on ${n.mgmtAddress})`,
-          );
-        }
-      } finally {
-        await simExec("spark-2", ["ip", "addr", "del", `${alias}/32`, "dev", "mgmt0"], {});
-        closeAll();
-      }
-      expect((await unitProps("spark-2", UNIT)).ActiveState).toBe("active");
-      expect(await listeningPorts("spark-2")).not.toContain(OTHER_PORT);
     },
     STEP_MS,
   );
