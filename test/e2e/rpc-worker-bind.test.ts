@@ -10,10 +10,9 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { startCommand, workerPrograms } from "../../components/rpc-worker/commands";
 import { RemoteCommandError } from "../../components/transport/errors";
 import { closeAll, openNode } from "../../components/transport/node-connection";
-import type { SshTarget } from "../../components/transport/ssh";
 import { simDown, simExec, simUp } from "../../sim/index";
 import type { SimCluster } from "../../sim/state";
-import { sparkformUnits } from "../support/sim-node";
+import { simTarget, sparkformUnits } from "../support/sim-node";
 
 const isRoot = process.getuid?.() === 0;
 const work = mkdtempSync(path.join(tmpdir(), "sparkform-rpc-bind-"));
@@ -38,17 +37,7 @@ describe.skipIf(!isRoot)("start.sh on a simulated node refuses the management in
 
   /** start.sh on spark-2 over its pinned ssh session: the exit code and the output's tail. */
   async function start(bind: string): Promise<{ exitCode?: number; output: string }> {
-    const n = cluster.nodes.find((x) => x.name === "spark-2");
-    if (!n) throw new Error("no spark-2");
-    const target: SshTarget = {
-      name: n.name,
-      host: n.mgmtAddress,
-      port: n.sshPort,
-      user: n.user,
-      hostKey: n.hostKey,
-      identityFile: cluster.sshKeyPath,
-      sshConfigPath: cluster.sshConfigPath,
-    };
+    const target = simTarget(cluster, "spark-2");
     try {
       await openNode(target).run(
         startCommand({
