@@ -12,6 +12,7 @@ import { breakdown, type Phase } from "./phases";
 import { tailMarkdown } from "./report-tail";
 import { stackResources } from "./stack-state";
 import { fmt, load1, rotation, summarize, type Summary } from "./stats";
+import { policyPackArgs } from "../setup/pulumi/policy";
 
 export const COMMANDS = ["preview", "refresh", "up"] as const;
 export type NoopCommand = (typeof COMMANDS)[number];
@@ -43,7 +44,7 @@ export interface NoopResult {
 }
 
 function pulumiArgs(cmd: NoopCommand, stack: string, policy: boolean): string[] {
-  const pack = ["--policy-pack", "policies", "--policy-pack-config", "stacks/policies.local.json"];
+  const pack = policyPackArgs(stack);
   return [
     cmd,
     ...(cmd === "preview" ? [] : ["--yes"]),

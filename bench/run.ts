@@ -13,6 +13,7 @@ import { modelBytesMarkdown, runModelBytes } from "./model-bytes";
 import { runServingLoad, servingLoadMarkdown } from "./serving-load";
 import { load1, machine } from "./stats";
 import { SIM_ITEMS, runSimItems } from "./sim-items";
+import { policyPackArgs } from "../setup/pulumi/policy";
 
 const ITEMS = ["noop", "memory", "model-bytes", "serving", ...SIM_ITEMS] as const;
 const USAGE = `usage: npm run bench -- [--only ${ITEMS.join(",")}] [--runs N] [--stack S] [--base DIR] [--commands preview,refresh,up]
@@ -90,7 +91,7 @@ async function main(): Promise<number> {
       "--expect-no-changes",
       "--non-interactive",
     ];
-    args.push("--policy-pack", "policies", "--policy-pack-config", "stacks/policies.local.json");
+    args.push(...policyPackArgs(values.stack));
     log("memory: one up with its processes sampled");
     const r = await peakRss(pulumiBinary(), args, { cwd: repoRoot, env: pulumiEnv() });
     const roles = byRole(r.peaks);

@@ -10,6 +10,7 @@ import { renderLocalSettings, renderStackConfig } from "../sim/stack";
 import { type Acceptance, openAcceptance } from "../test/acceptance/stack";
 import { load1 } from "./stats";
 import { type Stamped, type StateResource, watchEvents } from "./timeline";
+import { policyPackArgs } from "../setup/pulumi/policy";
 
 /** The e2e tests' compiler cache for spark-1 (test/support/sim-node.ts nodeCcache). */
 export const E2E_CCACHE = path.join(
@@ -17,12 +18,8 @@ export const E2E_CCACHE = path.join(
   ".cache/sparkform/e2e-node-ccache",
 );
 
-const POLICIES = [
-  "--policy-pack",
-  path.join(repoRoot, "policies"),
-  "--policy-pack-config",
-  path.join(repoRoot, "stacks", "policies.local.json"),
-];
+// The simulated stacks run under the local stack's policy config (setup/pulumi/policy.ts).
+const POLICIES = policyPackArgs("local");
 const q = (s: string) => JSON.stringify(s);
 
 export interface TimedRun {

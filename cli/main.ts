@@ -27,6 +27,7 @@ const commands: Record<string, () => Command> = {
   report: () => load("report"),
   status: () => load("status"),
   doctor: () => load("doctor"),
+  endpoint: () => load("endpoint"),
 };
 
 function usage(): string {

@@ -69,6 +69,23 @@ export class SparkCluster extends pulumi.ComponentResource {
       prefix: stage ? `${name}-${stage}` : name,
     });
     const child = { parent: this };
+    // A stage the config asks for is never dropped silently: the engine deletes whatever the
+    // program stops registering, so a server that cannot be made is an error, not an omission.
+    if (config.server) {
+      const missing = [
+        ...(config.worker ? [] : ["sparkform:worker (the RPC workers it serves across)"]),
+        ...(config.build && config.tree
+          ? []
+          : ["sparkform:build and sparkform:tree (the llama-server it runs)"]),
+        ...(config.model ? [] : ["sparkform:model (what it serves)"]),
+      ];
+      if (missing.length > 0)
+        throw new pulumi.ResourceError(
+          `sparkform:server is set, but the stack has no ${missing.join(", no ")}: ` +
+            "set them, or remove sparkform:server (removing it stops and deletes the server)",
+          this,
+        );
+    }
     // The build contract first: a bad flag is an error before any stage plans anything.
     let flags: BuildFlags | undefined;
     if (config.build && config.tree) {
@@ -178,8 +195,8 @@ export class SparkCluster extends pulumi.ComponentResource {
       );
     }
 
-    // llama-server on the client node: it needs the model and the workers.
-    const server = config.worker ? config.server : undefined;
+    // llama-server on the client node: it needs the model, the builds and the workers.
+    const server = config.server;
     // The drain first: the workers wait for it, so a changed build stops the server before
     // any worker restarts with it.
     const drain =

@@ -104,9 +104,9 @@ export const LOCAL_HUB_PORT = 18765;
 /** The test model the local endpoint publishes (sim/hub, deterministic). */
 export const LOCAL_MODEL = {
   repo: "sparkform/tiny-llama",
-  commit: "8ed50be8ec6f2cdc3d064cc9ec6d1105bfa98b83",
+  commit: "1e8e0ae013767df70f653656cf929162bd1242af",
   file: "tiny-llama-f16.gguf",
-  sha256: "f7e5d5992b77d604b7408652c206dbe6b805006a7bd808a9856ad6b92463f056",
+  sha256: "0efb83eb23e17f3e6b38f8b629248ec45d80f1cac001d0572ef374704aa24dea",
 } as const;
 
 /**

@@ -7,6 +7,7 @@ import * as os from "node:os";
 import * as path from "node:path";
 import { parseArgs } from "node:util";
 import { pulumiBinary, pulumiEnv, repoRoot, stateDir } from "../../setup/pulumi/env";
+import { policyPackArgs } from "../../setup/pulumi/policy";
 import { simUp } from "../../sim/index";
 import { extractLlamaSource } from "../../sim/llama";
 import { LOCAL_HUB_PORT } from "../../sim/stack";
@@ -122,17 +123,17 @@ export async function run(argv: string[]): Promise<number> {
         env,
       });
     }
-    // The simulated fabric has no RDMA (its RDMA facts are fixtures): rdma-transport is advisory
-    // there, and only there (stacks/policies.local.json).
+    // Under the local stack's policy config (setup/pulumi/policy.ts): rdma-transport is
+    // advisory on the simulated fabric, whose RDMA facts are fixtures.
+    // The stack's outputs are evidence for the policies and `status --json` (hundreds of lines):
+    // the summary below says what they hold, so the engine does not print them before it.
     const up = pulumi([
       "up",
       "--yes",
+      "--suppress-outputs",
       "--stack",
       "local",
-      "--policy-pack",
-      "policies",
-      "--policy-pack-config",
-      path.join("stacks", "policies.local.json"),
+      ...policyPackArgs("local"),
     ]);
     mkdirSync(ccache, { recursive: true });
     spawnSync(

@@ -1,62 +1,20 @@
 // `sparkform sync`: the runbook's sync.sh — push the working tree to every node and prove it by
-// digest, nothing else. A targeted `pulumi up` of the tree stage's resources, so the stack's
-// state stays true (the next refresh agrees) and the proof is the one TreeSync always makes.
-import { spawnSync } from "node:child_process";
+// digest, nothing else. A targeted `pulumi up` of the tree stage's resources (cli/engine.ts), so
+// the stack's state stays true (the next refresh agrees) and the proof is the one TreeSync
+// always makes.
 import { parseArgs } from "node:util";
-import { pulumiBinary, pulumiEnv, repoRoot } from "../../setup/pulumi/env";
+import { resourcesOfKind, stackName, stackResources, upTargets } from "../engine";
 import { out, UsageError } from "../errors";
 
 export const summary = "push the working tree to every node and prove it by digest";
 export const usage = `usage: sparkform sync [--stack S]
   --stack S   the stack (default: the selected one)`;
 
-const TREE_SYNC = "pulumi-nodejs:dynamic/sparkform:TreeSync";
-
-interface Exported {
-  urn: string;
-  type: string;
-  inputs?: { kind?: string };
-  outputs?: {
-    kind?: string;
-    target?: { name?: string };
-    digest?: string;
-    expectedDigest?: string;
-    files?: number;
-    bytes?: number;
-  };
-}
-
-function pulumi(args: string[], stack: string | undefined, capture: boolean) {
-  const r = spawnSync(pulumiBinary(), [...args, ...(stack ? ["-s", stack] : [])], {
-    cwd: repoRoot,
-    env: pulumiEnv(),
-    encoding: "utf8",
-    maxBuffer: 256 << 20,
-    stdio: capture ? ["ignore", "pipe", "pipe"] : "inherit",
-  });
-  if (r.error) throw r.error;
-  return r;
-}
-
-/** The stack's TreeSync resources (by type, or the pre-stage generic type and its kind). */
-export function treeSyncs(exported: unknown): Exported[] {
-  const resources =
-    (exported as { deployment?: { resources?: Exported[] } })?.deployment?.resources ?? [];
-  return resources.filter(
-    (r) =>
-      r.type === TREE_SYNC ||
-      (r.type === "pulumi-nodejs:dynamic:Resource" && r.outputs?.kind === "TreeSync"),
-  );
-}
-
-function exportStack(stack: string | undefined): unknown {
-  const r = pulumi(["stack", "export"], stack, true);
-  if (r.status !== 0) {
-    throw new Error(
-      `pulumi stack export failed: ${r.stderr.trim()}; select the stack with --stack`,
-    );
-  }
-  return JSON.parse(r.stdout) as unknown;
+interface TreeOutputs {
+  digest?: string;
+  expectedDigest?: string;
+  files?: number;
+  bytes?: number;
 }
 
 export async function run(argv: string[]): Promise<number> {
@@ -65,29 +23,23 @@ export async function run(argv: string[]): Promise<number> {
     options: { stack: { type: "string" } },
     strict: true,
   });
-  const before = treeSyncs(exportStack(values.stack));
+  const stack = stackName(values.stack);
+  const before = resourcesOfKind(stackResources(stack), "TreeSync");
   if (before.length === 0) {
     throw new UsageError(
       "the stack has no synced tree yet: set sparkform:tree and run `pulumi up` (or `npm run local`) once",
     );
   }
-  const up = pulumi(
-    [
-      "up",
-      "--yes",
-      "--skip-preview",
-      "--policy-pack",
-      "policies",
-      ...before.flatMap((r) => ["--target", r.urn]),
-    ],
-    values.stack,
-    false,
+  const code = upTargets(
+    stack,
+    before.map((r) => r.urn),
+    { refresh: false },
   );
-  if (up.status !== 0) return up.status ?? 1;
+  if (code !== 0) return code;
   // The proof, from state: every node's digest is the control node's.
   let ok = true;
-  for (const r of treeSyncs(exportStack(values.stack))) {
-    const o = r.outputs ?? {};
+  for (const r of resourcesOfKind(stackResources(stack), "TreeSync")) {
+    const o = (r.outputs ?? {}) as TreeOutputs & { target?: { name?: string } };
     const same = o.digest !== undefined && o.digest === o.expectedDigest;
     ok &&= same;
     out(

@@ -2,9 +2,12 @@
 // start, stop, restart, status, rss, logs — with its A/B flags (--debug, --tcp, --no-cache,
 // --threads, --port). Through the same node programs `pulumi up` runs (native/rpc-worker/, via
 // components/rpc-worker/commands.ts) and the same transport as `sparkform run` (the stack's
-// pinned host key, every argument quoted). A worker changed this way is not the one `up`
-// started: the next refresh shows it as drift and `up` puts the stack's worker back, and every
-// changing action says so.
+// pinned host key, every argument quoted). Before any action that restarts or stops the worker,
+// the llama-servers on the client node that use it stop (upstream aborts a client on its next
+// request to a worker that went away). A restart with the stack's settings is a targeted
+// `pulumi up --refresh` of the worker and its servers (cli/engine.ts), so the state records it;
+// an A/B worker (--tcp, --debug, …) is not the one `up` started: its servers start again against
+// it, the next refresh shows the worker as drift, `up` puts the stack's back, and it says so.
 import { parseArgs } from "node:util";
 import type { StackConfigData } from "../../components/config";
 import {
@@ -15,7 +18,9 @@ import {
   startCommand,
   type StartSettings,
   statusCommand,
+  stopClientsCommand,
   stopCommand,
+  stoppedUnits,
   unitName,
   workerPrograms,
 } from "../../components/rpc-worker/commands";
@@ -29,18 +34,27 @@ import {
   workerTransport,
 } from "../../components/rpc-worker/plan";
 import { openNode, type RemoteScript } from "../../components/transport/ssh";
+import {
+  resourcesOfKind,
+  type StateResource,
+  stackName,
+  stackResources,
+  upTargets,
+} from "../engine";
 import { out, UsageError } from "../errors";
 import { readStack, type StackView } from "../stack";
 
 export const summary = "start, stop, restart or look at a worker node's ggml-rpc-server";
 export const usage = `usage: sparkform worker <start|stop|restart|status|rss|logs> <node> [N] [--stack S] [options]
-  start, restart   start the worker as \`pulumi up\` does (restart: also when it runs), with:
+  start, restart   start the worker (restart: also when it runs); the llama-servers that use
+                   it stop first and start again after it. With the stack's settings this is
+                   a targeted \`pulumi up --refresh\` of the worker and its servers. A/B flags:
     --debug        GGML_RPC_DEBUG=1 (per-command log lines, the RDMA lines); --no-debug: off
     --tcp          force TCP for an A/B (GGML_RDMA_DEV at a device that does not exist)
     --no-cache     without the tensor cache (-c)
     --threads N    server threads (0 = the server's default, half the cores)
     --port N       listen on port N instead of the stack's (the stack's worker stops)
-  stop             stop the worker and its RSS guard
+  stop             stop the worker and its RSS guard (and first the servers that use it)
   status           unit state, NRestarts, endpoint, transport, HELLO from the client node
   rss              the worker's RSS (and peak), the node's memory use, the guard's limit
   logs [N]         the worker log's last N lines (default 50)
@@ -296,6 +310,25 @@ export function rssLine(plan: WorkerPlan, st: WorkerStatus): string {
   );
 }
 
+/** The URN of the stack's RpcWorker on the plan's node. */
+export function workerResource(resources: readonly StateResource[], plan: WorkerPlan): string {
+  const r = resourcesOfKind(resources, "RpcWorker").find(
+    (x) => x.outputs?.target?.name === plan.node,
+  );
+  if (!r)
+    throw new Error(`the stack has no RpcWorker on ${plan.node} in its state: run \`pulumi up\``);
+  return r.urn;
+}
+
+/** The URNs of the stack's LlamaServers whose plan uses the worker on the plan's node. */
+export function serversUsing(resources: readonly StateResource[], plan: WorkerPlan): string[] {
+  return resourcesOfKind(resources, "LlamaServer")
+    .filter((r) =>
+      ((r.outputs?.workers ?? []) as { node?: string }[]).some((w) => w.node === plan.node),
+    )
+    .map((r) => r.urn);
+}
+
 /** Whether the request changes how the worker starts (a flag `start` of a running one would drop). */
 const hasOverrides = (r: WorkerRequest) =>
   r.tcp || r.debug !== undefined || r.cache !== undefined || r.threads !== undefined;
@@ -315,6 +348,17 @@ export async function run(argv: string[]): Promise<number> {
       ).stdout,
       plan.node,
     );
+  // The servers on the client node that use this worker stop before it restarts or stops.
+  const stopClients = async (): Promise<void> => {
+    const r = await openNode(view.target(plan.client)).run(stopClientsCommand(plan.start), {
+      step: `stop the servers on ${plan.client} that use the worker`,
+      timeoutMs: 60_000,
+    });
+    for (const u of stoppedUnits(r.stdout))
+      out(
+        `${plan.client}: ${u} stopped first (a client of a worker that goes away aborts on its next request)`,
+      );
+  };
   // HELLO from the client node over the fabric, judged as refresh judges it (busy is healthy).
   const hello = async (st: WorkerStatus): Promise<string> => {
     const r = await openNode(view.target(plan.client)).run(
@@ -339,6 +383,7 @@ export async function run(argv: string[]): Promise<number> {
       return 0;
     }
     case "stop":
+      await stopClients();
       await worker.run(workerCommand(plan, req), {
         step: `worker stop on ${plan.node}`,
         timeoutMs: 60_000,
@@ -362,6 +407,29 @@ export async function run(argv: string[]): Promise<number> {
           return 0;
         }
       }
+      // No client may hold the worker while it goes away: upstream aborts it on its next request.
+      await stopClients();
+      const stack = stackName(req.stack);
+      const resources = stackResources(stack);
+      const servers = serversUsing(resources, plan);
+      if (!hasOverrides(req) && plan.start.port === plan.stackPort) {
+        // The stack's own worker: stopped here, started by the engine as `up` starts it, and
+        // the servers after it, so the stack's state records both and the next refresh agrees.
+        await worker.run(stopCommand(plan.start), {
+          step: `worker stop on ${plan.node}`,
+          timeoutMs: 60_000,
+        });
+        const own = workerResource(resources, plan);
+        const code = upTargets(stack, [own, ...servers], { refresh: true });
+        if (code !== 0) return code;
+        const st = await status();
+        for (const l of statusLines(plan, st)) out(l);
+        out(await hello(st));
+        out(
+          `${plan.node}: worker ${req.action === "start" ? "started" : "restarted"} by \`pulumi up\`${servers.length ? ", its servers after it" : ""}: the stack is converged`,
+        );
+        return 0;
+      }
       await worker.run(workerCommand(plan, req), {
         step: `worker ${req.action} on ${plan.node}`,
         timeoutMs: 120_000,
@@ -369,6 +437,16 @@ export async function run(argv: string[]): Promise<number> {
       const st = await status();
       for (const l of statusLines(plan, st)) out(l);
       out(await hello(st));
+      // An A/B worker on the stack's port serves the stack's server again; on another port the
+      // server (which names the stack's port) stays stopped until `up`.
+      if (servers.length > 0 && plan.start.port === plan.stackPort) {
+        const code = upTargets(stack, servers, { refresh: true });
+        if (code !== 0) return code;
+      } else if (servers.length > 0) {
+        out(
+          `${plan.client}: its llama-server stays stopped: it names the worker on port ${plan.stackPort}`,
+        );
+      }
       out(driftNote(plan, "started"));
       return 0;
     }

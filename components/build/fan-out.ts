@@ -3,15 +3,18 @@
 // the source's installed artifacts node to node (copyFromPeerOrRelay: over the fabric with the
 // control node's agent forwarded, else through the control node), checks every file's sha256
 // against the digests the source recorded, and installs them atomically into its own store
-// entry (native/build/fan-out-install.sh). Identity then holds by construction: CUDA objects
-// differ between build directories and machines (nvcc's `_INTERNAL_<hash>` names,
-// bench/cuda-proof.md), so a rebuild on each node cannot give byte-identical binaries.
+// entry (native/build/fan-out-install.sh). The incoming directory is checked on the node before
+// the copy's --delete and the install's removals (native/lib/guard.sh). Identity then holds by
+// construction: CUDA objects differ between build directories and machines (nvcc's
+// `_INTERNAL_<hash>` names, bench/cuda-proof.md), so a rebuild on each node cannot give
+// byte-identical binaries.
 import * as path from "node:path";
 import { programCommand } from "../native-script";
 import { progress, since } from "../providers/progress";
 import { type CopiedBy, copyFromPeerOrRelay, type Relay } from "../transport/peer-copy";
 import type { Peer } from "../transport/peer";
 import { homeRelative, openNode, type SshTarget } from "../transport/ssh";
+import { prepareDir } from "../tree/node-dir";
 import { parseBuildFlags } from "./flags";
 import {
   type BuildCommand,
@@ -200,6 +203,10 @@ export async function fanOut(inputs: FanOutInputs): Promise<FanOutResult> {
   const sourceRel = sourceInstallRel(src);
   const destRel = incomingRel(plan.key);
   await progress(`${who}: fan-out: receiving ${from}'s build ${plan.key} (no compile here)`);
+  // On the node, before either copy's --delete: the incoming directory is a directory below
+  // the home, reached through no symlink (native/lib/guard.sh), or nothing is copied; rsync
+  // would otherwise delete inside whatever a link there points at.
+  await prepareDir(node, `~/${destRel}`, { step: "check incoming build directory" });
   const copiedBy = await timed("copy", () =>
     copyFromPeerOrRelay(node, src.peer, {
       fabric: {

@@ -85,6 +85,34 @@ export function stopCommand(s: { readonly port: number; readonly programs: Worke
 }
 
 /**
+ * stop-worker-clients.sh on the client node: every sparkform llama-server whose --rpc names this
+ * worker (at its bind or any of its fabric addresses) stops before the worker restarts or stops,
+ * since upstream aborts a client on its next request to a worker that went away.
+ */
+export function stopClientsCommand(s: {
+  readonly bind: string;
+  readonly port: number;
+  readonly fabricAddresses?: readonly string[];
+  readonly programs: WorkerPrograms;
+}): RemoteScript {
+  const endpoints = [...new Set([s.bind, ...(s.fabricAddresses ?? [])])].map(
+    (a) => `${a}:${s.port}`,
+  );
+  return programCommand(programFor(s.programs.stopClients, RPC_PROGRAMS.stopClients), {
+    args: endpoints,
+    display: `stop the llama-servers that use ${endpoints.join(" or ")}`,
+  });
+}
+
+/** The units stop-worker-clients.sh stopped (its `stopped=<unit>` lines). */
+export function stoppedUnits(stdout: string): string[] {
+  return stdout
+    .split("\n")
+    .map((l) => /^stopped=(sparkform-[a-z]+(?:-[a-z]+)*-\d+)$/.exec(l.trim())?.[1])
+    .filter((u): u is string => u !== undefined);
+}
+
+/**
  * status.py: units, digests, socket table, log (and with `tail`, exactly the log's last
  * `tail` lines as `tail`; the worker's RSS and the node's memory are always there).
  */

@@ -5,6 +5,7 @@ import { isIP } from "node:net";
 import { isLoopbackAddress, isUnspecifiedAddress, sameAddress } from "../config/address";
 import { type BuildInputs, explainBuildDifference } from "../build/difference";
 import { parseRpcTransport, type RpcTransport } from "../fabric/rpc-log";
+import { NodeOutputError, nodeJsonParser } from "../schema/node-json";
 
 export const RPC_PROGRAMS = {
   start: "rpc-worker/start.sh",
@@ -13,6 +14,8 @@ export const RPC_PROGRAMS = {
   probe: "rpc-worker/probe.py",
   guard: "rpc-worker/rss-guard.py",
   prewarm: "rpc-worker/prewarm.py",
+  /** On the client node: stop the servers that use this worker before it restarts or stops. */
+  stopClients: "serving/stop-worker-clients.sh",
 } as const;
 
 /** ggml-rpc.cpp's HASH_THRESHOLD: tensors strictly larger are sent by hash first. */
@@ -25,8 +28,43 @@ export interface Prewarm {
   reused: number;
   pruned: number;
   bytes: number;
+  /** The first 16 tensors not pre-warmed and why, then "... and N more tensors skipped". */
   skipped: string[];
 }
+
+const COUNT = { type: "integer", minimum: 0 } as const;
+
+/**
+ * prewarm.py's one JSON line: the summary that goes into state, or its refusal (exit 3). Sizes
+ * are prewarm.py's own caps (16 skipped tensors named, then a count; names under 64 bytes).
+ */
+export const parsePrewarm = nodeJsonParser<Prewarm | { error: string }>(
+  {
+    oneOf: [
+      {
+        type: "object",
+        properties: {
+          entries: COUNT,
+          written: COUNT,
+          reused: COUNT,
+          pruned: COUNT,
+          bytes: COUNT,
+          skipped: { type: "array", items: { type: "string", maxLength: 256 }, maxItems: 17 },
+        },
+        required: ["entries", "written", "reused", "pruned", "bytes", "skipped"],
+        additionalProperties: false,
+      },
+      {
+        type: "object",
+        properties: { error: { type: "string", maxLength: 16_384 } },
+        required: ["error"],
+        additionalProperties: false,
+      },
+    ],
+  },
+  (node, path, detail) =>
+    new NodeOutputError("pre-warm (native/rpc-worker/prewarm.py)", node, path, detail),
+);
 
 /** The installed server, relative to NativeBuild's installDir (its default artifact). */
 export const SERVER_ARTIFACT = "bin/ggml-rpc-server";
@@ -35,9 +73,14 @@ export const DEFAULT_RSS_LIMIT_PERCENT = 92;
 /** Where the server's tensor cache is (LLAMA_CACHE=~/.cache/llama.cpp, then `rpc/`). */
 export const CACHE_DIR = "~/.cache/llama.cpp/rpc";
 
-/** The list of cache entries sparkform wrote for the worker on `port` (what prune reads). */
+/**
+ * The list of cache entries the worker on `port` uses (what prune reads). Not in the worker's
+ * state directory (~/.cache/sparkform/rpc-worker), which stop.sh cleans: destroy prunes after
+ * a stop, and `sparkform worker stop` must not orphan the entries (prewarm.py moves manifests
+ * an older sparkform left there).
+ */
 export function prewarmManifest(port: number): string {
-  return `~/.cache/sparkform/rpc-worker/prewarm-${port}.json`;
+  return `~/.cache/sparkform/rpc-prewarm/prewarm-${port}.json`;
 }
 
 /** `systemctl --user show` of one unit. */

@@ -22,7 +22,9 @@ import {
   probeCommand,
   startCommand,
   statusCommand,
+  stopClientsCommand,
   stopCommand,
+  stoppedUnits,
   unitName,
 } from "./commands";
 import {
@@ -34,6 +36,7 @@ import {
   CACHE_DIR,
   HASH_THRESHOLD,
   type Prewarm,
+  parsePrewarm,
   prewarmManifest,
   type ProbeResult,
   RPC_PROGRAMS,
@@ -118,6 +121,28 @@ async function stop(i: Pick<RpcWorkerInputs, "target" | "port" | "programs">): P
 }
 
 /**
+ * Before the worker restarts or stops, on every path (a new build, a repaired artifact, a
+ * setting, drift): the servers on the client node that use it stop first. A client holds its
+ * RPC connections for its lifetime and upstream aborts it on its next request to a worker that
+ * went away; stopped, it answers nothing until `up` starts it again after the worker (the
+ * LlamaServer takes each worker's invocation id as an input, so a new one is a server update).
+ */
+async function stopClients(
+  i: Pick<RpcWorkerInputs, "target" | "client" | "bind" | "port" | "fabricAddresses" | "programs">,
+  why: string,
+): Promise<void> {
+  const r = await openNode(i.client.target).run(stopClientsCommand(i), {
+    step: "rpc-worker clients stop",
+    timeoutMs: 60_000,
+  });
+  const units = stoppedUnits(r.stdout);
+  if (units.length > 0)
+    await progress(
+      `${tag(i.target)}: ${units.join(", ")} on ${i.client.target.name} stopped first: ${why}; \`up\` starts it again after the worker`,
+    );
+}
+
+/**
  * Write the cache entries of the configured model files (verified by SHA-256 on the node) and
  * remove the entries sparkform wrote that no configured file references; no files = prune all.
  */
@@ -139,9 +164,8 @@ async function prewarm(
     }),
     { step: "rpc-worker pre-warm", timeoutMs: 60 * 60_000, okExitCodes: [0, 3] },
   );
-  const out = JSON.parse(r.stdout.trim().split("\n").pop() ?? "{}") as Prewarm & { error?: string };
-  if (r.exitCode === 3 || out.error)
-    throw new Error(`${tag(i.target)}: pre-warm refused: ${out.error ?? r.stderr}`);
+  const out = parsePrewarm(r.stdout, i.target.name);
+  if ("error" in out) throw new Error(`${tag(i.target)}: pre-warm refused: ${out.error}`);
   return out;
 }
 
@@ -198,6 +222,10 @@ async function converge(i: RpcWorkerInputs): Promise<RpcWorkerOutputs> {
     await progress(
       `${who}: tensor cache pre-warmed: ${prewarmed.entries} entries (${Math.round(prewarmed.bytes / 2 ** 20)} MiB; ${prewarmed.written} written, ${prewarmed.reused} kept, ${prewarmed.pruned} pruned)`,
     );
+  await stopClients(
+    i,
+    "the worker (re)starts, and a client of the old one aborts on its next request",
+  );
   try {
     await openNode(i.target).run(startCommand(i), {
       step: "rpc-worker start",
@@ -377,7 +405,10 @@ export async function update(
     return { outs: { ...olds, ...news, prewarmed } };
   }
   // A new port or node leaves the old unit behind: stop it first.
-  if (olds.port !== news.port || olds.target.name !== news.target.name) await stop(olds);
+  if (olds.port !== news.port || olds.target.name !== news.target.name) {
+    await stopClients(olds, "the worker moves to another port or node");
+    await stop(olds);
+  }
   return { outs: await converge(news) };
 }
 
@@ -385,6 +416,7 @@ export async function update(
 async function deleteWorker(_id: string, props: RpcWorkerOutputs): Promise<void> {
   // The cache entries sparkform wrote go too (the server's own stay: they are the user's).
   if (props.programs?.prewarm) await prewarm(props, []);
+  await stopClients(props, "the worker is deleted");
   await stop(props);
 }
 export { deleteWorker as delete };

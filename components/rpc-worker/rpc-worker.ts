@@ -80,6 +80,8 @@ export class RpcWorker extends pulumi.dynamic.Resource {
   declare readonly guardUnit: pulumi.Output<string>;
   declare readonly prewarmed: pulumi.Output<import("./plan").Prewarm | null>;
   declare readonly drift: pulumi.Output<string[]>;
+  /** The unit's identity when `up` started it: a new invocation restarts the servers using it. */
+  declare readonly started: pulumi.Output<import("./plan").Started>;
 
   constructor(name: string, args: RpcWorkerArgs, opts?: pulumi.CustomResourceOptions) {
     // An unsafe bind stops here, at preview, before anything starts on a node.

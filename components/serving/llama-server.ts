@@ -7,11 +7,13 @@ import { programRef } from "../native-script";
 import { delegatingProvider } from "../providers/delegate";
 import type { SshTarget } from "../transport/ssh";
 import type { ServingPlan } from "./placement";
-import type { ServingEvidence, SmokeOutput } from "./provider";
+import type { ServingEvidence, ServingWorker, SmokeOutput } from "./provider";
 import { SERVER_PROGRAMS, type SeenDevice } from "./server-plan";
 
 /** Bump when the provider's behaviour changes, so `up` rewrites it in state (and restarts). */
-export const LLAMA_SERVER_PROVIDER_VERSION = "1";
+// 2: the server runs at its default verbosity (placement from INFO lines), its status in state
+// holds no log, the smoke asks the chat endpoint too and keeps no generated text.
+export const LLAMA_SERVER_PROVIDER_VERSION = "2";
 
 export interface LlamaServerArgs {
   /** The client node. */
@@ -37,9 +39,7 @@ export interface LlamaServerArgs {
   readonly clientDevice: string;
   readonly smoke: { prompt: string; tokens: number; seed: number };
   /** The workers the plan uses: their debug logs show the decode fast path. */
-  readonly workers: pulumi.Input<
-    { node: string; device: string; endpoint: string; port: number; target: SshTarget }[]
-  >;
+  readonly workers: pulumi.Input<ServingWorker[]>;
   /** How long the model load may take before the server counts as not up (default 1800 s). */
   readonly healthTimeoutSeconds?: number;
 }

@@ -32,14 +32,13 @@ export const parseServerStatus = nodeJsonParser<ServerStatus>(
   fail("llama-server status (native/serving/status.py)"),
 );
 
-const RUN = obj({ tokens: TOKENS, text: STR, tokensPerSecond: NUM });
+const RUN = obj({ tokens: TOKENS, tokensPerSecond: NUM });
 
 export const parseSmoke = nodeJsonParser<SmokeRun>(
   obj({
     tokens: TOKENS,
-    text: STR,
     tokensPerSecond: NUM,
-    grammar: STR,
+    chat: obj({ completionTokens: INT, finishReason: STR, characters: INT }),
     reference: { oneOf: [RUN, obj({ skipped: STR })] },
   }),
   fail("smoke generation (native/serving/smoke.py)"),

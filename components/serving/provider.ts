@@ -31,6 +31,7 @@ import {
   referenceUnit,
   type SeenDevice,
   SERVER_PROGRAMS,
+  type SmokeChat,
   serverArgv,
   type ServerStarted,
   type ServerStatus,
@@ -49,6 +50,8 @@ export interface ServingWorker {
   endpoint: string;
   port: number;
   target: SshTarget;
+  /** The worker unit's InvocationID as `up` started it: a new one restarts the server. */
+  invocationId: string;
 }
 
 export interface LlamaServerInputs {
@@ -79,10 +82,14 @@ export interface LlamaServerInputs {
   programs: Record<keyof typeof SERVER_PROGRAMS, ProgramRef>;
 }
 
+/**
+ * The smoke's evidence at create: token ids and counts, the create-time rate, never the text
+ * the model wrote (nothing generated goes into state).
+ */
 export interface SmokeOutput {
   tokens: number[];
-  text: string;
   tokensPerSecond: number;
+  chat: SmokeChat;
   reference: { tokens: number[]; tokensPerSecond: number; skipped?: string };
   identical: boolean;
   graphCompute: number;
@@ -96,10 +103,15 @@ export interface LlamaServerOutputs extends Omit<LlamaServerInputs, "apiKey"> {
   health: string;
   placement: SeenDevice[];
   smoke: SmokeOutput;
-  status: ServerStatus;
+  /** The unit, digests, listeners and health as measured: the log stays on the node. */
+  status: MeasuredServer;
   started: ServerStarted;
   drift: string[];
 }
+
+/** What state keeps of a status: everything but the log (which holds what clients caused). */
+export type MeasuredServer = Omit<ServerStatus, "log">;
+const measured = ({ log: _log, ...rest }: ServerStatus): MeasuredServer => rest;
 
 const tag = (t: SshTarget) => `[${t.name}] llama-server`;
 const keyDigest = (k: string | undefined) =>
@@ -221,16 +233,11 @@ async function smoke(i: LlamaServerInputs): Promise<SmokeOutput> {
             })),
       ],
       ...secretEnv(i.apiKey),
-      display: `smoke: POST ${serverUrl(i)}/completion (${i.smokeRequest.tokens} tokens, seed ${i.smokeRequest.seed}), then a single-node reference on 127.0.0.1:${refPort}`,
+      display: `smoke: POST ${serverUrl(i)}/completion and /v1/chat/completions (${i.smokeRequest.tokens} tokens, seed ${i.smokeRequest.seed}), then a single-node reference on 127.0.0.1:${refPort}`,
     }),
     { step: "llama-server smoke", timeoutMs: (i.healthTimeoutSeconds + 600) * 1000 },
   );
   const run = parseSmoke(r.stdout, i.target.name);
-  if (run.grammar)
-    await progress(
-      `${who}: the model's text is not valid UTF-8, which llama-server answers with a 500; ` +
-        `split and reference were asked again under the grammar \`${run.grammar}\``,
-    );
   const counts: RpcGraphCounts[] = await Promise.all(
     i.workers.map(async (w, k) => {
       const c = await workerLog(w, i.programs, sizes[k]?.size ?? 0);
@@ -247,8 +254,8 @@ async function smoke(i: LlamaServerInputs): Promise<SmokeOutput> {
     ref.tokens.every((t, k) => t === run.tokens[k]);
   const out: SmokeOutput = {
     tokens: run.tokens,
-    text: run.text,
     tokensPerSecond: run.tokensPerSecond,
+    chat: run.chat,
     reference: ref,
     identical,
     graphCompute: counts.reduce((a, c) => a + c.graphCompute, 0),
@@ -256,6 +263,10 @@ async function smoke(i: LlamaServerInputs): Promise<SmokeOutput> {
   };
   if (run.tokens.length === 0)
     throw new Error(`${who}: the smoke generation returned no tokens: ${JSON.stringify(run)}`);
+  if (run.chat.completionTokens === 0)
+    throw new Error(
+      `${who}: the chat completion (/v1/chat/completions, what OpenAI clients call) generated nothing: ${JSON.stringify(run.chat)}`,
+    );
   if (!ref.skipped && !identical)
     throw new Error(
       `${who}: the split generation is not the single-node one, token for token: split [${run.tokens.join(", ")}], ` +
@@ -315,6 +326,7 @@ async function converge(i: LlamaServerInputs): Promise<LlamaServerOutputs> {
   }
   await progress(
     `${who}: smoke ${smokeOut.tokens.length} tokens at ${smokeOut.tokensPerSecond.toFixed(1)} tokens/s` +
+      `, chat ${smokeOut.chat.completionTokens} tokens (${smokeOut.chat.finishReason})` +
       (smokeOut.reference.skipped
         ? ` (no single-node reference: ${smokeOut.reference.skipped})`
         : `, identical to ${i.node} alone (${smokeOut.reference.tokensPerSecond.toFixed(1)} tokens/s)`) +
@@ -329,7 +341,7 @@ async function converge(i: LlamaServerInputs): Promise<LlamaServerOutputs> {
     health: st.health.body.trim(),
     placement: seen.devices,
     smoke: smokeOut,
-    status: st,
+    status: measured(st),
     started: { invocationId: st.unit.InvocationID, nRestarts: st.unit.NRestarts },
     drift: [],
   };
@@ -357,7 +369,7 @@ export async function read(
     id,
     props: {
       ...props,
-      status: st,
+      status: measured(st),
       health: st.health.status === 200 ? st.health.body.trim() : `down: ${st.health.body}`,
       drift,
     },

@@ -25,10 +25,15 @@ export const workerLogPath = (port: number): string =>
   `~/.cache/sparkform/rpc-worker/worker-${port}.log`;
 
 /**
- * The flags the unit adds to the plan's: the address, and the log verbosity that prints
- * `load_tensors: layer N assigned to device X` (LLAMA_LOG_DEBUG, shown at -lv 5 and above:
- * common/log.cpp drops debug lines below LOG_DEFAULT_DEBUG).
+ * The flags the unit adds to the plan's: the address, and verbosity 4 (TRACE). libllama's INFO
+ * lines, which say where the model landed (each device's model buffer and KV cache share:
+ * parsePlacement), are TRACE to common/log.cpp (common_log_get_verbosity), so the server's
+ * default 3 drops them; 5 (DEBUG) would add the per-layer lines but also what clients send and
+ * receive (`converted request: {…}`, `next token: 88 'U'`), which no log of ours keeps.
  */
+/** llama-server's `-lv`: TRACE, below DEBUG (see serverArgv). */
+export const SERVER_VERBOSITY = 4;
+
 export function serverArgv(o: {
   placement: readonly string[];
   bind: string;
@@ -52,7 +57,7 @@ export function serverArgv(o: {
     "--port",
     String(o.port),
     "-lv",
-    "5",
+    String(SERVER_VERBOSITY),
     ...(o.apiKeyFile ? ["--api-key-file", o.apiKeyFile] : []),
   ];
 }
@@ -86,25 +91,45 @@ export function referenceArgv(o: {
 /** Per device, what llama-server's log shows: its layers and its model buffers. */
 export interface SeenDevice {
   device: string;
+  /**
+   * Its layers: from the per-layer debug lines when the log has them (the output layer
+   * included), else its repeating layers, counted from its share of the KV cache.
+   */
   layers: number;
   modelBufferMiB: number;
+  /** Its KV cache buffer (MiB), when the log has one. */
+  kvMiB?: number;
 }
 
 export interface SeenPlacement {
   devices: SeenDevice[];
-  /** layer index → device, from `load_tensors: layer N assigned to device X`. */
+  /** layer index → device, from `load_tensors: layer N assigned to device X` (debug level). */
   layerDevice: Record<number, string>;
   /** The endpoints of RPC buffers (`RPC0[10.0.0.2:50052]`). */
   rpcEndpoints: Record<string, string>;
+  /** Repeating layers per device from the KV cache buffers ({} when the log has none). */
+  kvLayers: Record<string, number>;
+  /** Devices whose KV share is not a whole number of layers (a cache that is not per layer). */
+  kvUneven: string[];
 }
 
 // src/llama-model.cpp (80fb11ac), load_tensors:
 //   LLAMA_LOG_DEBUG("load_tensors: layer %3d assigned to device %s, is_swa = %d\n", …)
 //   LLAMA_LOG_INFO("%s: %12s model buffer size = %8.2f MiB\n", __func__, buffer name, MiB)
+// src/llama-kv-cache.cpp (80fb11ac), at INFO, one buffer per device, each layer's K and V on
+// the device of its layer (offload_kqv, the default):
+//   LLAMA_LOG_INFO("%s: %10s KV buffer size = %8.2f MiB\n", __func__, buffer name, MiB)
+//   LLAMA_LOG_INFO("%s: size = %7.2f MiB (%6u cells, %3d layers, %2u/%u seqs), …", …)
 // A buffer's name is its type's: "CPU", "CPU_Mapped", "CPU_REPACK", "CUDA0", "CUDA_Host",
 // "RPC0[host:port]" (ggml-rpc.cpp: "RPC" + device + "[" + endpoint + "]").
 const LAYER_LINE = /load_tensors:\s+layer\s+(\d+)\s+assigned to device\s+([^\s,]+)/;
 const BUFFER_LINE = /load_tensors:\s+(\S+)\s+model buffer size\s*=\s*([\d.]+)\s*MiB/;
+const KV_BUFFER_LINE = /llama_kv_cache:\s+(\S+)\s+KV buffer size\s*=\s*([\d.]+)\s*MiB/;
+const KV_SIZE_LINE =
+  /llama_kv_cache:\s+size\s*=\s*([\d.]+)\s*MiB\s*\(\s*\d+\s+cells,\s*(\d+)\s+layers/;
+/** The line each model load starts with (INFO); a log of debug lines alone starts at layer 0. */
+const LOAD_START = /load_tensors: loading model tensors/;
+const LAYER_ZERO = /load_tensors:\s+layer\s+0\s+assigned/;
 
 /** The device a model buffer belongs to: host buffers are the CPU's. */
 export function bufferDevice(name: string): { device: string; endpoint?: string } {
@@ -114,39 +139,64 @@ export function bufferDevice(name: string): { device: string; endpoint?: string 
   return { device: name };
 }
 
+const round2 = (x: number) => Math.round(x * 100) / 100;
+
 /** Where the model landed, read from the server's log (the last load in it). */
 export function parsePlacement(log: readonly string[]): SeenPlacement {
   // A restarted unit appends to the same log: only the last load counts.
-  let start = 0;
-  log.forEach((l, i) => {
-    if (/load_tensors:\s+layer\s+0\s+assigned/.test(l)) start = i;
-  });
+  const last = (re: RegExp) => log.reduce((at, l, i) => (re.test(l) ? i : at), -1);
+  const start = Math.max(0, last(LOAD_START) >= 0 ? last(LOAD_START) : last(LAYER_ZERO));
   const layerDevice: Record<number, string> = {};
   const mib = new Map<string, number>();
+  const kv = new Map<string, number>();
   const rpcEndpoints: Record<string, string> = {};
+  let kvTotal: { mib: number; layers: number } | undefined;
   for (const line of log.slice(start)) {
     const l = LAYER_LINE.exec(line);
     if (l) layerDevice[Number(l[1])] = l[2] as string;
-    const b = BUFFER_LINE.exec(line);
+    const b = BUFFER_LINE.exec(line) ?? KV_BUFFER_LINE.exec(line);
     if (b) {
       const { device, endpoint } = bufferDevice(b[1] as string);
-      mib.set(device, (mib.get(device) ?? 0) + Number(b[2]));
+      const into = BUFFER_LINE.test(line) ? mib : kv;
+      into.set(device, (into.get(device) ?? 0) + Number(b[2]));
       if (endpoint) rpcEndpoints[device] = endpoint;
     }
+    const t = KV_SIZE_LINE.exec(line);
+    if (t) kvTotal = { mib: Number(t[1]), layers: Number(t[2]) };
   }
-  const names = [...new Set([...Object.values(layerDevice), ...mib.keys()])];
+  // Every repeating layer holds the same KV share, so a device's share counts its layers.
+  const kvLayers: Record<string, number> = {};
+  const kvUneven: string[] = [];
+  const kvSum = [...kv.values()].reduce((a, x) => a + x, 0);
+  const layersWithKv = kvTotal?.layers ?? 0;
+  if (layersWithKv > 0 && kvSum > 0) {
+    const perLayer = kvSum / layersWithKv;
+    for (const [device, m] of kv) {
+      const n = m / perLayer;
+      kvLayers[device] = Math.round(n);
+      // %8.2f MiB per buffer: half a hundredth of a MiB of rounding on each side.
+      if (Math.abs(n - Math.round(n)) * perLayer > 0.01) kvUneven.push(device);
+    }
+  }
+  const debug = Object.keys(layerDevice).length > 0;
+  const names = [...new Set([...Object.values(layerDevice), ...mib.keys(), ...kv.keys()])];
   const devices = names.map((device) => ({
     device,
-    layers: Object.values(layerDevice).filter((d) => d === device).length,
-    modelBufferMiB: Math.round((mib.get(device) ?? 0) * 100) / 100,
+    layers: debug
+      ? Object.values(layerDevice).filter((d) => d === device).length
+      : (kvLayers[device] ?? 0),
+    modelBufferMiB: round2(mib.get(device) ?? 0),
+    ...(kv.has(device) ? { kvMiB: round2(kv.get(device) ?? 0) } : {}),
   }));
-  return { devices, layerDevice, rpcEndpoints };
+  return { devices, layerDevice, rpcEndpoints, kvLayers, kvUneven };
 }
 
 /**
  * Why the seen placement is not the plan's ([] = it is): every planned device has a model
- * buffer, every planned layer is on its planned device, and each RPC device's buffer is on the
- * endpoint the plan names.
+ * buffer, every planned layer is on its planned device (per layer from debug lines, else per
+ * device by its KV share: layer split gives each device one contiguous range in plan order, so
+ * the count per device fixes the ranges), and each RPC device's buffer is on the endpoint the
+ * plan names.
  */
 export function placementMismatch(
   plan: Pick<ServingPlan, "layers" | "rpcServers" | "devices">,
@@ -160,19 +210,43 @@ export function placementMismatch(
     if (!s || s.modelBufferMiB <= 0)
       r.push(`${device} (${node}) has no model buffer: it was not reached or not used`);
   }
-  for (const l of plan.layers) {
-    const range = `layers ${l.first}–${l.first + l.count - 1} planned on ${l.device} (${l.node})`;
-    const indices = Array.from({ length: l.count }, (_, k) => l.first + k);
-    if (indices.every((i) => seen.layerDevice[i] === undefined)) {
-      r.push(`${range}: none in the log`);
-      continue;
+  if (Object.keys(seen.layerDevice).length > 0) {
+    for (const l of plan.layers) {
+      const range = `layers ${l.first}–${l.first + l.count - 1} planned on ${l.device} (${l.node})`;
+      const indices = Array.from({ length: l.count }, (_, k) => l.first + k);
+      if (indices.every((i) => seen.layerDevice[i] === undefined)) {
+        r.push(`${range}: none in the log`);
+        continue;
+      }
+      const wrong: string[] = [];
+      for (let i = l.first; i < l.first + l.count; i++) {
+        const d = seen.layerDevice[i];
+        if (d !== l.device) wrong.push(`${i} on ${d ?? "(not in the log)"}`);
+      }
+      if (wrong.length > 0) r.push(`${range}, seen ${wrong.join(", ")}`);
     }
-    const wrong: string[] = [];
-    for (let i = l.first; i < l.first + l.count; i++) {
-      const d = seen.layerDevice[i];
-      if (d !== l.device) wrong.push(`${i} on ${d ?? "(not in the log)"}`);
+  } else if (Object.keys(seen.kvLayers).length === 0) {
+    r.push("the log shows no KV cache buffers, so where the layers landed is not known");
+  } else {
+    // The plan's last index is the output layer, which holds no KV cache.
+    const output = Math.max(...plan.layers.map((l) => l.first + l.count - 1));
+    const want = new Map<string, number>();
+    for (const l of plan.layers) {
+      const repeating = Math.max(0, Math.min(l.first + l.count, output) - l.first);
+      want.set(l.device, (want.get(l.device) ?? 0) + repeating);
     }
-    if (wrong.length > 0) r.push(`${range}, seen ${wrong.join(", ")}`);
+    for (const device of new Set([...want.keys(), ...Object.keys(seen.kvLayers)])) {
+      const w = want.get(device) ?? 0;
+      const got = seen.kvLayers[device] ?? 0;
+      if (w !== got) {
+        const node = plan.layers.find((l) => l.device === device)?.node;
+        r.push(
+          `${device}${node ? ` (${node})` : ""} holds the KV cache of ${got} repeating layers, the plan puts ${w} there`,
+        );
+      }
+    }
+    for (const device of seen.kvUneven)
+      r.push(`${device}'s KV cache is not a whole number of layers`);
   }
   plan.devices.forEach((device) => {
     const m = /^RPC(\d+)$/.exec(device);
@@ -212,8 +286,12 @@ export function describePlanned(plan: Pick<ServingPlan, "layers">): string {
 
 export function describeSeen(seen: SeenPlacement): string {
   if (seen.devices.length === 0) return "(no load_tensors lines in the log)";
+  const perLayer = Object.keys(seen.layerDevice).length > 0;
   return seen.devices
-    .map((d) => `${d.device}: ${d.layers} layers, model buffer ${d.modelBufferMiB} MiB`)
+    .map(
+      (d) =>
+        `${d.device}: ${d.layers} ${perLayer ? "layers" : "repeating layers (by KV cache)"}, model buffer ${d.modelBufferMiB} MiB`,
+    )
     .join("; ");
 }
 
@@ -245,7 +323,7 @@ export interface ServerStarted {
 
 /** Why the measured server is not the one `up` started ([] = none). */
 export function serverDrift(o: {
-  status: ServerStatus;
+  status: Omit<ServerStatus, "log">;
   started: ServerStarted;
   expectedDigest: string;
   bind: string;
@@ -274,11 +352,17 @@ export function serverDrift(o: {
 /** The smoke's result on the node (native/serving/smoke.py). */
 export interface SmokeRun {
   tokens: number[];
-  text: string;
   tokensPerSecond: number;
-  /** The GBNF grammar both runs were constrained by ("" = none; see native/serving/smoke.py). */
-  grammar: string;
-  reference: { tokens: number[]; text: string; tokensPerSecond: number } | { skipped: string };
+  /** The same prompt through the OpenAI-compatible chat endpoint: what it answered. */
+  chat: SmokeChat;
+  reference: { tokens: number[]; tokensPerSecond: number } | { skipped: string };
+}
+
+/** A chat completion's verdict (the message's length, never its text). */
+export interface SmokeChat {
+  completionTokens: number;
+  finishReason: string;
+  characters: number;
 }
 
 /** Whether the single-node reference fits the client alone (else it is not run). */

@@ -191,13 +191,18 @@ export class Serving extends pulumi.ComponentResource {
         smoke: cfg.smoke,
         workers: pulumi.all(
           args.workerNodes.map((w, k) =>
-            nodes.target(w).apply((target) => ({
-              node: w,
-              device: `RPC${k}`,
-              endpoint: endpointOf(w),
-              port: args.workerPort,
-              target,
-            })),
+            pulumi
+              .all([nodes.target(w), args.workers.of(w).started])
+              .apply(([target, started]) => ({
+                node: w,
+                device: `RPC${k}`,
+                endpoint: endpointOf(w),
+                port: args.workerPort,
+                target,
+                // The worker unit's invocation: a worker that `up` (re)started is a new one, and
+                // the server's connections to the old one are gone, so the server restarts too.
+                invocationId: started?.invocationId ?? "",
+              })),
           ),
         ),
       },

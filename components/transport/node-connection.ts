@@ -12,6 +12,7 @@
 // Closed on every way out: explicitly (`close`, `closeAll`), on process exit, and on SIGINT,
 // SIGTERM and SIGHUP (after which the signal is re-raised, so the process still ends by it).
 
+import { type ChildProcess, spawn } from "node:child_process";
 import { createHash } from "node:crypto";
 import * as fs from "node:fs";
 import * as path from "node:path";
@@ -42,10 +43,12 @@ import {
   SERVER_ALIVE_COUNT_MAX,
   SERVER_ALIVE_INTERVAL_S,
   sshDestination,
+  type LocalForward,
   sshOptions,
   type SshFiles,
   type SshOptionChoices,
 } from "./ssh-options";
+import { childEnv } from "./child-env";
 
 /**
  * Sessions one ControlMaster carries at once. sshd refuses a session beyond its MaxSessions
@@ -352,6 +355,27 @@ export class NodeConnection {
       built.commandLine,
     ];
     return this.queue(() => invoke({ ...inv, args }));
+  }
+
+  /**
+   * A local port forward through this node (`ssh -N -L`), on a connection of its own with the
+   * stack's pinning and key: it lives as long as the returned process, which the caller ends.
+   * The child gets the minimal environment, as every ssh sparkform starts.
+   */
+  forwardPort(forward: LocalForward): ChildProcess {
+    this.assertOpen();
+    const { controlPath: _multiplexed, ...unmultiplexed } = this.files;
+    const args = [
+      ...sshOptions(this.target, unmultiplexed, {
+        localForward: forward,
+        capabilities: sshCapabilities(),
+      }),
+      ...sshDestination(this.target),
+    ];
+    return spawn("ssh", args, {
+      env: childEnv({ agent: true, set: { SHELL: "/bin/sh" } }),
+      stdio: ["ignore", "ignore", "pipe"],
+    });
   }
 
   /**

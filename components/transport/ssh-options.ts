@@ -48,7 +48,21 @@ export interface SshOptionChoices {
    * Only meaningful without multiplexing.
    */
   readonly forwardAgent?: string;
+  /**
+   * A local port forward for this one connection (`sparkform endpoint`): `-N -L` with
+   * ExitOnForwardFailure, and without ClearAllForwardings (which clears command-line forwards
+   * too). Only meaningful without multiplexing.
+   */
+  readonly localForward?: LocalForward;
   readonly capabilities?: SshCapabilities;
+}
+
+/** `-L bind:port:host:hostPort`: `bind` on the control node, `host:hostPort` as the node sees it. */
+export interface LocalForward {
+  readonly bind: string;
+  readonly port: number;
+  readonly host: string;
+  readonly hostPort: number;
 }
 
 function o(kv: string): string[] {
@@ -101,13 +115,19 @@ function common(connectTimeoutS: number): string[] {
  * - `ForwardX11`, `Tunnel`: nothing sparkform runs needs them, and both open channels back.
  * ProxyJump/ProxyCommand are set by `sshOptions` (off, or sparkform's own pinned jump host).
  */
-function hardening(caps: SshCapabilities): string[] {
+/** `session: false`: no shell or command at all (a port forward), else the default session. */
+function hardening(caps: SshCapabilities, session = true): string[] {
+  const sessionType = session ? "default" : "none";
   return [
     ...(caps.knownHostsCommand ? o("KnownHostsCommand=none") : []),
     ...o("VerifyHostKeyDNS=no"),
     ...o("RemoteCommand=none"),
     ...o("PermitLocalCommand=no"),
-    ...(caps.sessionType ? [...o("SessionType=default"), ...o("StdinNull=no")] : []),
+    ...(caps.sessionType
+      ? [...o(`SessionType=${sessionType}`), ...o(`StdinNull=${session ? "no" : "yes"}`)]
+      : session
+        ? []
+        : ["-N"]),
     ...o("ForwardX11=no"),
     ...o("Tunnel=no"),
   ];
@@ -130,10 +150,18 @@ export function sshOptions(
   const args: string[] = [];
   if (t.sshConfigPath !== undefined) args.push("-F", t.sshConfigPath);
   args.push(...common(timeout), ...pinning(files.knownHosts, hostKeyAlias(t.name)));
-  args.push(...hardening(caps));
+  const f = choices.localForward;
+  args.push(...hardening(caps, f === undefined));
   // A user's LocalForward/RemoteForward must not collide across masters. (Not on the jump
-  // hop: ClearAllForwardings also clears its -W stdio forward.)
-  args.push(...o("ClearAllForwardings=yes"));
+  // hop: ClearAllForwardings also clears its -W stdio forward.) A forward of our own asks for
+  // exactly one, and fails rather than run without it.
+  if (f === undefined) args.push(...o("ClearAllForwardings=yes"));
+  else
+    args.push(
+      ...o("ExitOnForwardFailure=yes"),
+      "-L",
+      `${f.bind.includes(":") ? `[${f.bind}]` : f.bind}:${f.port}:${f.host.includes(":") ? `[${f.host}]` : f.host}:${f.hostPort}`,
+    );
   args.push(...identity(t.identityFile), ...identity(files.keyFile));
   if (files.controlPath !== undefined) {
     args.push(

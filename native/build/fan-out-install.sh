@@ -10,8 +10,21 @@
 #   swapped to it with one rename (mv -T), older entries of KEY removed, INCOMING removed
 #   (and its parent, when empty).
 #   Prints `sha256  path` per artifact as installed (parseDigests() reads it).
+#   OUT_DIR and INCOMING are checked by native/lib/guard.sh before anything is read, installed
+#   or removed (exit 97: the root, $HOME or above, a path through a symlink), and only KEY's
+#   own store entries are replaced (native/lib/store.sh: not those of a key that starts with KEY).
 set -eu
-out=$1 key=$2 in=$3; shift 3; store="$out/.store"
+# guard_path (inlined here when this program is sent to a node).
+. "$(dirname -- "$0")/../lib/guard.sh"
+# store_key, store_entries (inlined here when this program is sent to a node).
+. "$(dirname -- "$0")/../lib/store.sh"
+store_key "$2"
+guard_path "install into" "$1"
+out=$GUARD_PATH
+guard_path "remove" "$3"
+in=$GUARD_PATH key=$2
+shift 3
+store="$out/.store"
 check() {
   while [ $# -ge 2 ]; do
     want=$1 a=$2; shift 2
@@ -34,7 +47,7 @@ chmod 755 "$stage"
 mv -T "$stage" "$final"
 ln -sfn ".store/${final##*/}" "$out/.$key.link"
 mv -T "$out/.$key.link" "$out/$key"
-for d in "$store/$key-"*; do [ "$d" = "$final" ] || rm -rf -- "$d"; done
+store_entries "$store" "$key" | while IFS= read -r d; do [ "$d" = "$final" ] || rm -rf -- "$d"; done
 rm -rf -- "$in"
 rmdir -- "${in%/*}" 2>/dev/null || true
 cd "$out/$key/"

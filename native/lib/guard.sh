@@ -1,10 +1,12 @@
 # guard.sh — the last check before a node program deletes or overwrites a directory, and the
 # references that keep an entry two stacks share. Sourced by the programs in native/ that run
 # `rm -rf` or receive an `rsync --delete` (native/tree/prepare-dir.sh, remove-dir.sh,
-# native/build/install.sh, delete.sh); inlined in its place when a program is sent to a node
-# (components/native-script.ts). The control node checks paths first (components/config.ts);
-# this checks again where the path is used, because config is not the only way to get a bad
-# path (old state, a symlink made on the node, a hand-edited stack export).
+# native/build/install.sh, delete.sh, fan-out-install.sh, native/rpc-worker/stop.sh); inlined in
+# its place when a program is sent to a node (components/native-script.ts). The references'
+# layout (guard_refs) is also what native/rpc-worker/prewarm.py keeps for tensor-cache entries.
+# The control node checks paths first (components/config.ts); this checks again where the path
+# is used, because config is not the only way to get a bad path (old state, a symlink made on
+# the node, a hand-edited stack export).
 
 # guard_refuse WHAT PATH WHY: the one refusal message; exit 97 (components/tree/node-dir.ts).
 guard_refuse() {

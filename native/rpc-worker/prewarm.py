@@ -14,31 +14,53 @@
 #           reads the whole file and sets it, with no check of its content (a truncated entry
 #           is silently wrong weights: upstream #28789), so entries here are written to a
 #           temporary name, fsync'd and renamed.
-# Only files whose SHA-256 equals the configured one are used (fail closed). Entries this
-# program wrote are listed in MANIFEST; those no configured model references any more are
-# removed (entries the server wrote itself are not touched). FNV-1a is a byte-serial chain, so
-# a small C helper (compiled on first use with the node's cc) hashes and copies each range.
-# Arguments: CACHE_DIR MANIFEST THRESHOLD [FILE SHA256]...   Output: one JSON line.
+# Only files whose SHA-256 equals the configured one are used (fail closed), and only after
+# every configured file's header passed the bounds below: this runs beside the worker on a
+# unified-memory node, where an OOM takes unrelated services with it, so a hostile or broken
+# header must cost kilobytes, not the size it claims.
+#
+# Ownership: MANIFEST lists the entries this worker (one manifest per worker port) uses; the
+# references that decide a deletion are kept per entry in native/lib/guard.sh's store
+# (~/.cache/sparkform/refs/<sha256 of the entry's path, 16 hex>/: `path`, `created`, one
+# `ref-<token>` per manifest). An entry is "created" only when this program made the name
+# (link, which fails on an existing name): an entry the server wrote itself, or another worker
+# made, is referenced but never claimed. Prune drops this manifest's reference and deletes an
+# entry only when sparkform created it and no reference is left. Names are exactly 16 hex
+# digits (the server's naming); anything else in a manifest is ignored, never deleted.
+# Manifests live in their own directory (not the worker's state directory, which stop.sh
+# cleans); manifests an older sparkform left in ~/.cache/sparkform/rpc-worker are moved here
+# first, with their entries referenced, so none is orphaned by the upgrade.
+# FNV-1a is a byte-serial chain, so a small C helper (compiled on first use with the node's cc)
+# hashes and copies each range.
+# Arguments: CACHE_DIR MANIFEST THRESHOLD [FILE SHA256]...
+# Output: one JSON line, the summary, or {"error": …} with exit 3 (nothing written or pruned).
+import fcntl
 import hashlib
 import json
 import os
+import re
 import struct
 import subprocess
 import sys
 
 HELPER_C = r"""
-#include <stdio.h>
-#include <stdint.h>
-#include <stdlib.h>
-#include <unistd.h>
+#include <errno.h>
 #include <fcntl.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <sys/stat.h>
+#include <unistd.h>
+/* Prints "<hash> created" (the name was new), "existed" (an entry of this size was there:
+   left as it is) or "replaced" (one of another size was there: a damaged entry, replaced). */
 int main(int argc, char **argv) {
   if (argc != 5) return 2;
   const char *src = argv[1], *dir = argv[4];
   long long off = atoll(argv[2]), len = atoll(argv[3]);
   char tmp[4096], dst[4096];
   snprintf(tmp, sizeof tmp, "%s/.sparkform-tmp-%d", dir, (int)getpid());
-  int in = open(src, O_RDONLY), out = open(tmp, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  unlink(tmp);
+  int in = open(src, O_RDONLY), out = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW, 0644);
   if (in < 0 || out < 0) { perror("open"); return 1; }
   static unsigned char buf[1 << 20];
   uint64_t h = 0xcbf29ce484222325ULL;
@@ -53,8 +75,27 @@ int main(int argc, char **argv) {
   }
   if (fsync(out) != 0 || close(out) != 0) { perror("fsync"); unlink(tmp); return 1; }
   snprintf(dst, sizeof dst, "%s/%016llx", dir, (unsigned long long)h);
-  if (rename(tmp, dst) != 0) { perror("rename"); unlink(tmp); return 1; }
-  printf("%016llx\n", (unsigned long long)h);
+  const char *how = "created";
+  if (link(tmp, dst) != 0) {
+    struct stat st;
+    if (errno == EEXIST && lstat(dst, &st) == 0) {
+      if (S_ISREG(st.st_mode) && st.st_size != len) {
+        if (rename(tmp, dst) != 0) { perror("rename"); unlink(tmp); return 1; }
+        printf("%016llx replaced\n", (unsigned long long)h);
+        return 0;
+      }
+      how = "existed";
+    } else if (errno == EEXIST || lstat(dst, &st) == 0) {
+      how = "existed";
+    } else if (rename(tmp, dst) != 0) { /* no hard links on this filesystem */
+      perror("rename"); unlink(tmp); return 1;
+    } else {
+      printf("%016llx created\n", (unsigned long long)h);
+      return 0;
+    }
+  }
+  unlink(tmp);
+  printf("%016llx %s\n", (unsigned long long)h, how);
   return 0;
 }
 """
@@ -67,6 +108,38 @@ TYPES = {
     10: (256, 84), 11: (256, 110), 12: (256, 144), 13: (256, 176), 14: (256, 210), 15: (256, 292),
 }
 
+# Header bounds. The control node's reader (@huggingface/gguf, components/model/resolve.ts)
+# refuses more than 1e5 keys, strings over 1e7 bytes, arrays over 1e6 elements or nested
+# deeper than 4, dimensions over 2^32, and reads at most 50 MB of header; llama.cpp's own
+# reader (gguf.cpp) refuses more than 4 dimensions, tensor names of 64 bytes or more, and an
+# alignment that is not a power of two. Tensors: the control side allows 1e7, which would be
+# gigabytes of tensor infos here; real models have a few thousand (Qwen3-235B: 1,131).
+MAX_KV = 100_000
+MAX_STRING = 10_000_000
+MAX_ARRAY = 1_000_000
+MAX_ARRAY_DEPTH = 4
+MAX_HEADER = 64 * 2**20
+MAX_TENSORS = 65_536
+MAX_NAME = 63
+MAX_DIMS = 4
+MAX_DIM = 2**32
+# How many skipped tensors are named in the output (the rest are counted): it goes into state.
+MAX_SKIPPED = 16
+SCALARS = {0: 1, 1: 1, 2: 2, 3: 2, 4: 4, 5: 4, 6: 4, 7: 1, 10: 8, 11: 8, 12: 8}
+STRING, ARRAY, UINT32 = 8, 9, 4
+
+NAME = re.compile(r"[0-9a-f]{16}")
+# Where sparkform before this version kept the manifests (stop.sh's directory).
+LEGACY_DIR = "~/.cache/sparkform/rpc-worker"
+LEGACY_MANIFEST = re.compile(r"prewarm-[0-9]+\.json")
+HELPER = re.compile(r"fnv-copy-[0-9a-f]{12}(\.tmp|\.c)?")
+REFS = "~/.cache/sparkform/refs"
+MAX_MANIFEST = 64 * 2**20
+
+
+class GgufError(ValueError):
+    pass
+
 
 def sha256(path):
     h = hashlib.sha256()
@@ -76,66 +149,128 @@ def sha256(path):
     return h.hexdigest()
 
 
-class Reader:
-    def __init__(self, f):
-        self.f = f
+class Header:
+    """Reads a GGUF header with every length checked before anything is read or skipped."""
 
-    def u(self, fmt):
-        size = struct.calcsize(fmt)
-        return struct.unpack("<" + fmt, self.f.read(size))[0]
+    def __init__(self, f, size):
+        self.f, self.pos, self.end = f, 0, min(size, MAX_HEADER)
+        self.size = size
 
-    def string(self):
-        return self.f.read(self.u("Q")).decode("utf-8", "replace")
+    def take(self, n, what):
+        self.room(n, what)
+        b = self.f.read(n)
+        if len(b) != n:
+            raise GgufError(f"{what} at byte {self.pos}: the file ended")
+        self.pos += n
+        return b
 
-    def value(self, t):
-        scalar = {0: "B", 1: "b", 2: "H", 3: "h", 4: "I", 5: "i", 6: "f", 7: "?", 10: "Q", 11: "q", 12: "d"}
-        if t in scalar:
-            return self.u(scalar[t])
-        if t == 8:
-            return self.string()
-        if t == 9:
-            et, n = self.u("I"), self.u("Q")
-            return [self.value(et) for _ in range(n)]
-        raise ValueError(f"unknown GGUF value type {t}")
+    def skip(self, n, what):
+        self.room(n, what)
+        self.f.seek(n, 1)
+        self.pos += n
+
+    def room(self, n, what):
+        if self.pos + n > self.end:
+            where = "the end of the file" if self.end == self.size else f"the {MAX_HEADER}-byte header limit"
+            raise GgufError(f"{what} at byte {self.pos} ({n} bytes) runs past {where}")
+
+    def u32(self, what):
+        return struct.unpack("<I", self.take(4, what))[0]
+
+    def u64(self, what):
+        return struct.unpack("<Q", self.take(8, what))[0]
+
+    def strlen(self, what):
+        n = self.u64(f"{what}'s length")
+        if n > MAX_STRING:
+            raise GgufError(f"{what} is {n} bytes long, over the {MAX_STRING} bytes a header string may have")
+        return n
+
+    def skip_value(self, t, what, depth=0):
+        if t in SCALARS:
+            self.skip(SCALARS[t], what)
+        elif t == STRING:
+            self.skip(self.strlen(what), what)
+        elif t == ARRAY:
+            if depth >= MAX_ARRAY_DEPTH:
+                raise GgufError(f"{what} nests arrays deeper than {MAX_ARRAY_DEPTH}")
+            et, n = self.u32(f"{what}'s element type"), self.u64(f"{what}'s length")
+            if n > MAX_ARRAY:
+                raise GgufError(f"{what} is an array of {n} elements, over the {MAX_ARRAY} allowed")
+            if et in SCALARS:
+                # Skipped, never built: a header's arrays (the vocabulary) are not needed here.
+                self.skip(n * SCALARS[et], what)
+            elif et in (STRING, ARRAY):
+                for _ in range(n):
+                    self.skip_value(et, what, depth + 1)
+            else:
+                raise GgufError(f"{what} is an array of unknown GGUF type {et}")
+        else:
+            raise GgufError(f"{what} has unknown GGUF type {t}")
 
 
 def tensors(path):
     """(name, absolute offset, nbytes or None, why) for every tensor of a GGUF file."""
-    with open(path, "rb") as f:
-        r = Reader(f)
-        if f.read(4) != b"GGUF":
-            raise ValueError(f"{path} is not a GGUF file")
-        version = r.u("I")
-        if version < 2:
-            raise ValueError(f"{path}: GGUF version {version} is not supported")
-        n_tensors, n_kv = r.u("Q"), r.u("Q")
-        alignment = 32
-        for _ in range(n_kv):
-            key = r.string()
-            v = r.value(r.u("I"))
-            if key == "general.alignment":
-                alignment = int(v)
-        infos = []
-        for _ in range(n_tensors):
-            name = r.string()
-            dims = [r.u("Q") for _ in range(r.u("I"))]
-            infos.append((name, dims, r.u("I"), r.u("Q")))
-        pos = f.tell()
-        data = (pos + alignment - 1) // alignment * alignment
     size = os.path.getsize(path)
+    with open(path, "rb", buffering=1 << 20) as f:
+        r = Header(f, size)
+        if r.take(4, "the magic") != b"GGUF":
+            raise GgufError("it is not a GGUF file (no GGUF magic)")
+        version = r.u32("the version")
+        if version not in (2, 3):
+            raise GgufError(f"GGUF version {version} is not supported (2 and 3 are)")
+        n_tensors, n_kv = r.u64("the tensor count"), r.u64("the key count")
+        if n_tensors > MAX_TENSORS:
+            raise GgufError(f"it declares {n_tensors} tensors, over the {MAX_TENSORS} allowed")
+        if n_kv > MAX_KV:
+            raise GgufError(f"it declares {n_kv} metadata keys, over the {MAX_KV} allowed")
+        alignment = 32
+        for i in range(n_kv):
+            n = r.strlen(f"key {i}")
+            key = r.take(n, f"key {i}") if n == len(b"general.alignment") else r.skip(n, f"key {i}")
+            t = r.u32(f"key {i}'s type")
+            if key == b"general.alignment":
+                if t != UINT32:
+                    raise GgufError(f"general.alignment has GGUF type {t}; llama.cpp reads it as uint32 (type 4)")
+                alignment = r.u32("general.alignment")
+                if alignment == 0 or alignment & (alignment - 1):
+                    raise GgufError(f"general.alignment {alignment} is not a power of two")
+            else:
+                r.skip_value(t, f"the value of key {i}")
+        infos = []
+        for i in range(n_tensors):
+            n = r.strlen(f"tensor {i}'s name")
+            if n > MAX_NAME:
+                raise GgufError(f"tensor {i}'s name is {n} bytes, over llama.cpp's {MAX_NAME}")
+            name = r.take(n, f"tensor {i}'s name").decode("utf-8", "replace")
+            n_dims = r.u32(f"tensor {name}'s dimension count")
+            if n_dims > MAX_DIMS:
+                raise GgufError(f"tensor {name} has {n_dims} dimensions, over ggml's {MAX_DIMS}")
+            count = 1
+            for d in range(n_dims):
+                dim = r.u64(f"tensor {name}'s dimension {d}")
+                if dim > MAX_DIM:
+                    raise GgufError(f"tensor {name}'s dimension {d} is {dim}, over {MAX_DIM}")
+                count *= dim
+            typ, off = r.u32(f"tensor {name}'s type"), r.u64(f"tensor {name}'s offset")
+            if off % alignment:
+                raise GgufError(f"tensor {name}'s offset {off} is not a multiple of the alignment {alignment}")
+            infos.append((name, count, typ, off))
+        data = (r.pos + alignment - 1) // alignment * alignment
+    if data > size:
+        raise GgufError(f"its tensor data would start at byte {data}, past the end of the {size}-byte file")
     ordered = sorted(infos, key=lambda t: t[3])
     out = []
-    for i, (name, dims, typ, off) in enumerate(ordered):
+    for i, (name, count, typ, off) in enumerate(ordered):
+        if data + off > size:
+            raise GgufError(f"tensor {name} starts at byte {data + off}, past the end of the {size}-byte file")
         # Where the next tensor starts (relative to the data section); the file's end for the last.
         end = ordered[i + 1][3] if i + 1 < len(ordered) else size - data
         if typ not in TYPES:
             out.append((name, data + off, None, f"ggml type {typ} is not known here"))
             continue
         blck, tsize = TYPES[typ]
-        n = 1
-        for d in dims:
-            n *= d
-        nbytes = n // blck * tsize
+        nbytes = count // blck * tsize
         # The next tensor starts at most alignment - 1 padding bytes after this one ends.
         if not (end - alignment < off + nbytes <= end):
             out.append((name, data + off, None, f"size {nbytes} does not fit the layout"))
@@ -151,67 +286,218 @@ def helper(state):
         src = exe + ".c"
         with open(src, "w") as f:
             f.write(HELPER_C)
-        subprocess.run(["cc", "-O2", "-o", exe + ".tmp", src], check=True)
+        # stdout is the summary's alone: the compiler's chatter goes to stderr.
+        subprocess.run(["cc", "-O2", "-o", exe + ".tmp", src], check=True, stdout=sys.stderr)
         os.replace(exe + ".tmp", exe)
         os.unlink(src)
     return exe
+
+
+# ---- references: native/lib/guard.sh's store, the same layout --------------------------------
+
+
+def refs_dir(entry):
+    return os.path.join(os.path.expanduser(REFS), hashlib.sha256(entry.encode()).hexdigest()[:16])
+
+
+def ref_add(entry, token, created):
+    d = refs_dir(entry)
+    os.makedirs(d, exist_ok=True)
+    with open(os.path.join(d, "path"), "w") as f:
+        f.write(entry + "\n")
+    if created:
+        open(os.path.join(d, "created"), "a").close()
+    open(os.path.join(d, f"ref-{token}"), "a").close()
+
+
+def ref_drop(entry, token):
+    """Drop token's reference: (references left, sparkform created the entry)."""
+    d = refs_dir(entry)
+    try:
+        os.unlink(os.path.join(d, f"ref-{token}"))
+    except FileNotFoundError:
+        pass
+    try:
+        left = sum(1 for n in os.listdir(d) if n.startswith("ref-"))
+    except FileNotFoundError:
+        return 0, False
+    created = os.path.exists(os.path.join(d, "created"))
+    if left == 0:
+        for n in ("path", "created"):
+            try:
+                os.unlink(os.path.join(d, n))
+            except FileNotFoundError:
+                pass
+        try:
+            os.rmdir(d)
+        except OSError:
+            pass
+    return left, created
+
+
+def token_of(manifest_path):
+    """The reference a manifest holds: guard.sh's token alphabet (letters, digits, '-')."""
+    stem = os.path.basename(manifest_path).removesuffix(".json")
+    return "rpc-" + re.sub(r"[^A-Za-z0-9-]", "-", stem)
+
+
+# ---- manifests ---------------------------------------------------------------------------------
+
+
+def load_manifest(path):
+    """{entry name: {"size", "refs"}}; names that are not 16 hex digits are dropped."""
+    try:
+        with open(path, "rb") as f:
+            raw = f.read(MAX_MANIFEST + 1)
+        old = json.loads(raw) if len(raw) <= MAX_MANIFEST else {}
+    except (OSError, ValueError):
+        return {}
+    entries = old.get("entries") if isinstance(old, dict) else None
+    if not isinstance(entries, dict):
+        return {}
+    out = {}
+    for h, e in entries.items():
+        if not NAME.fullmatch(h) or not isinstance(e, dict):
+            print(f"prewarm: ignored manifest entry {h[:80]!r} in {path}: not a cache entry name", file=sys.stderr)
+            continue
+        refs = [r for r in e.get("refs", []) if isinstance(r, str)] if isinstance(e.get("refs"), list) else []
+        out[h] = {"size": e.get("size") if isinstance(e.get("size"), int) else 0, "refs": refs}
+    return out
+
+
+def save_manifest(path, entries):
+    tmp = path + ".tmp"
+    with open(tmp, "w") as f:
+        json.dump({"entries": entries}, f)
+    os.replace(tmp, path)
+
+
+def migrate(state, cache):
+    """Move the manifests an older sparkform kept in LEGACY_DIR here, referencing their entries."""
+    legacy = os.path.expanduser(LEGACY_DIR)
+    if not os.path.isdir(legacy) or os.path.realpath(legacy) == os.path.realpath(state):
+        return
+    for n in sorted(os.listdir(legacy)):
+        p = os.path.join(legacy, n)
+        if LEGACY_MANIFEST.fullmatch(n):
+            dst = os.path.join(state, n)
+            entries = load_manifest(dst)
+            token = token_of(dst)
+            for h, e in load_manifest(p).items():
+                if h in entries or not os.path.isfile(os.path.join(cache, h)):
+                    continue
+                # The older program wrote these (it could not tell an entry it found): its claim stands.
+                ref_add(os.path.join(cache, h), token, True)
+                entries[h] = e
+            if entries:
+                save_manifest(dst, entries)
+            os.unlink(p)
+        elif HELPER.fullmatch(n):
+            os.unlink(p)
+    try:
+        os.rmdir(legacy)
+    except OSError:
+        pass  # the worker's logs and guard are still there: stop.sh's
 
 
 def main(argv):
     cache, manifest_path, threshold = os.path.expanduser(argv[0]), os.path.expanduser(argv[1]), int(argv[2])
     pairs = list(zip(argv[3::2], argv[4::2]))
     os.makedirs(cache, exist_ok=True)
-    state = os.path.dirname(manifest_path)
+    cache = os.path.realpath(cache)
+    # One pre-warm at a time per cache: the references of two workers' runs must not interleave.
+    lock = os.open(cache, os.O_RDONLY | os.O_DIRECTORY)
+    fcntl.flock(lock, fcntl.LOCK_EX)
+    state = os.path.dirname(os.path.abspath(manifest_path))
     os.makedirs(state, exist_ok=True)
-    try:
-        old = json.load(open(manifest_path))
-    except (OSError, ValueError):
-        old = {"entries": {}}
-    entries, written, reused, skipped, byts = {}, 0, 0, [], 0
+    migrate(state, cache)
+    old = load_manifest(manifest_path)
+    token = token_of(manifest_path)
+    known = {key: h for h, e in old.items() for key in e["refs"]}
+
+    # Every file checked before anything is written: a refusal leaves the cache as it was.
+    plans = []
     for path, want in pairs:
         path = os.path.expanduser(path)
         got = sha256(path)
         if got != want:
-            print(json.dumps({"error": f"{path} has sha256 {got}, expected {want}: nothing was written from it"}))
-            return 3
-        exe = None
-        for name, off, nbytes, why in tensors(path):
-            if nbytes is None:
-                skipped.append(f"{name}: {why}")
-                continue
-            if nbytes <= threshold:
-                continue
-            key = f"{want}:{name}"
-            known = next((h for h, e in old["entries"].items() if key in e.get("refs", [])), None)
-            cached = os.path.join(cache, known) if known else None
-            if known and cached and os.path.exists(cached) and os.path.getsize(cached) == nbytes:
-                h = known
-                reused += 1
-            else:
-                exe = exe or helper(state)
-                r = subprocess.run([exe, path, str(off), str(nbytes), cache], capture_output=True, text=True, check=True)
-                h = r.stdout.strip()
-                written += 1
-            e = entries.setdefault(h, {"size": nbytes, "refs": []})
-            e["refs"].append(key)
-            byts += nbytes
+            return {"error": f"{path} has sha256 {got}, expected {want}: nothing was written from it"}
+        try:
+            plans.append((path, want, tensors(path)))
+        except (GgufError, OSError) as e:
+            return {
+                "error": f"{path} (sha256 {want[:12]}) has a GGUF header sparkform will not read: {e}. "
+                "llama.cpp cannot load it either; nothing was pre-warmed or pruned. Check the model's "
+                "repo and revision (sparkform:model) and re-download it."
+            }
+
+    entries, written, reused, skipped, byts = {}, 0, 0, [], 0
+    exe = None
+    try:
+        for path, want, infos in plans:
+            for name, off, nbytes, why in infos:
+                if nbytes is None:
+                    skipped.append(f"{name}: {why}")
+                    continue
+                if nbytes <= threshold:
+                    continue
+                key = f"{want}:{name}"
+                h = known.get(key)
+                cached = os.path.join(cache, h) if h else None
+                if cached and os.path.isfile(cached) and os.path.getsize(cached) == nbytes:
+                    reused += 1
+                    created = False
+                else:
+                    exe = exe or helper(state)
+                    r = subprocess.run([exe, path, str(off), str(nbytes), cache], capture_output=True, text=True, check=True)
+                    h, how = r.stdout.split()
+                    if how == "existed":
+                        reused += 1
+                    else:
+                        written += 1
+                    created = how == "created"
+                ref_add(os.path.join(cache, h), token, created)
+                e = entries.setdefault(h, {"size": nbytes, "refs": []})
+                e["refs"].append(key)
+                byts += nbytes
+    except BaseException:
+        # What is referenced stays listed, so a later prune can still drop it.
+        save_manifest(manifest_path, {**old, **entries})
+        raise
+
     pruned = 0
-    for h in old["entries"]:
-        if h not in entries:
+    for h in old:
+        if h in entries:
+            continue
+        left, created = ref_drop(os.path.join(cache, h), token)
+        if left == 0 and created:
             try:
                 os.unlink(os.path.join(cache, h))
                 pruned += 1
             except FileNotFoundError:
                 pass
-    tmp = manifest_path + ".tmp"
-    with open(tmp, "w") as f:
-        json.dump({"entries": entries}, f)
-    os.replace(tmp, manifest_path)
-    if not entries:
-        os.unlink(manifest_path)
-    print(json.dumps({"entries": len(entries), "written": written, "reused": reused, "pruned": pruned, "bytes": byts, "skipped": skipped}))
-    return 0
+    if entries:
+        save_manifest(manifest_path, entries)
+    else:
+        try:
+            os.unlink(manifest_path)
+        except FileNotFoundError:
+            pass
+        if not any(n.endswith(".json") for n in os.listdir(state)):
+            # The last manifest is gone: so are this program's helper and its directory.
+            for n in os.listdir(state):
+                if HELPER.fullmatch(n):
+                    os.unlink(os.path.join(state, n))
+            try:
+                os.rmdir(state)
+            except OSError:
+                pass
+    if len(skipped) > MAX_SKIPPED:
+        skipped = skipped[:MAX_SKIPPED] + [f"... and {len(skipped) - MAX_SKIPPED} more tensors skipped"]
+    return {"entries": len(entries), "written": written, "reused": reused, "pruned": pruned, "bytes": byts, "skipped": skipped}
 
 
 if __name__ == "__main__":
-    sys.exit(main(sys.argv[1:]))
+    out = main(sys.argv[1:])
+    print(json.dumps(out))
+    sys.exit(3 if "error" in out else 0)

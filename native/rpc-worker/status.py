@@ -3,7 +3,7 @@
 # table), the log lines that tell the transport, the worker's RSS beside the node's memory, and
 # sparkform workers on other ports (`sparkform worker start --port`). One JSON object on stdout.
 # Arguments: PORT BIN [TAIL] (BIN: the binary the unit was started with; TAIL: also the log's
-# last TAIL lines, exactly, as "tail": `sparkform worker logs`).
+# last TAIL lines, exactly, as "tail": `sparkform worker logs`; from at most its last 16 MiB).
 import hashlib
 import json
 import os
@@ -65,23 +65,57 @@ def sockets(port):
     return sorted(set(listening)), sorted(set(established))
 
 
+# The debug log grows with every RPC command (gigabytes on a long-running worker): read at most
+# its first HEAD bytes, where the banner is, and enough of its end for the last lines.
+HEAD = 1 << 20
+TAIL = 1 << 20
+TAIL_ASKED = 16 << 20  # `sparkform worker logs N`: at most this much of the end
+
+
+def decoded(b):
+    return b.decode("utf-8", "replace").splitlines()
+
+
+def last_lines(f, size, n, cap):
+    """The last n lines of the file's last `cap` bytes, read in growing windows from the end."""
+    window = 1 << 16
+    while True:
+        window = min(window, size, cap)
+        f.seek(size - window)
+        b = f.read(window)
+        if window < size and b"\n" in b:
+            b = b[b.index(b"\n") + 1:]  # a partial first line is not a line of the log
+        lines = decoded(b)
+        if len(lines) >= n or window >= min(size, cap):
+            return lines[-n:]
+        window *= 4
+
+
 def log_lines(path, keep=400):
+    # The banner and transport lines wherever they are in the first HEAD bytes, plus the tail.
+    marks = ("Starting RPC server", "endpoint", "local cache", "transport", "RDMA", "Devices", "MiB")
     try:
-        lines = open(path, errors="replace").read().splitlines()
+        with open(path, "rb") as f:
+            size = f.seek(0, 2)
+            f.seek(0)
+            if size <= HEAD + TAIL:
+                lines = decoded(f.read())
+                return [l for l in lines[:-keep] if any(m in l for m in marks)] + lines[-keep:]
+            head = f.read(HEAD)
+            head = decoded(head[: head.rindex(b"\n") + 1] if b"\n" in head else b"")
+            return [l for l in head if any(m in l for m in marks)] + last_lines(f, size, keep, TAIL)
     except OSError:
         return []
-    # The banner and transport lines wherever they are, plus the tail.
-    marks = ("Starting RPC server", "endpoint", "local cache", "transport", "RDMA", "Devices", "MiB")
-    head = [l for l in lines[:-keep] if any(m in l for m in marks)]
-    return head + lines[-keep:]
 
 
 def tail(path, n):
+    if n <= 0:
+        return []
     try:
-        lines = open(path, errors="replace").read().splitlines()
+        with open(path, "rb") as f:
+            return last_lines(f, f.seek(0, 2), n, TAIL_ASKED)
     except OSError:
         return []
-    return lines[-n:] if n > 0 else []
 
 
 def memory(pid):

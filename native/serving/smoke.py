@@ -1,15 +1,13 @@
 # Runs on the client node: the smoke generation through the server's native /completion
 # endpoint (greedy: temperature 0, top_k 1, fixed seed and prompt, N tokens, token ids
-# returned), then the same request against a single-node reference of the same build and
-# model (a second llama-server without --rpc on a loopback port, as its own transient unit,
-# stopped afterwards). One JSON object on stdout.
+# returned), then a chat completion through its OpenAI-compatible /v1/chat/completions (what
+# clients call: it must answer 200 with a message), then the /completion request against a
+# single-node reference of the same build and model (a second llama-server without --rpc on a
+# loopback port, as its own transient unit, stopped afterwards). One JSON object on stdout; it
+# holds token ids and counts, never the generated text (it goes into no state).
 # Arguments: URL TOKENS SEED PROMPT BIN REF_UNIT REF_PORT REF_TIMEOUT_S [REF_FLAGS...]
 # No REF_FLAGS: no reference run (the model does not fit the client alone).
 # The API key, when the server has one, arrives as SPARKFORM_API_KEY (the secret preamble).
-# llama-server 80fb11ac parses every result's text (common/chat.cpp), and malformed UTF-8 is a
-# 500 ("does not match the expected Content-only format"): a model that emits raw bytes (the
-# generated test model's vocabulary is 256 byte tokens) is asked again, split and reference
-# alike, under a GBNF grammar of printable ASCII; "grammar" in the output says so.
 import json
 import os
 import subprocess
@@ -19,16 +17,9 @@ import urllib.error
 import urllib.request
 
 
-ASCII = "root ::= [ -~]*"
-
-
-class Unparsable(Exception):
-    pass
-
-
-def post(url, body, key):
+def post(url, path, body, key):
     req = urllib.request.Request(
-        url + "/completion",
+        url + path,
         data=json.dumps(body).encode(),
         headers={"Content-Type": "application/json", **({"Authorization": f"Bearer {key}"} if key else {})},
     )
@@ -36,13 +27,10 @@ def post(url, body, key):
         with urllib.request.urlopen(req, timeout=600) as r:
             return json.loads(r.read())
     except urllib.error.HTTPError as e:
-        text = e.read(4000).decode("utf-8", "replace")
-        if e.code == 500 and "does not match the expected" in text:
-            raise Unparsable(text)
-        raise SystemExit(f"POST {url}/completion answered {e.code}: {text}")
+        raise SystemExit(f"POST {url}{path} answered {e.code}: {e.read(4000).decode('utf-8', 'replace')}")
 
 
-def completion(url, prompt, tokens, seed, key, grammar=""):
+def completion(url, prompt, tokens, seed, key):
     body = {
         "prompt": prompt,
         "n_predict": tokens,
@@ -52,13 +40,32 @@ def completion(url, prompt, tokens, seed, key, grammar=""):
         "cache_prompt": False,
         "return_tokens": True,
         "stream": False,
-        **({"grammar": grammar} if grammar else {}),
     }
-    out = post(url, body, key)
+    out = post(url, "/completion", body, key)
     return {
         "tokens": [int(t) for t in out.get("tokens", [])],
-        "text": out.get("content", ""),
         "tokensPerSecond": float(out.get("timings", {}).get("predicted_per_second", 0.0)),
+    }
+
+
+def chat(url, prompt, tokens, seed, key):
+    body = {
+        "messages": [{"role": "user", "content": prompt}],
+        "max_tokens": tokens,
+        "seed": seed,
+        "temperature": 0,
+        "stream": False,
+    }
+    out = post(url, "/v1/chat/completions", body, key)
+    choice = (out.get("choices") or [{}])[0]
+    content = (choice.get("message") or {}).get("content")
+    if not isinstance(content, str):
+        raise SystemExit(f"POST {url}/v1/chat/completions answered 200 without a message: {json.dumps(out)[:2000]}")
+    usage = out.get("usage") or {}
+    return {
+        "completionTokens": int(usage.get("completion_tokens", 0)),
+        "finishReason": str(choice.get("finish_reason") or ""),
+        "characters": len(content),
     }
 
 
@@ -71,15 +78,53 @@ def healthy(url):
 
 
 def systemctl(*args):
-    subprocess.run(["systemctl", "--user", *args], capture_output=True, timeout=60)
+    return subprocess.run(["systemctl", "--user", *args], capture_output=True, text=True, timeout=60)
 
 
-def reference(binary, unit, port, timeout_s, flags, prompt, tokens, seed, grammar):
+def listening_inodes(port):
+    """Socket inodes listening on TCP `port` (IPv4 and IPv6), from the kernel's socket table."""
+    out = set()
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        try:
+            rows = open(table).read().splitlines()[1:]
+        except OSError:
+            continue
+        for row in rows:
+            f = row.split()
+            if int(f[1].rsplit(":", 1)[1], 16) == port and f[3] == "0A":
+                out.add(f[9])
+    return out
+
+
+def owns(pid, inodes):
+    """Whether process `pid` holds one of the socket `inodes`."""
+    try:
+        fds = os.listdir(f"/proc/{pid}/fd")
+    except OSError:
+        return False
+    for fd in fds:
+        try:
+            link = os.readlink(f"/proc/{pid}/fd/{fd}")
+        except OSError:
+            continue
+        if link.startswith("socket:[") and link[8:-1] in inodes:
+            return True
+    return False
+
+
+def reference(binary, unit, port, timeout_s, flags, prompt, tokens, seed):
+    systemctl("stop", f"{unit}.service")
+    systemctl("reset-failed", f"{unit}.service")
+    # Only a reference this program starts may answer for one node alone: a port someone else
+    # listens on is refused, never asked.
+    if listening_inodes(port):
+        raise SystemExit(
+            f"the single-node reference needs 127.0.0.1:{port} (the server's port + 1), and something else "
+            "listens there: free that port or move the server's sparkform:server.port"
+        )
     state = os.path.expanduser("~/.cache/sparkform/serving")
     os.makedirs(state, exist_ok=True)
     log = f"{state}/{unit}.log"
-    systemctl("stop", f"{unit}.service")
-    systemctl("reset-failed", f"{unit}.service")
     argv = [os.path.expanduser(a) if a.startswith("~/") else a for a in flags]
     subprocess.run(
         ["systemd-run", "--user", "--quiet", f"--unit={unit}", "-p", "Type=exec",
@@ -96,7 +141,10 @@ def reference(binary, unit, port, timeout_s, flags, prompt, tokens, seed, gramma
                 tail = open(log, errors="replace").read().splitlines()[-20:]
                 raise SystemExit(f"the reference server did not become healthy in {timeout_s} s:\n" + "\n".join(tail))
             time.sleep(0.5)
-        return completion(url, prompt, tokens, seed, "", grammar)
+        pid = systemctl("show", "-p", "MainPID", "--value", f"{unit}.service").stdout.strip()
+        if not pid.isdigit() or not owns(int(pid), listening_inodes(port)):
+            raise SystemExit(f"127.0.0.1:{port} answers, but not from {unit} (MainPID {pid}): refused as a reference")
+        return completion(url, prompt, tokens, seed, "")
     finally:
         systemctl("stop", f"{unit}.service")
         systemctl("reset-failed", f"{unit}.service")
@@ -112,17 +160,10 @@ def main(argv):
     ref_flags = argv[8:]
     key = os.environ.pop("SPARKFORM_API_KEY", "")
     os.environ.setdefault("XDG_RUNTIME_DIR", f"/run/user/{os.getuid()}")
-    grammar = ""
-    try:
-        out = completion(url, prompt, tokens, seed, key)
-    except Unparsable:
-        grammar = ASCII
-        out = completion(url, prompt, tokens, seed, key, grammar)
-    out["grammar"] = grammar
+    out = completion(url, prompt, tokens, seed, key)
+    out["chat"] = chat(url, prompt, tokens, seed, key)
     if ref_flags:
-        out["reference"] = reference(
-            binary, ref_unit, ref_port, ref_timeout, ref_flags, prompt, tokens, seed, grammar
-        )
+        out["reference"] = reference(binary, ref_unit, ref_port, ref_timeout, ref_flags, prompt, tokens, seed)
     else:
         out["reference"] = {"skipped": "no reference flags"}
     return out

@@ -38,8 +38,9 @@ if [ "$ACTUAL" != "$EXPECTED" ]; then
 fi
 wait_port_free "$PORT" 20 || { echo "port $PORT is in use by a process that is not $UNIT" >&2; exit 5; }
 
-mkdir -p "$STATE"
-: > "$LOG"
+# The log is this user's alone (0600): it records what the server did for its clients.
+(umask 077 && mkdir -p "$STATE" && : > "$LOG")
+chmod 600 "$LOG"
 # "~/" in a flag is this node's home (the plan renders model paths as the Model stage names them).
 n=$#
 i=0

@@ -66,14 +66,45 @@ def health(bind, port):
         return {"status": 0, "body": str(e)}
 
 
+# The server's log grows with every request (gigabytes on a long-running server): read at most
+# its first HEAD bytes, where the model's load lines are, and enough of its end for the tail.
+HEAD = 1 << 20
+TAIL = 1 << 20
+
+
+def decoded(b):
+    return b.decode("utf-8", "replace").splitlines()
+
+
+def last_lines(f, size, n, cap):
+    """The last n lines of the file's last `cap` bytes, read in growing windows from the end."""
+    window = 1 << 16
+    while True:
+        window = min(window, size, cap)
+        f.seek(size - window)
+        b = f.read(window)
+        if window < size and b"\n" in b:
+            b = b[b.index(b"\n") + 1:]  # a partial first line is not a line of the log
+        lines = decoded(b)
+        if len(lines) >= n or window >= min(size, cap):
+            return lines[-n:]
+        window *= 4
+
+
 def log_lines(path, keep=200):
+    marks = ("load_tensors:", "llama_model_load", "error", "failed", "rpc", "RPC")
     try:
-        lines = open(path, errors="replace").read().splitlines()
+        with open(path, "rb") as f:
+            size = f.seek(0, 2)
+            f.seek(0)
+            if size <= HEAD + TAIL:
+                lines = decoded(f.read())
+                return [l for l in lines[:-keep] if any(m in l for m in marks)] + lines[-keep:]
+            head = f.read(HEAD)
+            head = decoded(head[: head.rindex(b"\n") + 1] if b"\n" in head else b"")
+            return [l for l in head if any(m in l for m in marks)] + last_lines(f, size, keep, TAIL)
     except OSError:
         return []
-    marks = ("load_tensors:", "llama_model_load", "error", "failed", "rpc", "RPC")
-    head = [l for l in lines[:-keep] if any(m in l for m in marks)]
-    return head + lines[-keep:]
 
 
 def main(argv):

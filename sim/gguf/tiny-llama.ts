@@ -2,9 +2,10 @@
 //
 // Weights come from a seeded integer PRNG (mulberry32) and an Irwin–Hall normal (sum of 12
 // uniforms − 6, exact in binary64, no transcendental functions), so every run on every
-// platform writes the same bytes. Token embedding and output weights have std 1 and the
-// control tokens' output rows are zero, so logits are decisive (std ≈ √n_embd) and greedy
-// decoding never picks <unk>/<s>/</s>: single-node and RPC-split runs agree token for token.
+// platform writes the same bytes. Token embedding and output weights have std 1 and the output
+// rows of the control tokens and of the bytes it may not write are zero, so logits are decisive
+// (std ≈ √n_embd) and greedy decoding never picks <unk>/<s>/</s> or an unwritable byte:
+// single-node and RPC-split runs agree token for token, and every text is valid UTF-8.
 import { GgmlType, GgufValueType, GgufWriter, type GgufTensor } from "./writer";
 
 export interface TinyLlamaDims {
@@ -49,14 +50,30 @@ export const N_VOCAB = BYTE_TOKEN_OFFSET + 256;
 /** llama.cpp token types (llama_token_type). */
 const TOKEN_TYPE_UNKNOWN = 2;
 const TOKEN_TYPE_CONTROL = 3;
+const TOKEN_TYPE_UNUSED = 5;
 const TOKEN_TYPE_BYTE = 6;
 
+/**
+ * Whether byte `b` is one the model may write: printable ASCII, tab and newline. Its other
+ * byte tokens (the rest of C0, DEL, and 0x80–0xFF, which alone are never valid UTF-8) stay in
+ * the vocabulary so that any prompt tokenizes (SentencePiece falls back to `<0xNN>`), but are
+ * typed UNUSED, which llama.cpp renders as nothing (llama-vocab.cpp token_to_piece: "we accept
+ * all unsupported token types, suppressing them like CONTROL tokens"), and get a zero output
+ * row, so greedy decoding never picks them. Every text the model can produce is then valid
+ * UTF-8 without a terminal control character: a byte vocabulary made llama-server 80fb11ac
+ * answer 500 ("does not match the expected Content-only format") to any OpenAI client.
+ */
+export function writableByte(b: number): boolean {
+  return (b >= 0x20 && b <= 0x7e) || b === 0x09 || b === 0x0a;
+}
+
+/** Byte-level SentencePiece vocabulary: <unk>, <s>, </s>, then <0x00> … <0xFF>. */
 export function vocabulary(): { tokens: string[]; scores: number[]; types: number[] } {
   const tokens = ["<unk>", "<s>", "</s>"];
   const types = [TOKEN_TYPE_UNKNOWN, TOKEN_TYPE_CONTROL, TOKEN_TYPE_CONTROL];
   for (let b = 0; b < 256; b++) {
     tokens.push(`<0x${b.toString(16).toUpperCase().padStart(2, "0")}>`);
-    types.push(TOKEN_TYPE_BYTE);
+    types.push(writableByte(b) ? TOKEN_TYPE_BYTE : TOKEN_TYPE_UNUSED);
   }
   return { tokens, scores: tokens.map(() => 0), types };
 }
@@ -203,8 +220,11 @@ export function makeTinyLlamaGguf(opts: { dims?: TinyLlamaDims; seed?: number } 
   }
   add("output_norm.weight", [d.nEmbd], GgmlType.F32, ones(d.nEmbd));
   const output = randomTensor(next, d.nEmbd * N_VOCAB, 1);
-  // Control tokens get a zero logit: far below the max of 256 logits with std ≈ 8.
-  output.fill(0, 0, d.nEmbd * BYTE_TOKEN_OFFSET);
+  // Control tokens and the bytes it may not write get a zero logit: far below the max of the
+  // 97 writable tokens' logits (std ≈ √n_embd ≈ 11), so greedy decoding never picks them.
+  vocab.types.forEach((type, id) => {
+    if (type !== TOKEN_TYPE_BYTE) output.fill(0, id * d.nEmbd, (id + 1) * d.nEmbd);
+  });
   add("output.weight", [d.nEmbd, N_VOCAB], GgmlType.F16, output);
   return w.toBuffer();
 }

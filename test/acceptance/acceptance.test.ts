@@ -36,6 +36,13 @@ const t0 = Date.now();
 const log = (s: string) =>
   process.stderr.write(`[acceptance +${((Date.now() - t0) / 1000).toFixed(0)}s] ${s}\n`);
 
+/** A client's chat request to the served model, from spark-1 (the server is on its loopback). */
+const chatOnSpark1 = () =>
+  acc.onNode(
+    "spark-1",
+    `curl -sS --max-time 120 -H 'Content-Type: application/json' -d '{"messages":[{"role":"user","content":"hello"}],"max_tokens":8}' http://127.0.0.1:8080/v1/chat/completions`,
+  );
+
 /** Every path under the roots sparkform may write to (the user's home, the temp dirs). */
 const listing = (node: string) =>
   fileListing(node, ["/home/spark", "/tmp", "/var/tmp", "/dev/shm"], NOT_OURS);
@@ -119,11 +126,22 @@ describe.skipIf(!isRoot)("acceptance: the local stack on a simulated pair", () =
   );
 
   it(
-    "up --expect-no-changes (with the policy pack) and refresh --expect-no-changes pass",
+    "up --expect-no-changes (with the policy pack) and refresh --expect-no-changes pass, with client traffic between",
     async () => {
+      expect(await chatOnSpark1()).toMatch(/"content"/);
       const r = await acc.up({ policies: true, extra: ["--expect-no-changes"] });
       expect(changedSteps(r.events)).toEqual([]);
+      expect(await chatOnSpark1()).toMatch(/"content"/);
       await acc.cli.run(["refresh", "--yes", "--expect-no-changes", "-s", acc.stack]);
+      expect(await chatOnSpark1()).toMatch(/"content"/);
+      await acc.cli.run([
+        "refresh",
+        "--yes",
+        "--skip-preview",
+        "--expect-no-changes",
+        "-s",
+        acc.stack,
+      ]);
     },
     STEP_MS,
   );
@@ -236,14 +254,18 @@ describe.skipIf(!isRoot)("acceptance: the local stack on a simulated pair", () =
     );
 
     it(
-      "a worker setting (threads): the RpcWorker updated, nothing else",
+      "a worker setting (threads): the RpcWorker restarted, and the server after it",
       async () => {
         const pid = await acc.onNode("spark-2", `systemctl --user show -p MainPID --value ${UNIT}`);
         acc.writeConfig({ threads: 2 });
         const r = await acc.up({});
+        // The server's connections to the old worker are gone: it stops before the worker
+        // restarts and starts after it (a new worker invocation is a server update).
         expect(opsByResource(r.events, acc.stack)).toEqual({
           "RpcWorker worker-spark-2": "update",
+          "LlamaServer serving-server": "update",
         });
+        expect(await chatOnSpark1()).toMatch(/"content"/);
         const now = await acc.onNode("spark-2", `systemctl --user show -p MainPID --value ${UNIT}`);
         expect(now).not.toBe(pid);
         const cmdline = await acc.onNode("spark-2", `tr '\\0' ' ' < /proc/${now}/cmdline`);

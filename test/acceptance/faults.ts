@@ -7,7 +7,7 @@ import { expect, it } from "vitest";
 import { localTreeDigest } from "../../components/tree/digest";
 import { simExec, simLink, simStart, simStop } from "../../sim/index";
 import { LOCAL_MODEL, renderStackConfig } from "../../sim/stack";
-import { changedSteps, failedResources, readEvents } from "../support/event-log";
+import { changedSteps, failedResources, opsByResource, readEvents } from "../support/event-log";
 import { sparkformUnits } from "../support/sim-node";
 import { type Acceptance, GUARD, UNIT } from "./stack";
 
@@ -297,6 +297,9 @@ export function faultScenarios(get: () => Acceptance, log: (s: string) => void):
       try {
         log(`up with spark-2 stopped: exit ${r.exitCode}`);
         expect(r.exitCode).not.toBe(0);
+        // A transient failure fails the up and deletes nothing (issue 21, item 5).
+        const ops = Object.values(opsByResource(run.events, a.stack));
+        expect(ops.filter((o) => o === "delete" || o === "replace")).toEqual([]);
         const failed = failedResources(run.events);
         log(`failed: ${JSON.stringify(failed)}`);
         expect(failed.length).toBeGreaterThan(0);
@@ -319,6 +322,11 @@ export function faultScenarios(get: () => Acceptance, log: (s: string) => void):
         await simStart("spark-2");
       }
       const again = await a.up({ extra: ["--refresh"] });
+      expect(
+        Object.values(opsByResource(again.events, a.stack)).filter(
+          (o) => o === "delete" || o === "replace",
+        ),
+      ).toEqual([]);
       log(
         `after sim start: ${JSON.stringify(changedSteps(again.events).map((s) => `${s.kind} ${s.name} ${s.op}`))}`,
       );
@@ -404,7 +412,6 @@ export function faultScenarios(get: () => Acceptance, log: (s: string) => void):
         prompt: "abc",
         n_predict: 64,
         temperature: 0,
-        grammar: "root ::= [ -~]*",
       });
       const gen = simExec(
         node,

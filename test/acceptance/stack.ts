@@ -21,6 +21,7 @@ import type { SimCluster, SimNode } from "../../sim/state";
 import { type PulumiCli, type PulumiRun, pulumiCli } from "../support/pulumi-cli";
 import { nodeCcache } from "../support/sim-node";
 import { startSshAgent, type TestAgent } from "../support/ssh-agent";
+import { policyPackArgs } from "../../setup/pulumi/policy";
 
 export const NODES = ["spark-1", "spark-2"] as const;
 export const WORKER_PORT = 50052;
@@ -43,13 +44,8 @@ export const KEPT: readonly RegExp[] = [
   /^\/home\/spark\/\.cache\/llama\.cpp(\/rpc)?$/,
 ];
 
-// rdma-transport is advisory on the sim's TCP fabric (stacks/policies.local.json), as `npm run local` runs it.
-const POLICIES = [
-  "--policy-pack",
-  path.join(repoRoot, "policies"),
-  "--policy-pack-config",
-  path.join(repoRoot, "stacks", "policies.local.json"),
-];
+// The local stack's policy config, as `npm run local` runs it (setup/pulumi/policy.ts).
+const POLICIES = policyPackArgs("local");
 
 export interface ConfigEdits {
   flags?: Record<string, string>;

@@ -301,3 +301,30 @@ describe("SparkCluster on 4 nodes with a private key", () => {
     expect(tree.expected.files).toBe(1);
   });
 });
+
+// Issue 21, item 5: the engine deletes whatever the program stops registering, so a stage the
+// config asks for is never dropped silently (the server without its workers used to be).
+describe("SparkCluster with sparkform:server but no sparkform:worker", () => {
+  it("refuses at preview, naming what is missing, instead of registering no server", async () => {
+    const { SparkCluster } = await import("../../components/cluster");
+    const { parseStackConfig } = await import("../../components/config");
+    const config = parseStackConfig(
+      {
+        nodes: nodes(2),
+        tree: { source: "tree", dest: "~/src/llama.cpp", exclude: [] },
+        build: { preset: "sim", commit: COMMIT },
+        server: { context: 256 },
+        model: {
+          repo: "sparkform/tiny-llama",
+          revision: modelCommit,
+          files: ["tiny-llama-f16.gguf"],
+          endpoint: hub.url,
+        },
+      },
+      { projectDir: work },
+    );
+    expect(() => new SparkCluster("no-worker", { config, projectDir: work })).toThrow(
+      /sparkform:server is set, but the stack has no sparkform:worker/,
+    );
+  });
+});

@@ -22,6 +22,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { parseFacts } from "../../components/node/facts";
 import { localTreeDigest } from "../../components/tree/digest";
 import { repoRoot } from "../../setup/pulumi/env";
+import { policyPackArgs } from "../../setup/pulumi/policy";
 import { simDown, simExec, simLink, simUp } from "../../sim/index";
 import { renderStackConfig } from "../../sim/stack";
 import type { SimCluster } from "../../sim/state";
@@ -151,10 +152,7 @@ describe.skipIf(!isRoot)("sparkform on a simulated pair (real pulumi CLI)", () =
   });
 
   it("up: facts from both nodes, the toolchain copied node to node, the tree proven on both", async () => {
-    await cli.run(
-      ["up", "--yes", "-s", stack, "--policy-pack", path.join(repoRoot, "policies")],
-      withAgent(),
-    );
+    await cli.run(["up", "--yes", "-s", stack, ...policyPackArgs(stack)], withAgent());
     const out = JSON.parse((await cli.run(["stack", "output", "--json", "-s", stack])).output) as {
       facts: Record<string, unknown>;
       toolchain: Record<string, { digest: string; probe: string; copiedBy: string }>;
@@ -235,7 +233,8 @@ describe.skipIf(!isRoot)("sparkform on a simulated pair (real pulumi CLI)", () =
   });
 
   it("a cut rail is drift on that rail's link only, and the fabric gate stops up until the rail is back", async () => {
-    const policies = ["--policy-pack", path.join(repoRoot, "policies")];
+    // This stack has no policy config of its own: every policy at its default level.
+    const policies = policyPackArgs(stack);
     const rail = (n: number) => `fabric-spark-1-spark-2-rail${n}`;
     expect((await outputsOf(rail(1))).healthy).toBe(true);
     await simLink("spark-1", "spark-2", "down", 1);
@@ -419,10 +418,7 @@ describe.skipIf(!isRoot)("sparkform on a simulated pair (real pulumi CLI)", () =
           ].join("\n"),
         ),
       );
-      await cli.run(
-        ["up", "--yes", "-s", cmd, "--policy-pack", path.join(repoRoot, "policies")],
-        withAgent(),
-      );
+      await cli.run(["up", "--yes", "-s", cmd, ...policyPackArgs(cmd)], withAgent());
       const state = await resources(cmd);
       for (const node of ["spark-1", "spark-2"]) {
         const build = state.find((r) => r.urn.endsWith(`::${cmd}-build-${node}`))?.outputs;

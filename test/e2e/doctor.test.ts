@@ -110,7 +110,7 @@ describe.skipIf(!isRoot)("sparkform doctor on a simulated pair", () => {
     // The model resolved at the local hub before anything was deployed, and measured against
     // each node's free space.
     expect(findings.find((f) => f.check === "model")?.what).toMatch(
-      /^sparkform\/tiny-llama@8ed50be8ec6f resolved at http:\/\/\S+: 1 file\(s\), 2\.4 MiB$/,
+      /^sparkform\/tiny-llama@1e8e0ae01376 resolved at http:\/\/\S+: 1 file\(s\), 2\.4 MiB$/,
     );
     for (const n of cluster.nodes) {
       expect(findings.find((f) => f.where === n.name && f.check === "disk")?.what).toMatch(

@@ -16,6 +16,7 @@ import { tmpdir } from "node:os";
 import * as path from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { RSS_LIMIT_FLOOR } from "../../components/config";
+import { prewarmManifest } from "../../components/rpc-worker/plan";
 import { makeTinyLlamaGguf } from "../../sim/gguf/tiny-llama";
 import {
   type HfEndpoint,
@@ -31,6 +32,7 @@ import { type PulumiCli, pulumiCli } from "../support/pulumi-cli";
 import { asUser, listeningPorts, nodeCcache } from "../support/sim-node";
 import { startSshAgent, type TestAgent } from "../support/ssh-agent";
 import { LARGE_DIMS } from "./rpc-worker/large-model";
+import { policyPackArgs } from "../../setup/pulumi/policy";
 
 const isRoot = process.getuid?.() === 0;
 const repoRoot = path.join(__dirname, "..", "..");
@@ -48,13 +50,8 @@ const warmCache = process.env.SPARKFORM_E2E_NODE_CCACHE;
 /** A cold llama.cpp build on a simulated node sharing 2 busy cores can take well over 10 min. */
 const COLD_BUILD_MS = 45 * 60_000;
 const STEP_MS = 10 * 60_000;
-// rdma-transport is advisory on the sim's TCP fabric (stacks/policies.local.json).
-const POLICIES = [
-  "--policy-pack",
-  path.join(repoRoot, "policies"),
-  "--policy-pack-config",
-  path.join(repoRoot, "stacks", "policies.local.json"),
-];
+// Simulated like the local stack: its policy config (setup/pulumi/policy.ts).
+const POLICIES = policyPackArgs("local");
 
 let cluster: SimCluster;
 let agent: TestAgent | undefined;
@@ -69,7 +66,7 @@ const SMALL_FILE = "small-llama-f16.gguf";
 let modelFiles = [MODEL_FILE];
 const LOG = `/home/spark/.cache/sparkform/rpc-worker/worker-${PORT}.log`;
 const OTHER_PORT = PORT + 1;
-const MANIFEST = `/home/spark/.cache/sparkform/rpc-worker/prewarm-${PORT}.json`;
+const MANIFEST = `/home/spark/${prewarmManifest(PORT).replace(/^~\//, "")}`;
 const RPC_CACHE = "/home/spark/.cache/llama.cpp/rpc";
 
 interface WorkerOut {
@@ -393,6 +390,10 @@ describe.skipIf(!isRoot)("RpcWorker on a simulated pair (real pulumi CLI)", () =
       );
       expect((await unitProps("spark-2", UNIT)).ActiveState).toBe("inactive");
       expect(await listeningPorts("spark-2")).not.toContain(PORT);
+      // stop.sh keeps the pre-warm manifest (issue 22 item 9): destroy's prune still finds it.
+      expect(await asUser("spark-2", `test -e ${MANIFEST} && echo present || echo absent`)).toBe(
+        "present",
+      );
       const st = await workerCli("status", "spark-2");
       expect(st.stdout).toMatch(new RegExp(`^spark-2: ${UNIT} inactive/dead`, "m"));
       const drifted = await refresh();

@@ -32,9 +32,9 @@ import type { SimCluster } from "../../sim/state";
 import { type PulumiCli, pulumiCli } from "../support/pulumi-cli";
 import { asUser, listeningPorts, nodeCcache } from "../support/sim-node";
 import { startSshAgent, type TestAgent } from "../support/ssh-agent";
+import { policyPackArgs } from "../../setup/pulumi/policy";
 
 const isRoot = process.getuid?.() === 0;
-const repoRoot = path.join(__dirname, "..", "..");
 const work = mkdtempSync(path.join(tmpdir(), "sparkform-serving-"));
 process.env.SPARKFORM_STATE_DIR = path.join(work, "state");
 process.env.SPARKFORM_SIM_QUIET = "1";
@@ -50,12 +50,8 @@ const warmCache = process.env.SPARKFORM_E2E_NODE_CCACHE;
 /** A cold llama.cpp build (llama-server included) on a simulated node sharing 2 busy cores. */
 const COLD_BUILD_MS = 60 * 60_000;
 const STEP_MS = 20 * 60_000;
-const POLICIES = [
-  "--policy-pack",
-  path.join(repoRoot, "policies"),
-  "--policy-pack-config",
-  path.join(repoRoot, "stacks", "policies.local.json"),
-];
+// Simulated like the local stack: its policy config (setup/pulumi/policy.ts).
+const POLICIES = policyPackArgs("local");
 const SMOKE = { prompt: "The capital of France is", tokens: 12, seed: 42 };
 
 let cluster: SimCluster;
@@ -71,8 +67,8 @@ interface ServingOut {
   placement: { device: string; layers: number; modelBufferMiB: number }[];
   smoke: {
     tokens: number[];
-    text: string;
     tokensPerSecond: number;
+    chat: { completionTokens: number; finishReason: string };
     reference: { tokens: number[]; tokensPerSecond: number };
     identical: boolean;
     graphCompute: number;
@@ -151,8 +147,6 @@ async function completionOnSpark1(): Promise<{ tokens: number[]; content: string
     top_k: 1,
     cache_prompt: false,
     return_tokens: true,
-    // The test model's text is random bytes: printable ASCII, as the smoke asked (smoke.py).
-    grammar: "root ::= [ -~]*",
   });
   const out = await asUser(
     "spark-1",
@@ -239,11 +233,15 @@ describe.skipIf(!isRoot)("serving on a simulated pair (real pulumi CLI, policy p
       // The completion through the server's HTTP API, from spark-1 itself.
       const c = await completionOnSpark1();
       expect(c.tokens).toEqual(s.smoke.tokens);
-      // Its log: layers on both CPU and RPC0, model buffers on both.
-      const serverLog = await asUser("spark-1", `grep load_tensors ${SERVER_LOG}`);
-      expect(serverLog).toMatch(/layer\s+\d+ assigned to device CPU/);
-      expect(serverLog).toMatch(/layer\s+\d+ assigned to device RPC0/);
+      // Its log: model buffers and KV cache shares on both CPU and RPC0 (verbosity 4), and
+      // nothing a client sent or was sent, after the request above.
+      const serverLog = await asUser("spark-1", `cat ${SERVER_LOG}`);
+      expect(serverLog).toMatch(/CPU KV buffer size =\s+[\d.]+ MiB/);
+      expect(serverLog).toMatch(/RPC0\[[\d.]+:50052\] KV buffer size =\s+[\d.]+ MiB/);
       expect(serverLog).toMatch(/RPC0\[[\d.]+:50052\] model buffer size =\s+[\d.]+ MiB/);
+      expect(serverLog).not.toContain(SMOKE.prompt);
+      expect(serverLog).not.toMatch(/next token|converted request/);
+      expect(await asUser("spark-1", `stat -c %a ${SERVER_LOG}`)).toBe("600");
       const devices = s.placement.map((p) => p.device).sort();
       expect(devices).toEqual(["CPU", "RPC0"]);
       for (const p of s.placement) {
@@ -253,6 +251,7 @@ describe.skipIf(!isRoot)("serving on a simulated pair (real pulumi CLI, policy p
       expect(s.smoke.tokens).toHaveLength(SMOKE.tokens);
       expect(s.smoke.reference.tokens).toEqual(s.smoke.tokens);
       expect(s.smoke.identical).toBe(true);
+      expect(s.smoke.chat.completionTokens).toBeGreaterThan(0);
       expect(s.smoke.tokensPerSecond).toBeGreaterThan(0);
       expect(s.smoke.reference.tokensPerSecond).toBeGreaterThan(0);
       expect(s.smoke.graphCompute).toBeGreaterThan(0);

@@ -6,20 +6,15 @@ import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync
 import { tmpdir } from "node:os";
 import * as path from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { repoRoot } from "../../setup/pulumi/env";
 import { type PulumiCli, pulumiCli } from "../support/pulumi-cli";
+import { POLICY_PACK } from "../../setup/pulumi/policy";
 
 const sha256 = (text: string) => createHash("sha256").update(text).digest("hex");
 const projectDir = path.join(__dirname, "proof");
 // The proof stack's own pack guards its FileDigest (sha256-pinned); sparkform's pack runs beside
 // it, so the real CLI loads it too (it finds no sparkform resources here and reports nothing).
 const proofPolicies = path.join(__dirname, "proof-policies");
-const policyPacks = [
-  "--policy-pack",
-  path.join(repoRoot, "policies"),
-  "--policy-pack",
-  proofPolicies,
-];
+const policyPacks = ["--policy-pack", POLICY_PACK, "--policy-pack", proofPolicies];
 
 describe("pulumi toolchain proof stack", () => {
   const work = mkdtempSync(path.join(tmpdir(), "sparkform-proof-"));

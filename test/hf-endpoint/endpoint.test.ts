@@ -20,7 +20,7 @@ import {
 } from "../../sim/hub";
 
 /** sha256 of the generated model; changes only when the generator changes on purpose. */
-const TINY_LLAMA_SHA256 = "f7e5d5992b77d604b7408652c206dbe6b805006a7bd808a9856ad6b92463f056";
+const TINY_LLAMA_SHA256 = "0efb83eb23e17f3e6b38f8b629248ec45d80f1cac001d0572ef374704aa24dea";
 
 const sha256 = (b: Uint8Array) => createHash("sha256").update(b).digest("hex");
 

@@ -10,6 +10,7 @@ import {
   readFileSync,
   readlinkSync,
   rmSync,
+  symlinkSync,
   writeFileSync,
 } from "node:fs";
 import { tmpdir } from "node:os";
@@ -151,6 +152,57 @@ describe("native/build/fan-out-install.sh (the real program, in a scratch direct
     expect(r.status).toBe(5);
     expect(r.stderr).toBe(`lib/a.a: not received (the source has sha256 ${sha("lib-v2")})\n`);
     expect(readFileSync(path.join(out, "k1/lib/a.a"), "utf8")).toBe("lib-v1");
+  });
+  // Issue 22 item 10: what the install removes is checked on the node, and only its own key's.
+  it("another key that starts with this one (a command build's KEY-<8 hex>) keeps its store entry", () => {
+    const other = path.join(out, ".store", "k1-0123abcd-aaaaaaaaaaaa-Xy12Zw");
+    mkdirSync(path.join(other, "bin"), { recursive: true });
+    writeFileSync(path.join(other, "bin/rpc"), "the command build's");
+    receive({ "bin/rpc": "rpc-v3", "lib/a.a": "lib-v3" });
+    const r = run([sha("rpc-v3"), "bin/rpc", sha("lib-v3"), "lib/a.a"]);
+    expect(r.status).toBe(0);
+    expect(readFileSync(path.join(other, "bin/rpc"), "utf8")).toBe("the command build's");
+    expect(readFileSync(path.join(out, "k1/bin/rpc"), "utf8")).toBe("rpc-v3");
+  });
+  it("an OUT_DIR reached through a symlink is refused; the link's target keeps its entries", () => {
+    const victim = path.join(work, "victim-out");
+    const entry = path.join(victim, ".store", "k1-aaaaaaaaaaaa-Bb34Cd");
+    mkdirSync(entry, { recursive: true });
+    writeFileSync(path.join(entry, "keep"), "not sparkform's");
+    const linked = path.join(work, "linked-out");
+    symlinkSync(victim, linked);
+    receive({ "bin/rpc": "rpc-v4", "lib/a.a": "lib-v4" });
+    const r = spawnSync(
+      "sh",
+      [script, linked, "k1", incoming, sha("rpc-v4"), "bin/rpc", sha("lib-v4"), "lib/a.a"],
+      { encoding: "utf8" },
+    );
+    expect({ status: r.status, keep: existsSync(path.join(entry, "keep")) }).toEqual({
+      status: 97,
+      keep: true,
+    });
+    expect(r.stderr).toMatch(
+      /sparkform guard: refusing to install into .*linked-out: it is a symlink/,
+    );
+  });
+  it("an INCOMING reached through a symlink is refused before anything is installed or removed", () => {
+    const before = readlinkSync(path.join(out, "k1"));
+    const victim = path.join(work, "victim-in");
+    mkdirSync(path.join(victim, "bin"), { recursive: true });
+    mkdirSync(path.join(victim, "lib"), { recursive: true });
+    writeFileSync(path.join(victim, "bin/rpc"), "rpc-v5");
+    writeFileSync(path.join(victim, "lib/a.a"), "lib-v5");
+    rmSync(incoming, { recursive: true, force: true });
+    mkdirSync(path.dirname(incoming), { recursive: true });
+    symlinkSync(victim, incoming);
+    const r = run([sha("rpc-v5"), "bin/rpc", sha("lib-v5"), "lib/a.a"]);
+    expect({
+      status: r.status,
+      installed: readlinkSync(path.join(out, "k1")),
+      kept: readFileSync(path.join(victim, "bin/rpc"), "utf8"),
+    }).toEqual({ status: 97, installed: before, kept: "rpc-v5" });
+    expect(r.stderr).toMatch(/sparkform guard: refusing to remove .*incoming\/k1: it is a symlink/);
+    rmSync(incoming);
   });
 });
 

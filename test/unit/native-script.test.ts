@@ -60,6 +60,7 @@ describe("every program in native/", () => {
       "serving/smoke.py",
       "serving/start.sh",
       "serving/status.py",
+      "serving/stop-worker-clients.sh",
       "serving/stop.sh",
       "serving/worker-log.py",
       "transport/copy-from-peer.sh",

@@ -2,7 +2,6 @@
 // run as a node receives them with the local sh and a throwaway $HOME: the paths of issue 10
 // item 1 are refused and leave the home, its .ssh and models intact; a build's store clean-up
 // takes exactly its own key (item 2); shared entries stay until the last reference (item 4).
-import { spawnSync } from "node:child_process";
 import {
   existsSync,
   mkdirSync,
@@ -21,6 +20,7 @@ import { afterAll, beforeEach, describe, expect, it } from "vitest";
 import { BUILD_PROGRAMS } from "../../components/build/plan";
 import { programCommand } from "../../components/native-script";
 import { NODE_DIR_PROGRAMS } from "../../components/tree/node-dir";
+import { runLocally } from "../support/local-node";
 
 const root = realpathSync(mkdtempSync(path.join(tmpdir(), "sparkform-guard-")));
 afterAll(() => rmSync(root, { recursive: true, force: true }));
@@ -29,14 +29,7 @@ let n = 0;
 
 // As the transport delivers it: the launcher on the command line, the program on stdin.
 function run(name: string, args: string[], env: Record<string, string> = {}) {
-  const cmd = programCommand(name, { args });
-  const r = spawnSync("sh", ["-c", cmd.script, "sparkform", ...(cmd.args ?? [])], {
-    encoding: "utf8",
-    input: cmd.stdin,
-    cwd: home,
-    env: { PATH: process.env.PATH ?? "/usr/bin:/bin", HOME: home, ...env },
-  });
-  return { status: r.status, stdout: r.stdout, stderr: r.stderr };
+  return runLocally(programCommand(name, { args }), { home, env });
 }
 
 /** A home with what an operator cannot lose: authorized_keys, a model, a toolchain. */
@@ -237,13 +230,7 @@ describe("native/build install and delete: exactly one key's store entries", () 
 
 describe("model-fetch.py: the same checks in Python before it writes or deletes", () => {
   const py = (cmd: string, spec: Record<string, unknown>) => {
-    const p = programCommand("model/model-fetch.py", { args: [cmd, JSON.stringify(spec)] });
-    const r = spawnSync("sh", ["-c", p.script, "sparkform", ...(p.args ?? [])], {
-      encoding: "utf8",
-      input: p.stdin,
-      cwd: home,
-      env: { PATH: process.env.PATH ?? "/usr/bin:/bin", HOME: home },
-    });
+    const r = run("model/model-fetch.py", [cmd, JSON.stringify(spec)]);
     return { status: r.status, stderr: r.stderr };
   };
   const file = (p: string) => ({

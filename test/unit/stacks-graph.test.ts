@@ -166,6 +166,7 @@ beforeAll(async () => {
             health: { state: "ok", detail: "HELLO 3.0.0" },
             version: "3.0.0",
             transport: { transport: "RDMA", evidence: "RDMA activated" },
+            started: { invocationId: `invocation-of-${args.name}`, nRestarts: "0" },
           },
         };
       },

@@ -1,0 +1,79 @@
+// The CLI commands that change a stack (`sync`, `worker`) do it through the Pulumi engine, so
+// the stack's state stays true and the policy gate holds: a targeted `up` of the resources the
+// command touches, under the stack's policy config (setup/pulumi/policy.ts), with the engine's
+// own progress on the terminal. This module runs it and reads the stack's resources back.
+import { spawnSync } from "node:child_process";
+import type { SshTarget } from "../components/transport/ssh";
+import { pulumiBinary, pulumiEnv, repoRoot } from "../setup/pulumi/env";
+import { policyPackArgs, selectedStack } from "../setup/pulumi/policy";
+import { UsageError } from "./errors";
+
+/** A resource as `pulumi stack export` holds it (what the CLI reads of it). */
+export interface StateResource {
+  urn: string;
+  type: string;
+  outputs?: Record<string, unknown> & { kind?: string; target?: Partial<SshTarget> };
+}
+
+/** The stack a command acts on: the one given, else the selected one. */
+export function stackName(given: string | undefined): string {
+  const stack = given ?? selectedStack();
+  if (!stack) throw new UsageError("no stack is selected: give --stack (e.g. --stack local)");
+  return stack;
+}
+
+function pulumi(args: string[], stack: string, capture: boolean) {
+  const r = spawnSync(pulumiBinary(), [...args, "-s", stack], {
+    cwd: repoRoot,
+    env: pulumiEnv(),
+    encoding: "utf8",
+    maxBuffer: 256 << 20,
+    stdio: capture ? ["ignore", "pipe", "pipe"] : "inherit",
+  });
+  if (r.error) throw r.error;
+  return r;
+}
+
+/** The stack's resources (`pulumi stack export`). */
+export function stackResources(stack: string): StateResource[] {
+  const r = pulumi(["stack", "export"], stack, true);
+  if (r.status !== 0)
+    throw new Error(
+      `pulumi stack export failed: ${r.stderr.trim()}; select the stack with --stack`,
+    );
+  const exported = JSON.parse(r.stdout) as { deployment?: { resources?: StateResource[] } };
+  return exported.deployment?.resources ?? [];
+}
+
+/**
+ * The stack's resources of one sparkform kind (the typed `sparkform:<Kind>`, or the generic
+ * type that stacks made before the stage layout recorded, with the kind in its outputs).
+ */
+export function resourcesOfKind(resources: readonly StateResource[], kind: string) {
+  return resources.filter(
+    (r) =>
+      r.type === `pulumi-nodejs:dynamic/sparkform:${kind}` ||
+      (r.type === "pulumi-nodejs:dynamic:Resource" && r.outputs?.kind === kind),
+  );
+}
+
+/**
+ * `pulumi up` of `urns` only, under the stack's policy config; with `refresh`, those resources
+ * are re-measured first, so what changed on a node out of band is what `up` converges. Returns
+ * the engine's exit code; its output goes to the terminal.
+ */
+export function upTargets(stack: string, urns: readonly string[], o: { refresh: boolean }): number {
+  const r = pulumi(
+    [
+      "up",
+      "--yes",
+      "--skip-preview",
+      ...(o.refresh ? ["--refresh"] : []),
+      ...policyPackArgs(stack),
+      ...urns.flatMap((u) => ["--target", u]),
+    ],
+    stack,
+    false,
+  );
+  return r.status ?? 1;
+}

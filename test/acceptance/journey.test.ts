@@ -1,0 +1,217 @@
+// A user's day, walked in order with the README's own commands (issue 21), on the `local`
+// stack that `npm run local` makes in this checkout: the endpoint on this machine and the
+// official OpenAI SDK through it (models, a completion, a chat, a streamed chat), drift checks
+// with client traffic between them, a tampered node repaired while the client talks (the next
+// request answers, the server never restarted by itself), an edit synced and run, a worker
+// restarted, the summary's `try` line run verbatim, and a state that holds nothing a client
+// sent or received. Every command below is quoted from the README (readme-commands.test.ts
+// holds the two together). When no simulated cluster was up before, it is taken down after.
+import { appendFileSync, existsSync, readFileSync, writeFileSync } from "node:fs";
+import * as path from "node:path";
+import { execa, type ResultPromise } from "execa";
+import OpenAI from "openai";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { repoRoot } from "../../setup/pulumi/env";
+import { readSimCluster } from "../../sim/index";
+import { asUser } from "../support/sim-node";
+
+const isRoot = process.getuid?.() === 0;
+/** A cold `npm run local` builds llama.cpp on a simulated node: long on 2 busy cores. */
+const LOCAL_MS = 60 * 60_000;
+const STEP_MS = 15 * 60_000;
+const PORT = 18080;
+const PROMPT = "journey: the capital of France is";
+const EDITED = path.join(repoRoot, ".sparkform", "llama.cpp", "examples", "simple", "simple.cpp");
+const MARK = "// edited by the journey test";
+
+const t0 = Date.now();
+const log = (s: string) =>
+  process.stderr.write(`[journey +${((Date.now() - t0) / 1000).toFixed(0)}s] ${s}\n`);
+
+/** A README command, run as a user types it (sh, in the checkout), its output kept. */
+async function readme(cmd: string, o: { expectFailure?: boolean } = {}) {
+  log(`$ ${cmd}`);
+  const r = await execa("sh", ["-c", cmd], { cwd: repoRoot, all: true, reject: false });
+  if ((r.exitCode !== 0) !== Boolean(o.expectFailure))
+    throw new Error(`\`${cmd}\` exited ${r.exitCode}:\n${(r.all ?? "").slice(-6000)}`);
+  return r.all ?? "";
+}
+
+let wasUp = false;
+let endpoint: ResultPromise | undefined;
+let client: OpenAI;
+let editedBefore: string | undefined;
+
+/** One request of each kind a client makes; returns what the model wrote. */
+async function traffic(): Promise<string> {
+  const models = await client.models.list();
+  expect(models.data.length).toBeGreaterThan(0);
+  const model = models.data[0]?.id ?? "local";
+  const done = await client.completions.create({ model, prompt: PROMPT, max_tokens: 8 });
+  expect(done.choices[0]?.text.length).toBeGreaterThan(0);
+  const chat = await client.chat.completions.create({
+    model,
+    messages: [{ role: "user", content: PROMPT }],
+    max_tokens: 8,
+  });
+  const text = chat.choices[0]?.message.content ?? "";
+  expect(text.length).toBeGreaterThan(0);
+  const stream = await client.chat.completions.create({
+    model,
+    messages: [{ role: "user", content: PROMPT }],
+    max_tokens: 8,
+    stream: true,
+  });
+  let streamed = "";
+  for await (const chunk of stream) streamed += chunk.choices[0]?.delta?.content ?? "";
+  expect(streamed.length).toBeGreaterThan(0);
+  return text;
+}
+
+const serverUnit = "sparkform-llama-server-8080";
+const nRestarts = async () =>
+  Number(await asUser("spark-1", `systemctl --user show -p NRestarts --value ${serverUnit}`));
+
+describe.skipIf(!isRoot)("a user's day on the local stack, in the README's order", () => {
+  beforeAll(() => {
+    wasUp = existsSync(path.join(repoRoot, ".sparkform", "sim", "cluster.json"));
+    log(`simulated cluster up before: ${wasUp}`);
+  });
+
+  afterAll(async () => {
+    if (endpoint?.pid) process.kill(-endpoint.pid, "SIGINT");
+    const ended = await endpoint?.catch(() => undefined);
+    if (ended) log(`endpoint ended with ${ended.exitCode}`);
+    if (editedBefore !== undefined) {
+      writeFileSync(EDITED, editedBefore);
+      await readme("npx sparkform sync --stack local").catch((e: Error) => log(e.message));
+    }
+    if (!wasUp) await readme("npx sparkform sim down").catch((e: Error) => log(e.message));
+  }, STEP_MS);
+
+  it(
+    "npm run local: the pair serves, and says so",
+    async () => {
+      const out = await readme("npm run local");
+      expect(out).toMatch(/sparkform stack local: 2 nodes/);
+      expect(out).toMatch(/smoke .*identical to the reference/);
+      expect(readSimCluster()).toBeDefined();
+    },
+    LOCAL_MS,
+  );
+
+  it(
+    "the endpoint on this machine: the official OpenAI SDK lists, completes, chats, streams",
+    async () => {
+      const cmd = "npx sparkform endpoint --stack local --port 18080";
+      log(`$ ${cmd}`);
+      // Its own process group: Ctrl-C reaches npx, the CLI and its ssh, as in a terminal.
+      endpoint = execa("sh", ["-c", `exec ${cmd}`], {
+        cwd: repoRoot,
+        all: true,
+        reject: false,
+        detached: true,
+      });
+      let said = "";
+      endpoint.all?.on("data", (d: Buffer) => (said += d.toString()));
+      for (let i = 0; i < 600 && !said.includes("/v1"); i++)
+        await new Promise((r) => setTimeout(r, 100));
+      expect(said).toContain(`http://127.0.0.1:${PORT}/v1`);
+      client = new OpenAI({
+        baseURL: `http://127.0.0.1:${PORT}/v1`,
+        apiKey: "none",
+        maxRetries: 0,
+      });
+      const text = await traffic();
+      log(`chat answered ${JSON.stringify(text)}`);
+      // Valid text: JSON carried it, and it holds no terminal control bytes.
+      const control = [...text].filter((c) => /\p{Cc}/u.test(c) && c !== "\n" && c !== "\t");
+      expect(control).toEqual([]);
+    },
+    STEP_MS,
+  );
+
+  it(
+    "drift checks stay quiet with client traffic between them",
+    async () => {
+      for (let i = 0; i < 3; i++) {
+        await traffic();
+        await readme("npm run pulumi -- refresh -s local --yes --skip-preview --expect-no-changes");
+      }
+      expect(await nRestarts()).toBe(0);
+      await readme("npm run pulumi -- preview -s local --expect-no-changes");
+    },
+    STEP_MS,
+  );
+
+  it(
+    "a tampered node is repaired while the client talks: the next request answers, the server never crashed",
+    async () => {
+      const build = JSON.parse(await readme("npx sparkform status --stack local --json")) as {
+        build: Record<string, { installDir: string }>;
+      };
+      const installed = `${build.build["spark-2"]?.installDir}/bin/ggml-rpc-server`;
+      await asUser("spark-2", `rm -f ${installed.replace(/^~\//, "$HOME/")}`);
+      await readme("npm run pulumi -- refresh -s local --yes", {});
+      await readme("npm run pulumi -- up -s local --yes --policy-pack policies");
+      await traffic();
+      expect(await nRestarts()).toBe(0);
+      await readme("npm run pulumi -- refresh -s local --yes --skip-preview --expect-no-changes");
+    },
+    STEP_MS,
+  );
+
+  it(
+    "an edit synced and run: the node sees it, and the next refresh is quiet",
+    async () => {
+      editedBefore = readFileSync(EDITED, "utf8");
+      appendFileSync(EDITED, `${MARK}\n`);
+      await readme("npx sparkform sync --stack local");
+      const seen = await readme(
+        "npx sparkform run spark-2 --stack local -- tail -n 1 examples/simple/simple.cpp",
+      );
+      expect(seen).toContain(MARK);
+      await readme("npm run pulumi -- refresh -s local --yes --skip-preview --expect-no-changes");
+      await traffic();
+    },
+    STEP_MS,
+  );
+
+  it(
+    "a worker restarted: the client answers again, the next refresh is quiet",
+    async () => {
+      await readme("npx sparkform worker restart spark-2 --stack local");
+      await readme("npm run pulumi -- up -s local --yes --policy-pack policies");
+      await traffic();
+      expect(await nRestarts()).toBe(0);
+      await readme("npm run pulumi -- refresh -s local --yes --skip-preview --expect-no-changes");
+    },
+    STEP_MS,
+  );
+
+  it(
+    "the summary's try line, run verbatim, prints text",
+    async () => {
+      const status = await readme("npx sparkform status --stack local");
+      const tryLine = /^try\s+(.+)$/m.exec(status)?.[1];
+      expect(tryLine).toBeDefined();
+      // The README shows this very line (readme-commands.test.ts counts on it).
+      expect(readFileSync(path.join(repoRoot, "README.md"), "utf8")).toContain(`try  ${tryLine}`);
+      const out = await readme(tryLine as string);
+      const answer = JSON.parse(out.slice(out.indexOf("{"))) as { content?: string };
+      expect(answer.content?.length).toBeGreaterThan(0);
+    },
+    STEP_MS,
+  );
+
+  it(
+    "the stack's state holds nothing a client sent or received",
+    async () => {
+      const state = await readme("npm run pulumi -- stack export -s local --show-secrets");
+      expect(state).not.toContain(PROMPT);
+      expect(state).not.toContain("next token");
+      expect(state).not.toContain("converted request");
+    },
+    STEP_MS,
+  );
+});

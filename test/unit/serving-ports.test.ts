@@ -1,0 +1,86 @@
+// Issue 22, item 3: the smoke's single-node reference and the server's stop touch only ports
+// sparkform's own units hold. Two stacks serving on 8080 and 8081 (8080's reference port) used
+// to block each other's drain and destroy (stop.sh waited for 8081 to be free), and any
+// listener on port + 1 answered for "one node alone" (smoke.py asked it).
+import { execFileSync, spawnSync } from "node:child_process";
+import { chmodSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { createServer, type AddressInfo, type Server } from "node:net";
+import { tmpdir } from "node:os";
+import * as path from "node:path";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { programPath } from "../../components/native-script";
+
+let dir: string;
+let other: Server;
+let otherPort: number;
+
+beforeAll(async () => {
+  dir = mkdtempSync(path.join(tmpdir(), "sparkform-serving-ports-"));
+  mkdirSync(path.join(dir, "bin"));
+  mkdirSync(path.join(dir, "run"));
+  // systemd as the user's manager answers for units that do not exist (LoadState not-found).
+  writeFileSync(
+    path.join(dir, "bin", "systemctl"),
+    `#!/bin/sh\necho "$*" >> ${JSON.stringify(path.join(dir, "calls"))}\ncase "$*" in *LoadState*) echo not-found ;; esac\nexit 0\n`,
+  );
+  chmodSync(path.join(dir, "bin", "systemctl"), 0o755);
+  // Someone else's server on the port after ours: another stack's, not sparkform's reference.
+  other = createServer();
+  await new Promise<void>((r) => other.listen(0, "127.0.0.1", r));
+  otherPort = (other.address() as AddressInfo).port;
+  const bus = createServer();
+  await new Promise<void>((r) => bus.listen(path.join(dir, "run", "bus"), r));
+});
+
+afterAll(() => {
+  other?.close();
+  rmSync(dir, { recursive: true, force: true });
+});
+
+const env = () => ({
+  PATH: `${path.join(dir, "bin")}:${process.env.PATH}`,
+  HOME: dir,
+  XDG_RUNTIME_DIR: path.join(dir, "run"),
+});
+
+describe("stop.sh", () => {
+  it("does not wait for a port its units did not hold", () => {
+    const t0 = Date.now();
+    // PORT is free; REF_PORT is another stack's server.
+    const r = spawnSync(
+      "sh",
+      [programPath("serving/stop.sh"), String(otherPort - 1), String(otherPort)],
+      {
+        env: env(),
+        encoding: "utf8",
+        timeout: 60_000,
+      },
+    );
+    expect(r.stderr).not.toMatch(/still listened on/);
+    expect(r.status).toBe(0);
+    expect(Date.now() - t0).toBeLessThan(10_000);
+  });
+});
+
+describe("smoke.py's reference", () => {
+  it("refuses a port someone else listens on, and asks it nothing", () => {
+    const script = [
+      "import sys",
+      `sys.path.insert(0, ${JSON.stringify(path.dirname(programPath("serving/smoke.py")))})`,
+      "import smoke",
+      `smoke.reference("/bin/false", "sparkform-llama-reference-1", ${otherPort}, 5, ["-m", "x"], "p", 4, 1)`,
+    ].join("\n");
+    const r = spawnSync("python3", ["-c", script], {
+      env: env(),
+      encoding: "utf8",
+      timeout: 60_000,
+    });
+    expect(r.status).not.toBe(0);
+    expect(r.stderr).toMatch(
+      new RegExp(`127\\.0\\.0\\.1:${otherPort} .*something else listens there`),
+    );
+    // It never started a reference unit.
+    const calls = execFileSync("cat", [path.join(dir, "calls")], { encoding: "utf8" });
+    expect(calls).not.toMatch(/systemd-run/);
+  });
+});
