@@ -43,6 +43,7 @@ import {
   serverApiKeySchema,
   serverConfigSchema,
 } from "./serving/config";
+import { DEFAULT_PORT, unsafeBind } from "./rpc-worker/plan";
 import type { SshTarget } from "./transport/ssh";
 
 export { ConfigError, configError, configIssueLines } from "./config/errors";
@@ -260,6 +261,13 @@ export const treeSchema = z.strictObject({
 const MAX_NODES = 8;
 
 /**
+ * The lowest RSS guard threshold, % of the node's RAM: a worker exists to hold a share of a
+ * model that does not fit one node (runbook: 142.1 GB over two 130 GB Sparks, ~55% each), so a
+ * guard below half the node stops it while it loads that share.
+ */
+export const RSS_LIMIT_FLOOR = 50;
+
+/**
  * `sparkform:worker`: which node is the client and which run ggml-rpc-server
  * (components/rpc-worker/). Each worker binds only its `fabricAddress`.
  */
@@ -268,7 +276,7 @@ export const workerSchema = z.strictObject({
   client: nodeName.optional(),
   /** The worker nodes (never the client). */
   nodes: z.array(nodeName).min(1, "list at least one worker node, e.g. [spark-2]"),
-  port: z.number().int().min(1024).max(65535).default(50052),
+  port: z.number().int().min(1024).max(65535).default(DEFAULT_PORT),
   /** CPU threads for the server (0 = its default, half the cores). */
   threads: z.number().int().min(0).max(1024).default(0),
   /** Devices to expose (`-d`), e.g. [CUDA0]; default all accelerators, else the CPU. */
@@ -280,7 +288,19 @@ export const workerSchema = z.strictObject({
   /** GGML_RPC_DEBUG=1 (the transport evidence needs it on real fabrics). */
   debug: z.boolean().default(true),
   /** The RSS guard stops the worker at this % of RAM used; 0 turns it off (the policy refuses). */
-  rssLimitPercent: z.number().min(0).max(100).default(92),
+  rssLimitPercent: z
+    .number()
+    .min(0)
+    .max(100)
+    .refine((p) => p <= 0 || p >= RSS_LIMIT_FLOOR, {
+      error: (iss) =>
+        `is ${shown(iss.input)}, which stops the worker as soon as it loads: the guard compares the ` +
+        "node's whole memory use (the OS included) with it, and a worker holds a share of a model " +
+        "too large for one node (the runbook's 142.1 GB model puts ~71 GB on each 130 GB Spark, " +
+        `55%); use ${RSS_LIMIT_FLOOR} to 99 (the runbook's guard is 92; a percent, not a fraction), ` +
+        "or 0 for no guard, which the rss-guard-on policy refuses",
+    })
+    .default(92),
   rssIntervalSeconds: z.number().min(0.5).max(60).default(2),
 });
 
@@ -554,6 +574,12 @@ function crossChecks(
         "runs the build's ggml-rpc-server, but sparkform:build is not set; set sparkform:build too",
       );
     }
+    const port = field(v.worker, "port");
+    workerAddressChecks(v, add, {
+      client: client ?? first,
+      workers: workerNodes,
+      port: typeof port === "number" ? port : DEFAULT_PORT,
+    });
   }
 
   if (v.server !== undefined) serverChecks(v, add, { isNode, list, secrets });
@@ -612,6 +638,50 @@ function crossChecks(
         b.key,
         `${JSON.stringify(b.path.canonical)} ${words[rel]} ${SPARKFORM_CACHE_DIR}, sparkform's ` +
           "build cache on each node; pick a directory outside it",
+      );
+    }
+  }
+}
+
+/**
+ * The worker's addresses at preview, naming the key: each worker binds its node's fabricAddress
+ * (the RpcWorker's own check, unsafeBind, on the same values), and ggml-rpc at the pinned
+ * llama.cpp cannot carry an IPv6 endpoint between a worker and its client.
+ */
+function workerAddressChecks(
+  v: Record<string, unknown>,
+  add: (p: PropertyKey[], message: string) => void,
+  o: { client: string | undefined; workers: unknown; port: number },
+): void {
+  const { client } = o;
+  const nodes = Array.isArray(v.nodes) ? v.nodes : [];
+  const workers = Array.isArray(o.workers) ? o.workers.filter((n) => n !== client) : [];
+  for (const [i, n] of nodes.entries()) {
+    const name = str(field(n, "name"));
+    const address = str(field(n, "fabricAddress"));
+    if (name === undefined || address === undefined || isIP(address) === 0) continue;
+    const isWorker = workers.includes(name);
+    if (!isWorker && name !== client) continue;
+    const key = ["nodes", i, "fabricAddress"];
+    const why = isWorker
+      ? unsafeBind(address, {
+          managementAddress: str(field(n, "host")) ?? "",
+          remoteClient: true,
+        })
+      : undefined;
+    if (why !== undefined) {
+      add(
+        key,
+        `the worker on ${name} binds it, and it must not: ${why}; give ${name}'s fabric address ` +
+          "(its own link to the other nodes): ggml-rpc-server has no authentication",
+      );
+    } else if (isIP(address) === 6) {
+      add(
+        key,
+        `${JSON.stringify(address)} is IPv6, and ${name} is in sparkform:worker: the pinned ` +
+          "llama.cpp's ggml-rpc splits an endpoint at its first ':', so an IPv6 one " +
+          `(--rpc ${address}:${o.port}) fails when the model loads; give ${name} an IPv4 ` +
+          "fabric address (e.g. 192.168.100.11) until the pinned llama.cpp parses IPv6 endpoints",
       );
     }
   }

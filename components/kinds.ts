@@ -10,6 +10,7 @@ import type { SparkNodeOutputs } from "./node/provider";
 import type { ToolchainOutputs } from "./toolchain/provider";
 import type { TreeSyncOutputs } from "./tree/provider";
 import type { LlamaServerGate } from "./serving/placement";
+import type { BuildInputs } from "./build/difference";
 
 /** Each kind's state as its provider writes it: the inputs plus what it measured. */
 export interface KindOutputs {
@@ -94,7 +95,14 @@ export interface KindEvidence extends Record<Kind, { target: Target }> {
     | "clientVersion"
     | "digest"
     | "status"
-  >;
+  > & {
+    /**
+     * Both builds' recorded inputs (tree digest, flags, compiler), so worker-version-match names
+     * the cause as builds-identical does. An input the RpcWorker resource passes and its
+     * provider keeps without reading it (not a restart key): not in RpcWorkerOutputs's type.
+     */
+    buildInputs: { worker: BuildInputs; client: BuildInputs };
+  };
   LlamaServer: Pick<
     KindOutputs["LlamaServer"],
     "target" | "plan" | "evidence" | "node" | "bind" | "port" | "unit"

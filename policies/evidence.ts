@@ -77,6 +77,7 @@ const FIELDS: { [K in Kind]: { [F in keyof KindEvidence[K]]-?: (v: unknown) => b
     clientVersion: isString,
     digest: isString,
     status: isObject,
+    buildInputs: isObject,
   },
   LlamaServer: {
     target: isObject,

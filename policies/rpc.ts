@@ -5,12 +5,16 @@
 //                         and the node's socket table shows it listening there only
 //   rss-guard-on          the RSS guard runs with a threshold below 100% of RAM
 //   worker-version-match  the worker's build is the client's: server digest equal, and (once
-//                         measured) the HELLO version, patch included, and the running binary
+//                         measured) the HELLO version, patch included, and the running binary;
+//                         a difference names its measured cause as builds-identical does
+//                         (components/build/difference.ts), from the builds' recorded inputs
 // The bind, the guard's threshold and both builds' digests are the worker's inputs, known at
 // preview: a violation stops `up` before the worker (re)starts.
 import type { ResourceValidationPolicy } from "@pulumi/policy";
 import type { Evidence } from "../components/kinds";
-import { unsafeBind } from "../components/rpc-worker/plan";
+import { buildInputsOf } from "../components/build/difference";
+import { sameAddress } from "../components/config/address";
+import { unsafeBind, whyBuildsDiffer } from "../components/rpc-worker/plan";
 import { asKind } from "./evidence";
 
 type WorkerEvidence = Partial<Evidence<"RpcWorker">>;
@@ -27,11 +31,11 @@ export function checkBoundToFabric(node: string, w: WorkerEvidence): string[] {
     found.push(
       `The rpc worker on ${node} must not bind there: ${why}. Bind its fabric address (sparkform:nodes[].fabricAddress); the server has no authentication.`,
     );
-  else if (w.fabricAddresses && !w.fabricAddresses.includes(w.bind))
+  else if (w.fabricAddresses && !w.fabricAddresses.some((a) => sameAddress(a, w.bind as string)))
     found.push(
       `The rpc worker on ${node} binds ${w.bind}, which is not one of its fabric addresses (${w.fabricAddresses.join(", ")}): bind a fabric address.`,
     );
-  const others = (w.status?.listening ?? []).filter((a) => a !== w.bind);
+  const others = (w.status?.listening ?? []).filter((a) => !sameAddress(a, w.bind as string));
   if (others.length > 0)
     found.push(
       `The rpc worker's port on ${node} is listened on at ${others.join(", ")}, not only ${w.bind}: stop whatever else listens there and run \`pulumi up\`.`,
@@ -55,19 +59,54 @@ export function checkRssGuard(node: string, w: WorkerEvidence): string[] {
   return [];
 }
 
+/**
+ * The builds' recorded inputs the worker carries (`buildInputs: {worker, client}`, the
+ * NativeBuilds' tree digest, flags and compiler), read from its raw props as builds-identical
+ * reads them from the NativeBuilds: undefined where absent.
+ */
+function buildInputsIn(w: WorkerEvidence, node: string, client: string) {
+  const raw: unknown = w.buildInputs;
+  const side = (k: string) =>
+    raw !== null && typeof raw === "object" && !Array.isArray(raw)
+      ? (raw as Record<string, unknown>)[k]
+      : undefined;
+  const of = (n: string, v: unknown) =>
+    v !== null && typeof v === "object" && !Array.isArray(v)
+      ? buildInputsOf(n, v as Record<string, unknown>)
+      : undefined;
+  return { worker: of(node, side("worker")), client: of(client, side("client")) };
+}
+
 /** The worker runs the client's build: digest, and the measured version and binary. */
 export function checkVersionMatch(node: string, w: WorkerEvidence): string[] {
   const found: string[] = [];
   const wb = w.workerBuild;
   const cb = w.clientBuild;
   const client = w.client?.target?.name ?? "the client";
+  const inputs = buildInputsIn(w, node, client);
+  // The same explanation builds-identical gives, from the same evidence, whichever fires first.
+  const why = () =>
+    whyBuildsDiffer(
+      {
+        node,
+        digest: wb?.digest ?? "",
+        installDir: wb?.installDir ?? "",
+        ...(inputs.worker ? { build: inputs.worker } : {}),
+      },
+      {
+        node: client,
+        digest: cb?.digest ?? "",
+        installDir: cb?.installDir ?? "",
+        ...(inputs.client ? { build: inputs.client } : {}),
+      },
+    );
   if (wb && cb && wb.digest !== cb.digest)
     found.push(
-      `The rpc worker on ${node} has ggml-rpc-server ${wb.digest.slice(0, 12) || "(none)"} (${wb.installDir}), the client ${client}'s build ${cb.digest.slice(0, 12) || "(none)"} (${cb.installDir}): rebuild both from the same tree.`,
+      `The rpc worker on ${node} has ggml-rpc-server ${wb.digest.slice(0, 12) || "(none)"} (${wb.installDir}), the client ${client}'s build ${cb.digest.slice(0, 12) || "(none)"} (${cb.installDir}): ${why()}`,
     );
   if (w.version && w.clientVersion && w.version !== w.clientVersion)
     found.push(
-      `The rpc worker on ${node} answers RPC ${w.version}, the client ${client}'s build is ${w.clientVersion}: HELLO ignores the patch, and drifted builds misread each other's op codes; rebuild both from the same tree.`,
+      `The rpc worker on ${node} answers RPC ${w.version}, the client ${client}'s build is ${w.clientVersion}: HELLO ignores the patch, and drifted builds misread each other's op codes; ${why()}`,
     );
   if (w.digest && cb && w.digest !== cb.digest)
     found.push(

@@ -24,10 +24,12 @@ import {
   unitName,
   workerPrograms,
 } from "../../components/rpc-worker/commands";
+import { sameAddress } from "../../components/config/address";
 import {
   judgeHealth,
   SERVER_ARTIFACT,
   type UnitState,
+  unsafeBind,
   type WorkerStatus,
   workerTransport,
 } from "../../components/rpc-worker/plan";
@@ -160,6 +162,37 @@ function outputsOf<T>(view: StackView, key: string): Record<string, T> {
   return (view.outputs[key] ?? {}) as Record<string, T>;
 }
 
+/**
+ * The address the worker on `node` binds, as the RpcWorker resource derives it (the node's
+ * sparkform:nodes[].fabricAddress, components/rpc-worker/workers.ts) and checked as it checks
+ * it (unsafeBind) when starting (`deployed`: the outputs' endpoint address). Never the outputs'
+ * endpoint: outputs are what the last `up` recorded, and one config no longer gives is refused.
+ */
+function configuredBind(config: StackConfigData, node: string, deployed?: string): string {
+  const i = config.nodes.findIndex((n) => n.name === node);
+  const n = config.nodes[i];
+  const key = `sparkform:nodes[${i}].fabricAddress`;
+  const bind = n?.fabricAddress;
+  if (!n || !bind)
+    throw new Error(
+      `${node} has no fabric address (${key}): the worker binds only its fabric address; set it and run \`pulumi up\``,
+    );
+  if (deployed === undefined) return bind;
+  const why = unsafeBind(bind, { managementAddress: n.host, remoteClient: true });
+  if (why)
+    throw new Error(
+      `${node}: the worker must not bind there: ${why}; set ${key} to the node's fabric address ` +
+        "(ggml-rpc-server has no authentication) and run `pulumi up`",
+    );
+  if (!sameAddress(deployed, bind))
+    throw new Error(
+      `the stack's outputs say the worker on ${node} listens on ${deployed}, but its bind is ` +
+        `${bind} (${key}): the outputs are from before the config changed, and sparkform never ` +
+        "starts a worker on an address it did not derive from config; run `pulumi up` first",
+    );
+  return bind;
+}
+
 /** What `req` does on the stack: pure (config and outputs in), so a unit test can read it. */
 export function workerPlan(view: StackView, req: WorkerRequest): WorkerPlan {
   const config: StackConfigData = view.config;
@@ -178,6 +211,8 @@ export function workerPlan(view: StackView, req: WorkerRequest): WorkerPlan {
     throw new Error(
       `the stack has no worker on ${req.node} yet (no endpoint in its outputs): run \`pulumi up\` first`,
     );
+  // Only a start binds: stop, status and logs of a worker on a bad bind must still work.
+  const bind = configuredBind(config, req.node, STARTS.includes(req.action) ? m[1] : undefined);
   const builds = outputsOf<BuildOut>(view, "build");
   const installDir = builds[req.node]?.installDir;
   const digest = builds[w.client]?.artifacts?.[SERVER_ARTIFACT];
@@ -195,7 +230,7 @@ export function workerPlan(view: StackView, req: WorkerRequest): WorkerPlan {
     stackPort,
     start: {
       binary: `${installDir}/${SERVER_ARTIFACT}`,
-      bind: m[1] as string,
+      bind,
       port: req.port ?? stackPort,
       threads: req.threads ?? w.threads,
       devices: w.devices,

@@ -1,8 +1,9 @@
 // Paths on the nodes (tree.dest, toolchain.path, model.modelsDir): one normaliser, so every
 // such path is checked the same way and compared in one canonical form. These directories are
 // synced with `rsync --delete`, removed on destroy and passed to remote commands: the home
-// itself, `/`, a path that means something other than it says (`.`, `..`, `//`) or two of
-// them nested in each other would make sparkform delete or overwrite what it does not own.
+// itself (as `~` or as `/home/<user>`, `/root`), `/`, `/home`, a path that means something
+// other than it says (`.`, `..`, `//`) or two of them nested in each other would make
+// sparkform delete or overwrite what it does not own.
 import { z } from "zod";
 
 /** A node path in canonical form: `~/a/b` (under the login user's home) or `/a/b`. */
@@ -68,7 +69,28 @@ export function normaliseNodePath(p: string): NodePath {
       `has a part starting with '-' (${JSON.stringify(dash)}), which a command would read as an option; rename it`,
     );
   }
+  const home = base === "root" ? homeByPath(segments) : undefined;
+  if (home !== undefined) {
+    throw new NodePathError(
+      `${JSON.stringify(p)} ${home}, which sparkform would sync over or delete; name a directory ` +
+        `below ${segments.length === 1 && segments[0] === "home" ? "one" : "it"}, ${example}`,
+    );
+  }
   return { base, segments, canonical: canonicalOf(base, segments) };
+}
+
+/**
+ * What an absolute path is when it is a home or holds homes (`/home`, `/home/<user>`, `/root`):
+ * the node guard would stop it at `up`, after preview passed; `~` is refused above. A home
+ * elsewhere (a user's `/srv/spark`) is known only on the node, where the guard checks it.
+ */
+function homeByPath(segments: readonly string[]): string | undefined {
+  const [top, user, ...rest] = segments;
+  if (rest.length > 0) return undefined;
+  if (top === "home" && user === undefined) return "holds every user's home directory";
+  if (top === "home") return "is a user's home directory";
+  if (top === "root" && user === undefined) return "is root's home directory";
+  return undefined;
 }
 
 function canonicalOf(base: "home" | "root", segments: readonly string[]): string {

@@ -7,6 +7,7 @@ import * as fs from "node:fs";
 import * as path from "node:path";
 import { gguf, GGMLFileQuantizationType, GGMLQuantizationType } from "@huggingface/gguf";
 import { HubApiError, modelInfo, pathsInfo } from "@huggingface/hub";
+import { headerProblems } from "./header";
 import { endpointProblem, tokenSafeFetch } from "./token-fetch";
 
 export const PUBLIC_HUB = "https://huggingface.co";
@@ -246,10 +247,12 @@ async function cachedGgufSummary(
   const file = path.join(req.cacheDir, `${key}.json`);
   try {
     const cached = JSON.parse(fs.readFileSync(file, "utf8")) as GgufSummary;
+    // A cache file is read as the header would be: a value out of range reads the header again.
     if (
       typeof cached.architecture === "string" &&
       cached.shards === shards.length &&
-      typeof cached.keyLength === "number"
+      typeof cached.keyLength === "number" &&
+      headerProblems(cached).length === 0
     )
       return cached;
   } catch {
@@ -318,7 +321,7 @@ export async function readGgufSummary(
   const headCount = key("attention.head_count") ?? 0;
   const embedding = key("embedding_length") ?? 0;
   const perHead = headCount > 0 ? Math.floor(embedding / headCount) : 0;
-  return {
+  const summary: GgufSummary = {
     architecture: arch,
     blockCount: key("block_count") ?? 0,
     contextLength: key("context_length") ?? 0,
@@ -339,4 +342,12 @@ export async function readGgufSummary(
     parameterCount: parsed.reduce((a, p) => a + p.parameterCount, 0),
     shards: shards.length,
   };
+  const problems = headerProblems(summary);
+  if (problems.length > 0)
+    throw new ModelResolveError(
+      `the GGUF header of ${req.repo}/${shards[0]!.path} is not one llama.cpp loads: ` +
+        `${problems.join("; ")}. Nothing was planned or downloaded; check that ` +
+        "sparkform:model.repo, revision and files name the model you mean",
+    );
+  return summary;
 }

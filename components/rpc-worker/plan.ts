@@ -2,6 +2,8 @@
 // when that state is drift. Node programs: native/rpc-worker/ (start.sh, stop.sh, status.py,
 // probe.py, rss-guard.py).
 import { isIP } from "node:net";
+import { isLoopbackAddress, isUnspecifiedAddress, sameAddress } from "../config/address";
+import { type BuildInputs, explainBuildDifference } from "../build/difference";
 import { parseRpcTransport, type RpcTransport } from "../fabric/rpc-log";
 import { NodeOutputError, nodeJsonParser } from "../schema/node-json";
 
@@ -134,17 +136,23 @@ export interface ProbeResult {
   error?: string;
 }
 
-/** A bind address that is never acceptable for a server without authentication, and why. */
+/**
+ * A bind address that is never acceptable for a server without authentication, and why.
+ * Addresses are compared as addresses (any spelling of the wildcard, loopback as a range,
+ * IPv4-mapped included). A management `host` that is a name cannot be compared here without
+ * resolving it: the node refuses that case itself (start.sh: never the interface that carries
+ * the management session).
+ */
 export function unsafeBind(
   bind: string,
   opts: { managementAddress: string; remoteClient: boolean },
 ): string | undefined {
-  if (bind === "0.0.0.0" || bind === "::" || bind === "" || bind === "*")
+  if (bind === "" || bind === "*" || isUnspecifiedAddress(bind))
     return `${JSON.stringify(bind)} is the wildcard address (every interface, the LAN included)`;
   if (isIP(bind) === 0) return `${JSON.stringify(bind)} is not an IP address`;
-  if (bind === opts.managementAddress)
-    return `${bind} is the node's management address (the LAN the control node reaches)`;
-  if (opts.remoteClient && (bind.startsWith("127.") || bind === "::1"))
+  if (sameAddress(bind, opts.managementAddress))
+    return `${bind} is the node's management address${bind === opts.managementAddress ? "" : ` (${opts.managementAddress})`} (the LAN the control node reaches)`;
+  if (opts.remoteClient && isLoopbackAddress(bind))
     return `${bind} is loopback, and the client is another node`;
   return undefined;
 }
@@ -254,7 +262,7 @@ export function driftReasons(o: {
     (o.status.guard.ActiveState !== "active" || o.status.guard.SubState !== "running")
   )
     r.push(`RSS guard unit is ${o.status.guard.ActiveState}/${o.status.guard.SubState}`);
-  const others = o.status.listening.filter((a) => a !== o.bind);
+  const others = o.status.listening.filter((a) => !sameAddress(a, o.bind));
   if (others.length > 0) r.push(`listening on ${others.join(", ")} besides ${o.bind}`);
   const strays = o.status.others ?? [];
   if (strays.length > 0)
@@ -262,21 +270,49 @@ export function driftReasons(o: {
   return r;
 }
 
+/** One side of an identity check: the node, what it runs or answers, and its build's inputs. */
+export interface BuildIdentity {
+  node: string;
+  /** The RPC version, patch included; "" or undefined = not measured yet. */
+  version?: string;
+  digest: string;
+  installDir: string;
+  /** The NativeBuild's recorded inputs (tree digest, flags, compiler): what names the cause. */
+  build?: BuildInputs;
+}
+
+/**
+ * Why the worker's build is not the client's, from the builds' recorded inputs: the same
+ * explanation builds-identical gives (components/build/difference.ts), so every gate that
+ * compares builds names one measured cause and one fix.
+ */
+export function whyBuildsDiffer(worker: BuildIdentity, client: BuildIdentity): string {
+  if (!worker.build || !client.build)
+    return (
+      "rebuild both from one tree, flags and compiler (`pulumi up`); the builds-identical " +
+      "policy names which of them differs."
+    );
+  return explainBuildDifference([
+    { ...client.build, node: client.node },
+    { ...worker.build, node: worker.node },
+  ]).explanation;
+}
+
 /** The version and identity check: messages naming both builds, or [] when they agree. */
-export function identityMismatch(o: {
-  worker: { node: string; version?: string; digest: string; installDir: string };
-  client: { node: string; version?: string; digest: string; installDir: string };
-}): string[] {
+export function identityMismatch(o: { worker: BuildIdentity; client: BuildIdentity }): string[] {
   const w = o.worker;
   const c = o.client;
   const r: string[] = [];
-  if (w.version === undefined || c.version === undefined || w.version !== c.version)
+  // "" is how the provider says "not measured yet" (before the server starts).
+  const wv = w.version || undefined;
+  const cv = c.version || undefined;
+  if (wv === undefined || cv === undefined || wv !== cv)
     r.push(
-      `RPC version: worker ${w.node} answers ${w.version ?? "(unknown)"}, the client ${c.node}'s build is ${c.version ?? "(unknown)"}`,
+      `RPC version: worker ${w.node} answers ${wv ?? "(unknown)"}, the client ${c.node}'s build is ${cv ?? "(unknown)"}`,
     );
   if (w.digest !== c.digest)
     r.push(
-      `ggml-rpc-server sha256: worker ${w.node} runs ${w.digest || "(none)"} (${w.installDir}), the client ${c.node}'s build has ${c.digest || "(none)"} (${c.installDir})`,
+      `ggml-rpc-server sha256: worker ${w.node} runs ${w.digest || "(none)"} (${w.installDir}), the client ${c.node}'s build has ${c.digest || "(none)"} (${c.installDir}): ${whyBuildsDiffer(w, c)}`,
     );
   return r;
 }

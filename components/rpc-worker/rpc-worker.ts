@@ -5,6 +5,7 @@ import { DYNAMIC_MODULE } from "../aliases";
 import type { RpcTransport } from "../fabric/rpc-log";
 import { delegatingProvider } from "../providers/delegate";
 import type { SshTarget } from "../transport/ssh";
+import type { BuildInputs } from "../build/difference";
 import { workerPrograms } from "./commands";
 import { type Health, unsafeBind } from "./plan";
 
@@ -51,6 +52,12 @@ export interface RpcWorkerArgs {
   readonly prewarm?: pulumi.Input<{ dir: string; files: { path: string; sha256: string }[] }[]>;
   /** The client's synced tree (for its RPC_PROTO_* version in ggml/include/ggml-rpc.h). */
   readonly clientTree: string;
+  /**
+   * Both NativeBuilds' recorded inputs (tree digest, flags, compiler), so a build mismatch
+   * names its cause (worker-version-match, as builds-identical). Evidence only: a change of
+   * these alone restarts nothing. Default: none.
+   */
+  readonly buildInputs?: pulumi.Input<{ worker: BuildInputs; client: BuildInputs }>;
 }
 
 const provider = delegatingProvider(path.join(__dirname, "provider.ts"));
@@ -127,6 +134,7 @@ export class RpcWorker extends pulumi.dynamic.Resource {
             ),
           ),
         programs: workerPrograms(),
+        ...(args.buildInputs ? { buildInputs: args.buildInputs } : {}),
         endpoint: undefined,
         unit: undefined,
         guardUnit: undefined,

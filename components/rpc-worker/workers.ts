@@ -67,6 +67,22 @@ export class RpcWorkers extends pulumi.ComponentResource implements Stage<Worker
         `sparkform:worker.client ${JSON.stringify(args.client)} is not one of the nodes (${nodes.names.join(", ")})`,
       );
     const clientPeer = nodes.peer(args.client);
+    // What each build was made from, as its NativeBuild recorded it: the evidence that names
+    // why two builds differ (components/build/difference.ts).
+    const inputsOf = (n: string) => {
+      const b = builds.of(n);
+      return pulumi
+        .all([b.treeDigest, b.compiler, b.compilerDigests, b.builtBy, b.builtOn])
+        .apply(([treeDigest, compiler, compilerDigests, builtBy, builtOn]) => ({
+          node: n,
+          treeDigest,
+          flags: { ...builds.flags } as Record<string, unknown>,
+          compiler,
+          compilerDigests,
+          builtBy,
+          builtOn,
+        }));
+    };
     const configOf = (n: string) => args.nodeConfigs.find((c) => c.name === n);
     const entries = args.workers.map((node) => {
       if (!nodes.has(node))
@@ -108,6 +124,10 @@ export class RpcWorkers extends pulumi.ComponentResource implements Stage<Worker
             artifacts: builds.of(args.client).artifacts,
           },
           clientTree: args.trees.dest,
+          buildInputs: pulumi.all([inputsOf(node), inputsOf(args.client)]).apply(([w, c]) => ({
+            worker: w,
+            client: c,
+          })),
           ...(args.cache && args.model?.names.includes(node)
             ? {
                 prewarm: (() => {

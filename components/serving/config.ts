@@ -9,6 +9,8 @@
 // reasons, at preview (so the refusal is part of the policy report, not a config typo).
 import { isIP } from "node:net";
 import { z } from "zod";
+import { isLoopbackAddress } from "../config/address";
+import { shown } from "../config/errors";
 
 /** llama-server's port unless `sparkform:server.port` says otherwise. */
 export const SERVER_PORT_DEFAULT = 8080;
@@ -67,9 +69,41 @@ const bindAddress = z.string().refine((a) => /^[0-9A-Fa-f:.]+$/.test(a) && isIP(
     "or the node's management address (then set the secret sparkform:serverApiKey too)",
 });
 
+/**
+ * A tensor_split share: llama.cpp sums the shares in float32 (a share past ~3.4e38, or a sum
+ * past it, makes every split point NaN and places each layer on no device), and its flags and
+ * llama_cpp_ex get 6 decimals (a share under 0.000001 is 0 there while the plan counted it).
+ */
+export const SPLIT_SHARE_MIN = 0.001;
+export const SPLIT_SHARE_MAX = 1_000_000;
+const splitShare = z
+  .number()
+  .refine((x) => x === 0 || (x >= SPLIT_SHARE_MIN && x <= SPLIT_SHARE_MAX), {
+    error: (iss) =>
+      `is ${shown(iss.input)}; a share is a proportion (e.g. [1, 1] or [0.4, 0.6]): 0 for none, ` +
+      `else ${SPLIT_SHARE_MIN} to ${SPLIT_SHARE_MAX} (llama.cpp sums the shares in float32 and ` +
+      "gets them with 6 decimals)",
+  });
+
+/**
+ * The smoke prompt's cap, in UTF-8 bytes: it travels on the node's command line (the smoke
+ * program's argument, inside `sh -c`), where Linux refuses one argument over 128 KiB with E2BIG
+ * only after the model has loaded (up to 30 minutes in); a smoke needs one sentence.
+ */
+export const SMOKE_PROMPT_MAX_BYTES = 1024;
+
 export const smokeSchema = z.strictObject({
-  /** The prompt of the smoke generation (greedy, fixed seed). */
-  prompt: z.string().min(1, "is empty; give a short prompt, e.g. The capital of France is"),
+  /** The prompt of the smoke generation (greedy, fixed seed); at most 1024 bytes. */
+  prompt: z
+    .string()
+    .min(1, "is empty; give a short prompt, e.g. The capital of France is")
+    .refine((p) => Buffer.byteLength(p, "utf8") <= SMOKE_PROMPT_MAX_BYTES, {
+      error: (iss) =>
+        `is ${Buffer.byteLength(String(iss.input), "utf8")} bytes, more than the ` +
+        `${SMOKE_PROMPT_MAX_BYTES} a smoke prompt may have: it travels on the node's command ` +
+        "line, where Linux refuses an argument over 128 KiB (E2BIG) only after the model has " +
+        "loaded; give a sentence, e.g. The capital of France is",
+    }),
   /** Tokens to generate, compared token for token with the single-node reference. */
   tokens: z.number().int().min(1).max(512).default(SMOKE_DEFAULT.tokens),
   seed: z
@@ -99,7 +133,7 @@ export const serverConfigSchema = z
     splitMode: z.enum(SPLIT_MODES).default("layer"),
     /** Proportions per device, in `devices` order (default: proportional to usable memory). */
     tensorSplit: z
-      .array(z.number().min(0))
+      .array(splitShare)
       .min(1, "is empty; give one proportion per device, e.g. [1, 1], or leave it out")
       .max(MAX_DEVICES, `lists more than llama.cpp's ${MAX_DEVICES} devices`)
       .refine((s) => s.some((x) => x > 0), {
@@ -142,10 +176,8 @@ export const serverConfigSchema = z
 
 export type ServerConfig = z.infer<typeof serverConfigSchema>;
 
-/** Loopback addresses: the only binds that need no API key. */
-export function isLoopback(address: string): boolean {
-  return address === "::1" || /^127\.\d{1,3}\.\d{1,3}\.\d{1,3}$/.test(address);
-}
+/** Loopback addresses, in any spelling (`::ffff:127.0.0.1` too): the only binds that need no API key. */
+export const isLoopback = isLoopbackAddress;
 
 /** How to set the API key, as every message about it says it. */
 export const SERVER_API_KEY_FIX =

@@ -31,7 +31,8 @@
 // device, so the nodes run one after the other (runbook "What two nodes actually buy you").
 import type { GgufSummary } from "../model/resolve";
 import type { StackServer } from "../config";
-import { CACHE_TYPE_BYTES, type CacheType } from "./config";
+import { LLAMA_MAX_LAYERS } from "../model/header";
+import { CACHE_TYPE_BYTES, type CacheType, SPLIT_SHARE_MAX, SPLIT_SHARE_MIN } from "./config";
 
 export interface PlacementNode {
   node: string;
@@ -241,10 +242,18 @@ export function planPlacement(input: PlacementInput): ServingPlan {
       base,
       "no node to place the model on: configure sparkform:nodes and sparkform:worker",
     );
-  if (nLayer <= 0)
+  if (nLayer === 0)
     return problem(
       base,
       "the model's GGUF header has no block_count: it is not a model llama.cpp can split by layer",
+    );
+  // Checked where the model stage reads the header too; here before an array of nLayer + 1.
+  if (!Number.isInteger(nLayer) || nLayer < 1 || nLayer > LLAMA_MAX_LAYERS)
+    return problem(
+      base,
+      `the model's GGUF header has block_count ${String(nLayer)}, not a whole number of layers ` +
+        `from 1 to ${LLAMA_MAX_LAYERS} (llama.cpp's LLAMA_MAX_LAYERS): it is not a model ` +
+        "llama.cpp can split by layer",
     );
   const unknownDevices = devices.filter((d) => !byDevice.has(d));
   const missing = defaultOrder.filter((d) => !devices.includes(d));
@@ -277,10 +286,24 @@ export function planPlacement(input: PlacementInput): ServingPlan {
         usable.every((u) => u !== undefined) ? (usable as number[]) : devices.map(() => 1),
       );
 
+  const mode = server.splitMode;
+  // The split llama.cpp is given (a CPU client's share is not in it), as its float32 split
+  // points: a share that overflows float32 makes them NaN, and every layer would land on no
+  // device while the plan said it fits.
+  const given = cpuClient && mode !== "none" ? tensorSplit.slice(1) : tensorSplit;
+  const points = given.some((x) => x > 0) ? splitPoints(given) : [];
+  if (!tensorSplit.every((x) => Number.isFinite(x) && x >= 0) || !points.every(Number.isFinite))
+    return problem(
+      base,
+      `${server.tensorSplit ? "sparkform:server.tensorSplit" : "the split from the nodes' usable memory"} ` +
+        `[${tensorSplit.map(String).join(", ")}] gives split points [${points.map(String).join(", ")}] ` +
+        "in float32, as llama.cpp sums them: every layer would land on no device; give shares " +
+        `from ${SPLIT_SHARE_MIN} to ${SPLIT_SHARE_MAX}, e.g. [1, 1]`,
+    );
+
   // Layer indices 0..nLayer per plan device index (-1 = CPU on a GPU client).
   let assignment: number[];
   let nGpuLayers = server.gpuLayers;
-  const mode = server.splitMode;
   if (mode === "none") {
     // One device: llama.cpp keeps only main_gpu (0, the first named); a CPU client keeps all.
     if (cpuClient) nGpuLayers = 0;

@@ -81,10 +81,14 @@ function placementFlags(plan: PlanPart, modelPath: string): string[] {
   ];
 }
 
-/** An Elixir float literal (`0.5`, `1.0`). */
+/**
+ * An Elixir float literal (`0.5`, `1.0`, `1.0e21`): Elixir wants digits on both sides of the
+ * dot and no `+` in the exponent, where JavaScript writes `1e+21` for large numbers.
+ */
 function elixirFloat(x: number): string {
-  const s = num(x);
-  return /[.e]/.test(s) ? s : `${s}.0`;
+  const [mantissa = "", exponent] = num(x).split("e");
+  const m = mantissa.includes(".") ? mantissa : `${mantissa}.0`;
+  return exponent === undefined ? m : `${m}e${exponent.replace(/^\+/, "")}`;
 }
 
 const elixirString = (s: string) => JSON.stringify(s).replace(/#\{/g, "\\#{");

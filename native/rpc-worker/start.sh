@@ -11,7 +11,8 @@
 # node on another port (`sparkform worker start --port`) is stopped too.
 # Exit codes: 2 bad argument, 3 binary missing, 4 BIND not an address of this node, 5 port
 # taken by something else, 6 unit did not come up, 7 binary digest is not the expected, 8 no
-# user manager. stdout: key=value lines.
+# user manager, 9 BIND on the interface that carries the management ssh session. stdout:
+# key=value lines.
 set -eu
 . "$(dirname -- "$0")/../lib/user-unit.sh"
 BIN=$1 BIND=$2 PORT=$3 THREADS=$4 DEVICES=$5 CACHE=$6 DEBUG=$7 EXPECTED=$8
@@ -24,13 +25,50 @@ GUARD="sparkform-rpc-guard-$PORT"
 STATE="$HOME/.cache/sparkform/rpc-worker"
 LOG="$STATE/worker-$PORT.log"
 
-case $BIN in /*) ;; *) BIN="$HOME/$BIN" ;; esac
-[ -x "$BIN" ] || { echo "$BIN is not an executable file on this node" >&2; exit 3; }
-# The server has no authentication: bind only an address this node really has.
+# The server has no authentication: bind only an address this node really has ...
 if ! ip -o addr show | awk '{print $4}' | cut -d/ -f1 | grep -qxF "$BIND"; then
   echo "$BIND is not an address of this node ($(ip -o addr show | awk '{print $2"="$4}' | tr '\n' ' '))" >&2
   exit 4
 fi
+# ... and none on the interface this ssh session came in on: whatever the control node's config
+# called the management address (a name, an alias, another spelling), the session arrived on
+# one interface. sshd's own address when SSH_CONNECTION reaches this program; else (sparkform's
+# transport runs every step under `env -i`, which drops it) the route back to the session's
+# peer as logind recorded it. OpenSSH writes an IPv4 peer as IPv4; an IPv4-mapped form is read
+# as IPv4 all the same. When neither is known (no logind session) only the check above holds.
+iface_of() { # ADDRESS: the interface that has it, or nothing
+  ip -o addr show | awk -v a="$1" '{ split($4, x, "/"); if (x[1] == a) { print $2; exit } }'
+}
+unmapped() { # ADDRESS without an IPv4-mapped prefix or a %scope
+  case $1 in ::ffff:*.*.*.*) set -- "${1#::ffff:}" ;; esac
+  printf '%s\n' "${1%%%*}"
+}
+MGMT_IF="" HOW=""
+if [ -n "${SSH_CONNECTION:-}" ]; then
+  # shellcheck disable=SC2086
+  set -- $SSH_CONNECTION
+  SESSION=$(unmapped "${3:-}")
+  MGMT_IF=$(iface_of "$SESSION")
+  HOW="sshd answered on $SESSION"
+else
+  sid=$(sed -n 's|.*/session-\([^/]*\)\.scope.*|\1|p' /proc/self/cgroup 2>/dev/null | head -n 1)
+  peer=""
+  [ -n "$sid" ] && peer=$(loginctl show-session "$sid" -p RemoteHost --value 2>/dev/null || true)
+  # A peer recorded by name (sshd's UseDNS) is looked up as the node sees it.
+  case $peer in *[!0-9A-Fa-f:.]*) peer=$(getent ahosts "$peer" 2>/dev/null | awk 'NR == 1 { print $1 }') ;; esac
+  if [ -n "$peer" ]; then
+    peer=$(unmapped "$peer")
+    MGMT_IF=$(ip -o route get "$peer" 2>/dev/null | sed -n 's/.* dev \([^ ]*\).*/\1/p' | head -n 1)
+    HOW="the control node's session comes from $peer, reached through it"
+  fi
+fi
+if [ -n "$MGMT_IF" ] && [ "$(iface_of "$BIND")" = "$MGMT_IF" ]; then
+  echo "$BIND is on $MGMT_IF, the interface that carries this management session ($HOW): ggml-rpc-server has no authentication, so every host that reaches that network would reach it. Give the node a fabric address on its own interface (sparkform:nodes[].fabricAddress) and bind that; the worker stays stopped" >&2
+  exit 9
+fi
+
+case $BIN in /*) ;; *) BIN="$HOME/$BIN" ;; esac
+[ -x "$BIN" ] || { echo "$BIN is not an executable file on this node" >&2; exit 3; }
 
 # A user manager that survives the ssh session (no password needed for one's own linger), and
 # its bus: a non-login ssh session has no XDG_RUNTIME_DIR of its own.

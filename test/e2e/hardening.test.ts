@@ -24,6 +24,7 @@ import type { SshTarget } from "../../components/transport/ssh";
 import { publishRepo, startHfEndpoint, type HfEndpoint, type PublishedRepo } from "../../sim/hub";
 import { simDown, simExec, simUp } from "../../sim/index";
 import type { SimCluster } from "../../sim/state";
+import { simTarget } from "../support/sim-node";
 import { startSshAgent, type TestAgent } from "../support/ssh-agent";
 
 const isRoot = process.getuid?.() === 0;
@@ -35,18 +36,7 @@ let cluster: SimCluster;
 let ep: HfEndpoint;
 let pub: PublishedRepo;
 let agent: TestAgent | undefined;
-const target = (i: number): SshTarget => {
-  const n = cluster.nodes[i]!;
-  return {
-    name: n.name,
-    host: n.mgmtAddress,
-    port: n.sshPort,
-    user: n.user,
-    hostKey: n.hostKey,
-    identityFile: cluster.sshKeyPath,
-    sshConfigPath: cluster.sshConfigPath,
-  };
-};
+const target = (i: number): SshTarget => simTarget(cluster, cluster.nodes[i]!.name);
 const peer = (i: number) => ({ target: target(i), fabricAddress: cluster.nodes[i]!.fabricAddress });
 const node = (i: number) => cluster.nodes[i]!.name;
 /** A shell command on a node as the spark user (simExec runs as root). */

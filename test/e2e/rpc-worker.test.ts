@@ -15,6 +15,7 @@ import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync
 import { tmpdir } from "node:os";
 import * as path from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { RSS_LIMIT_FLOOR } from "../../components/config";
 import { prewarmManifest } from "../../components/rpc-worker/plan";
 import { makeTinyLlamaGguf } from "../../sim/gguf/tiny-llama";
 import {
@@ -558,8 +559,9 @@ describe.skipIf(!isRoot)("RpcWorker on a simulated pair (real pulumi CLI)", () =
       const kb = (k: string) => Number(new RegExp(`^${k}:\\s+(\\d+)`, "m").exec(meminfo)?.[1]);
       const total = kb("MemTotal") * 1024;
       const usedPct = (100 * (total - kb("MemAvailable") * 1024)) / total;
-      // A threshold a little above what the node uses now (others' load moves it by a little).
-      const limit = Math.min(95, Math.ceil(usedPct + 5));
+      // A threshold a little above what the node uses now (others' load moves it by a little),
+      // and never below the schema's floor (RSS_LIMIT_FLOOR): the push below fills the gap.
+      const limit = Math.min(95, Math.max(RSS_LIMIT_FLOOR, Math.ceil(usedPct + 5)));
       log(
         `spark-2 uses ${usedPct.toFixed(1)}% of ${(total / 2 ** 30).toFixed(1)} GiB; limit ${limit}%`,
       );

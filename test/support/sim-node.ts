@@ -2,8 +2,24 @@
 // acceptance and fault tests so each asserts on the node itself the same way.
 import { execFileSync } from "node:child_process";
 import { mkdirSync } from "node:fs";
+import type { SshTarget } from "../../components/transport/ssh";
 import { simExec } from "../../sim/index";
 import type { SimCluster } from "../../sim/state";
+
+/** How the control node reaches a simulated node: its management address, pinned host key. */
+export function simTarget(cluster: SimCluster, name: string): SshTarget {
+  const n = cluster.nodes.find((x) => x.name === name);
+  if (!n) throw new Error(`no node ${name} in the simulated cluster`);
+  return {
+    name: n.name,
+    host: n.mgmtAddress,
+    port: n.sshPort,
+    user: n.user,
+    hostKey: n.hostKey,
+    identityFile: cluster.sshKeyPath,
+    sshConfigPath: cluster.sshConfigPath,
+  };
+}
 
 /** A shell script on a node as `user` (login environment: `systemctl --user` works). */
 export async function asUser(node: string, script: string, user = "spark"): Promise<string> {

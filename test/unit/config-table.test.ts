@@ -30,6 +30,25 @@ const withTree = (x: object) => ({ nodes, tree: { ...tree, ...x } });
 const excl = (e: object) => withTree({ exclude: [{ reason: "r", ...e }] });
 const withBuild = (x: object) => ({ nodes, tree, build: { preset: "sim", ...x } });
 const withModel = (x: object) => ({ nodes, model: { ...model, ...x } });
+/** A worker on spark-2 (client spark-1), both with fabric addresses, unless `over` says so. */
+const withWorker = (x: object, over: [object, object] = [{}, {}]) => ({
+  nodes: [
+    { ...n1, fabricAddress: "192.168.100.1", ...over[0] },
+    { ...n2, fabricAddress: "192.168.100.2", ...over[1] },
+  ],
+  tree,
+  build: { preset: "sim" },
+  worker: { nodes: ["spark-2"], ...x },
+});
+const withServer = (x: object) => ({
+  nodes,
+  tree,
+  build: { preset: "sim" },
+  model,
+  server: x,
+});
+/** The hostile inputs the table refused before issue 22's second hardening pass. */
+const REFUSED_BEFORE_ISSUE_22 = 112;
 const cases: [string, Record<string, unknown>, string][] = [
   [
     "nodes not a list",
@@ -593,6 +612,87 @@ const cases: [string, Record<string, unknown>, string][] = [
     withTree({ dest: "~/.cache/sparkform/tree" }),
     'sparkform:tree.dest: "~/.cache/sparkform/tree" is inside ~/.cache/sparkform, sparkform\'s build cache on each node; pick a directory outside it',
   ],
+  // Issue 22: node paths that are a home, or above one, by absolute path.
+  [
+    "tree dest /home/spark",
+    withTree({ dest: "/home/spark" }),
+    'sparkform:tree.dest: "/home/spark" is a user\'s home directory, which sparkform would sync over or delete; name a directory below it, e.g. ~/src/llama.cpp or /srv/sparkform/llama.cpp',
+  ],
+  [
+    "tree dest /home/spark/",
+    withTree({ dest: "/home/spark/" }),
+    'sparkform:tree.dest: "/home/spark/" is a user\'s home directory, which sparkform would sync over or delete; name a directory below it, e.g. ~/src/llama.cpp or /srv/sparkform/llama.cpp',
+  ],
+  [
+    "model modelsDir /home",
+    withModel({ modelsDir: "/home" }),
+    'sparkform:model.modelsDir: "/home" holds every user\'s home directory, which sparkform would sync over or delete; name a directory below one, e.g. ~/src/llama.cpp or /srv/sparkform/llama.cpp',
+  ],
+  [
+    "toolchain path /root",
+    withTc({ path: "/root" }),
+    'sparkform:toolchain.path: "/root" is root\'s home directory, which sparkform would sync over or delete; name a directory below it, e.g. ~/src/llama.cpp or /srv/sparkform/llama.cpp',
+  ],
+  // Issue 22: the worker's bind (its fabric address) is checked as an address, at preview.
+  [
+    "worker bind on the management address",
+    withWorker({}, [{}, { fabricAddress: "10.0.0.3" }]),
+    "sparkform:nodes[1].fabricAddress: the worker on spark-2 binds it, and it must not: 10.0.0.3 is the node's management address (the LAN the control node reaches); give spark-2's fabric address (its own link to the other nodes): ggml-rpc-server has no authentication",
+  ],
+  [
+    "worker bind on the management address, spelled IPv4-mapped",
+    withWorker({}, [{}, { host: "::ffff:10.0.0.3", fabricAddress: "10.0.0.3" }]),
+    "sparkform:nodes[1].fabricAddress: the worker on spark-2 binds it, and it must not: 10.0.0.3 is the node's management address (::ffff:10.0.0.3) (the LAN the control node reaches); give spark-2's fabric address (its own link to the other nodes): ggml-rpc-server has no authentication",
+  ],
+  [
+    "worker bind loopback",
+    withWorker({}, [{}, { fabricAddress: "127.0.0.2" }]),
+    "sparkform:nodes[1].fabricAddress: the worker on spark-2 binds it, and it must not: 127.0.0.2 is loopback, and the client is another node; give spark-2's fabric address (its own link to the other nodes): ggml-rpc-server has no authentication",
+  ],
+  [
+    "worker bind wildcard",
+    withWorker({}, [{}, { fabricAddress: "0.0.0.0" }]),
+    'sparkform:nodes[1].fabricAddress: the worker on spark-2 binds it, and it must not: "0.0.0.0" is the wildcard address (every interface, the LAN included); give spark-2\'s fabric address (its own link to the other nodes): ggml-rpc-server has no authentication',
+  ],
+  // Issue 22: IPv6 fabric addresses cannot carry ggml-rpc endpoints at the pinned llama.cpp.
+  [
+    "worker fabric address IPv6",
+    withWorker({}, [{}, { fabricAddress: "fd00::12" }]),
+    "sparkform:nodes[1].fabricAddress: \"fd00::12\" is IPv6, and spark-2 is in sparkform:worker: the pinned llama.cpp's ggml-rpc splits an endpoint at its first ':', so an IPv6 one (--rpc fd00::12:50052) fails when the model loads; give spark-2 an IPv4 fabric address (e.g. 192.168.100.11) until the pinned llama.cpp parses IPv6 endpoints",
+  ],
+  [
+    "worker client fabric address IPv6",
+    withWorker({}, [{ fabricAddress: "fd00::11" }, {}]),
+    "sparkform:nodes[0].fabricAddress: \"fd00::11\" is IPv6, and spark-1 is in sparkform:worker: the pinned llama.cpp's ggml-rpc splits an endpoint at its first ':', so an IPv6 one (--rpc fd00::11:50052) fails when the model loads; give spark-1 an IPv4 fabric address (e.g. 192.168.100.11) until the pinned llama.cpp parses IPv6 endpoints",
+  ],
+  // Issue 22: an RSS guard that stops the worker as soon as it loads its share.
+  [
+    "worker rssLimitPercent 0.001",
+    withWorker({ rssLimitPercent: 0.001 }),
+    "sparkform:worker.rssLimitPercent: is 0.001, which stops the worker as soon as it loads: the guard compares the node's whole memory use (the OS included) with it, and a worker holds a share of a model too large for one node (the runbook's 142.1 GB model puts ~71 GB on each 130 GB Spark, 55%); use 50 to 99 (the runbook's guard is 92; a percent, not a fraction), or 0 for no guard, which the rss-guard-on policy refuses",
+  ],
+  [
+    "worker rssLimitPercent a fraction",
+    withWorker({ rssLimitPercent: 0.92 }),
+    "sparkform:worker.rssLimitPercent: is 0.92, which stops the worker as soon as it loads: the guard compares the node's whole memory use (the OS included) with it, and a worker holds a share of a model too large for one node (the runbook's 142.1 GB model puts ~71 GB on each 130 GB Spark, 55%); use 50 to 99 (the runbook's guard is 92; a percent, not a fraction), or 0 for no guard, which the rss-guard-on policy refuses",
+  ],
+  // Issue 22: split shares llama.cpp cannot sum in float32, or renders as 0.
+  [
+    "server tensorSplit 1e39",
+    withServer({ tensorSplit: [1e39, 1], devices: ["CPU", "RPC0"] }),
+    "sparkform:server.tensorSplit[0]: is 1e+39; a share is a proportion (e.g. [1, 1] or [0.4, 0.6]): 0 for none, else 0.001 to 1000000 (llama.cpp sums the shares in float32 and gets them with 6 decimals)",
+  ],
+  [
+    "server tensorSplit 1e-9",
+    withServer({ tensorSplit: [1e-9, 1], devices: ["CPU", "RPC0"] }),
+    "sparkform:server.tensorSplit[0]: is 1e-9; a share is a proportion (e.g. [1, 1] or [0.4, 0.6]): 0 for none, else 0.001 to 1000000 (llama.cpp sums the shares in float32 and gets them with 6 decimals)",
+  ],
+  // Issue 22: a smoke prompt that the node's command line cannot carry.
+  [
+    "server smoke prompt 200 KiB",
+    withServer({ smoke: { prompt: "x".repeat(200 * 1024) } }),
+    "sparkform:server.smoke.prompt: is 204800 bytes, more than the 1024 a smoke prompt may have: it travels on the node's command line, where Linux refuses an argument over 128 KiB (E2BIG) only after the model has loaded; give a sentence, e.g. The capital of France is",
+  ],
   [
     "unknown key",
     { nodes, surprise: 1 },
@@ -613,6 +713,16 @@ function linesOf(raw: Record<string, unknown>): readonly string[] {
 describe("parseStackConfig: one exact line per bad input", () => {
   it.each(cases)("%s", (_label, raw, line) => {
     expect(linesOf(raw)).toEqual([line]);
+  });
+  it("counts the hostile inputs refused, each naming its key", () => {
+    const keyed = cases.filter(([, , line]) =>
+      /^(sparkform:[A-Za-z]|unknown stack configuration sparkform:)/.test(line),
+    );
+    console.log(
+      `hostile config inputs refused: ${REFUSED_BEFORE_ISSUE_22} before issue 22, ${cases.length} now (${keyed.length} naming their key)`,
+    );
+    expect(keyed.length).toBe(cases.length);
+    expect(cases.length).toBe(REFUSED_BEFORE_ISSUE_22 + 15);
   });
 });
 

@@ -15,6 +15,7 @@ import {
   type ResolveRequest,
 } from "../../components/model/resolve";
 import { makeTinyLlamaGguf, TINY_LLAMA_DIMS } from "../../sim/gguf/tiny-llama";
+import { GgmlType, GgufValueType, GgufWriter } from "../../sim/gguf/writer";
 import {
   publishRepo,
   publishTestModel,
@@ -219,5 +220,47 @@ describe("resolveModel against the endpoint", () => {
         }),
       ),
     ).rejects.toThrow("(all shards of a split GGUF must exist)");
+  });
+});
+
+/** A GGUF whose header is otherwise a small llama's, with this block_count value. */
+function hostileGguf(blockCount: {
+  type: GgufValueType.UINT32 | GgufValueType.FLOAT32 | GgufValueType.UINT64;
+  value: number | bigint;
+}): Buffer {
+  return new GgufWriter()
+    .string("general.architecture", "llama")
+    .u32("llama.context_length", 256)
+    .u32("llama.embedding_length", 128)
+    .add("llama.block_count", blockCount)
+    .u32("llama.attention.head_count", 2)
+    .u32("llama.attention.head_count_kv", 1)
+    .tensor({ name: "token_embd.weight", dims: [4], type: GgmlType.F32, data: new Float32Array(4) })
+    .toBuffer();
+}
+
+describe("a GGUF header's values are checked where the model stage reads them", () => {
+  it.each([
+    ["1e8", { type: GgufValueType.UINT32, value: 1e8 }, "100000000"],
+    ["2^32-1", { type: GgufValueType.UINT32, value: 2 ** 32 - 1 }, "4294967295"],
+    ["2^64-1", { type: GgufValueType.UINT64, value: 2n ** 64n - 1n }, "18446744073709552000"],
+    ["NaN", { type: GgufValueType.FLOAT32, value: Number.NaN }, "NaN"],
+    ["2.5", { type: GgufValueType.FLOAT32, value: 2.5 }, "2.5"],
+  ] as const)("block_count %s is refused, naming the key", async (label, value, shown) => {
+    const repo = `sparkform/hostile-${label.replace(/[^a-z0-9]/gi, "")}`;
+    const p = publishRepo(path.join(tmp, "hub"), {
+      repo,
+      files: [{ path: "m.gguf", bytes: hostileGguf(value) }],
+    });
+    const t0 = Date.now();
+    await expect(
+      resolveModel(req({ repo, revision: p.commit, files: ["m.gguf"] })),
+    ).rejects.toThrow(
+      `the GGUF header of ${repo}/m.gguf is not one llama.cpp loads: llama.block_count is ` +
+        `${shown}, not a whole number from 0 to 512 (llama.cpp's LLAMA_MAX_LAYERS). Nothing was ` +
+        "planned or downloaded; check that sparkform:model.repo, revision and files name the " +
+        "model you mean",
+    );
+    expect(Date.now() - t0).toBeLessThan(5000);
   });
 });

@@ -16,6 +16,7 @@ import {
   type UnitState,
   type WorkerStatus,
 } from "../../components/rpc-worker/plan";
+import { checkBuildsIdentical } from "../../policies/build";
 import { checkBoundToFabric, checkRssGuard, checkVersionMatch } from "../../policies/rpc";
 
 const unit = (over: Partial<UnitState> = {}): UnitState => ({
@@ -55,6 +56,43 @@ describe("unsafeBind", () => {
   });
   it("a fabric address is fine", () => {
     expect(unsafeBind("10.0.0.2", { managementAddress: "192.168.1.5", remoteClient: true })).toBe(
+      undefined,
+    );
+  });
+});
+
+describe("unsafeBind compares addresses, not spellings", () => {
+  // Each of these passed a string comparison: another spelling of the wildcard, of loopback,
+  // or of the management address reaches the same socket.
+  it.each([
+    ["0::", "fd00::5", '"0::" is the wildcard address (every interface, the LAN included)'],
+    ["::0", "fd00::5", '"::0" is the wildcard address (every interface, the LAN included)'],
+    [
+      "::ffff:0.0.0.0",
+      "fd00::5",
+      '"::ffff:0.0.0.0" is the wildcard address (every interface, the LAN included)',
+    ],
+    ["0:0:0:0:0:0:0:1", "fd00::5", "0:0:0:0:0:0:0:1 is loopback, and the client is another node"],
+    ["::ffff:127.0.0.1", "fd00::5", "::ffff:127.0.0.1 is loopback, and the client is another node"],
+    ["127.3.2.1", "fd00::5", "127.3.2.1 is loopback, and the client is another node"],
+    [
+      "fd00:0:0::5",
+      "fd00::5",
+      "fd00:0:0::5 is the node's management address (fd00::5) (the LAN the control node reaches)",
+    ],
+    [
+      "::ffff:192.168.1.5",
+      "192.168.1.5",
+      "::ffff:192.168.1.5 is the node's management address (192.168.1.5) (the LAN the control node reaches)",
+    ],
+  ])("%s with management %s is refused", (bind, managementAddress, why) => {
+    expect(unsafeBind(bind, { managementAddress, remoteClient: true })).toBe(why);
+  });
+  it("loopback is fine when the client is on the same node; another address is", () => {
+    expect(
+      unsafeBind("0:0:0:0:0:0:0:1", { managementAddress: "fd00::5", remoteClient: false }),
+    ).toBe(undefined);
+    expect(unsafeBind("fd00::6", { managementAddress: "fd00::5", remoteClient: true })).toBe(
       undefined,
     );
   });
@@ -154,7 +192,8 @@ describe("identityMismatch names both builds", () => {
       }),
     ).toEqual([
       "RPC version: worker spark-2 answers 6.0.1, the client spark-1's build is 6.0.0",
-      `ggml-rpc-server sha256: worker spark-2 runs ${"b".repeat(64)} (/w), the client spark-1's build has ${D} (/c)`,
+      `ggml-rpc-server sha256: worker spark-2 runs ${"b".repeat(64)} (/w), the client spark-1's build has ${D} (/c): ` +
+        "rebuild both from one tree, flags and compiler (`pulumi up`); the builds-identical policy names which of them differs.",
     ]);
   });
 });
@@ -211,8 +250,8 @@ describe("policies/rpc.ts", () => {
         workerBuild: { installDir: "/w", digest: "b".repeat(64) },
       }),
     ).toEqual([
-      "The rpc worker on spark-2 has ggml-rpc-server bbbbbbbbbbbb (/w), the client spark-1's build aaaaaaaaaaaa (/c): rebuild both from the same tree.",
-      "The rpc worker on spark-2 answers RPC 6.0.1, the client spark-1's build is 6.0.0: HELLO ignores the patch, and drifted builds misread each other's op codes; rebuild both from the same tree.",
+      "The rpc worker on spark-2 has ggml-rpc-server bbbbbbbbbbbb (/w), the client spark-1's build aaaaaaaaaaaa (/c): rebuild both from one tree, flags and compiler (`pulumi up`); the builds-identical policy names which of them differs.",
+      "The rpc worker on spark-2 answers RPC 6.0.1, the client spark-1's build is 6.0.0: HELLO ignores the patch, and drifted builds misread each other's op codes; rebuild both from one tree, flags and compiler (`pulumi up`); the builds-identical policy names which of them differs.",
     ]);
   });
 });
@@ -335,5 +374,66 @@ describe("native/rpc-worker/probe.py", () => {
       error: "no answer to HELLO within 1.0 s",
     });
     expect(Date.now() - t0).toBeLessThan(5000);
+  });
+});
+
+describe("every gate that compares builds names the measured cause", () => {
+  // Issue 22's case: spark-2's compiler wrapped to add -O1 (same version line, another binary),
+  // a one-line edit synced to both trees (equal digests): the artifacts differ, and the cause
+  // is the compiler, not the tree.
+  const c = "1".repeat(40);
+  const inputs = (cxx: string) => ({
+    treeDigest: "a".repeat(64),
+    flags: { LLAMA_BACKEND: "cpu", LLAMA_COMMIT: c },
+    compiler: "gcc (Debian 12.2.0-14) 12.2.0",
+    compilerDigests: { cxx: cxx.repeat(64), cc: "e".repeat(64), nvcc: "", nvccVersion: "" },
+    builtBy: "self",
+  });
+  const client = { node: "spark-1", builtOn: "spark-1", ...inputs("c") };
+  const worker = { node: "spark-2", builtOn: "spark-2", ...inputs("d") };
+  const cause =
+    "built from different inputs (compiler gcc (Debian 12.2.0-14) 12.2.0 sha256 cccccccccccc… on " +
+    "spark-1 vs gcc (Debian 12.2.0-14) 12.2.0 sha256 dddddddddddd… on spark-2)";
+  const fix =
+    "make them equal (the same tree, sparkform:build flags and compiler on every node) and run " +
+    "`pulumi up`, or set sparkform:build.distribute: fan-out so one node builds and the others " +
+    "receive its artifacts.";
+  const B = "b".repeat(64);
+
+  it("worker-version-match says the compilers differ, not 'rebuild both from the same tree'", () => {
+    const w = {
+      bind: "10.0.0.2",
+      client: { target: { name: "spark-1" } },
+      workerBuild: { installDir: "/w", digest: B },
+      clientBuild: { installDir: "/c", digest: D, header: "h" },
+      buildInputs: { worker, client },
+    } as unknown as Parameters<typeof checkVersionMatch>[1];
+    expect(checkVersionMatch("spark-2", w)).toEqual([
+      `The rpc worker on spark-2 has ggml-rpc-server bbbbbbbbbbbb (/w), the client spark-1's build aaaaaaaaaaaa (/c): ${cause}: ${fix}`,
+    ]);
+  });
+
+  it("builds-identical names the same cause from the same evidence", () => {
+    const rpc = "bin/ggml-rpc-server";
+    const found = checkBuildsIdentical([
+      { ...client, commit: c, artifacts: { [rpc]: D } },
+      { ...worker, commit: c, artifacts: { [rpc]: B } },
+    ]);
+    expect(found).toContain(
+      `bin/ggml-rpc-server differs between nodes (spark-1=aaaaaaaaaaaa, spark-2=bbbbbbbbbbbb): ${cause}.`,
+    );
+  });
+
+  it("the provider's own identity check (before the worker starts) says it too", () => {
+    // Before the start no version is measured (""): the provider drops that first line.
+    expect(
+      identityMismatch({
+        worker: { node: "spark-2", version: "", digest: B, installDir: "/w", build: worker },
+        client: { node: "spark-1", version: "", digest: D, installDir: "/c", build: client },
+      }),
+    ).toEqual([
+      "RPC version: worker spark-2 answers (unknown), the client spark-1's build is (unknown)",
+      `ggml-rpc-server sha256: worker spark-2 runs ${B} (/w), the client spark-1's build has ${D} (/c): ${cause}: ${fix}`,
+    ]);
   });
 });

@@ -337,3 +337,39 @@ describe("inputs and shares", () => {
     expect(usableMemory({})).toEqual({ source: "facts" });
   });
 });
+
+describe("a header or split the plan cannot place is refused, never placed on device undefined", () => {
+  const pair = sparks(2);
+  it("tensor split shares whose float32 sum overflows: the split points are not finite", () => {
+    const t0 = Date.now();
+    const plan = planPlacement({
+      model: QWEN3_235B,
+      nodes: pair,
+      server: { ...server, tensorSplit: [1e39, 1], devices: ["CUDA0", "RPC0"] },
+    });
+    expect(plan.fits).toBe(false);
+    expect(plan.layers).toEqual([]);
+    expect(plan.reason).toBe(
+      "sparkform:server.tensorSplit [1e+39, 1] gives split points [NaN, NaN] in float32, as " +
+        "llama.cpp sums them: every layer would land on no device; give shares from 0.001 to " +
+        "1000000, e.g. [1, 1]",
+    );
+    expect(Date.now() - t0).toBeLessThan(1000);
+  });
+  it.each([
+    [Number.NaN, "NaN"],
+    [1e8, "100000000"],
+    [2 ** 32 - 1, "4294967295"],
+    [2.5, "2.5"],
+  ])("block_count %s: no plan, quickly, and no fits: true", (blockCount, shown) => {
+    const t0 = Date.now();
+    const plan = planPlacement({ model: { ...QWEN3_235B, blockCount }, nodes: pair, server });
+    expect(plan.fits).toBe(false);
+    expect(plan.layers).toEqual([]);
+    expect(plan.reason).toBe(
+      `the model's GGUF header has block_count ${shown}, not a whole number of layers from 1 ` +
+        "to 512 (llama.cpp's LLAMA_MAX_LAYERS): it is not a model llama.cpp can split by layer",
+    );
+    expect(Date.now() - t0).toBeLessThan(1000);
+  });
+});

@@ -140,3 +140,20 @@ describe("renderings in the simulated cluster (CPU-only client)", () => {
     expect(s.llamaCppEx.split("\n")[0]).toMatch(/^# KV cache type q8_0/);
   });
 });
+
+describe("llama_cpp_ex's tensor_split is Elixir whatever the shares' size", () => {
+  it("1e21 renders as an Elixir float (1.0e21), never JavaScript's 1e+21", () => {
+    const plan = planPlacement({
+      model: QWEN3_235B,
+      nodes: pair,
+      server: { ...server, tensorSplit: [1e21, 1], devices: ["CUDA0", "RPC0"] },
+    });
+    const line = renderings(plan, MODEL)
+      .llamaCppEx.split("\n")
+      .find((l) => l.startsWith("  tensor_split:"));
+    expect(line).toBe("  tensor_split: [1.0e21, 1.0],");
+    // Elixir's float grammar: digits, a dot, digits, an optional exponent without '+'.
+    for (const f of /\[(.*)\]/.exec(line ?? "")?.[1]?.split(", ") ?? [])
+      expect(f).toMatch(/^\d+\.\d+(e-?\d+)?$/);
+  });
+});

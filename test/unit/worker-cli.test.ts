@@ -158,6 +158,44 @@ describe("sparkform worker: the plan on a stack", () => {
   });
 });
 
+describe("sparkform worker: the bind comes from config and passes the resource's checks", () => {
+  const outputs = (endpoint: string) => ({
+    build: {
+      "spark-1": { installDir: "/home/spark/out/c", artifacts: { "bin/ggml-rpc-server": D } },
+      "spark-2": { installDir: INSTALL, artifacts: { "bin/ggml-rpc-server": D } },
+    },
+    worker: { "spark-2": { endpoint } },
+  });
+  it("an outputs endpoint on the management address never becomes the bind", () => {
+    // spark-2's management address is 10.0.0.12; its fabric address 192.168.100.2.
+    const v = view({}, outputs("10.0.0.12:50052"));
+    expect(() => workerPlan(v, parse("start spark-2"))).toThrow(
+      "the stack's outputs say the worker on spark-2 listens on 10.0.0.12, but its bind is " +
+        "192.168.100.2 (sparkform:nodes[1].fabricAddress): the outputs are from before the " +
+        "config changed, and sparkform never starts a worker on an address it did not derive " +
+        "from config; run `pulumi up` first",
+    );
+    expect(() => workerPlan(v, parse("restart spark-2"))).toThrow("run `pulumi up` first");
+  });
+  it("another spelling of the configured bind in the outputs is the same bind", () => {
+    const v = view({}, outputs("::ffff:192.168.100.2:50052"));
+    expect(workerPlan(v, parse("start spark-2")).start.bind).toBe("192.168.100.2");
+  });
+  it("a config whose bind is unsafe is refused with the resource's reason", () => {
+    const v = view();
+    const nodes = v.config.nodes.map((n) =>
+      n.name === "spark-2" ? { ...n, fabricAddress: "::ffff:10.0.0.12" } : n,
+    );
+    const bad = { ...v, config: { ...v.config, nodes } };
+    expect(() => workerPlan(bad, parse("restart spark-2"))).toThrow(
+      "spark-2: the worker must not bind there: ::ffff:10.0.0.12 is the node's management " +
+        "address (10.0.0.12) (the LAN the control node reaches); set " +
+        "sparkform:nodes[1].fabricAddress to the node's fabric address (ggml-rpc-server has no " +
+        "authentication) and run `pulumi up`",
+    );
+  });
+});
+
 describe("sparkform worker: the remote commands", () => {
   it("restart: start.sh with the stack's arguments, in start.sh's order, nothing pasted", () => {
     const args = startArgs(parse("restart spark-2"));
