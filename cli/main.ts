@@ -1,6 +1,6 @@
 // `npx sparkform <command>`: the project's own CLI. One module per command under commands/,
 // each exporting `usage` and `run(argv)`; errors are printed by errors.ts alone.
-import { printError } from "./errors";
+import { exitAfterOutput, printError } from "./errors";
 
 interface Command {
   readonly summary: string;
@@ -63,7 +63,15 @@ async function main(argv: string[]): Promise<number> {
   }
 }
 
-main(process.argv.slice(2)).then(
-  (code) => process.exit(code),
-  (err: unknown) => process.exit(printError("", err)),
+// A reader that closes the pipe early (`sparkform status --json | head -1`) is no error of the
+// command's: stop quietly, as a tool ended by SIGPIPE does (exit status 128 + 13).
+for (const stream of [process.stdout, process.stderr]) {
+  stream.on("error", (err: NodeJS.ErrnoException) => {
+    if (err.code !== "EPIPE") throw err;
+    process.exit(141);
+  });
+}
+
+main(process.argv.slice(2)).then(exitAfterOutput, (err: unknown) =>
+  exitAfterOutput(printError("", err)),
 );
