@@ -3,39 +3,76 @@
 import { exitAfterOutput, printError } from "./errors";
 
 interface Command {
-  readonly summary: string;
   readonly usage: string;
   run(argv: string[]): Promise<number>;
 }
 
-function load(file: string): Command {
-  // eslint-disable-next-line @typescript-eslint/no-require-imports -- tsx's require hook compiles it
-  return require(`./commands/${file}`) as Command;
+interface Entry {
+  /** The line `sparkform --help` prints: here, so the listing loads no command module. */
+  readonly summary: string;
+  readonly load: () => Command;
 }
 
-// Loaded on demand: a command pays only for its own imports (all of them together cost
-// seconds of start-up on a busy machine, which `doctor` and `worker` users feel every call).
-const commands: Record<string, () => Command> = {
-  local: () => load("local"),
-  sync: () => load("sync"),
-  run: () => load("run"),
-  worker: () => load("worker"),
-  server: () => load("server"),
-  sim: () => load("sim"),
-  "llama-source": () => load("llama-source"),
-  check: () => load("check"),
-  report: () => load("report"),
-  status: () => load("status"),
-  doctor: () => load("doctor"),
-  endpoint: () => load("endpoint"),
+// Loaded on demand, each by a require of its own (which the bundle keeps lazy): a command pays
+// only for its own imports, and `--help` for none.
+/* eslint-disable @typescript-eslint/no-require-imports -- lazy loading is the point */
+export const commands: Record<string, Entry> = {
+  local: {
+    summary: "the main job: the simulated pair up, then `pulumi up` of the local stack",
+    load: () => require("./commands/local") as Command,
+  },
+  sync: {
+    summary: "push the working tree to every node and prove it by digest",
+    load: () => require("./commands/sync") as Command,
+  },
+  run: {
+    summary: "run a command on a node in the synced tree, under the build contract",
+    load: () => require("./commands/run") as Command,
+  },
+  worker: {
+    summary: "start, stop, restart or look at a worker node's ggml-rpc-server",
+    load: () => require("./commands/worker") as Command,
+  },
+  server: {
+    summary: "the stack's llama-server: its log, or its unit, health and placement",
+    load: () => require("./commands/server") as Command,
+  },
+  sim: {
+    summary: "the simulated cluster: up, status, down, stop, start, link, exec, info",
+    load: () => require("./commands/sim") as Command,
+  },
+  "llama-source": {
+    summary: "extract the pinned llama.cpp source (node-llama-cpp's bundle) into <dir>",
+    load: () => require("./commands/llama-source") as Command,
+  },
+  check: {
+    summary: "check evidence: `check nccl-log <file>` (an NCCL_DEBUG=INFO log; 0 pass, 1 fail)",
+    load: () => require("./commands/check") as Command,
+  },
+  report: {
+    summary: "write the fabric report (markdown + topology SVG/PNG) from a stack",
+    load: () => require("./commands/report") as Command,
+  },
+  status: {
+    summary: "what the stack holds: nodes, digests, model, fabric, workers, serving",
+    load: () => require("./commands/status") as Command,
+  },
+  doctor: {
+    summary: "preflight: control node, config, policies, every node (read-only)",
+    load: () => require("./commands/doctor") as Command,
+  },
+  endpoint: {
+    summary: "the stack's OpenAI-compatible endpoint on this machine, through ssh",
+    load: () => require("./commands/endpoint") as Command,
+  },
 };
+/* eslint-enable @typescript-eslint/no-require-imports */
 
-function usage(): string {
+export function usage(): string {
   const width = Math.max(...Object.keys(commands).map((c) => c.length));
-  const loaded = Object.entries(commands).map(([name, get]) => [name, get()] as const);
   return [
     "usage: sparkform <command> [options]",
-    ...loaded.map(([name, c]) => `  ${name.padEnd(width)}  ${c.summary}`),
+    ...Object.entries(commands).map(([name, c]) => `  ${name.padEnd(width)}  ${c.summary}`),
     "`sparkform <command> --help` for a command's options.",
   ].join("\n");
 }
@@ -46,12 +83,12 @@ async function main(argv: string[]): Promise<number> {
     process.stdout.write(`${usage()}\n`);
     return name === undefined ? 2 : 0;
   }
-  const get = Object.hasOwn(commands, name) ? commands[name] : undefined;
-  if (!get) {
+  const entry = Object.hasOwn(commands, name) ? commands[name] : undefined;
+  if (!entry) {
     process.stderr.write(`sparkform: unknown command ${JSON.stringify(name)}\n${usage()}\n`);
     return 2;
   }
-  const command = get();
+  const command = entry.load();
   if (rest[0] === "--help" || rest[0] === "-h") {
     process.stdout.write(`${command.usage}\n`);
     return 0;
@@ -63,15 +100,15 @@ async function main(argv: string[]): Promise<number> {
   }
 }
 
-// A reader that closes the pipe early (`sparkform status --json | head -1`) is no error of the
-// command's: stop quietly, as a tool ended by SIGPIPE does (exit status 128 + 13).
-for (const stream of [process.stdout, process.stderr]) {
-  stream.on("error", (err: NodeJS.ErrnoException) => {
-    if (err.code !== "EPIPE") throw err;
-    process.exit(141);
-  });
+/** Run the CLI on `argv` and end the process with its exit code (bin/sparkform.js calls it). */
+export function cli(argv: string[]): void {
+  // A reader that closes the pipe early (`sparkform status --json | head -1`) is no error of
+  // the command's: stop quietly, as a tool ended by SIGPIPE does (exit status 128 + 13).
+  for (const stream of [process.stdout, process.stderr]) {
+    stream.on("error", (err: NodeJS.ErrnoException) => {
+      if (err.code !== "EPIPE") throw err;
+      process.exit(141);
+    });
+  }
+  main(argv).then(exitAfterOutput, (err: unknown) => exitAfterOutput(printError("", err)));
 }
-
-main(process.argv.slice(2)).then(exitAfterOutput, (err: unknown) =>
-  exitAfterOutput(printError("", err)),
-);

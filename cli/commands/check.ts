@@ -8,8 +8,6 @@ import { parseArgs } from "node:util";
 import { checkNcclLog } from "../../components/fabric/nccl";
 import { out, terminalSafe, UsageError } from "../errors";
 
-export const summary =
-  "check evidence: `check nccl-log <file>` (an NCCL_DEBUG=INFO log; 0 pass, 1 fail)";
 export const usage = `usage: sparkform check nccl-log <file>   (- reads stdin)
   exit 0: NCCL is on NET/IB (via NET/IB > 0, no via NET/Socket)
   exit 1: NET/Socket, NET/IB : No device found, or no NCCL channel lines; the message says the fix

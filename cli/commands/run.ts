@@ -17,7 +17,6 @@ import {
 import { UsageError } from "../errors";
 import { readStack, type StackView } from "../stack";
 
-export const summary = "run a command on a node in the synced tree, under the build contract";
 export const usage = `usage: sparkform run <node> [--stack S] [--big-cores] [--env K=V]... [--login] [--print] -- <command> [args...]
   --stack S      the stack (default: the selected one)
   --big-cores    pin to the node's performance cores from its fact sheet (taskset; GB10: 5-9,15-19)

@@ -14,7 +14,6 @@ import { openNode } from "../../components/transport/ssh";
 import { out, terminalSafe, UsageError } from "../errors";
 import { readStack, type StackView } from "../stack";
 
-export const summary = "the stack's llama-server: its log, or its unit, health and placement";
 export const usage = `usage: sparkform server logs [N] [--stack S]
        sparkform server status [--stack S] [--json]
   logs      the last N lines of the server's log on its node (default 100)

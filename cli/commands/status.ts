@@ -9,7 +9,6 @@ import { out } from "../errors";
 import { pulumiJson } from "../stack";
 import { summaryLines } from "../summary";
 
-export const summary = "what the stack holds: nodes, digests, model, fabric, workers, serving";
 export const usage = `usage: sparkform status [--stack S] [--json]
   --stack S   the stack (default: the selected one)
   --json      the stack's outputs as JSON instead (what the summary is made from)`;
