@@ -4,6 +4,7 @@
 // Without a bundle it can build (esbuild missing, an unwritable checkout), it runs the
 // TypeScript itself through tsx, as before bundling: slower, never wrong.
 "use strict";
+const path = require("node:path");
 const { build, freshBundle } = require("./bundle");
 
 function fromSource(why) {
@@ -15,7 +16,8 @@ function fromSource(why) {
   require("../cli/main.ts").cli(process.argv.slice(2));
 }
 
-const run = (file) => require(file).cli(process.argv.slice(2));
+// The bundle's name says which build runs: the stack cache keeps parsed config per build.
+const run = (file) => require(file).cli(process.argv.slice(2), path.basename(file, ".js"));
 const bundle = freshBundle();
 if (bundle) run(bundle);
 else

@@ -1,6 +1,7 @@
 // `npx sparkform <command>`: the project's own CLI. One module per command under commands/,
 // each exporting `usage` and `run(argv)`; errors are printed by errors.ts alone.
 import { exitAfterOutput, printError } from "./errors";
+import { setCliBuild } from "./stack-cache";
 
 interface Command {
   readonly usage: string;
@@ -100,8 +101,12 @@ async function main(argv: string[]): Promise<number> {
   }
 }
 
-/** Run the CLI on `argv` and end the process with its exit code (bin/sparkform.js calls it). */
-export function cli(argv: string[]): void {
+/**
+ * Run the CLI on `argv` and end the process with its exit code. bin/sparkform.js calls it, with
+ * the name of the bundle it runs (`build`), or without one when it runs the sources.
+ */
+export function cli(argv: string[], build?: string): void {
+  setCliBuild(build);
   // A reader that closes the pipe early (`sparkform status --json | head -1`) is no error of
   // the command's: stop quietly, as a tool ended by SIGPIPE does (exit status 128 + 13).
   for (const stream of [process.stdout, process.stderr]) {

@@ -1,13 +1,18 @@
 // What the CLI prints of a node's output, through the real transport with an `ssh` stand-in
-// first on PATH: a server log's escapes made inert (issue 22 item 13).
+// first on PATH: a server log's escapes made inert (issue 22 item 13), and `run`'s and
+// `status --json`'s output whole through a pipe to a slow reader (item 12), in a real CLI
+// process reading its stack from the stack cache (cli/stack-cache.ts).
+import { spawnSync } from "node:child_process";
 import * as fs from "node:fs";
 import * as os from "node:os";
 import * as path from "node:path";
 import { afterAll, afterEach, beforeAll, describe, expect, it, vi } from "vitest";
 import type { StackView } from "../../cli/stack";
+import { cached, configKey, outputsKey, setCliBuild } from "../../cli/stack-cache";
 import { parseStackConfig, sshTarget, type StackConfigData } from "../../components/config";
 import { closeAll } from "../../components/transport/ssh";
 
+const repoRoot = path.join(__dirname, "..", "..");
 const HOST_KEY = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIHotKQgqqiemTGB/6SmyM/G48iZRmJFDHA58qr3L3Kc3";
 const work = fs.mkdtempSync(path.join(os.tmpdir(), "cli-node-output-"));
 const fakeBin = path.join(work, "bin");
@@ -75,5 +80,75 @@ describe("server logs (issue 22 item 13)", () => {
       "srv  load: model loaded\n" +
         "\\u001b]0;owned\\u0007\\u001b[2J\\u001b[1;1Hhealth ok\\u000dOK\\u009b2K\n",
     );
+  });
+});
+
+describe("a node's output through a pipe, from a real CLI process (issue 22 item 12)", () => {
+  const stack = `pipe-${process.pid}`;
+  const env: NodeJS.ProcessEnv = {
+    ...process.env,
+    PATH: `${fakeBin}:${savedPath ?? ""}`,
+    SPARKFORM_STATE_DIR: path.join(work, "state"),
+  };
+  delete env.PULUMI_BACKEND_URL;
+  // ~1.2 MB of lines, the last without a newline of its own.
+  const lines = Array.from({ length: 20_000 }, (_, i) => `line ${i} ${"x".repeat(50)}`);
+  const outputs = { facts: {}, big: "y".repeat(1_000_000) };
+
+  beforeAll(async () => {
+    // eslint-disable-next-line @typescript-eslint/no-require-imports -- bin/ is CommonJS
+    const bundle = require("../../bin/bundle") as {
+      freshBundle(): string | undefined;
+      build(): Promise<string>;
+    };
+    const file = bundle.freshBundle() ?? (await bundle.build());
+    // The stack as the CLI reads it from its cache: the same keys, computed here.
+    const saved = process.env.SPARKFORM_STATE_DIR;
+    process.env.SPARKFORM_STATE_DIR = env.SPARKFORM_STATE_DIR as string;
+    const backend = process.env.PULUMI_BACKEND_URL;
+    delete process.env.PULUMI_BACKEND_URL;
+    try {
+      setCliBuild(path.basename(file, ".js"));
+      cached(configKey(stack), () => ({
+        config,
+        targets: { "spark-1": target },
+        privateKey: false,
+      }));
+      cached(outputsKey(stack), () => outputs);
+    } finally {
+      setCliBuild(undefined);
+      process.env.SPARKFORM_STATE_DIR = saved;
+      if (backend !== undefined) process.env.PULUMI_BACKEND_URL = backend;
+    }
+  }, 120_000);
+
+  const q = (s: string) => `'${s.replace(/'/g, `'\\''`)}'`;
+  function throughPipe(args: string[]) {
+    const piped = path.join(work, "piped");
+    const r = spawnSync(
+      "bash",
+      [
+        "-c",
+        `${[process.execPath, path.join(repoRoot, "bin", "sparkform.js"), ...args].map(q).join(" ")} | { sleep 0.5; cat > ${q(piped)}; }; echo "\${PIPESTATUS[0]}"`,
+      ],
+      { encoding: "utf8", env, cwd: repoRoot },
+    );
+    return { status: Number(r.stdout.trim()), stderr: r.stderr, piped: fs.readFileSync(piped) };
+  }
+
+  it("`run`: the remote command's output arrives whole", () => {
+    fs.writeFileSync(remoteOut, lines.join("\n"));
+    const r = throughPipe(["run", "spark-1", "--stack", stack, "--", "cat", "big"]);
+    expect(r.stderr).toBe("");
+    expect(r.piped.length).toBe(Buffer.byteLength(`${lines.join("\n")}\n`));
+    expect(r.piped.toString()).toBe(`${lines.join("\n")}\n`);
+    expect(r.status).toBe(0);
+  });
+
+  it("`status --json`: the outputs arrive whole", () => {
+    const r = throughPipe(["status", "--json", "--stack", stack]);
+    expect(r.stderr).toBe("");
+    expect(r.piped.toString()).toBe(`${JSON.stringify(outputs, null, 2)}\n`);
+    expect(r.status).toBe(0);
   });
 });
