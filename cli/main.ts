@@ -17,55 +17,49 @@ interface Entry {
 // Loaded on demand, each by a require of its own (which the bundle keeps lazy): a command pays
 // only for its own imports, and `--help` for none.
 /* eslint-disable @typescript-eslint/no-require-imports -- lazy loading is the point */
+const entry = (summary: string, load: () => unknown): Entry => ({
+  summary,
+  load: load as () => Command,
+});
 export const commands: Record<string, Entry> = {
-  local: {
-    summary: "the main job: the simulated pair up, then `pulumi up` of the local stack",
-    load: () => require("./commands/local") as Command,
-  },
-  sync: {
-    summary: "push the working tree to every node and prove it by digest",
-    load: () => require("./commands/sync") as Command,
-  },
-  run: {
-    summary: "run a command on a node in the synced tree, under the build contract",
-    load: () => require("./commands/run") as Command,
-  },
-  worker: {
-    summary: "start, stop, restart or look at a worker node's ggml-rpc-server",
-    load: () => require("./commands/worker") as Command,
-  },
-  server: {
-    summary: "the stack's llama-server: its log, or its unit, health and placement",
-    load: () => require("./commands/server") as Command,
-  },
-  sim: {
-    summary: "the simulated cluster: up, status, down, stop, start, link, exec, info",
-    load: () => require("./commands/sim") as Command,
-  },
-  "llama-source": {
-    summary: "extract the pinned llama.cpp source (node-llama-cpp's bundle) into <dir>",
-    load: () => require("./commands/llama-source") as Command,
-  },
-  check: {
-    summary: "check evidence: `check nccl-log <file>` (an NCCL_DEBUG=INFO log; 0 pass, 1 fail)",
-    load: () => require("./commands/check") as Command,
-  },
-  report: {
-    summary: "write the fabric report (markdown + topology SVG/PNG) from a stack",
-    load: () => require("./commands/report") as Command,
-  },
-  status: {
-    summary: "what the stack holds: nodes, digests, model, fabric, workers, serving",
-    load: () => require("./commands/status") as Command,
-  },
-  doctor: {
-    summary: "preflight: control node, config, policies, every node (read-only)",
-    load: () => require("./commands/doctor") as Command,
-  },
-  endpoint: {
-    summary: "the stack's OpenAI-compatible endpoint on this machine, through ssh",
-    load: () => require("./commands/endpoint") as Command,
-  },
+  local: entry("the main job: the simulated pair up, then `pulumi up` of the local stack", () =>
+    require("./commands/local"),
+  ),
+  sync: entry("push the working tree to every node and prove it by digest", () =>
+    require("./commands/sync"),
+  ),
+  run: entry("run a command on a node in the synced tree, under the build contract", () =>
+    require("./commands/run"),
+  ),
+  worker: entry("start, stop, restart or look at a worker node's ggml-rpc-server", () =>
+    require("./commands/worker"),
+  ),
+  server: entry("the stack's llama-server: its log, or its unit, health and placement", () =>
+    require("./commands/server"),
+  ),
+  sim: entry("the simulated cluster: up, status, down, stop, start, link, exec, info", () =>
+    require("./commands/sim"),
+  ),
+  "llama-source": entry(
+    "extract the pinned llama.cpp source (node-llama-cpp's bundle) into <dir>",
+    () => require("./commands/llama-source"),
+  ),
+  check: entry(
+    "check evidence: `check nccl-log <file>` (an NCCL_DEBUG=INFO log; 0 pass, 1 fail)",
+    () => require("./commands/check"),
+  ),
+  report: entry("write the fabric report (markdown + topology SVG/PNG) from a stack", () =>
+    require("./commands/report"),
+  ),
+  status: entry("what the stack holds: nodes, digests, model, fabric, workers, serving", () =>
+    require("./commands/status"),
+  ),
+  doctor: entry("preflight: control node, config, policies, every node (read-only)", () =>
+    require("./commands/doctor"),
+  ),
+  endpoint: entry("the stack's OpenAI-compatible endpoint on this machine, through ssh", () =>
+    require("./commands/endpoint"),
+  ),
 };
 /* eslint-enable @typescript-eslint/no-require-imports */
 
