@@ -5,7 +5,7 @@
 // TypeScript itself through tsx, as before bundling: slower, never wrong.
 "use strict";
 const path = require("node:path");
-const { build, freshBundle } = require("./bundle");
+const { build, freshBundle, load } = require("./bundle");
 
 function fromSource(why) {
   process.stderr.write(`sparkform: ${why}; running from the TypeScript sources (slower)\n`);
@@ -16,8 +16,12 @@ function fromSource(why) {
   require("../cli/main.ts").cli(process.argv.slice(2));
 }
 
-// The bundle's name says which build runs: the stack cache keeps parsed config per build.
-const run = (file) => require(file).cli(process.argv.slice(2), path.basename(file, ".js"));
+// The bundle's name says which build runs: the stack cache keeps parsed config per build. Each
+// command has its own code cache, kept only under a command's name (a typo writes none).
+const argv = process.argv.slice(2);
+const key = /^[a-z][a-z-]{0,15}$/.test(argv[0] ?? "") ? argv[0] : "main";
+const isCommand = (cli) => key === "main" || Object.hasOwn(cli.commands, key);
+const run = (file) => load(file, key, isCommand).cli(argv, path.basename(file, ".js"));
 const bundle = freshBundle();
 if (bundle) run(bundle);
 else

@@ -1,7 +1,7 @@
 // The CLI bundle (bin/bundle.js, issue 25 goal 1): stale as soon as any input changes (an edit
 // that keeps size and mtime, a file added beside the sources), each module's __dirname its own,
-// and the real CLI's bundle loading no command module for `--help` and neither @pulumi/pulumi
-// nor the stack schema for `run`'s cached path.
+// the real CLI's bundle loading no command module for `--help` and no @pulumi package for the
+// commands of the loop, and a V8 code cache per command.
 import { spawnSync } from "node:child_process";
 import * as fs from "node:fs";
 import * as os from "node:os";
@@ -131,5 +131,21 @@ describe("the CLI's bundle", () => {
         usage: "sparkform",
       });
     }
+  });
+
+  it("keeps a V8 code cache per command after its first run, and none for a typo", () => {
+    const stem = file.slice(0, -".js".length);
+    for (const f of [`${stem}.llama-source.v8cache`, `${stem}.lama-source.v8cache`])
+      fs.rmSync(f, { force: true });
+    const cli = (...args: string[]) =>
+      spawnSync(process.execPath, [path.join(repoRoot, "bin", "sparkform.js"), ...args], {
+        encoding: "utf8",
+        cwd: repoRoot,
+      });
+    expect(cli("llama-source", "--help").stdout).toMatch(/^usage: sparkform llama-source/);
+    expect(fs.existsSync(`${stem}.llama-source.v8cache`)).toBe(true);
+    expect(cli("llama-source", "--help").stdout).toMatch(/^usage: sparkform llama-source/);
+    expect(cli("lama-source").status).toBe(2);
+    expect(fs.existsSync(`${stem}.lama-source.v8cache`)).toBe(false);
   });
 });
