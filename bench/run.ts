@@ -7,6 +7,7 @@ import * as path from "node:path";
 import { parseArgs } from "node:util";
 import { format } from "prettier";
 import { pulumiBinary, pulumiEnv, repoRoot } from "../setup/pulumi/env";
+import { CLI_ITEMS, cliMarkdown, runCli } from "./cli";
 import { COMMANDS, type NoopCommand, noopMarkdown, runNoop } from "./noop";
 import { byRole, peakRss } from "./memory";
 import { modelBytesMarkdown, runModelBytes } from "./model-bytes";
@@ -15,11 +16,12 @@ import { load1, machine } from "./stats";
 import { SIM_ITEMS, runSimItems } from "./sim-items";
 import { policyPackArgs } from "../setup/pulumi/policy";
 
-const ITEMS = ["noop", "memory", "model-bytes", "serving", ...SIM_ITEMS] as const;
-const USAGE = `usage: npm run bench -- [--only ${ITEMS.join(",")}] [--runs N] [--stack S] [--base DIR] [--commands preview,refresh,up]
+const ITEMS = ["noop", "memory", "model-bytes", "serving", ...SIM_ITEMS, ...CLI_ITEMS] as const;
+const USAGE = `usage: npm run bench -- [--only ${ITEMS.join(",")}] [--runs N] [--stack S] [--node N] [--base DIR] [--commands preview,refresh,up]
   --only      items to run (default: all)
   --runs      interleaved rounds per item (default 5)
   --stack     the converged stack to measure (default local; npm run local makes it)
+  --node      the node \`run\` and the fresh ssh go to (cli, run; default spark-1)
   --base      a checkout of the code before a change, run on the same stack in the same rounds
   --edit-file also time preview right after appending a comment to this file (e.g. components/stage.ts)
   --out       results directory (default bench/results)`;
@@ -30,6 +32,7 @@ async function main(): Promise<number> {
       only: { type: "string" },
       runs: { type: "string", default: "5" },
       stack: { type: "string", default: "local" },
+      node: { type: "string", default: "spark-1" },
       base: { type: "string" },
       commands: { type: "string", default: COMMANDS.join(",") },
       out: { type: "string", default: path.join(repoRoot, "bench", "results") },
@@ -122,6 +125,19 @@ async function main(): Promise<number> {
     const r = runSimItems(only, { runs, out: values.out, prefix, log });
     Object.assign(results, r.results);
     md.push(...r.md);
+  }
+  const cliItems = only.filter((i) => (CLI_ITEMS as readonly string[]).includes(i));
+  if (cliItems.length > 0) {
+    const r = runCli({
+      items: cliItems,
+      stack: values.stack,
+      node: values.node,
+      runs,
+      base: values.base,
+      log,
+    });
+    results.cli = r;
+    md.push("## Issue 25: the CLI's start and `run` against a fresh ssh", "", cliMarkdown(r));
   }
   const loadEnd = load1();
   const date = started.toISOString().slice(0, 10);

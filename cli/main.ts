@@ -1,41 +1,73 @@
 // `npx sparkform <command>`: the project's own CLI. One module per command under commands/,
 // each exporting `usage` and `run(argv)`; errors are printed by errors.ts alone.
-import { printError } from "./errors";
+import { exitAfterOutput, printError } from "./errors";
+import { setCliBuild } from "./stack-cache";
 
 interface Command {
-  readonly summary: string;
   readonly usage: string;
   run(argv: string[]): Promise<number>;
 }
 
-function load(file: string): Command {
-  // eslint-disable-next-line @typescript-eslint/no-require-imports -- tsx's require hook compiles it
-  return require(`./commands/${file}`) as Command;
+interface Entry {
+  /** The line `sparkform --help` prints: here, so the listing loads no command module. */
+  readonly summary: string;
+  readonly load: () => Command;
 }
 
-// Loaded on demand: a command pays only for its own imports (all of them together cost
-// seconds of start-up on a busy machine, which `doctor` and `worker` users feel every call).
-const commands: Record<string, () => Command> = {
-  local: () => load("local"),
-  sync: () => load("sync"),
-  run: () => load("run"),
-  worker: () => load("worker"),
-  server: () => load("server"),
-  sim: () => load("sim"),
-  "llama-source": () => load("llama-source"),
-  check: () => load("check"),
-  report: () => load("report"),
-  status: () => load("status"),
-  doctor: () => load("doctor"),
-  endpoint: () => load("endpoint"),
+// Loaded on demand, each by a require of its own (which the bundle keeps lazy): a command pays
+// only for its own imports, and `--help` for none.
+/* eslint-disable @typescript-eslint/no-require-imports -- lazy loading is the point */
+const entry = (summary: string, load: () => unknown): Entry => ({
+  summary,
+  load: load as () => Command,
+});
+export const commands: Record<string, Entry> = {
+  local: entry("the main job: the simulated pair up, then `pulumi up` of the local stack", () =>
+    require("./commands/local"),
+  ),
+  sync: entry("push the working tree to every node and prove it by digest", () =>
+    require("./commands/sync"),
+  ),
+  run: entry("run a command on a node in the synced tree, under the build contract", () =>
+    require("./commands/run"),
+  ),
+  worker: entry("start, stop, restart or look at a worker node's ggml-rpc-server", () =>
+    require("./commands/worker"),
+  ),
+  server: entry("the stack's llama-server: its log, or its unit, health and placement", () =>
+    require("./commands/server"),
+  ),
+  sim: entry("the simulated cluster: up, status, down, stop, start, link, exec, info", () =>
+    require("./commands/sim"),
+  ),
+  "llama-source": entry(
+    "extract the pinned llama.cpp source (node-llama-cpp's bundle) into <dir>",
+    () => require("./commands/llama-source"),
+  ),
+  check: entry(
+    "check evidence: `check nccl-log <file>` (an NCCL_DEBUG=INFO log; 0 pass, 1 fail)",
+    () => require("./commands/check"),
+  ),
+  report: entry("write the fabric report (markdown + topology SVG/PNG) from a stack", () =>
+    require("./commands/report"),
+  ),
+  status: entry("what the stack holds: nodes, digests, model, fabric, workers, serving", () =>
+    require("./commands/status"),
+  ),
+  doctor: entry("preflight: control node, config, policies, every node (read-only)", () =>
+    require("./commands/doctor"),
+  ),
+  endpoint: entry("the stack's OpenAI-compatible endpoint on this machine, through ssh", () =>
+    require("./commands/endpoint"),
+  ),
 };
+/* eslint-enable @typescript-eslint/no-require-imports */
 
-function usage(): string {
+export function usage(): string {
   const width = Math.max(...Object.keys(commands).map((c) => c.length));
-  const loaded = Object.entries(commands).map(([name, get]) => [name, get()] as const);
   return [
     "usage: sparkform <command> [options]",
-    ...loaded.map(([name, c]) => `  ${name.padEnd(width)}  ${c.summary}`),
+    ...Object.entries(commands).map(([name, c]) => `  ${name.padEnd(width)}  ${c.summary}`),
     "`sparkform <command> --help` for a command's options.",
   ].join("\n");
 }
@@ -46,12 +78,12 @@ async function main(argv: string[]): Promise<number> {
     process.stdout.write(`${usage()}\n`);
     return name === undefined ? 2 : 0;
   }
-  const get = Object.hasOwn(commands, name) ? commands[name] : undefined;
-  if (!get) {
+  const entry = Object.hasOwn(commands, name) ? commands[name] : undefined;
+  if (!entry) {
     process.stderr.write(`sparkform: unknown command ${JSON.stringify(name)}\n${usage()}\n`);
     return 2;
   }
-  const command = get();
+  const command = entry.load();
   if (rest[0] === "--help" || rest[0] === "-h") {
     process.stdout.write(`${command.usage}\n`);
     return 0;
@@ -63,7 +95,19 @@ async function main(argv: string[]): Promise<number> {
   }
 }
 
-main(process.argv.slice(2)).then(
-  (code) => process.exit(code),
-  (err: unknown) => process.exit(printError("", err)),
-);
+/**
+ * Run the CLI on `argv` and end the process with its exit code. bin/sparkform.js calls it, with
+ * the name of the bundle it runs (`build`), or without one when it runs the sources.
+ */
+export function cli(argv: string[], build?: string): void {
+  setCliBuild(build);
+  // A reader that closes the pipe early (`sparkform status --json | head -1`) is no error of
+  // the command's: stop quietly, as a tool ended by SIGPIPE does (exit status 128 + 13).
+  for (const stream of [process.stdout, process.stderr]) {
+    stream.on("error", (err: NodeJS.ErrnoException) => {
+      if (err.code !== "EPIPE") throw err;
+      process.exit(141);
+    });
+  }
+  main(argv).then(exitAfterOutput, (err: unknown) => exitAfterOutput(printError("", err)));
+}

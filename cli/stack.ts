@@ -2,10 +2,18 @@
 // schema the program uses) and its outputs, read with the pulumi CLI that setup chose. The
 // secrets are read to connect and never printed; they reach ssh as a 0600 key file, as in the
 // providers.
+//
+// Each read through the pulumi CLI is a process (~0.3-1 s: `pulumi config --show-secrets`
+// decrypts, `pulumi stack output` loads the state), and `sparkform run` needs both. So what a
+// read returned is kept under .sparkform/cache/ and used again while nothing it came from has
+// changed (stack-cache.ts says what that is). The cache holds no secret: only which secrets are
+// set, and those are read through pulumi when a command needs them.
 import { spawnSync } from "node:child_process";
-import { parseStackConfig, type StackConfigData, sshTarget } from "../components/config";
+import { statSync } from "node:fs";
+import type { StackConfigData } from "../components/config";
 import type { SshTarget } from "../components/transport/ssh";
 import { pulumiBinary, pulumiEnv, repoRoot } from "../setup/pulumi/env";
+import { cached, configKey, outputsKey, selectedStackName } from "./stack-cache";
 
 export interface StackView {
   /** The stack's name as given, or the selected stack. */
@@ -35,11 +43,24 @@ export function pulumiJson(args: string[], what: string, cwd = repoRoot): unknow
   return JSON.parse(r.stdout) as unknown;
 }
 
-/**
- * Read stack `name` (default: the selected stack) from the project's backend; `projectDir` is
- * the Pulumi project's directory (default: this checkout).
- */
-export function readStack(name: string | undefined, projectDir = repoRoot): StackView {
+function isDirectory(p: string): boolean {
+  try {
+    return statSync(p).isDirectory();
+  } catch {
+    return false;
+  }
+}
+
+/** The stack's configuration as parsed, plus what a command needs to connect without reparsing. */
+interface ConfigRead {
+  readonly config: StackConfigData;
+  /** Per node, how the control node reaches it (no private key: see `privateKey`). */
+  readonly targets: Record<string, SshTarget>;
+  /** Whether `sparkform:privateKey` is set (its text stays in the stack, encrypted). */
+  readonly privateKey: boolean;
+}
+
+function readConfig(name: string | undefined, projectDir: string): ConfigRead {
   const s = name ? ["-s", name] : [];
   const entries = pulumiJson(
     ["config", "--show-secrets", ...s],
@@ -51,24 +72,72 @@ export function readStack(name: string | undefined, projectDir = repoRoot): Stac
     if (!key.startsWith("sparkform:")) continue;
     raw[key.slice("sparkform:".length)] = v.objectValue ?? v.value;
   }
+  // The schema and its zod only here, on a read through pulumi: a cached read needs neither.
+  const { parseStackConfig, sshTarget } =
+    // eslint-disable-next-line @typescript-eslint/no-require-imports -- loaded on demand
+    require("../components/config") as typeof import("../components/config");
   const config = parseStackConfig(raw, { projectDir: repoRoot });
-  const privateKey = typeof raw.privateKey === "string" ? raw.privateKey : undefined;
-  const outputs = pulumiJson(["stack", "output", ...s], "outputs", projectDir) as Record<
-    string,
-    unknown
-  >;
+  return {
+    config,
+    targets: Object.fromEntries(config.nodes.map((n) => [n.name, sshTarget(n, config)])),
+    privateKey: typeof raw.privateKey === "string" && raw.privateKey !== "",
+  };
+}
+
+/** `sparkform:privateKey`'s text, read when a command connects (never cached). */
+function readPrivateKey(name: string | undefined, projectDir: string): string {
+  const s = name ? ["-s", name] : [];
+  const { value } = pulumiJson(
+    ["config", "get", "sparkform:privateKey", ...s],
+    "private key",
+    projectDir,
+  ) as { value?: unknown };
+  if (typeof value !== "string") throw new Error("sparkform:privateKey is not text: set it again");
+  return value;
+}
+
+/** `pulumi stack output --json` of stack `name` (default: the selected one), cached. */
+export function readOutputs(
+  name: string | undefined,
+  projectDir = repoRoot,
+): Record<string, unknown> {
+  const stack = name ?? selectedStackName(projectDir);
+  const read = () =>
+    pulumiJson(
+      ["stack", "output", ...(stack ? ["-s", stack] : [])],
+      "outputs",
+      projectDir,
+    ) as Record<string, unknown>;
+  return stack ? cached(outputsKey(stack, projectDir), read) : read();
+}
+
+/**
+ * Read stack `name` (default: the selected stack) from the project's backend; `projectDir` is
+ * the Pulumi project's directory (default: this checkout).
+ */
+export function readStack(name: string | undefined, projectDir = repoRoot): StackView {
+  const stack = name ?? selectedStackName(projectDir);
+  const readC = () => readConfig(stack, projectDir);
+  let read = stack ? cached(configKey(stack, projectDir), readC) : readC();
+  // The one check of the parse that looks at the control node: a tree source gone since then
+  // is read again, so the schema's error says so.
+  if (read.config.tree && !isDirectory(read.config.tree.source)) read = readC();
+  const { config, targets, privateKey } = read;
+  const outputs = readOutputs(stack, projectDir);
+  let key: string | undefined;
   return {
     name,
     config,
     outputs,
     target(node) {
-      const n = config.nodes.find((x) => x.name === node);
-      if (!n) {
+      const t = Object.hasOwn(targets, node) ? targets[node] : undefined;
+      if (!t) {
         throw new Error(
           `${JSON.stringify(node)} is not a node of this stack (${config.nodes.map((x) => x.name).join(", ")})`,
         );
       }
-      return { ...sshTarget(n, config), ...(privateKey ? { privateKey } : {}) };
+      if (privateKey) key ??= readPrivateKey(stack, projectDir);
+      return { ...t, ...(key !== undefined ? { privateKey: key } : {}) };
     },
   };
 }

@@ -4,7 +4,6 @@ import { parseArgs } from "node:util";
 import { extractLlamaSource } from "../../sim/llama";
 import { out, UsageError } from "../errors";
 
-export const summary = "extract the pinned llama.cpp source (node-llama-cpp's bundle) into <dir>";
 export const usage = "usage: sparkform llama-source <dir>";
 
 export async function run(argv: string[]): Promise<number> {

@@ -9,7 +9,6 @@ import { renderMarkdown, renderSvg, type ReportLink } from "../../components/fab
 import { pulumiBinary, pulumiEnv, repoRoot } from "../../setup/pulumi/env";
 import { out, UsageError } from "../errors";
 
-export const summary = "write the fabric report (markdown + topology SVG/PNG) from a stack";
 export const usage = `usage: sparkform report fabric [--stack S] [--from EXPORT.json] [--out DIR]
   --stack S     the stack to read (default: local); runs \`pulumi stack export\`
   --from FILE   read a saved \`pulumi stack export\` instead

@@ -14,10 +14,9 @@ import {
   type PathEntry,
   type RemoteScript,
 } from "../../components/transport/ssh";
-import { out, UsageError } from "../errors";
+import { UsageError } from "../errors";
 import { readStack, type StackView } from "../stack";
 
-export const summary = "run a command on a node in the synced tree, under the build contract";
 export const usage = `usage: sparkform run <node> [--stack S] [--big-cores] [--env K=V]... [--login] [--print] -- <command> [args...]
   --stack S      the stack (default: the selected one)
   --big-cores    pin to the node's performance cores from its fact sheet (taskset; GB10: 5-9,15-19)
@@ -147,8 +146,12 @@ export async function run(argv: string[]): Promise<number> {
     login: values.login ?? false,
     env,
   });
+  // The command line and the command's output are passed through as they are, not made
+  // terminal-safe (cli/errors.ts) as a log or a node's report is: the user typed the command and
+  // asked to see what it writes, as `ssh node cmd` shows it (colours, progress bars, a pager's
+  // screen), and may redirect it to a file, which must get the command's text unchanged.
   if (values.print) {
-    out(buildRemoteCommand(script).commandLine);
+    process.stdout.write(`${buildRemoteCommand(script).commandLine}\n`);
     return 0;
   }
   const r = await openNode(view.target(node)).run(script, {

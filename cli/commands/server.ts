@@ -11,10 +11,9 @@ import {
   serverUnit,
 } from "../../components/serving/server-plan";
 import { openNode } from "../../components/transport/ssh";
-import { out, UsageError } from "../errors";
+import { out, terminalSafe, UsageError } from "../errors";
 import { readStack, type StackView } from "../stack";
 
-export const summary = "the stack's llama-server: its log, or its unit, health and placement";
 export const usage = `usage: sparkform server logs [N] [--stack S]
        sparkform server status [--stack S] [--json]
   logs      the last N lines of the server's log on its node (default 100)
@@ -46,6 +45,30 @@ export function serverOf(view: Pick<StackView, "outputs" | "config">): ServerVie
   return { node, port, bind, binary: `${build?.installDir ?? ""}/bin/llama-server` };
 }
 
+/**
+ * Print the last `lines` lines of the server's log, line by line as they arrive, each made
+ * terminal-safe: the log holds whatever the server and the model's tokens wrote. tail's own
+ * complaint (no log yet) is printed only when it failed.
+ */
+export async function serverLogs(view: StackView, lines: number): Promise<number> {
+  const s = serverOf(view);
+  const complaint: string[] = [];
+  const r = await openNode(view.target(s.node)).run(
+    {
+      script: 'tail -n "$1" "$HOME/.cache/sparkform/serving/server-$2.log"',
+      args: [String(lines), String(s.port)],
+      display: `tail -n ${lines} ~/.cache/sparkform/serving/server-${s.port}.log`,
+    },
+    {
+      step: `server logs on ${s.node}`,
+      okExitCodes: [0, 1],
+      onLine: (line, stream) => (stream === "stdout" ? out(line) : complaint.push(line)),
+    },
+  );
+  if (r.exitCode !== 0) process.stderr.write(terminalSafe(`${complaint.join("\n")}\n`));
+  return r.exitCode;
+}
+
 export async function run(argv: string[]): Promise<number> {
   const { values, positionals } = parseArgs({
     args: argv,
@@ -56,24 +79,14 @@ export async function run(argv: string[]): Promise<number> {
   const [sub, n] = positionals;
   if (sub !== "logs" && sub !== "status") throw new UsageError("give `logs [N]` or `status`");
   const view = readStack(values.stack);
-  const s = serverOf(view);
-  const node = openNode(view.target(s.node));
   if (sub === "logs") {
     const lines = n === undefined ? 100 : Number(n);
     if (!Number.isInteger(lines) || lines < 1)
       throw new UsageError(`N must be a positive integer, not ${n}`);
-    const r = await node.run(
-      {
-        script: 'tail -n "$1" "$HOME/.cache/sparkform/serving/server-$2.log"',
-        args: [String(lines), String(s.port)],
-        display: `tail -n ${lines} ~/.cache/sparkform/serving/server-${s.port}.log`,
-      },
-      { step: `server logs on ${s.node}`, okExitCodes: [0, 1] },
-    );
-    process.stdout.write(r.stdout);
-    if (r.exitCode !== 0) process.stderr.write(r.stderr);
-    return r.exitCode;
+    return serverLogs(view, lines);
   }
+  const s = serverOf(view);
+  const node = openNode(view.target(s.node));
   const r = await node.run(
     programCommand(SERVER_PROGRAMS.status, {
       args: [String(s.port), s.binary, s.bind],

@@ -1,21 +1,24 @@
 // `sparkform status [--stack S]`: the summary the main job ends with, from the stack's outputs
-// at any time (cli/summary.ts renders it; nothing here connects to a node).
+// at any time (cli/summary.ts renders it; nothing here connects to a node). The outputs come
+// from the stack cache while the state is unchanged (cli/stack-cache.ts).
 import { spawnSync } from "node:child_process";
 import { existsSync } from "node:fs";
 import * as path from "node:path";
 import { parseArgs } from "node:util";
 import { pulumiBinary, pulumiEnv, repoRoot } from "../../setup/pulumi/env";
 import { out } from "../errors";
-import { pulumiJson } from "../stack";
+import { readOutputs } from "../stack";
+import { selectedStackName } from "../stack-cache";
 import { summaryLines } from "../summary";
 
-export const summary = "what the stack holds: nodes, digests, model, fabric, workers, serving";
 export const usage = `usage: sparkform status [--stack S] [--json]
   --stack S   the stack (default: the selected one)
   --json      the stack's outputs as JSON instead (what the summary is made from)`;
 
-/** The selected stack's name (`pulumi stack --show-name`), for the commands the summary names. */
+/** The selected stack's name, for the commands the summary names. */
 function selectedStack(): string {
+  const fromWorkspace = selectedStackName();
+  if (fromWorkspace) return fromWorkspace;
   const r = spawnSync(pulumiBinary(), ["stack", "--show-name"], {
     cwd: repoRoot,
     env: pulumiEnv(),
@@ -37,10 +40,7 @@ export function fabricReportDir(stack: string): string {
 
 /** The summary of `stack`'s outputs, as `status` and the end of `local` print it. */
 export function stackSummary(stack: string): string[] {
-  const outputs = pulumiJson(["stack", "output", "-s", stack], "outputs") as Record<
-    string,
-    unknown
-  >;
+  const outputs = readOutputs(stack);
   const dir = fabricReportDir(stack);
   return summaryLines(outputs, {
     stack,
@@ -58,7 +58,7 @@ export function run(argv: string[]): Promise<number> {
   });
   const stack = values.stack ?? selectedStack();
   if (values.json) {
-    out(JSON.stringify(pulumiJson(["stack", "output", "-s", stack], "outputs"), null, 2));
+    out(JSON.stringify(readOutputs(stack), null, 2));
   } else {
     out(stackSummary(stack).join("\n"));
   }

@@ -4,6 +4,7 @@ import { spawnSync } from "node:child_process";
 import { readFileSync } from "node:fs";
 import * as path from "node:path";
 import type { StackConfigData } from "../../components/config";
+import { childEnv } from "../../components/transport/child-env";
 import { agentAvailable } from "../../components/transport/ssh";
 import { sshCapabilities } from "../../components/transport/ssh-capabilities";
 import { pulumiBinary, readToolchain, repoRoot } from "../../setup/pulumi/env";
@@ -41,8 +42,12 @@ export function nodeVersionFinding(version: string): Finding {
       };
 }
 
+/**
+ * `cmd args` for its version: with the minimal environment every child of sparkform's gets
+ * (child-env.ts), since doctor may run where PULUMI_CONFIG holds decrypted secrets.
+ */
 function probe(cmd: string, args: string[]): { ok: boolean; text: string } {
-  const r = spawnSync(cmd, args, { encoding: "utf8", timeout: 5000 });
+  const r = spawnSync(cmd, args, { encoding: "utf8", timeout: 5000, env: childEnv() });
   return { ok: !r.error && r.status === 0, text: `${r.stdout ?? ""}${r.stderr ?? ""}`.trim() };
 }
 

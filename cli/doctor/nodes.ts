@@ -12,6 +12,7 @@ import { fabricThresholds, linkPairs } from "../../components/fabric/config";
 import { fixtureRdma } from "../../components/fabric/fixture";
 import { liveRdma, portFacts } from "../../components/fabric/ports";
 import { programCommand } from "../../components/native-script";
+import { childEnv } from "../../components/transport/child-env";
 import { parseFacts, type SparkNodeFacts } from "../../components/node/facts";
 import { NodeOutputError, nodeJsonParser } from "../../components/schema/node-json";
 import { openNode, RemoteCommandError, type SshTarget } from "../../components/transport/ssh";
@@ -147,7 +148,8 @@ export function presentedKey(t: SshTarget): string | undefined {
   const r = spawnSync(
     "ssh-keyscan",
     ["-T", String(CONNECT_TIMEOUT_S), "-t", "ed25519", "-p", String(t.port), t.host],
-    { encoding: "utf8", timeout: (CONNECT_TIMEOUT_S + 2) * 1000 },
+    // The minimal environment, as for ssh itself (child-env.ts): no PULUMI_CONFIG, no secrets.
+    { encoding: "utf8", timeout: (CONNECT_TIMEOUT_S + 2) * 1000, env: childEnv() },
   );
   const line = (r.stdout ?? "").split("\n").find((l) => /\sssh-ed25519\s/.test(l));
   const [, type, key] = line?.split(/\s+/) ?? [];

@@ -2,14 +2,14 @@
 // the node checks' judgements from a probe; and the probe itself (cli/doctor/probe.py) run on
 // this machine against a socket this test holds.
 import { execFileSync, spawnSync } from "node:child_process";
-import { mkdtempSync, writeFileSync } from "node:fs";
+import { chmodSync, mkdtempSync, readFileSync, writeFileSync } from "node:fs";
 import * as net from "node:net";
 import { tmpdir } from "node:os";
 import * as path from "node:path";
 import { describe, expect, it } from "vitest";
 import { parseStackConfig } from "../../components/config";
 import { RemoteCommandError } from "../../components/transport/ssh";
-import { agentFinding, nodeVersionFinding } from "../../cli/doctor/control";
+import { agentFinding, controlFindings, nodeVersionFinding } from "../../cli/doctor/control";
 import { EXIT, exitCode, renderFindings, type Finding } from "../../cli/doctor/findings";
 import {
   diskFinding,
@@ -18,6 +18,7 @@ import {
   nodeNeeds,
   parseProbe,
   portFindings,
+  presentedKey,
   reachFinding,
   skewFinding,
   type ProbeResult,
@@ -311,5 +312,40 @@ describe("probe.py, run here", () => {
     expect(() => parseProbe('{"now": "soon"}', "spark-9")).toThrow(
       /probe output from node "spark-9" is invalid at \//,
     );
+  });
+});
+
+describe("doctor's own children (issue 22 item 14)", () => {
+  it("ssh-keyscan and the control node's probes get the minimal environment, no secret", () => {
+    // Stand-ins first on PATH that record the environment they were given.
+    const bin = mkdtempSync(path.join(tmpdir(), "doctor-env-"));
+    const tools = ["ssh-keyscan", "ssh", "rsync", "python3"];
+    for (const tool of tools) {
+      const f = path.join(bin, tool);
+      writeFileSync(f, `#!/bin/sh\nenv > '${bin}/env-${tool}'\necho 'OpenSSH_9.2p1 3.2.7'\n`);
+      chmodSync(f, 0o755);
+    }
+    const saved = { ...process.env };
+    // What a provider process's environment holds: the stack config with secrets decrypted.
+    process.env.PATH = `${bin}:${process.env.PATH ?? ""}`;
+    process.env.PULUMI_CONFIG = '{"sparkform:privateKey":"sekrit-key"}';
+    process.env.AWS_SECRET_ACCESS_KEY = "sekrit-aws";
+    try {
+      presentedKey({ name: "spark-1", host: "127.0.0.1", port: 22, user: "spark", hostKey: KEY1 });
+      controlFindings(undefined);
+    } finally {
+      process.env = saved;
+    }
+    for (const tool of tools) {
+      const env = readFileSync(path.join(bin, `env-${tool}`), "utf8");
+      const names = env
+        .split("\n")
+        .filter((l) => l.includes("="))
+        .map((l) => l.slice(0, l.indexOf("=")));
+      expect({ tool, secret: env.includes("sekrit") }).toEqual({ tool, secret: false });
+      // The allow-list (components/transport/child-env.ts), and what sh itself sets.
+      const allowed = /^(PATH|HOME|USER|LOGNAME|LANG|TERM|TMPDIR|TZ|LC_\w+|SHELL|PWD|SHLVL|_)$/;
+      expect({ tool, others: names.filter((n) => !allowed.test(n)) }).toEqual({ tool, others: [] });
+    }
   });
 });

@@ -1,0 +1,168 @@
+// What the CLI keeps of a stack between runs (.sparkform/cache/), and how it knows it is still
+// true: each entry is stored under a digest of everything its pulumi read depends on, and
+// used only while that digest is unchanged.
+//
+// - outputs (`pulumi stack output`): the stack's state file in the backend;
+// - configuration (`pulumi config`, parsed by the schema): the stack's file
+//   (stacks/Pulumi.<stack>.yaml), Pulumi.yaml (project config, stackConfigDir), and the CLI's
+//   own build, since the parse is the code's (bin/sparkform.js names the bundle it runs; from
+//   the TypeScript sources, nothing parsed is cached).
+// Both also depend on the backend, the project directory and the recorded pulumi toolchain. A
+// file counts by size, mtime, ctime and inode (ctime cannot be set back), so `pulumi up`,
+// `pulumi config set`, `sim up` rewriting the stack file, or an edit by hand each make the next
+// read go through pulumi again. Without a local (file://) backend, a stack file whose values
+// come from an ESC environment, or a stack name that is not a plain name, nothing is cached.
+import { createHash } from "node:crypto";
+import * as fs from "node:fs";
+import * as path from "node:path";
+import { repoRoot, stateDir } from "../setup/pulumi/env";
+
+/** Bumped when an entry's shape changes: older entries then never match. */
+const FORMAT = 1;
+const STACK_NAME = /^[A-Za-z0-9][A-Za-z0-9._-]*$/;
+
+let build: string | undefined;
+
+/** The CLI build that runs (the bundle's name), or undefined from the sources. */
+export function setCliBuild(id: string | undefined): void {
+  build = id;
+}
+
+export interface CacheKey {
+  /** The entry's file. */
+  readonly file: string;
+  /** Digest of what the entry depends on. */
+  readonly key: string;
+}
+
+function signature(file: string): string {
+  try {
+    const st = fs.statSync(file, { bigint: true });
+    return `${st.size}:${st.mtimeNs}:${st.ctimeNs}:${st.ino}`;
+  } catch {
+    return "absent";
+  }
+}
+
+/** `key: value` at the top level of a YAML file (Pulumi.yaml's name and stackConfigDir). */
+function yamlScalar(text: string, key: string): string | undefined {
+  const m = new RegExp(`^${key}:[ \\t]*["']?([^"'#\\n]*?)["']?[ \\t]*(#.*)?$`, "m").exec(text);
+  return m?.[1] || undefined;
+}
+
+interface Project {
+  readonly dir: string;
+  readonly name: string;
+  readonly file: string;
+  readonly stackConfigDir: string;
+}
+
+function project(projectDir: string): Project | undefined {
+  const file = path.join(projectDir, "Pulumi.yaml");
+  let text: string;
+  try {
+    text = fs.readFileSync(file, "utf8");
+  } catch {
+    return undefined;
+  }
+  const name = yamlScalar(text, "name");
+  if (!name) return undefined;
+  const dir = yamlScalar(text, "stackConfigDir");
+  return { dir: projectDir, name, file, stackConfigDir: path.resolve(projectDir, dir ?? ".") };
+}
+
+/** The file backend's directory (as pulumiEnv sets it), or undefined for any other backend. */
+function backendDir(): string | undefined {
+  const url = process.env.PULUMI_BACKEND_URL ?? `file://${path.join(stateDir(), "backend")}`;
+  const dir = url.startsWith("file://") ? url.slice("file://".length) : "";
+  return path.isAbsolute(dir) ? dir : undefined;
+}
+
+function keyOf(stack: string, kind: string, parts: readonly string[]): CacheKey {
+  const toolchain = signature(path.join(repoRoot, ".sparkform", "toolchain.env"));
+  const key = createHash("sha256")
+    .update(JSON.stringify([FORMAT, kind, stack, repoRoot, toolchain, ...parts]))
+    .digest("hex");
+  return { file: path.join(stateDir(), "cache", `${kind}-${stack}.json`), key };
+}
+
+/** The key of `pulumi stack output` of `stack`, or undefined when it cannot be cached. */
+export function outputsKey(stack: string, projectDir = repoRoot): CacheKey | undefined {
+  const p = project(projectDir);
+  const backend = backendDir();
+  if (!p || !backend || !STACK_NAME.test(stack)) return undefined;
+  const stacks = path.join(backend, ".pulumi", "stacks");
+  // The project-scoped layout and the older flat one, each plain or gzipped.
+  const states = [path.join(stacks, p.name), stacks].flatMap((d) =>
+    [".json", ".json.gz"].map((ext) => path.join(d, `${stack}${ext}`)),
+  );
+  return keyOf(stack, "outputs", [p.dir, backend, ...states.map(signature)]);
+}
+
+/** The key of `stack`'s parsed configuration, or undefined when it cannot be cached. */
+export function configKey(stack: string, projectDir = repoRoot): CacheKey | undefined {
+  const p = project(projectDir);
+  const backend = backendDir();
+  if (!build || !p || !backend || !STACK_NAME.test(stack)) return undefined;
+  const files = [".yaml", ".yml"].map((ext) =>
+    path.join(p.stackConfigDir, `Pulumi.${stack}${ext}`),
+  );
+  for (const f of files) {
+    try {
+      // An ESC environment's values live outside any file here.
+      if (/^environment:/m.test(fs.readFileSync(f, "utf8"))) return undefined;
+    } catch {
+      // absent
+    }
+  }
+  return keyOf(stack, "config", [
+    build,
+    p.dir,
+    backend,
+    signature(p.file),
+    ...files.map(signature),
+  ]);
+}
+
+/** The entry under `k` when it is current, else what `read` returns (then stored). */
+export function cached<T>(k: CacheKey | undefined, read: () => T): T {
+  if (!k) return read();
+  try {
+    const entry = JSON.parse(fs.readFileSync(k.file, "utf8")) as { key?: string; value?: T };
+    if (entry.key === k.key && entry.value !== undefined) return entry.value;
+  } catch {
+    // none yet, or unreadable: read through pulumi
+  }
+  // The key was taken before the read: a change during it leaves an entry that never matches.
+  const value = read();
+  try {
+    fs.mkdirSync(path.dirname(k.file), { recursive: true, mode: 0o700 });
+    const tmp = `${k.file}.${process.pid}.tmp`;
+    fs.writeFileSync(tmp, JSON.stringify({ key: k.key, value }), { mode: 0o600 });
+    fs.renameSync(tmp, k.file);
+  } catch {
+    // a cache that cannot be written costs the next run a read, nothing else
+  }
+  return value;
+}
+
+/**
+ * The stack `pulumi` has selected for the project (what `pulumi stack --show-name` prints),
+ * read from its workspace file (PULUMI_HOME/workspaces/<project>-<sha1 of Pulumi.yaml's
+ * path>-workspace.json) instead of a pulumi process; undefined when there is none.
+ */
+export function selectedStackName(projectDir = repoRoot): string | undefined {
+  const p = project(projectDir);
+  if (!p) return undefined;
+  const home = process.env.PULUMI_HOME ?? path.join(stateDir(), "pulumi-home");
+  const hash = createHash("sha1").update(p.file).digest("hex");
+  try {
+    const ws = JSON.parse(
+      fs.readFileSync(path.join(home, "workspaces", `${p.name}-${hash}-workspace.json`), "utf8"),
+    ) as { stack?: unknown };
+    const stack = typeof ws.stack === "string" ? ws.stack.split("/").pop() : undefined;
+    return stack && STACK_NAME.test(stack) ? stack : undefined;
+  } catch {
+    return undefined;
+  }
+}
