@@ -10,6 +10,7 @@
 //            is stopped again and the error names both builds: no client ever uses it
 import type * as pulumi from "@pulumi/pulumi";
 import { programCommand, programFor, type ProgramRef } from "../native-script";
+import type { BuildInputs } from "../build/difference";
 import type { RpcTransport } from "../fabric/rpc-log";
 import type { ProviderImpl } from "../providers/delegate";
 import { changedKeys, steadyReading } from "../providers/diff";
@@ -75,6 +76,8 @@ export interface RpcWorkerInputs {
   programs: Record<keyof typeof RPC_PROGRAMS, ProgramRef>;
   /** Model files on the worker node (SHA-256 known) whose tensors pre-warm the cache. */
   prewarm: { path: string; sha256: string }[];
+  /** Both builds' recorded inputs (tree, flags, compiler): what names why they differ. */
+  buildInputs?: { worker: BuildInputs; client: BuildInputs };
 }
 
 export interface RpcWorkerOutputs extends RpcWorkerInputs {
@@ -204,16 +207,18 @@ async function converge(i: RpcWorkerInputs): Promise<RpcWorkerOutputs> {
           digest: i.workerBuild.digest,
           installDir: i.workerBuild.installDir,
           version: "",
+          ...(i.buildInputs ? { build: i.buildInputs.worker } : {}),
         },
         client: {
           node: i.client.target.name,
           digest: i.clientBuild.digest,
           installDir: i.clientBuild.installDir,
           version: "",
+          ...(i.buildInputs ? { build: i.buildInputs.client } : {}),
         },
       })
         .slice(1)
-        .join("; ")}. Rebuild both from the same tree (pulumi up --refresh).`,
+        .join("; ")}.`,
     );
   }
   // Before the server starts, so the first load already finds every entry.
@@ -252,12 +257,14 @@ async function converge(i: RpcWorkerInputs): Promise<RpcWorkerOutputs> {
           version: m.version,
           digest: st.runningDigest,
           installDir: i.workerBuild.installDir,
+          ...(i.buildInputs ? { build: i.buildInputs.worker } : {}),
         },
         client: {
           node: i.client.target.name,
           version: m.clientVersion || undefined,
           digest: i.clientBuild.digest,
           installDir: i.clientBuild.installDir,
+          ...(i.buildInputs ? { build: i.buildInputs.client } : {}),
         },
       })
     : [];
@@ -267,7 +274,7 @@ async function converge(i: RpcWorkerInputs): Promise<RpcWorkerOutputs> {
     throw new Error(
       p.ok
         ? `${who}: the worker at ${endpoint} is not the client's build, so it was stopped: ${mismatch.join("; ")}. ` +
-            "Rebuild both nodes from the same tree (`pulumi up --refresh`)."
+            "Make the two builds the same (what differs is said above) and `pulumi up --refresh`."
         : `${who}: the worker at ${endpoint} did not answer a HELLO from ${i.client.target.name} (${m.health.detail}); it was stopped. ` +
             `Its log:\n${st.log.slice(-20).join("\n")}`,
     );
@@ -407,6 +414,8 @@ export async function update(
   // A new port or node leaves the old unit behind: stop it first.
   if (olds.port !== news.port || olds.target.name !== news.target.name) {
     await stopClients(olds, "the worker moves to another port or node");
+    // The old port's references go with it, so its cache entries no one else uses go too.
+    if (olds.cache && olds.programs?.prewarm) await prewarm(olds, []);
     await stop(olds);
   }
   return { outs: await converge(news) };

@@ -91,8 +91,37 @@ def last_lines(f, size, n, cap):
         window *= 4
 
 
+# The lines that say where the model landed (model buffers, KV cache shares), kept from the head.
+MARKS = ("load_tensors:", "llama_kv_cache:", "llama_model_load", "error", "failed", "rpc", "RPC")
+# The log stays on the node, bounded: past CAP bytes it is cut to its marked head lines and its
+# last KEEP bytes, in place (the server appends: O_APPEND writes land at the new end).
+CAP = 64 << 20
+KEEP = 16 << 20
+
+
+def bound(path):
+    try:
+        with open(path, "r+b") as f:
+            size = f.seek(0, 2)
+            if size <= CAP:
+                return
+            f.seek(0)
+            head = f.read(HEAD)
+            head = head[: head.rindex(b"\n") + 1] if b"\n" in head else b""
+            kept = b"".join(l + b"\n" for l in head.splitlines() if any(m.encode() in l for m in MARKS))
+            f.seek(size - KEEP)
+            tail = f.read(KEEP)
+            tail = tail[tail.index(b"\n") + 1:] if b"\n" in tail else b""
+            note = b"--- sparkform: the log was cut to its load lines and its last %d MiB ---\n" % (KEEP >> 20)
+            f.seek(0)
+            f.truncate(0)
+            f.write(kept + note + tail)
+    except OSError:
+        pass
+
+
 def log_lines(path, keep=200):
-    marks = ("load_tensors:", "llama_model_load", "error", "failed", "rpc", "RPC")
+    marks = MARKS
     try:
         with open(path, "rb") as f:
             size = f.seek(0, 2)
@@ -113,6 +142,7 @@ def main(argv):
     u = unit(f"sparkform-llama-server-{port}.service")
     pid = int(u.get("MainPID") or 0)
     state = os.path.expanduser("~/.cache/sparkform/serving")
+    bound(f"{state}/server-{port}.log")
     return {
         "unit": u,
         "runningDigest": sha256(f"/proc/{pid}/exe") if pid > 0 else "",

@@ -9,7 +9,9 @@ import {
   mkdirSync,
   mkdtempSync,
   openSync,
+  readFileSync,
   rmSync,
+  statSync,
   writeFileSync,
   writeSync,
 } from "node:fs";
@@ -84,7 +86,15 @@ const WORKER_MARKS = [
   "Devices",
   "MiB",
 ];
-const SERVER_MARKS = ["load_tensors:", "llama_model_load", "error", "failed", "rpc", "RPC"];
+const SERVER_MARKS = [
+  "load_tensors:",
+  "llama_kv_cache:",
+  "llama_model_load",
+  "error",
+  "failed",
+  "rpc",
+  "RPC",
+];
 // What a small log holds that a reader could get wrong: marks in the middle, blank lines,
 // \r\n and a lone \r, bytes that are not UTF-8, a form feed (str.splitlines splits there).
 const tricky = (marks: string[]) =>
@@ -153,6 +163,13 @@ describe("native/serving/status.py reads a bounded head and tail of the server's
     writeLog(log, load, "slot update_slots: id  0 | task 7 | prompt done, n_past = 5", 200, last);
     const r = status();
     expectBounded(r);
+    // The log itself is bounded too (issue 21): past 64 MiB it is cut, in place, to its load
+    // lines and its last 16 MiB, and says so.
+    const cut = readFileSync(log, "utf8").split("\n");
+    expect(statSync(log).size).toBeLessThanOrEqual(16 * MiB + 4096);
+    expect(cut.slice(0, load.length)).toEqual(load);
+    expect(cut[load.length]).toMatch(/the log was cut to its load lines and its last 16 MiB/);
+    expect(cut.slice(-201, -1)).toEqual(last.slice(-200));
     expect(r.out?.log).toEqual([...load, ...last.slice(-200)]);
   }, 120_000);
 

@@ -29,7 +29,7 @@ vi.mock("../../components/transport/ssh", async (orig) => ({
       if (what.includes("stop-worker-clients"))
         return { stdout: "stopped=sparkform-llama-server-8080\n", stderr: "", exitCode: 0 };
       return {
-        stdout: '{"entries":0,"bytes":0,"written":0,"reused":0,"pruned":0}',
+        stdout: '{"entries":0,"bytes":0,"written":0,"reused":0,"pruned":0,"skipped":[]}',
         stderr: "",
         exitCode: 0,
       };
