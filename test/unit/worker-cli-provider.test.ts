@@ -5,13 +5,13 @@
 // schema (issue 22 item 4), so a node that prints 200k skipped tensors, or anything but the
 // summary, fails the step instead of bloating state.
 import { beforeEach, describe, expect, it, vi } from "vitest";
-import { workerPrograms } from "../../components/rpc-worker/commands";
 import {
   type RpcWorkerInputs,
   type RpcWorkerOutputs,
   update,
   updateKind,
 } from "../../components/rpc-worker/provider";
+import { workerInputs } from "../support/rpc-worker-inputs";
 
 let reply: { stdout: string; stderr: string; exitCode: number };
 vi.mock("../../components/transport/ssh", async (importOriginal) => ({
@@ -20,46 +20,7 @@ vi.mock("../../components/transport/ssh", async (importOriginal) => ({
 }));
 vi.mock("../../components/providers/progress", () => ({ progress: async () => undefined }));
 
-const D = "a".repeat(64);
-const target = {
-  name: "spark-2",
-  host: "10.0.0.12",
-  port: 22,
-  user: "spark",
-  hostKey: "ssh-ed25519 AAAA",
-};
-
-function inputs(over: Partial<RpcWorkerInputs> = {}): RpcWorkerInputs {
-  return {
-    kind: "RpcWorker",
-    providerVersion: "1",
-    target,
-    client: {
-      target: { ...target, name: "spark-1", host: "10.0.0.11" },
-      fabricAddress: "192.168.100.1",
-    },
-    bind: "192.168.100.2",
-    port: 50052,
-    fabricAddresses: ["192.168.100.2"],
-    managementAddress: "10.0.0.12",
-    threads: 0,
-    devices: [],
-    cache: true,
-    debug: true,
-    rssLimitPercent: 92,
-    rssIntervalSeconds: 2,
-    binary: "/home/spark/out/bin/ggml-rpc-server",
-    workerBuild: { installDir: "/home/spark/out", digest: D },
-    clientBuild: {
-      installDir: "/home/spark/out",
-      digest: D,
-      header: "~/src/llama.cpp/ggml/include/ggml-rpc.h",
-    },
-    programs: workerPrograms(),
-    prewarm: [{ path: "~/models/m/a.gguf", sha256: "1".repeat(64) }],
-    ...over,
-  };
-}
+const inputs = workerInputs;
 
 const state = (i: RpcWorkerInputs, drift: string[] = []): RpcWorkerOutputs =>
   ({ ...i, drift }) as unknown as RpcWorkerOutputs;

@@ -9,10 +9,11 @@ import { tmpdir } from "node:os";
 import * as path from "node:path";
 import { execFileSync } from "node:child_process";
 import { afterAll, beforeAll, beforeEach, describe, expect, it, vi } from "vitest";
-import { stoppedUnits, workerPrograms } from "../../components/rpc-worker/commands";
+import { stoppedUnits } from "../../components/rpc-worker/commands";
 import { programPath } from "../../components/native-script";
 import type { RpcWorkerInputs, RpcWorkerOutputs } from "../../components/rpc-worker/provider";
 import type { SshTarget } from "../../components/transport/ssh";
+import { workerInputs } from "../support/rpc-worker-inputs";
 
 /** What ran where, in order: `<node> <program>`. */
 const ran: string[] = [];
@@ -38,44 +39,14 @@ vi.mock("../../components/transport/ssh", async (orig) => ({
 }));
 vi.mock("../../components/providers/progress", () => ({ progress: async () => undefined }));
 
-const D = "a".repeat(64);
-const worker = {
-  name: "spark-2",
-  host: "10.0.0.12",
-  port: 22,
-  user: "spark",
-  hostKey: "ssh-ed25519 AAAA",
-};
-const client = { ...worker, name: "spark-1", host: "10.0.0.11" };
-
-function inputs(over: Partial<RpcWorkerInputs> = {}): RpcWorkerInputs {
-  return {
-    kind: "RpcWorker",
-    providerVersion: "1",
-    target: worker,
-    client: { target: client, fabricAddress: "192.168.100.1" },
-    bind: "192.168.100.2",
-    port: 50052,
+/** The worker with a second rail's address, the cache off (no pre-warm to mock). */
+const inputs = (over: Partial<RpcWorkerInputs> = {}) =>
+  workerInputs({
     fabricAddresses: ["192.168.100.2", "192.168.101.2"],
-    managementAddress: "10.0.0.12",
-    threads: 0,
-    devices: [],
     cache: false,
-    debug: true,
-    rssLimitPercent: 92,
-    rssIntervalSeconds: 2,
-    binary: "/home/spark/out/bin/ggml-rpc-server",
-    workerBuild: { installDir: "/home/spark/out", digest: D },
-    clientBuild: {
-      installDir: "/home/spark/out",
-      digest: D,
-      header: "~/src/llama.cpp/ggml/include/ggml-rpc.h",
-    },
-    programs: workerPrograms(),
     prewarm: [],
     ...over,
-  };
-}
+  });
 const state = (i: RpcWorkerInputs, drift: string[] = []) =>
   ({ ...i, drift, started: { invocationId: "x", nRestarts: "0" } }) as unknown as RpcWorkerOutputs;
 
