@@ -5,6 +5,7 @@ import { defineConfig } from "vitest/config";
 export default defineConfig({
   test: {
     include: ["test/**/*.test.ts"],
+    setupFiles: ["test/setup/ts-require.ts"],
     testTimeout: 600_000,
     hookTimeout: 900_000,
     fileParallelism: false,

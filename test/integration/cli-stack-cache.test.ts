@@ -12,12 +12,6 @@ import { selectedStackName, setCliBuild } from "../../cli/stack-cache";
 import { repoRoot } from "../../setup/pulumi/env";
 import { type PulumiCli, pulumiCli } from "../support/pulumi-cli";
 
-// cli/stack.ts loads the config schema with a plain require, only on a read through pulumi (the
-// bundle resolves it; from the sources, tsx's hook does): give node's require the project's
-// TypeScript loader here, as the Pulumi program has it.
-// eslint-disable-next-line @typescript-eslint/no-require-imports -- CommonJS loader
-(require("../../components/ts/require") as { register(): void }).register();
-
 const hasPulumi = fs.existsSync(path.join(repoRoot, ".sparkform", "toolchain.env"));
 const HOST_KEY = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIHotKQgqqiemTGB/6SmyM/G48iZRmJFDHA58qr3L3Kc3";
 const work = fs.mkdtempSync(path.join(os.tmpdir(), "cli-stack-cache-"));
