@@ -33,6 +33,7 @@ import {
   nodePathSchema,
   normaliseNodePath,
 } from "./config/node-path";
+import { rssGuardKeys } from "./config/rss-guard";
 import { type FabricConfig, fabricConfigSchema, railIssues } from "./fabric/config";
 import { MODELS_DIR_DEFAULT, type ModelConfig, modelConfigSchema } from "./model/config";
 import {
@@ -48,6 +49,7 @@ import type { SshTarget } from "./transport/ssh";
 
 export { ConfigError, configError, configIssueLines } from "./config/errors";
 export { type NodePath, NodePathError, normaliseNodePath } from "./config/node-path";
+export { RSS_LIMIT_FLOOR } from "./config/rss-guard";
 export {
   MODEL_ENDPOINT_DEFAULT,
   MODEL_RETRIES_DEFAULT,
@@ -261,13 +263,6 @@ export const treeSchema = z.strictObject({
 const MAX_NODES = 8;
 
 /**
- * The lowest RSS guard threshold, % of the node's RAM: a worker exists to hold a share of a
- * model that does not fit one node (runbook: 142.1 GB over two 130 GB Sparks, ~55% each), so a
- * guard below half the node stops it while it loads that share.
- */
-export const RSS_LIMIT_FLOOR = 50;
-
-/**
  * `sparkform:worker`: which node is the client and which run ggml-rpc-server
  * (components/rpc-worker/). Each worker binds only its `fabricAddress`.
  */
@@ -287,21 +282,8 @@ export const workerSchema = z.strictObject({
   cache: z.boolean().default(true),
   /** GGML_RPC_DEBUG=1 (the transport evidence needs it on real fabrics). */
   debug: z.boolean().default(true),
-  /** The RSS guard stops the worker at this % of RAM used; 0 turns it off (the policy refuses). */
-  rssLimitPercent: z
-    .number()
-    .min(0)
-    .max(100)
-    .refine((p) => p <= 0 || p >= RSS_LIMIT_FLOOR, {
-      error: (iss) =>
-        `is ${shown(iss.input)}, which stops the worker as soon as it loads: the guard compares the ` +
-        "node's whole memory use (the OS included) with it, and a worker holds a share of a model " +
-        "too large for one node (the runbook's 142.1 GB model puts ~71 GB on each 130 GB Spark, " +
-        `55%); use ${RSS_LIMIT_FLOOR} to 99 (the runbook's guard is 92; a percent, not a fraction), ` +
-        "or 0 for no guard, which the rss-guard-on policy refuses",
-    })
-    .default(92),
-  rssIntervalSeconds: z.number().min(0.5).max(60).default(2),
+  /** The RSS guard beside the worker (components/config/rss-guard.ts). */
+  ...rssGuardKeys("worker"),
 });
 
 /** The schema of every non-secret key, before the cross-checks. */

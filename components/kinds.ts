@@ -105,7 +105,15 @@ export interface KindEvidence extends Record<Kind, { target: Target }> {
   };
   LlamaServer: Pick<
     KindOutputs["LlamaServer"],
-    "target" | "plan" | "evidence" | "node" | "bind" | "port" | "unit"
+    | "target"
+    | "plan"
+    | "evidence"
+    | "node"
+    | "bind"
+    | "port"
+    | "unit"
+    | "rssLimitPercent"
+    | "status"
   >;
 }
 

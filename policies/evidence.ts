@@ -87,6 +87,8 @@ const FIELDS: { [K in Kind]: { [F in keyof KindEvidence[K]]-?: (v: unknown) => b
     bind: isString,
     port: (v) => typeof v === "number",
     unit: isString,
+    rssLimitPercent: (v) => typeof v === "number",
+    status: isObject,
   },
 };
 

@@ -3,7 +3,8 @@
 //   rpc-bound-to-fabric   the bind is one of the node's fabric addresses: never the wildcard,
 //                         the management address, or loopback with a client on another node;
 //                         and the node's socket table shows it listening there only
-//   rss-guard-on          the RSS guard runs with a threshold below 100% of RAM
+//   rss-guard-on          the RSS guard runs with a threshold below 100% of RAM, beside the
+//                         worker and beside the llama-server that holds most of a split model
 //   worker-version-match  the worker's build is the client's: server digest equal, and (once
 //                         measured) the HELLO version, patch included, and the running binary;
 //                         a difference names its measured cause as builds-identical does
@@ -43,18 +44,35 @@ export function checkBoundToFabric(node: string, w: WorkerEvidence): string[] {
   return found;
 }
 
-/** The guard is on with a threshold below 100%. */
-export function checkRssGuard(node: string, w: WorkerEvidence): string[] {
+/** What rss-guard-on reads of a guarded unit: its threshold and, once measured, its guard. */
+export interface GuardEvidence {
+  rssLimitPercent?: number;
+  status?: { guard?: { ActiveState?: string } };
+}
+
+/** The two units the guard watches, each named as its config section names it. */
+const GUARDED = {
+  worker: { what: "rpc worker", key: "sparkform:worker.rssLimitPercent" },
+  server: { what: "llama-server", key: "sparkform:server.rssLimitPercent" },
+} as const;
+
+/** The guard is on with a threshold below 100% (the worker's by default, or the server's). */
+export function checkRssGuard(
+  node: string,
+  w: GuardEvidence,
+  unit: keyof typeof GUARDED = "worker",
+): string[] {
+  const { what, key } = GUARDED[unit];
   const p = w.rssLimitPercent;
   if (p === undefined) return [];
   if (p <= 0 || p >= 100)
     return [
-      `The rpc worker on ${node} has no RSS guard (rssLimitPercent ${p}): set sparkform:worker.rssLimitPercent below 100 (default 92); an OOM on unified memory takes out unrelated services.`,
+      `The ${what} on ${node} has no RSS guard (rssLimitPercent ${p}): set ${key} below 100 (default 92); an OOM on unified memory takes out unrelated services.`,
     ];
   const g = w.status?.guard;
   if (g && g.ActiveState !== undefined && g.ActiveState !== "active")
     return [
-      `The RSS guard of the rpc worker on ${node} is ${g.ActiveState}: run \`pulumi up\` to restart it.`,
+      `The RSS guard of the ${what} on ${node} is ${g.ActiveState}: run \`pulumi up\` to restart it.`,
     ];
   return [];
 }
@@ -134,11 +152,19 @@ export const rpcBoundToFabric = workerPolicy(
   "Every rpc worker listens only on one of its node's fabric addresses: never a wildcard, management or (with a remote client) loopback address.",
   checkBoundToFabric,
 );
-export const rssGuardOn = workerPolicy(
-  "rss-guard-on",
-  "Every rpc worker has its RSS guard running with a threshold below 100% of RAM.",
-  checkRssGuard,
-);
+/** rss-guard-on: the worker's guard and, on the client node, the server's. */
+export const rssGuardOn: ResourceValidationPolicy = {
+  name: "rss-guard-on",
+  description:
+    "Every rpc worker and every llama-server has its RSS guard running with a threshold below 100% of RAM.",
+  enforcementLevel: "mandatory",
+  validateResource: (args, reportViolation) => {
+    const w = asKind(args, "RpcWorker");
+    if (w) checkRssGuard(w.node, w.props).forEach((m) => reportViolation(m));
+    const s = asKind(args, "LlamaServer");
+    if (s) checkRssGuard(s.node, s.props, "server").forEach((m) => reportViolation(m));
+  },
+};
 export const workerVersionMatch = workerPolicy(
   "worker-version-match",
   "Every rpc worker runs the client's build: the same ggml-rpc-server digest and RPC version, patch included.",

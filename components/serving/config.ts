@@ -11,6 +11,7 @@ import { isIP } from "node:net";
 import { z } from "zod";
 import { isLoopbackAddress } from "../config/address";
 import { shown } from "../config/errors";
+import { rssGuardKeys } from "../config/rss-guard";
 
 /** llama-server's port unless `sparkform:server.port` says otherwise. */
 export const SERVER_PORT_DEFAULT = 8080;
@@ -162,6 +163,11 @@ export const serverConfigSchema = z
     /** Declared usable bytes per node, instead of the measured value (tests, planning). */
     memory: z.record(z.string().min(1), z.number().int().positive()).optional(),
     smoke: smokeSchema.default(SMOKE_DEFAULT),
+    /**
+     * The RSS guard beside llama-server (the worker's rule): the client node holds the largest
+     * share of a split model, and an OOM there takes unrelated services with it.
+     */
+    ...rssGuardKeys("server"),
   })
   .superRefine((s, ctx) => {
     if (s.devices && s.tensorSplit && s.devices.length !== s.tensorSplit.length)

@@ -42,6 +42,13 @@ export interface LlamaServerArgs {
   readonly workers: pulumi.Input<ServingWorker[]>;
   /** How long the model load may take before the server counts as not up (default 1800 s). */
   readonly healthTimeoutSeconds?: number;
+  /**
+   * The RSS guard beside the server stops it at this % of the node's RAM used (0 = no guard,
+   * which the rss-guard-on policy refuses): `sparkform:server.rssLimitPercent`, default 92.
+   */
+  readonly rssLimitPercent: number;
+  /** How often the guard samples, seconds (`sparkform:server.rssIntervalSeconds`, default 2). */
+  readonly rssIntervalSeconds: number;
 }
 
 const provider = delegatingProvider(path.join(__dirname, "provider.ts"));
@@ -85,6 +92,8 @@ export class LlamaServer extends pulumi.dynamic.Resource {
         smokeRequest: args.smoke,
         workers: args.workers,
         healthTimeoutSeconds: args.healthTimeoutSeconds ?? 1800,
+        rssLimitPercent: args.rssLimitPercent,
+        rssIntervalSeconds: args.rssIntervalSeconds,
         programs: Object.fromEntries(
           Object.entries(SERVER_PROGRAMS).map(([k, p]) => [k, programRef(p)]),
         ),

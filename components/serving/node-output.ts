@@ -20,9 +20,13 @@ const UNIT_PROPS = ["ActiveState", "SubState", "Result", "NRestarts", "Invocatio
 const fail = (what: string) => (node: string, path: string, detail: string) =>
   new NodeOutputError(what, node, path, detail);
 
+const UNIT = obj(Object.fromEntries(UNIT_PROPS.map((k) => [k, STR])));
+
 export const parseServerStatus = nodeJsonParser<ServerStatus>(
   obj({
-    unit: obj(Object.fromEntries(UNIT_PROPS.map((k) => [k, STR]))),
+    unit: UNIT,
+    /** The RSS guard's unit beside the server (status.py always reports it). */
+    guard: UNIT,
     runningDigest: STR,
     binaryDigest: STR,
     listening: { type: "array", items: STR, maxItems: 64 },

@@ -498,4 +498,8 @@ export interface LlamaServerGate {
   port: number;
   /** e.g. sparkform-llama-server-8080 */
   unit: string;
+  /** The RSS guard's threshold, % of the node's RAM (0 = no guard; rss-guard-on refuses it). */
+  rssLimitPercent: number;
+  /** Measured once the server runs: its guard unit's state (rss-guard-on reads it). */
+  status?: { guard?: { ActiveState: string } };
 }

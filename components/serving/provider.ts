@@ -3,7 +3,8 @@
 // where the plan says, then a smoke generation compared token for token with a single-node run.
 //
 //   start      native/serving/start.sh: refuses a binary whose sha256 is not the build's and
-//              an address the node does not have; waits for GET /health = 200
+//              an address the node does not have; starts the RSS guard beside the server
+//              (native/rpc-worker/rss-guard.py, the worker's); waits for GET /health = 200
 //   placement  native/serving/status.py: the log's `load_tensors:` lines, against plan.layers;
 //              a device without its model buffer or a layer elsewhere fails the create
 //   smoke      native/serving/smoke.py on the client: /completion (greedy, token ids), then the
@@ -16,12 +17,19 @@ import { programCommand, programFor, type ProgramRef } from "../native-script";
 import type { ProviderImpl } from "../providers/delegate";
 import { changedKeys } from "../providers/diff";
 import { progress } from "../providers/progress";
-import { homeRelative, openNode, RemoteCommandError, type SshTarget } from "../transport/ssh";
+import {
+  homeRelative,
+  openNode,
+  RemoteCommandError,
+  type RemoteScript,
+  type SshTarget,
+} from "../transport/ssh";
 import type { LlamaServerGate, ServingPlan } from "./placement";
 import { parseServerStatus, parseSmoke, parseWorkerLog, parseWorkerLogSize } from "./node-output";
 import {
   describePlanned,
   describeSeen,
+  guardUnit,
   parsePlacement,
   placementMismatch,
   type RpcGraphCounts,
@@ -79,6 +87,9 @@ export interface LlamaServerInputs {
   smokeRequest: { prompt: string; tokens: number; seed: number };
   workers: ServingWorker[];
   healthTimeoutSeconds: number;
+  /** The RSS guard stops the server at this % of the node's RAM used; 0 = no guard. */
+  rssLimitPercent: number;
+  rssIntervalSeconds: number;
   programs: Record<keyof typeof SERVER_PROGRAMS, ProgramRef>;
 }
 
@@ -162,24 +173,38 @@ function placements(plan: ServingPlan, st: ServerStatus): string {
   return `planned: ${describePlanned(plan)}; seen in the log: ${describeSeen(parsePlacement(st.log))}`;
 }
 
+/**
+ * start.sh: (re)start the server and its RSS guard (the guard's settings, and the program's
+ * text when there is a guard, come after HEALTH_TIMEOUT, before llama-server's flags).
+ */
+export function startCommand(i: LlamaServerInputs): RemoteScript {
+  const guarded = i.rssLimitPercent > 0;
+  return programCommand(programFor(i.programs.start, SERVER_PROGRAMS.start), {
+    args: [
+      homeRelative(i.binary),
+      i.binaryDigest,
+      i.bind,
+      String(i.port),
+      String(i.healthTimeoutSeconds),
+      String(i.rssLimitPercent),
+      String(i.rssIntervalSeconds),
+      guarded ? programFor(i.programs.guard, SERVER_PROGRAMS.guard).text : "",
+      ...serverArgv({ placement: i.flags, bind: i.bind, port: i.port }),
+    ],
+    ...secretEnv(i.apiKey),
+    display:
+      `systemd-run --user --unit=${i.unit} llama-server ${i.flags.join(" ")} --host ${i.bind} --port ${i.port}` +
+      (guarded ? ` and ${guardUnit(i.port)} at ${i.rssLimitPercent}% of RAM` : ""),
+  });
+}
+
 async function start(i: LlamaServerInputs): Promise<void> {
   const who = tag(i.target);
   try {
-    await openNode(i.target).run(
-      programCommand(programFor(i.programs.start, SERVER_PROGRAMS.start), {
-        args: [
-          homeRelative(i.binary),
-          i.binaryDigest,
-          i.bind,
-          String(i.port),
-          String(i.healthTimeoutSeconds),
-          ...serverArgv({ placement: i.flags, bind: i.bind, port: i.port }),
-        ],
-        ...secretEnv(i.apiKey),
-        display: `systemd-run --user --unit=${i.unit} llama-server ${i.flags.join(" ")} --host ${i.bind} --port ${i.port}`,
-      }),
-      { step: "llama-server start", timeoutMs: (i.healthTimeoutSeconds + 120) * 1000 },
-    );
+    await openNode(i.target).run(startCommand(i), {
+      step: "llama-server start",
+      timeoutMs: (i.healthTimeoutSeconds + 120) * 1000,
+    });
   } catch (err) {
     if (!(err instanceof RemoteCommandError)) throw err;
     if (err.exitCode === 7)
@@ -364,6 +389,8 @@ export async function read(
     started: props.started,
     expectedDigest: props.binaryDigest,
     bind: props.bind,
+    // State from before the guard has no limit: no guard to look for (the diff restarts it).
+    guardOn: (props.rssLimitPercent ?? 0) > 0,
   });
   return {
     id,
@@ -392,6 +419,8 @@ export const RESTART_KEYS = [
   "modelPath",
   "smokeRequest",
   "workers",
+  "rssLimitPercent",
+  "rssIntervalSeconds",
   "programs",
 ] as const;
 

@@ -9,6 +9,11 @@ export const SERVER_PROGRAMS = {
   status: "serving/status.py",
   smoke: "serving/smoke.py",
   workerLog: "serving/worker-log.py",
+  /**
+   * The RSS guard beside the server: the worker's program (one program guards either unit),
+   * started by start.sh as sparkform-llama-guard-<port>.
+   */
+  guard: "rpc-worker/rss-guard.py",
 } as const;
 
 /** The installed server, relative to NativeBuild's installDir. */
@@ -16,6 +21,8 @@ export const SERVER_ARTIFACT = "bin/llama-server";
 
 /** The server's unit on the client node (one per port). */
 export const serverUnit = (port: number): string => `sparkform-llama-server-${port}`;
+/** The RSS guard's unit beside the server (stops it at `rssLimitPercent` of the node's RAM). */
+export const guardUnit = (port: number): string => `sparkform-llama-guard-${port}`;
 /** The single-node reference the smoke compares with (started and stopped by the smoke). */
 export const referenceUnit = (port: number): string => `sparkform-llama-reference-${port}`;
 /** Where the reference listens: the next port, on loopback. */
@@ -303,12 +310,17 @@ export interface RpcGraphCounts {
   recomputeAfterCompute: boolean;
 }
 
+/** `systemctl --user show` of one unit, as status.py reports it. */
+export type ServerUnitState = Record<
+  "ActiveState" | "SubState" | "Result" | "NRestarts" | "InvocationID" | "MainPID",
+  string
+>;
+
 /** `systemctl --user show` of the server's unit (and what status.py measures beside it). */
 export interface ServerStatus {
-  unit: Record<
-    "ActiveState" | "SubState" | "Result" | "NRestarts" | "InvocationID" | "MainPID",
-    string
-  >;
+  unit: ServerUnitState;
+  /** The RSS guard's unit (guardUnit); absent from state written before the server had one. */
+  guard?: ServerUnitState;
   runningDigest: string;
   binaryDigest: string;
   listening: string[];
@@ -327,6 +339,8 @@ export function serverDrift(o: {
   started: ServerStarted;
   expectedDigest: string;
   bind: string;
+  /** The server has a guard (rssLimitPercent > 0): its unit must run beside it. */
+  guardOn: boolean;
 }): string[] {
   const r: string[] = [];
   const u = o.status.unit;
@@ -344,6 +358,12 @@ export function serverDrift(o: {
     );
   if (o.status.health.status !== 200 && u.ActiveState === "active")
     r.push(`GET /health answers ${o.status.health.status || "nothing"} ${o.status.health.body}`);
+  const g = o.status.guard;
+  if (o.guardOn && (g?.ActiveState !== "active" || g.SubState !== "running"))
+    r.push(
+      `RSS guard unit is ${g?.ActiveState ?? "unknown"}/${g?.SubState ?? "unknown"} (result ${g?.Result ?? "unknown"}): ` +
+        "nothing stops llama-server before the node runs out of memory",
+    );
   const others = o.status.listening.filter((a) => a !== o.bind);
   if (others.length > 0) r.push(`listening on ${others.join(", ")} besides ${o.bind}`);
   return r;

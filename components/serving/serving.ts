@@ -189,6 +189,8 @@ export class Serving extends pulumi.ComponentResource {
         modelPath,
         clientDevice,
         smoke: cfg.smoke,
+        rssLimitPercent: cfg.rssLimitPercent,
+        rssIntervalSeconds: cfg.rssIntervalSeconds,
         workers: pulumi.all(
           args.workerNodes.map((w, k) =>
             pulumi

@@ -1,7 +1,7 @@
-# Runs on the client node: the server's unit as systemd sees it, the running binary's digest,
-# who listens on the port (the kernel's socket table), GET /health, and the log lines that say
-# where the model landed (every load_tensors line) plus the tail. One JSON object on stdout.
-# Arguments: PORT BIN BIND
+# Runs on the client node: the server's unit and its RSS guard's as systemd sees them, the
+# running binary's digest, who listens on the port (the kernel's socket table), GET /health,
+# and the log lines that say where the model landed (every load_tensors line) plus the tail.
+# One JSON object on stdout. Arguments: PORT BIN BIND
 import hashlib
 import json
 import os
@@ -145,6 +145,7 @@ def main(argv):
     bound(f"{state}/server-{port}.log")
     return {
         "unit": u,
+        "guard": unit(f"sparkform-llama-guard-{port}.service"),
         "runningDigest": sha256(f"/proc/{pid}/exe") if pid > 0 else "",
         "binaryDigest": sha256(os.path.expanduser(binary)),
         "listening": listeners(port),

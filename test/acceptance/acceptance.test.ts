@@ -83,9 +83,12 @@ describe.skipIf(!isRoot)("acceptance: the local stack on a simulated pair", () =
       expected["ServingDrain serving-drain"] = "create";
       expected["LlamaServer serving-server"] = "create";
       expect(ops).toEqual(expected);
-      // On the nodes: llama-server on spark-1 (the client); the worker and its guard on spark-2,
-      // listening on the worker port.
-      expect(await sparkformUnits("spark-1")).toEqual(["sparkform-llama-server-8080.service"]);
+      // On the nodes: llama-server and its RSS guard on spark-1 (the client); the worker and its
+      // guard on spark-2, listening on the worker port.
+      expect(await sparkformUnits("spark-1")).toEqual([
+        "sparkform-llama-guard-8080.service",
+        "sparkform-llama-server-8080.service",
+      ]);
       expect(await sparkformUnits("spark-2")).toEqual([`${GUARD}.service`, `${UNIT}.service`]);
       expect(await listeningPorts("spark-2")).toContain(WORKER_PORT);
       const out = await acc.outputs();

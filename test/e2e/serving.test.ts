@@ -45,6 +45,8 @@ const treeDir = path.join(work, "llama.cpp");
 const PORT = 8080;
 const WORKER_PORT = 50052;
 const UNIT = `sparkform-llama-server-${PORT}`;
+/** The RSS guard beside the server (issue 22 item 14): the client holds most of a split model. */
+const SERVER_GUARD = `sparkform-llama-guard-${PORT}`;
 const SERVER_LOG = `/home/spark/.cache/sparkform/serving/server-${PORT}.log`;
 const warmCache = process.env.SPARKFORM_E2E_NODE_CCACHE;
 /** A cold llama.cpp build (llama-server included) on a simulated node sharing 2 busy cores. */
@@ -116,6 +118,12 @@ function writeStackConfig(server: string[] = []): void {
 
 const sparkformUnits = (n: string) =>
   asUser(n, "systemctl --user list-units --all --no-legend --plain 'sparkform-*'");
+
+const unitState = (n: string, unit: string) =>
+  asUser(
+    n,
+    `echo "$(systemctl --user show -p ActiveState --value ${unit})/$(systemctl --user show -p SubState --value ${unit})"`,
+  );
 
 async function stackOutput<T>(name: string): Promise<T> {
   const out = await cli.run(["stack", "output", "--json", "-s", stack]);
@@ -259,8 +267,36 @@ describe.skipIf(!isRoot)("serving on a simulated pair (real pulumi CLI, policy p
       // The reference was stopped: only the server listens besides ssh.
       expect(await listeningPorts("spark-1")).toContain(PORT);
       expect(await listeningPorts("spark-1")).not.toContain(PORT + 1);
+      // The server's RSS guard runs beside it, watching its unit at the default 92%.
+      expect(await unitState("spark-1", SERVER_GUARD)).toBe("active/running");
+      const guardExec = await asUser(
+        "spark-1",
+        `systemctl --user show -p ExecStart --value ${SERVER_GUARD}`,
+      );
+      expect(guardExec).toContain(`--unit ${UNIT}.service --percent 92 `);
     },
     COLD_BUILD_MS,
+  );
+
+  it(
+    "the server's guard stopped by hand: refresh records it as drift, up restarts server and guard, the next refresh is quiet",
+    async () => {
+      await asUser("spark-1", `systemctl --user stop ${SERVER_GUARD}`);
+      const drifted = await cli.run(["refresh", "--yes", "--expect-no-changes", "-s", stack], {
+        expectFailure: true,
+      });
+      expect(drifted.output).toMatch(/LlamaServer/);
+      const exported = await cli.run(["stack", "export", "-s", stack]);
+      expect(exported.output).toContain(
+        "RSS guard unit is inactive/dead (result success): nothing stops llama-server before the node runs out of memory",
+      );
+      await up();
+      expect(await unitState("spark-1", SERVER_GUARD)).toBe("active/running");
+      expect(await unitState("spark-1", UNIT)).toBe("active/running");
+      expect((await completionOnSpark1()).tokens).toHaveLength(SMOKE.tokens);
+      await cli.run(["refresh", "--yes", "--expect-no-changes", "-s", stack]);
+    },
+    STEP_MS,
   );
 
   it(

@@ -676,6 +676,33 @@ const cases: [string, Record<string, unknown>, string][] = [
     withWorker({ rssLimitPercent: 0.92 }),
     "sparkform:worker.rssLimitPercent: is 0.92, which stops the worker as soon as it loads: the guard compares the node's whole memory use (the OS included) with it, and a worker holds a share of a model too large for one node (the runbook's 142.1 GB model puts ~71 GB on each 130 GB Spark, 55%); use 50 to 99 (the runbook's guard is 92; a percent, not a fraction), or 0 for no guard, which the rss-guard-on policy refuses",
   ],
+  // Issue 22 item 14: the client node's guard (llama-server holds most of a split model) has
+  // the worker's floor and interval bounds.
+  [
+    "server rssLimitPercent 0.001",
+    withServer({ rssLimitPercent: 0.001 }),
+    "sparkform:server.rssLimitPercent: is 0.001, which stops the server as soon as it loads: the guard compares the node's whole memory use (the OS included) with it, and llama-server holds a share of a model too large for one node (the runbook's 142.1 GB model puts ~71 GB on each 130 GB Spark, 55%); use 50 to 99 (the runbook's guard is 92; a percent, not a fraction), or 0 for no guard, which the rss-guard-on policy refuses",
+  ],
+  [
+    "server rssLimitPercent a fraction",
+    withServer({ rssLimitPercent: 0.92 }),
+    "sparkform:server.rssLimitPercent: is 0.92, which stops the server as soon as it loads: the guard compares the node's whole memory use (the OS included) with it, and llama-server holds a share of a model too large for one node (the runbook's 142.1 GB model puts ~71 GB on each 130 GB Spark, 55%); use 50 to 99 (the runbook's guard is 92; a percent, not a fraction), or 0 for no guard, which the rss-guard-on policy refuses",
+  ],
+  [
+    "server rssLimitPercent over 100",
+    withServer({ rssLimitPercent: 150 }),
+    "sparkform:server.rssLimitPercent: is 150, above the maximum; use 100 or less",
+  ],
+  [
+    "server rssLimitPercent as text",
+    withServer({ rssLimitPercent: "92%" }),
+    'sparkform:server.rssLimitPercent: is "92%", not a number; write it as a number',
+  ],
+  [
+    "server rssIntervalSeconds 0",
+    withServer({ rssIntervalSeconds: 0 }),
+    "sparkform:server.rssIntervalSeconds: is 0, below the minimum; use 0.5 or more",
+  ],
   // Issue 22: split shares llama.cpp cannot sum in float32, or renders as 0.
   [
     "server tensorSplit 1e39",
@@ -722,7 +749,7 @@ describe("parseStackConfig: one exact line per bad input", () => {
       `hostile config inputs refused: ${REFUSED_BEFORE_ISSUE_22} before issue 22, ${cases.length} now (${keyed.length} naming their key)`,
     );
     expect(keyed.length).toBe(cases.length);
-    expect(cases.length).toBe(REFUSED_BEFORE_ISSUE_22 + 15);
+    expect(cases.length).toBe(REFUSED_BEFORE_ISSUE_22 + 20);
   });
 });
 

@@ -51,6 +51,8 @@ describe("sparkform:server", () => {
       splitMode: "layer",
       gpuLayers: 99,
       smoke: { prompt: "The capital of France is", tokens: 16, seed: 42 },
+      rssLimitPercent: 92,
+      rssIntervalSeconds: 2,
     });
     expect(SERVER_COMPUTE_MARGIN_DEFAULT).toBe(1024 ** 3);
   });

@@ -240,15 +240,17 @@ describe("the argv the unit runs", () => {
 });
 
 describe("drift", () => {
+  const running = {
+    ActiveState: "active",
+    SubState: "running",
+    Result: "success",
+    NRestarts: "0",
+    InvocationID: "abcd1234ef",
+    MainPID: "42",
+  };
   const status = (over: Partial<ServerStatus> = {}): ServerStatus => ({
-    unit: {
-      ActiveState: "active",
-      SubState: "running",
-      Result: "success",
-      NRestarts: "0",
-      InvocationID: "abcd1234ef",
-      MainPID: "42",
-    },
+    unit: running,
+    guard: { ...running, InvocationID: "feed", MainPID: "43" },
     runningDigest: "a".repeat(64),
     binaryDigest: "a".repeat(64),
     listening: ["127.0.0.1"],
@@ -258,7 +260,13 @@ describe("drift", () => {
   });
   const started = { invocationId: "abcd1234ef", nRestarts: "0" };
   const judge = (s: ServerStatus) =>
-    serverDrift({ status: s, started, expectedDigest: "a".repeat(64), bind: "127.0.0.1" });
+    serverDrift({
+      status: s,
+      started,
+      expectedDigest: "a".repeat(64),
+      bind: "127.0.0.1",
+      guardOn: true,
+    });
 
   it("none when the unit runs what was started, healthy", () =>
     expect(judge(status())).toEqual([]));
