@@ -51,14 +51,15 @@ const nameOf = (urn: string) => urn.slice(urn.lastIndexOf("::") + 2);
 const kindOf = (type: string) => type.slice(type.lastIndexOf(":") + 1);
 
 /**
- * Every step the engine started (resourcePreEvent), in order, except `same` steps and the
- * stack and component resources, which only group the others.
+ * Every step the engine started (resourcePreEvent), in order, except `same`, `read` and
+ * `refresh` steps and the stack and component resources, which only group the others.
  */
 export function changedSteps(file: string): Step[] {
   const steps: Step[] = [];
   for (const e of readEvents(file)) {
     const m = e.resourcePreEvent?.metadata;
-    if (!m || m.op === "same" || m.op === "read") continue;
+    // A refresh step (`up --refresh`, before the resource's own step) reads the node: no change.
+    if (!m || m.op === "same" || m.op === "read" || m.op === "refresh") continue;
     if (m.type === "pulumi:pulumi:Stack" || m.type.startsWith("pulumi:providers:")) continue;
     if (!m.type.startsWith("pulumi-nodejs:dynamic/")) continue; // components: sparkform:index:*
     steps.push({ name: nameOf(m.urn), kind: kindOf(m.type), op: m.op, diffs: changedInputs(m) });
