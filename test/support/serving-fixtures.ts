@@ -1,5 +1,6 @@
 // The models, server settings and nodes the serving tests plan with.
 import type { PlacementInput, PlacementNode } from "../../components/serving/placement";
+import type { ServerStatus } from "../../components/serving/server-plan";
 import { TINY_LLAMA_DIMS } from "../../sim/gguf/tiny-llama";
 
 /**
@@ -54,4 +55,28 @@ export function sparks(n: number, usableBytes: number | null = GB10): PlacementN
     ...(usableBytes !== null ? { usableBytes } : {}),
     source: "declared",
   }));
+}
+
+/** A unit as status.py reports a running one (the server's; its guard differs in id and PID). */
+const RUNNING_UNIT: ServerStatus["unit"] = {
+  ActiveState: "active",
+  SubState: "running",
+  Result: "success",
+  NRestarts: "0",
+  InvocationID: "abcd1234ef",
+  MainPID: "42",
+};
+
+/** status.py's report of a healthy server on 127.0.0.1 with its guard running, then `over`. */
+export function runningServerStatus(over: Partial<ServerStatus> = {}): ServerStatus {
+  return {
+    unit: RUNNING_UNIT,
+    guard: { ...RUNNING_UNIT, InvocationID: "feed", MainPID: "43" },
+    runningDigest: "a".repeat(64),
+    binaryDigest: "a".repeat(64),
+    listening: ["127.0.0.1"],
+    health: { status: 200, body: '{"status":"ok"}' },
+    log: [],
+    ...over,
+  };
 }

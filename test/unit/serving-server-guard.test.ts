@@ -23,7 +23,9 @@ import {
   SERVER_PROGRAMS,
   serverDrift,
   type ServerStatus,
+  type ServerUnitState,
 } from "../../components/serving/server-plan";
+import { runningServerStatus } from "../support/serving-fixtures";
 
 const root = mkdtempSync(path.join(tmpdir(), "sparkform-server-guard-"));
 afterAll(() => rmSync(root, { recursive: true, force: true }));
@@ -202,23 +204,8 @@ describe("status.py reports the guard unit beside the server's", () => {
 
 describe("a stopped guard is drift, when the server has one", () => {
   const status = (guard: Partial<ServerStatus["guard"]>): ServerStatus => {
-    const running = {
-      ActiveState: "active",
-      SubState: "running",
-      Result: "success",
-      NRestarts: "0",
-      InvocationID: "abcd1234ef",
-      MainPID: "42",
-    };
-    return {
-      unit: running,
-      guard: { ...running, InvocationID: "feed", MainPID: "43", ...guard },
-      runningDigest: "a".repeat(64),
-      binaryDigest: "a".repeat(64),
-      listening: ["127.0.0.1"],
-      health: { status: 200, body: '{"status":"ok"}' },
-      log: [],
-    };
+    const base = runningServerStatus();
+    return { ...base, guard: { ...(base.guard as ServerUnitState), ...guard } };
   };
   const judge = (s: ServerStatus, guardOn: boolean) =>
     serverDrift({

@@ -19,6 +19,7 @@ import {
   unreachedWorkers,
 } from "../../components/serving/server-plan";
 import { serverOf } from "../../cli/commands/server";
+import { runningServerStatus } from "../support/serving-fixtures";
 
 // load_tensors as llama-server -lv 5 prints it: 8 layers + output, CPU 0-3, RPC0 4-8.
 const EP = "10.77.0.3:50052";
@@ -240,24 +241,7 @@ describe("the argv the unit runs", () => {
 });
 
 describe("drift", () => {
-  const running = {
-    ActiveState: "active",
-    SubState: "running",
-    Result: "success",
-    NRestarts: "0",
-    InvocationID: "abcd1234ef",
-    MainPID: "42",
-  };
-  const status = (over: Partial<ServerStatus> = {}): ServerStatus => ({
-    unit: running,
-    guard: { ...running, InvocationID: "feed", MainPID: "43" },
-    runningDigest: "a".repeat(64),
-    binaryDigest: "a".repeat(64),
-    listening: ["127.0.0.1"],
-    health: { status: 200, body: '{"status":"ok"}' },
-    log: [],
-    ...over,
-  });
+  const status = runningServerStatus;
   const started = { invocationId: "abcd1234ef", nRestarts: "0" };
   const judge = (s: ServerStatus) =>
     serverDrift({
