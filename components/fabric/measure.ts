@@ -123,14 +123,16 @@ const loopbacks = new Map<string, Promise<ProbeResult>>();
 
 /**
  * The same probe over the node's loopback: what one TCP stream can do on this node's cores.
- * Measured once per node and settings in a provider process (one pulumi command): both rails
- * of a pair class against the same node's reference, and a second reading of a rail re-measures
- * the link, not the node. A failed measurement is not kept.
+ * Measured once per node and settings in a provider process (one pulumi command), so both rails
+ * of a pair class against the same node's reference; `fresh` measures it again (a rail's retry:
+ * the reference beside the rail, at the same load) and keeps that one. A failed measurement is
+ * not kept.
  */
 export function measureLoopback(
   script: string,
   end: Omit<ProbeEnd, "address">,
   o: ProbeSettings,
+  fresh = false,
 ): Promise<ProbeResult> {
   const key = JSON.stringify([
     end.node,
@@ -140,17 +142,16 @@ export function measureLoopback(
     o.count,
     o.seconds,
   ]);
-  let reading = loopbacks.get(key);
+  let reading = fresh ? undefined : loopbacks.get(key);
   if (!reading) {
     const lo = { ...end, address: "127.0.0.1" };
     reading = serialized(() =>
       probeOnce(script, lo, lo, { count: Math.min(o.count, 200), seconds: o.seconds }),
     );
     loopbacks.set(key, reading);
-    reading.then(
-      (r) => r.error === null || loopbacks.delete(key),
-      () => loopbacks.delete(key),
-    );
+    const mine = reading;
+    const forget = () => loopbacks.get(key) === mine && loopbacks.delete(key);
+    reading.then((r) => r.error === null || forget(), forget);
   }
   return reading;
 }

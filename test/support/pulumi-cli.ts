@@ -21,6 +21,23 @@ export interface PulumiCli {
   resourceCount(name: string): Promise<number>;
 }
 
+/**
+ * The lines of a pulumi output that name a resource's change, once each, in order (the step's
+ * final form, with its `[diff: …]` when pulumi printed one): not the in-progress lines.
+ */
+export function changedResourceLines(output: string): string[] {
+  const step =
+    /^\s*(?:\+-|-\+|\+\+|--|[~+-])\s+\S+:\S+\s+\S+\s+(?:updated?|created?|deleted?|replaced?|create-replacement|delete-replaced)\b/;
+  return [
+    ...new Set(
+      output
+        .split("\n")
+        .filter((l) => step.test(l))
+        .map((l) => l.trim()),
+    ),
+  ];
+}
+
 /** A CLI bound to one project directory and extra environment (e.g. a private backend). */
 export function pulumiCli(cwd: string, extraEnv: NodeJS.ProcessEnv = {}): PulumiCli {
   const env = { ...pulumiEnv(), ...extraEnv };
@@ -45,9 +62,13 @@ export function pulumiCli(cwd: string, extraEnv: NodeJS.ProcessEnv = {}): Pulumi
       );
       const failed = result.exitCode !== 0;
       if (failed !== Boolean(opts.expectFailure)) {
+        // The resource lines last: a failure's report keeps the tail of a long message, and
+        // "which resource changed, in which field" is what a failed --expect-no-changes is about.
+        const changes = changedResourceLines(output);
         throw new Error(
           `pulumi ${args.join(" ")} ${failed ? "failed" : "succeeded"} (exit ${result.exitCode}), ` +
-            `expected ${opts.expectFailure ? "failure" : "success"}:\n${output}`,
+            `expected ${opts.expectFailure ? "failure" : "success"}:\n${output}` +
+            (changes.length ? `\nresources that changed:\n${changes.join("\n")}` : ""),
         );
       }
       return { exitCode: result.exitCode ?? -1, output };
