@@ -15,6 +15,7 @@ import type { ResourceValidationPolicy } from "@pulumi/policy";
 import type { Evidence } from "../components/kinds";
 import { buildInputsOf } from "../components/build/difference";
 import { sameAddress } from "../components/config/address";
+import { RSS_LIMIT_PERCENT_DEFAULT } from "../components/config/rss-guard";
 import { unsafeBind, whyBuildsDiffer } from "../components/rpc-worker/plan";
 import { asKind } from "./evidence";
 
@@ -67,7 +68,7 @@ export function checkRssGuard(
   if (p === undefined) return [];
   if (p <= 0 || p >= 100)
     return [
-      `The ${what} on ${node} has no RSS guard (rssLimitPercent ${p}): set ${key} below 100 (default 92); an OOM on unified memory takes out unrelated services.`,
+      `The ${what} on ${node} has no RSS guard (rssLimitPercent ${p}): set ${key} below 100 (default ${RSS_LIMIT_PERCENT_DEFAULT}); an OOM on unified memory takes out unrelated services.`,
     ];
   const g = w.status?.guard;
   if (g && g.ActiveState !== undefined && g.ActiveState !== "active")

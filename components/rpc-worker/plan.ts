@@ -69,7 +69,6 @@ export const parsePrewarm = nodeJsonParser<Prewarm | { error: string }>(
 /** The installed server, relative to NativeBuild's installDir (its default artifact). */
 export const SERVER_ARTIFACT = "bin/ggml-rpc-server";
 export const DEFAULT_PORT = 50052;
-export const DEFAULT_RSS_LIMIT_PERCENT = 92;
 /** Where the server's tensor cache is (LLAMA_CACHE=~/.cache/llama.cpp, then `rpc/`). */
 export const CACHE_DIR = "~/.cache/llama.cpp/rpc";
 
@@ -96,6 +95,23 @@ export interface UnitState {
   ExecStart?: string;
   /** The unit's environment, `K=V` separated by spaces. */
   Environment?: string;
+}
+
+/**
+ * The RSS guard's drift, for either unit it guards (the worker, llama-server): with a guard
+ * configured, its unit must be running; `guard` is undefined in state written before a unit had
+ * one.
+ */
+export function guardDrift(
+  guarded: string,
+  guardOn: boolean,
+  guard: Pick<UnitState, "ActiveState" | "SubState" | "Result"> | undefined,
+): string[] {
+  if (!guardOn || (guard?.ActiveState === "active" && guard.SubState === "running")) return [];
+  return [
+    `RSS guard unit is ${guard?.ActiveState ?? "unknown"}/${guard?.SubState ?? "unknown"} (result ${guard?.Result ?? "unknown"}): ` +
+      `nothing stops ${guarded} before the node runs out of memory`,
+  ];
 }
 
 /** The worker's memory beside the node's, in bytes (status.py; what the RSS guard watches). */
@@ -257,11 +273,7 @@ export function driftReasons(o: {
     r.push(
       `running binary sha256 ${o.status.runningDigest.slice(0, 12)} is not the build's ${o.expectedDigest.slice(0, 12)}`,
     );
-  if (
-    o.guardOn &&
-    (o.status.guard.ActiveState !== "active" || o.status.guard.SubState !== "running")
-  )
-    r.push(`RSS guard unit is ${o.status.guard.ActiveState}/${o.status.guard.SubState}`);
+  r.push(...guardDrift("the worker", o.guardOn, o.status.guard));
   const others = o.status.listening.filter((a) => !sameAddress(a, o.bind));
   if (others.length > 0) r.push(`listening on ${others.join(", ")} besides ${o.bind}`);
   const strays = o.status.others ?? [];

@@ -1,6 +1,7 @@
 // Pure parts of the LlamaServer resource: unit names, the argv the unit runs, what
 // llama-server's log says about where the model landed, how that compares with the plan, and
 // when the measured server is drift. Node programs: native/serving/.
+import { guardDrift } from "../rpc-worker/plan";
 import type { ServingPlan } from "./placement";
 
 export const SERVER_PROGRAMS = {
@@ -358,12 +359,7 @@ export function serverDrift(o: {
     );
   if (o.status.health.status !== 200 && u.ActiveState === "active")
     r.push(`GET /health answers ${o.status.health.status || "nothing"} ${o.status.health.body}`);
-  const g = o.status.guard;
-  if (o.guardOn && (g?.ActiveState !== "active" || g.SubState !== "running"))
-    r.push(
-      `RSS guard unit is ${g?.ActiveState ?? "unknown"}/${g?.SubState ?? "unknown"} (result ${g?.Result ?? "unknown"}): ` +
-        "nothing stops llama-server before the node runs out of memory",
-    );
+  r.push(...guardDrift("llama-server", o.guardOn, o.status.guard));
   const others = o.status.listening.filter((a) => a !== o.bind);
   if (others.length > 0) r.push(`listening on ${others.join(", ")} besides ${o.bind}`);
   return r;

@@ -178,7 +178,7 @@ describe("driftReasons", () => {
     ).toEqual([
       "worker unit is inactive/dead (result success)",
       `binary sha256 bbbbbbbbbbbb is not the build's aaaaaaaaaaaa`,
-      "RSS guard unit is failed/failed",
+      "RSS guard unit is failed/failed (result success): nothing stops the worker before the node runs out of memory",
     ]);
   });
 });
