@@ -291,6 +291,13 @@ function servingSection(serving: unknown, stack: string): string[] {
         `${arr(smoke.tokens).length} tokens, ${smoke.identical === true ? "identical to the reference" : "NOT identical to the reference"}`,
     );
   }
+  const ends = arr(smoke.fabricEnds).map(obj);
+  if (ends.length > 0)
+    lines.push(
+      `  wire  the smoke's split crossed the fabric: ${ends
+        .map((e) => `${str(e.node) ?? "?"} ${str(e.iface) ?? "?"} ${bytes(num(e.bytes))}`)
+        .join(", ")}`,
+    );
   const node = str(server.node);
   const url = str(server.url);
   if (node && url) {

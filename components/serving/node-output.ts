@@ -44,21 +44,35 @@ export const parseSmoke = nodeJsonParser<SmokeRun>(
     tokensPerSecond: NUM,
     chat: obj({ completionTokens: INT, finishReason: STR, characters: INT }),
     reference: { oneOf: [RUN, obj({ skipped: STR })] },
+    fabric: obj({
+      ifaces: { type: "array", items: STR, maxItems: 64 },
+      rxBytes: { type: "integer" },
+      txBytes: { type: "integer" },
+    }),
   }),
   fail("smoke generation (native/serving/smoke.py)"),
 );
 
-export const parseWorkerLogSize = nodeJsonParser<{ size: number }>(
-  obj({ size: INT }),
+/** The byte counters of the interface holding the worker's address (worker-log.py). */
+const WIRE = { iface: STR, rxBytes: INT, txBytes: INT };
+export interface WireCounters {
+  iface: string;
+  rxBytes: number;
+  txBytes: number;
+}
+
+export const parseWorkerLogSize = nodeJsonParser<{ size: number } & WireCounters>(
+  obj({ size: INT, ...WIRE }),
   fail("worker log size (native/serving/worker-log.py)"),
 );
 
-export const parseWorkerLog = nodeJsonParser<RpcGraphCounts & { size: number }>(
+export const parseWorkerLog = nodeJsonParser<RpcGraphCounts & { size: number } & WireCounters>(
   obj({
     size: INT,
     graphCompute: INT,
     graphRecompute: INT,
     recomputeAfterCompute: { type: "boolean" },
+    ...WIRE,
   }),
   fail("worker debug log counts (native/serving/worker-log.py)"),
 );

@@ -25,7 +25,13 @@ import {
   type SshTarget,
 } from "../transport/ssh";
 import type { LlamaServerGate, ServingPlan } from "./placement";
-import { parseServerStatus, parseSmoke, parseWorkerLog, parseWorkerLogSize } from "./node-output";
+import {
+  parseServerStatus,
+  parseSmoke,
+  parseWorkerLog,
+  parseWorkerLogSize,
+  type WireCounters,
+} from "./node-output";
 import {
   describePlanned,
   describeSeen,
@@ -45,6 +51,8 @@ import {
   type ServerStatus,
   serverDrift,
   unreachedWorkers,
+  type WireEnd,
+  wireProofFailure,
   workerLogPath,
 } from "./server-plan";
 
@@ -105,6 +113,13 @@ export interface SmokeOutput {
   identical: boolean;
   graphCompute: number;
   graphRecompute: number;
+  /**
+   * Bytes (rx + tx) the client's route to the workers carried during the smoke's generation and
+   * chat; absent in state written before the wire proof. 0 without workers.
+   */
+  fabricBytes?: number;
+  /** Each end of the proof: the client's interfaces, each worker's fabric interface. */
+  fabricEnds?: WireEnd[];
 }
 
 export interface LlamaServerOutputs extends Omit<LlamaServerInputs, "apiKey"> {
@@ -155,10 +170,17 @@ async function stop(i: Pick<LlamaServerInputs, "target" | "port" | "programs">):
   );
 }
 
+/** The worker's address on the fabric (its endpoint's host: workers are IPv4 only). */
+const workerAddress = (w: ServingWorker): string => w.endpoint.replace(/:\d+$/, "");
+
 async function workerLog(w: ServingWorker, programs: LlamaServerInputs["programs"], from?: number) {
   const r = await openNode(w.target).run(
     programCommand(programFor(programs.workerLog, SERVER_PROGRAMS.workerLog), {
-      args: [homeRelative(workerLogPath(w.port)), from === undefined ? "size" : String(from)],
+      args: [
+        homeRelative(workerLogPath(w.port)),
+        from === undefined ? "size" : String(from),
+        workerAddress(w),
+      ],
       display: `count graph_compute/graph_recompute in ${workerLogPath(w.port)}`,
     }),
     { step: "rpc worker log", timeoutMs: 120_000 },
@@ -248,6 +270,7 @@ async function smoke(i: LlamaServerInputs): Promise<SmokeOutput> {
         referenceUnit(i.port),
         String(refPort),
         String(i.healthTimeoutSeconds),
+        i.workers.length ? i.workers.map(workerAddress).join(",") : "-",
         ...(skip
           ? []
           : referenceArgv({
@@ -263,12 +286,24 @@ async function smoke(i: LlamaServerInputs): Promise<SmokeOutput> {
     { step: "llama-server smoke", timeoutMs: (i.healthTimeoutSeconds + 600) * 1000 },
   );
   const run = parseSmoke(r.stdout, i.target.name);
-  const counts: RpcGraphCounts[] = await Promise.all(
-    i.workers.map(async (w, k) => {
-      const c = await workerLog(w, i.programs, sizes[k]?.size ?? 0);
-      return c as RpcGraphCounts;
-    }),
+  const after = await Promise.all(
+    i.workers.map((w, k) => workerLog(w, i.programs, sizes[k]?.size ?? 0)),
   );
+  const counts: RpcGraphCounts[] = after as RpcGraphCounts[];
+  const client: WireEnd = {
+    node: i.node,
+    iface: run.fabric.ifaces.join("+"),
+    bytes: run.fabric.rxBytes + run.fabric.txBytes,
+  };
+  const workerEnds: WireEnd[] = i.workers.map((w, k) => {
+    const a = after[k] as WireCounters;
+    const b = sizes[k] as WireCounters;
+    return {
+      node: w.node,
+      iface: a.iface,
+      bytes: a.iface && a.iface === b.iface ? a.rxBytes + a.txBytes - b.rxBytes - b.txBytes : 0,
+    };
+  });
   const ref =
     "skipped" in run.reference
       ? { tokens: [], tokensPerSecond: 0, skipped: skip ?? run.reference.skipped }
@@ -285,7 +320,11 @@ async function smoke(i: LlamaServerInputs): Promise<SmokeOutput> {
     identical,
     graphCompute: counts.reduce((a, c) => a + c.graphCompute, 0),
     graphRecompute: counts.reduce((a, c) => a + c.graphRecompute, 0),
+    fabricBytes: i.workers.length ? client.bytes : 0,
+    fabricEnds: i.workers.length ? [client, ...workerEnds] : [],
   };
+  const offWire = wireProofFailure(client, workerEnds);
+  if (offWire) throw new Error(`${who}: ${offWire}`);
   if (run.tokens.length === 0)
     throw new Error(`${who}: the smoke generation returned no tokens: ${JSON.stringify(run)}`);
   if (run.chat.completionTokens === 0)
@@ -355,7 +394,10 @@ async function converge(i: LlamaServerInputs): Promise<LlamaServerOutputs> {
       (smokeOut.reference.skipped
         ? ` (no single-node reference: ${smokeOut.reference.skipped})`
         : `, identical to ${i.node} alone (${smokeOut.reference.tokensPerSecond.toFixed(1)} tokens/s)`) +
-      `; worker graph_compute ${smokeOut.graphCompute}, graph_recompute ${smokeOut.graphRecompute}`,
+      `; worker graph_compute ${smokeOut.graphCompute}, graph_recompute ${smokeOut.graphRecompute}` +
+      (smokeOut.fabricEnds?.length
+        ? `; over the fabric: ${smokeOut.fabricEnds.map((e) => `${e.node} ${e.iface} ${e.bytes} B`).join(", ")}`
+        : ""),
   );
   st = await status(i);
   const { apiKey, ...rest } = i;

@@ -372,6 +372,38 @@ export interface SmokeRun {
   /** The same prompt through the OpenAI-compatible chat endpoint: what it answered. */
   chat: SmokeChat;
   reference: { tokens: number[]; tokensPerSecond: number } | { skipped: string };
+  /** The client end of the fabric proof: the interfaces routing to the workers, bytes moved. */
+  fabric: { ifaces: string[]; rxBytes: number; txBytes: number };
+}
+
+/** One end of the client↔worker rail, and the bytes it carried during the smoke (rx + tx). */
+export interface WireEnd {
+  node: string;
+  /** The interface ("" when the worker's address is on none: a finding of its own). */
+  iface: string;
+  bytes: number;
+}
+
+/**
+ * Proof at the wire: with workers, the smoke's generation must have moved bytes over the
+ * client's route to them and over each worker's fabric interface. Null when it did; else what
+ * each end carried, so the message shows both numbers.
+ */
+export function wireProofFailure(client: WireEnd, workers: readonly WireEnd[]): string | null {
+  if (workers.length === 0) return null;
+  const ends = [client, ...workers];
+  if (ends.every((e) => e.iface !== "" && e.bytes > 0)) return null;
+  const said = ends
+    .map(
+      (e) =>
+        `${e.node} ${e.iface || "(no interface holds the worker's address)"}: ${e.bytes} bytes`,
+    )
+    .join(", ");
+  return (
+    `the smoke's generation did not cross the fabric (${said}): the layers on the workers were ` +
+    "computed, but not over the rail between the nodes. Check the worker's bind (its fabricAddress) " +
+    "and the client's route to it (`ip route get <worker address>` on the client node), then `up` again."
+  );
 }
 
 /** A chat completion's verdict (the message's length, never its text). */

@@ -5,7 +5,11 @@
 # single-node reference of the same build and model (a second llama-server without --rpc on a
 # loopback port, as its own transient unit, stopped afterwards). One JSON object on stdout; it
 # holds token ids and counts, never the generated text (it goes into no state).
-# Arguments: URL TOKENS SEED PROMPT BIN REF_UNIT REF_PORT REF_TIMEOUT_S [REF_FLAGS...]
+# Around the generation and the chat it reads the byte counters of the interfaces the kernel
+# routes the workers' addresses through: the proof that the split's traffic crossed the fabric
+# (and not, say, the management network).
+# Arguments: URL TOKENS SEED PROMPT BIN REF_UNIT REF_PORT REF_TIMEOUT_S WORKER_ADDRS [REF_FLAGS...]
+# WORKER_ADDRS: the workers' IPv4 addresses, comma-separated ("-": no workers).
 # No REF_FLAGS: no reference run (the model does not fit the client alone).
 # The API key, when the server has one, arrives as SPARKFORM_API_KEY (the secret preamble).
 import json
@@ -67,6 +71,30 @@ def chat(url, prompt, tokens, seed, key):
         "finishReason": str(choice.get("finish_reason") or ""),
         "characters": len(content),
     }
+
+
+def route_devs(addrs):
+    """The interfaces the kernel sends to each of `addrs` through (`ip -o route get`)."""
+    devs = []
+    for addr in addrs:
+        r = subprocess.run(["ip", "-o", "route", "get", addr], capture_output=True, text=True, timeout=10)
+        f = r.stdout.split()
+        if r.returncode != 0 or "dev" not in f[:-1]:
+            raise SystemExit(f"no route to the worker {addr} on the client node: {(r.stderr or r.stdout).strip()[:500]}")
+        dev = f[f.index("dev") + 1]
+        if dev not in devs:
+            devs.append(dev)
+    return devs
+
+
+def dev_bytes(devs):
+    """rx and tx bytes of `devs`, summed, from /sys/class/net/<dev>/statistics."""
+    rx = tx = 0
+    for dev in devs:
+        base = f"/sys/class/net/{dev}/statistics"
+        rx += int(open(f"{base}/rx_bytes").read())
+        tx += int(open(f"{base}/tx_bytes").read())
+    return rx, tx
 
 
 def healthy(url):
@@ -157,11 +185,16 @@ def reference(binary, unit, port, timeout_s, flags, prompt, tokens, seed):
 def main(argv):
     url, tokens, seed, prompt = argv[0], int(argv[1]), int(argv[2]), argv[3]
     binary, ref_unit, ref_port, ref_timeout = argv[4], argv[5], int(argv[6]), int(argv[7])
-    ref_flags = argv[8:]
+    workers = [] if argv[8] == "-" else argv[8].split(",")
+    ref_flags = argv[9:]
     key = os.environ.pop("SPARKFORM_API_KEY", "")
     os.environ.setdefault("XDG_RUNTIME_DIR", f"/run/user/{os.getuid()}")
+    devs = route_devs(workers)
+    rx0, tx0 = dev_bytes(devs)
     out = completion(url, prompt, tokens, seed, key)
     out["chat"] = chat(url, prompt, tokens, seed, key)
+    rx1, tx1 = dev_bytes(devs)
+    out["fabric"] = {"ifaces": devs, "rxBytes": rx1 - rx0, "txBytes": tx1 - tx0}
     if ref_flags:
         out["reference"] = reference(binary, ref_unit, ref_port, ref_timeout, ref_flags, prompt, tokens, seed)
     else:

@@ -1,11 +1,27 @@
 # Runs on a worker node: the decode fast path in the worker's debug log (GGML_RPC_DEBUG=1):
 # how many `[graph_compute]` and `[graph_recompute]` lines it has (ggml-rpc.cpp's LOG_DBG
 # "[%s] device: …" with __func__), and whether the first recompute follows the first compute,
-# counted from byte offset FROM on (the log's size before the smoke). One JSON object.
-# Arguments: LOG FROM ("size" instead of FROM: print only the log's current size).
+# counted from byte offset FROM on (the log's size before the smoke); and the byte counters of
+# the interface that holds the worker's address (the far end of the smoke's fabric proof).
+# One JSON object.
+# Arguments: LOG FROM ADDR ("size" instead of FROM: the log's current size and the counters only).
 import json
 import os
+import subprocess
 import sys
+
+
+def counters(addr):
+    """The interface holding IPv4 `addr` (`ip -o -4 addr`), and its rx and tx bytes."""
+    r = subprocess.run(["ip", "-o", "-4", "addr", "show"], capture_output=True, text=True, timeout=10)
+    for line in r.stdout.splitlines():
+        f = line.split()
+        if len(f) > 3 and f[2] == "inet" and f[3].split("/")[0] == addr:
+            dev = f[1].split("@")[0]
+            base = f"/sys/class/net/{dev}/statistics"
+            return {"iface": dev, "rxBytes": int(open(f"{base}/rx_bytes").read()),
+                    "txBytes": int(open(f"{base}/tx_bytes").read())}
+    return {"iface": "", "rxBytes": 0, "txBytes": 0}
 
 
 def main(argv):
@@ -14,8 +30,9 @@ def main(argv):
         size = os.path.getsize(path)
     except OSError:
         size = 0
+    wire = counters(argv[2])
     if argv[1] == "size":
-        return {"size": size}
+        return {"size": size, **wire}
     start = int(argv[1]) if int(argv[1]) <= size else 0
     compute = recompute = 0
     first_compute = first_recompute = -1
@@ -38,6 +55,7 @@ def main(argv):
         "graphCompute": compute,
         "graphRecompute": recompute,
         "recomputeAfterCompute": first_compute >= 0 and first_recompute > first_compute,
+        **wire,
     }
 
 

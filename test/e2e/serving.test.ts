@@ -75,6 +75,8 @@ interface ServingOut {
     identical: boolean;
     graphCompute: number;
     graphRecompute: number;
+    fabricBytes: number;
+    fabricEnds: { node: string; iface: string; bytes: number }[];
   };
 }
 
@@ -264,6 +266,13 @@ describe.skipIf(!isRoot)("serving on a simulated pair (real pulumi CLI, policy p
       expect(s.smoke.reference.tokensPerSecond).toBeGreaterThan(0);
       expect(s.smoke.graphCompute).toBeGreaterThan(0);
       expect(s.smoke.graphRecompute).toBeGreaterThan(0);
+      // Proof at the wire: the split's traffic crossed the fabric veth on both ends.
+      expect(s.smoke.fabricEnds.map((e) => [e.node, e.iface])).toEqual([
+        ["spark-1", "fabric0"],
+        ["spark-2", "fabric0"],
+      ]);
+      for (const e of s.smoke.fabricEnds) expect(e.bytes).toBeGreaterThan(0);
+      expect(s.smoke.fabricBytes).toBe(s.smoke.fabricEnds[0]?.bytes);
       // The reference was stopped: only the server listens besides ssh.
       expect(await listeningPorts("spark-1")).toContain(PORT);
       expect(await listeningPorts("spark-1")).not.toContain(PORT + 1);

@@ -147,6 +147,18 @@ describe("summaryLines with the serving output of the contract", () => {
     expect(text({ ...real, serving: o })).toContain("NOT identical to the reference");
   });
 
+  it("says what the smoke's split carried over the fabric, on each end", () => {
+    expect(s).not.toContain("wire  ");
+    const ends = [
+      { node: "spark-1", iface: "fabric0", bytes: 48_213 },
+      { node: "spark-2", iface: "fabric0", bytes: 900 },
+    ];
+    const o = { ...serving, smoke: { ...serving.smoke, fabricBytes: 48_213, fabricEnds: ends } };
+    expect(text({ ...real, serving: o })).toContain(
+      "  wire  the smoke's split crossed the fabric: spark-1 fabric0 47.1 KiB, spark-2 fabric0 900 B",
+    );
+  });
+
   it("ends with the one command to try the server, quoted for a shell", () => {
     const last = summaryLines({ ...real, serving }, opts).at(-1);
     expect(last).toBe(

@@ -1,0 +1,133 @@
+// Proof at the wire (issue 24, item 4): the smoke reads the byte counters of the client's route
+// to the workers around its generation, worker-log.py those of the interface holding the
+// worker's address, and a split whose bytes crossed no fabric is refused with every end's
+// number. The programs run here for real, against a stand-in llama-server on loopback (so the
+// "fabric" is lo, and the smoke's own requests are the bytes it must see).
+import { createServer, type Server } from "node:http";
+import type { AddressInfo } from "node:net";
+import { execa } from "execa";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { programPath } from "../../components/native-script";
+import {
+  parseSmoke,
+  parseWorkerLog,
+  parseWorkerLogSize,
+} from "../../components/serving/node-output";
+import { wireProofFailure } from "../../components/serving/server-plan";
+
+let server: Server;
+let url = "";
+
+beforeAll(async () => {
+  server = createServer((req, res) => {
+    let body = "";
+    req.on("data", (c: Buffer) => (body += c.toString()));
+    req.on("end", () => {
+      res.setHeader("Content-Type", "application/json");
+      if (req.url === "/completion")
+        res.end(JSON.stringify({ tokens: [5, 6, 7], timings: { predicted_per_second: 12.5 } }));
+      else
+        res.end(
+          JSON.stringify({
+            choices: [{ message: { content: "abc" }, finish_reason: "length" }],
+            usage: { completion_tokens: 3 },
+          }),
+        );
+    });
+  });
+  await new Promise<void>((r) => server.listen(0, "127.0.0.1", r));
+  url = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+});
+
+afterAll(() => server?.close());
+
+/** Run a node program here, without blocking the loop the stand-in server answers on. */
+function py(program: string, args: string[]) {
+  return execa("python3", [programPath(program), ...args], { reject: false, timeout: 60_000 });
+}
+
+const smokeArgs = (workers: string) => [
+  url,
+  "3",
+  "42",
+  "hello",
+  "/bin/false",
+  "sparkform-llama-reference-0",
+  "1",
+  "5",
+  workers,
+];
+
+describe("smoke.py's wire counters", () => {
+  it("counts the bytes of the route to the workers around the generation and the chat", async () => {
+    const r = await py("serving/smoke.py", smokeArgs("127.0.0.1"));
+    expect(r.stderr).toBe("");
+    const run = parseSmoke(r.stdout, "spark-1");
+    expect(run.tokens).toEqual([5, 6, 7]);
+    expect(run.fabric.ifaces).toEqual(["lo"]);
+    // Its own two requests and their answers crossed lo: on loopback each byte is sent and received.
+    expect(run.fabric.txBytes).toBeGreaterThan(200);
+    expect(run.fabric.rxBytes).toBeGreaterThan(200);
+  });
+
+  it("without workers, measures nothing", async () => {
+    const run = parseSmoke((await py("serving/smoke.py", smokeArgs("-"))).stdout, "spark-1");
+    expect(run.fabric).toEqual({ ifaces: [], rxBytes: 0, txBytes: 0 });
+  });
+
+  it("a worker address with no route is refused, naming it", async () => {
+    const r = await py("serving/smoke.py", smokeArgs("not-an-address"));
+    expect(r.exitCode).not.toBe(0);
+    expect(r.stderr).toMatch(/no route to the worker not-an-address on the client node/);
+  });
+});
+
+describe("worker-log.py's wire counters", () => {
+  it("reads the interface that holds the worker's address", async () => {
+    const size = parseWorkerLogSize(
+      (await py("serving/worker-log.py", ["/nonexistent/rpc.log", "size", "127.0.0.1"])).stdout,
+      "spark-2",
+    );
+    expect(size.iface).toBe("lo");
+    expect(size.rxBytes).toBeGreaterThan(0);
+    const counts = parseWorkerLog(
+      (await py("serving/worker-log.py", ["/nonexistent/rpc.log", "0", "127.0.0.1"])).stdout,
+      "spark-2",
+    );
+    expect(counts).toMatchObject({ iface: "lo", graphCompute: 0, size: 0 });
+    expect(counts.rxBytes).toBeGreaterThanOrEqual(size.rxBytes);
+  });
+
+  it("an address no interface holds reads as no interface", async () => {
+    const size = parseWorkerLogSize(
+      (await py("serving/worker-log.py", ["/nonexistent/rpc.log", "size", "203.0.113.77"])).stdout,
+      "spark-2",
+    );
+    expect(size).toEqual({ size: 0, iface: "", rxBytes: 0, txBytes: 0 });
+  });
+});
+
+describe("wireProofFailure", () => {
+  const client = { node: "spark-1", iface: "fabric0", bytes: 48_213 };
+  const worker = { node: "spark-2", iface: "fabric0", bytes: 47_900 };
+
+  it("passes when every end carried bytes, and without workers", () => {
+    expect(wireProofFailure(client, [worker])).toBeNull();
+    expect(wireProofFailure({ ...client, bytes: 0 }, [])).toBeNull();
+  });
+
+  it("refuses a split whose bytes went another way, with both numbers", () => {
+    expect(wireProofFailure({ ...client, bytes: 0 }, [{ ...worker, bytes: 0 }])).toBe(
+      "the smoke's generation did not cross the fabric (spark-1 fabric0: 0 bytes, spark-2 fabric0: 0 bytes): " +
+        "the layers on the workers were computed, but not over the rail between the nodes. Check the worker's " +
+        "bind (its fabricAddress) and the client's route to it (`ip route get <worker address>` on the client " +
+        "node), then `up` again.",
+    );
+  });
+
+  it("refuses a worker whose address is on no interface, even if the client's route carried bytes", () => {
+    expect(wireProofFailure(client, [{ ...worker, iface: "", bytes: 0 }])).toMatch(
+      /spark-2 \(no interface holds the worker's address\): 0 bytes/,
+    );
+  });
+});
