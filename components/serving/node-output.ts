@@ -1,7 +1,7 @@
 // The JSON the serving node programs print (native/serving/status.py, smoke.py,
 // worker-log.py), checked by the one ajv parser before anything reads it.
 import { NodeOutputError, nodeJsonParser } from "../schema/node-json";
-import type { RpcGraphCounts, ServerStatus, SmokeRun } from "./server-plan";
+import type { RpcGraphCounts, ServerStatus, SmokeRun, WireCounters } from "./server-plan";
 
 const STR = { type: "string", maxLength: 100_000 } as const;
 const INT = { type: "integer", minimum: 0 } as const;
@@ -55,11 +55,6 @@ export const parseSmoke = nodeJsonParser<SmokeRun>(
 
 /** The byte counters of the interface holding the worker's address (worker-log.py). */
 const WIRE = { iface: STR, rxBytes: INT, txBytes: INT };
-export interface WireCounters {
-  iface: string;
-  rxBytes: number;
-  txBytes: number;
-}
 
 export const parseWorkerLogSize = nodeJsonParser<{ size: number } & WireCounters>(
   obj({ size: INT, ...WIRE }),

@@ -25,13 +25,7 @@ import {
   type SshTarget,
 } from "../transport/ssh";
 import type { LlamaServerGate, ServingPlan } from "./placement";
-import {
-  parseServerStatus,
-  parseSmoke,
-  parseWorkerLog,
-  parseWorkerLogSize,
-  type WireCounters,
-} from "./node-output";
+import { parseServerStatus, parseSmoke, parseWorkerLog, parseWorkerLogSize } from "./node-output";
 import {
   describePlanned,
   describeSeen,
@@ -52,6 +46,7 @@ import {
   serverDrift,
   unreachedWorkers,
   type WireEnd,
+  wireEnds,
   wireProofFailure,
   workerLogPath,
 } from "./server-plan";
@@ -173,22 +168,33 @@ async function stop(i: Pick<LlamaServerInputs, "target" | "port" | "programs">):
 /** The worker's address on the fabric (its endpoint's host: workers are IPv4 only). */
 const workerAddress = (w: ServingWorker): string => w.endpoint.replace(/:\d+$/, "");
 
-async function workerLog(w: ServingWorker, programs: LlamaServerInputs["programs"], from?: number) {
+/**
+ * worker-log.py on a worker: from `from` on, the graph counts; "size", only the log's size. Both
+ * with the wire counters of the worker's fabric interface.
+ */
+async function workerLogRun(
+  w: ServingWorker,
+  programs: LlamaServerInputs["programs"],
+  from: string,
+) {
   const r = await openNode(w.target).run(
     programCommand(programFor(programs.workerLog, SERVER_PROGRAMS.workerLog), {
-      args: [
-        homeRelative(workerLogPath(w.port)),
-        from === undefined ? "size" : String(from),
-        workerAddress(w),
-      ],
+      args: [homeRelative(workerLogPath(w.port)), from, workerAddress(w)],
       display: `count graph_compute/graph_recompute in ${workerLogPath(w.port)}`,
     }),
     { step: "rpc worker log", timeoutMs: 120_000 },
   );
-  return from === undefined
-    ? { size: parseWorkerLogSize(r.stdout, w.target.name).size }
-    : parseWorkerLog(r.stdout, w.target.name);
+  return r.stdout;
 }
+
+const workerLogSize = async (w: ServingWorker, programs: LlamaServerInputs["programs"]) =>
+  parseWorkerLogSize(await workerLogRun(w, programs, "size"), w.target.name);
+
+const workerLogCounts = async (
+  w: ServingWorker,
+  programs: LlamaServerInputs["programs"],
+  from: number,
+) => parseWorkerLog(await workerLogRun(w, programs, String(from)), w.target.name);
 
 /** Both placements, for every message that refuses one. */
 function placements(plan: ServingPlan, st: ServerStatus): string {
@@ -256,7 +262,7 @@ async function start(i: LlamaServerInputs): Promise<void> {
 
 async function smoke(i: LlamaServerInputs): Promise<SmokeOutput> {
   const who = tag(i.target);
-  const sizes = await Promise.all(i.workers.map((w) => workerLog(w, i.programs)));
+  const sizes = await Promise.all(i.workers.map((w) => workerLogSize(w, i.programs)));
   const skip = referenceFits(i.plan);
   const refPort = referencePort(i.port);
   const r = await openNode(i.target).run(
@@ -287,23 +293,15 @@ async function smoke(i: LlamaServerInputs): Promise<SmokeOutput> {
   );
   const run = parseSmoke(r.stdout, i.target.name);
   const after = await Promise.all(
-    i.workers.map((w, k) => workerLog(w, i.programs, sizes[k]?.size ?? 0)),
+    i.workers.map((w, k) => workerLogCounts(w, i.programs, sizes[k]?.size ?? 0)),
   );
-  const counts: RpcGraphCounts[] = after as RpcGraphCounts[];
+  const counts: RpcGraphCounts[] = after;
   const client: WireEnd = {
     node: i.node,
     iface: run.fabric.ifaces.join("+"),
     bytes: run.fabric.rxBytes + run.fabric.txBytes,
   };
-  const workerEnds: WireEnd[] = i.workers.map((w, k) => {
-    const a = after[k] as WireCounters;
-    const b = sizes[k] as WireCounters;
-    return {
-      node: w.node,
-      iface: a.iface,
-      bytes: a.iface && a.iface === b.iface ? a.rxBytes + a.txBytes - b.rxBytes - b.txBytes : 0,
-    };
-  });
+  const workerEnds = wireEnds(i.workers, sizes, after);
   const ref =
     "skipped" in run.reference
       ? { tokens: [], tokensPerSecond: 0, skipped: skip ?? run.reference.skipped }

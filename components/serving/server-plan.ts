@@ -384,6 +384,34 @@ export interface WireEnd {
   bytes: number;
 }
 
+/** The byte counters of one interface, as a node program read them. */
+export interface WireCounters {
+  iface: string;
+  rxBytes: number;
+  txBytes: number;
+}
+
+/**
+ * Each worker's end of the proof from its counters before and after the smoke. An interface that
+ * changed in between (or none) proves nothing: 0 bytes.
+ */
+export function wireEnds(
+  workers: readonly { node: string }[],
+  before: readonly WireCounters[],
+  after: readonly WireCounters[],
+): WireEnd[] {
+  return workers.map((w, k) => {
+    const a = after[k];
+    const b = before[k];
+    const same = a !== undefined && b !== undefined && a.iface !== "" && a.iface === b.iface;
+    return {
+      node: w.node,
+      iface: a?.iface ?? "",
+      bytes: same ? a.rxBytes + a.txBytes - b.rxBytes - b.txBytes : 0,
+    };
+  });
+}
+
 /**
  * Proof at the wire: with workers, the smoke's generation must have moved bytes over the
  * client's route to them and over each worker's fabric interface. Null when it did; else what

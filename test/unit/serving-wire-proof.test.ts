@@ -13,7 +13,7 @@ import {
   parseWorkerLog,
   parseWorkerLogSize,
 } from "../../components/serving/node-output";
-import { wireProofFailure } from "../../components/serving/server-plan";
+import { wireEnds, wireProofFailure } from "../../components/serving/server-plan";
 
 let server: Server;
 let url = "";
@@ -129,5 +129,47 @@ describe("wireProofFailure", () => {
     expect(wireProofFailure(client, [{ ...worker, iface: "", bytes: 0 }])).toMatch(
       /spark-2 \(no interface holds the worker's address\): 0 bytes/,
     );
+  });
+});
+
+describe("wireEnds", () => {
+  const workers = [{ node: "spark-2" }, { node: "spark-3" }];
+
+  it("is each worker's bytes between its counters before and after the smoke", () => {
+    expect(
+      wireEnds(
+        workers,
+        [
+          { iface: "fabric0", rxBytes: 1000, txBytes: 500 },
+          { iface: "fabric1", rxBytes: 10, txBytes: 10 },
+        ],
+        [
+          { iface: "fabric0", rxBytes: 61_000, txBytes: 3_500 },
+          { iface: "fabric1", rxBytes: 10, txBytes: 10 },
+        ],
+      ),
+    ).toEqual([
+      { node: "spark-2", iface: "fabric0", bytes: 63_000 },
+      { node: "spark-3", iface: "fabric1", bytes: 0 },
+    ]);
+  });
+
+  it("an interface that changed in between, or none, proves nothing", () => {
+    expect(
+      wireEnds(
+        workers,
+        [
+          { iface: "fabric0", rxBytes: 0, txBytes: 0 },
+          { iface: "", rxBytes: 0, txBytes: 0 },
+        ],
+        [
+          { iface: "fabric1", rxBytes: 9_000, txBytes: 9_000 },
+          { iface: "", rxBytes: 0, txBytes: 0 },
+        ],
+      ),
+    ).toEqual([
+      { node: "spark-2", iface: "fabric1", bytes: 0 },
+      { node: "spark-3", iface: "", bytes: 0 },
+    ]);
   });
 });
