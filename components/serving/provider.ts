@@ -32,7 +32,6 @@ import {
   guardUnit,
   parsePlacement,
   placementMismatch,
-  type RpcGraphCounts,
   referenceArgv,
   referenceFits,
   referencePort,
@@ -292,16 +291,15 @@ async function smoke(i: LlamaServerInputs): Promise<SmokeOutput> {
     { step: "llama-server smoke", timeoutMs: (i.healthTimeoutSeconds + 600) * 1000 },
   );
   const run = parseSmoke(r.stdout, i.target.name);
-  const after = await Promise.all(
+  const counts = await Promise.all(
     i.workers.map((w, k) => workerLogCounts(w, i.programs, sizes[k]?.size ?? 0)),
   );
-  const counts: RpcGraphCounts[] = after;
   const client: WireEnd = {
     node: i.node,
     iface: run.fabric.ifaces.join("+"),
     bytes: run.fabric.rxBytes + run.fabric.txBytes,
   };
-  const workerEnds = wireEnds(i.workers, sizes, after);
+  const workerEnds = wireEnds(i.workers, sizes, counts);
   const ref =
     "skipped" in run.reference
       ? { tokens: [], tokensPerSecond: 0, skipped: skip ?? run.reference.skipped }

@@ -134,19 +134,15 @@ describe("wireProofFailure", () => {
 
 describe("wireEnds", () => {
   const workers = [{ node: "spark-2" }, { node: "spark-3" }];
+  /** One interface's counters, as worker-log.py reports them. */
+  const wire = (iface: string, rxBytes: number, txBytes: number) => ({ iface, rxBytes, txBytes });
 
   it("is each worker's bytes between its counters before and after the smoke", () => {
     expect(
       wireEnds(
         workers,
-        [
-          { iface: "fabric0", rxBytes: 1000, txBytes: 500 },
-          { iface: "fabric1", rxBytes: 10, txBytes: 10 },
-        ],
-        [
-          { iface: "fabric0", rxBytes: 61_000, txBytes: 3_500 },
-          { iface: "fabric1", rxBytes: 10, txBytes: 10 },
-        ],
+        [wire("fabric0", 1000, 500), wire("fabric1", 10, 10)],
+        [wire("fabric0", 61_000, 3_500), wire("fabric1", 10, 10)],
       ),
     ).toEqual([
       { node: "spark-2", iface: "fabric0", bytes: 63_000 },
@@ -158,14 +154,8 @@ describe("wireEnds", () => {
     expect(
       wireEnds(
         workers,
-        [
-          { iface: "fabric0", rxBytes: 0, txBytes: 0 },
-          { iface: "", rxBytes: 0, txBytes: 0 },
-        ],
-        [
-          { iface: "fabric1", rxBytes: 9_000, txBytes: 9_000 },
-          { iface: "", rxBytes: 0, txBytes: 0 },
-        ],
+        [wire("fabric0", 0, 0), wire("", 0, 0)],
+        [wire("fabric1", 9_000, 9_000), wire("", 0, 0)],
       ),
     ).toEqual([
       { node: "spark-2", iface: "fabric1", bytes: 0 },
