@@ -11,8 +11,7 @@
 import * as path from "node:path";
 import { programCommand } from "../native-script";
 import { progress, since } from "../providers/progress";
-import { type CopiedBy, copyFromPeerOrRelay, type Relay } from "../transport/peer-copy";
-import type { Peer } from "../transport/peer";
+import { type CopiedBy, copyFromPeerOrRelay, type Peer, type Relay } from "../peer-copy";
 import { homeRelative, openNode, type SshTarget } from "../transport/ssh";
 import { prepareDir } from "../tree/node-dir";
 import { parseBuildFlags } from "./flags";

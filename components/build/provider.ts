@@ -18,14 +18,12 @@ import * as path from "node:path";
 import type { ProviderImpl } from "../providers/delegate";
 import { changedKeys } from "../providers/diff";
 import { progress, since } from "../providers/progress";
+import { copyFromPeerOrRelay, type Peer, relayDirectory } from "../peer-copy";
 import {
-  copyFromPeerOrRelay,
   homeRelative,
   openNode,
-  type Peer,
   RemoteCommandError,
   type RemoteScript,
-  relayDirectory,
   type SshTarget,
 } from "../transport/ssh";
 import { shJoin } from "../transport/quote";

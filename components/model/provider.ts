@@ -25,14 +25,8 @@ import {
   resultOf,
   type ScriptLine,
 } from "./fetch-output";
-import {
-  copyFromPeerOrRelay,
-  homeRelative,
-  openNode,
-  type EnvValue,
-  type Peer,
-  type SshTarget,
-} from "../transport/ssh";
+import { copyFromPeerOrRelay, type Peer } from "../peer-copy";
+import { homeRelative, openNode, type EnvValue, type SshTarget } from "../transport/ssh";
 
 export const FETCH_PROGRAM = "model/model-fetch.py";
 /** The checkout's file (the unit tests run it from there). */
@@ -55,7 +49,7 @@ export interface ModelFile {
   url: string;
 }
 
-/** The node the other nodes copy the model from (transport's Peer). */
+/** The node the other nodes copy the model from (peer-copy's Peer). */
 export type ModelSource = Peer;
 
 export interface ModelReplicaInputs {

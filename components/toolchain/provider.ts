@@ -12,18 +12,16 @@ import { TREE_DIGEST_PROGRAM, type TreeDigest } from "../tree/digest";
 import { newRefToken, prepareDir, removeDir } from "../tree/node-dir";
 import { remoteTreeDigest } from "../tree/remote-digest";
 import { progress } from "../providers/progress";
+import { copyFromPeerOrRelay, type Peer, relayDirectory } from "../peer-copy";
 import {
-  copyFromPeerOrRelay,
   deletableOperand,
   homeRelative,
   openNode,
-  relayDirectory,
   type PathEntry,
-  type Peer,
   type SshTarget,
 } from "../transport/ssh";
 
-/** The node the toolchain is copied from (transport's Peer). */
+/** The node the toolchain is copied from (peer-copy's Peer). */
 export type ToolchainSource = Peer;
 
 export interface ToolchainInputs {

@@ -12,7 +12,8 @@
 // as before this module existed). When sparkform has no key of its own (it authenticates
 // through the operator's agent only), or its key file is passphrase-protected (only the
 // operator's agent holds it decrypted), there is nothing safe to forward: the copy is relayed
-// through the control node instead (peer-copy.ts), and the operator's agent is never forwarded.
+// through the control node instead (components/peer-copy/), and the operator's agent is never
+// forwarded.
 import { spawn, spawnSync, type ChildProcess } from "node:child_process";
 import { randomBytes } from "node:crypto";
 import * as fs from "node:fs";

@@ -2,7 +2,7 @@
 // its pinned known_hosts file(s) and private key copy, and computes its ssh options ONCE; the
 // object then owns its ControlMaster (started by the first command, ended by `close`) and the
 // session queue in front of it. Every remote command of a provider goes through it:
-// `run`, `rsync`, `forwardAgentOnce`, `copyFromPeer`.
+// `run`, `rsync`, `forwardAgentOnce` (node-to-node copies use it: components/peer-copy/).
 //
 // Dynamic-provider methods run in their own process and cannot share objects with the
 // program, so providers receive the plain `SshTarget` in their inputs and call
@@ -34,7 +34,6 @@ import {
 import { RemoteCommandError, type FailureKind } from "./errors";
 import { fail, invoke, type Invocation, type RunOptions, type RunResult } from "./exec";
 import { homeRelative } from "./paths";
-import { peerCopyCommand, type Peer, type PeerCopy } from "./peer";
 import { assertOperand, rsyncRshJoin, shJoin, UnsafeArgumentError } from "./quote";
 import { buildRemoteCommand, type RemoteCommand } from "./remote-command";
 import { sshCapabilities } from "./ssh-capabilities";
@@ -438,18 +437,6 @@ export class NodeConnection {
     } finally {
       agent.stop();
     }
-  }
-
-  /**
-   * Run `copy` on this node, pulling from `peer` over the fabric with a private agent that
-   * holds only the peer's key forwarded.
-   */
-  async copyFromPeer(peer: Peer, copy: PeerCopy): Promise<RunResult> {
-    return this.forwardAgentOnce(
-      peerCopyCommand(peer, copy),
-      { step: copy.step, timeoutMs: copy.timeoutMs },
-      peer.target,
-    );
   }
 
   /**

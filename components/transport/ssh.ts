@@ -1,7 +1,5 @@
-// Running commands on nodes: the real `ssh` and `rsync` binaries of the control node,
-// through execa, so a user's ssh_config, agent and keys work exactly as on the command
-// line. The public face of components/transport/: providers open one NodeConnection per node
-// (`openNode(target)`, node-connection.ts) and call its `run`, `rsync` and `copyFromPeer`.
+// One-shot commands for code that holds only a target (bench/), and until every caller imports
+// the transport's entry (index.ts), the names they import from here.
 
 import type { SshTarget } from "./connection";
 import type { RunOptions, RunResult } from "./exec";
@@ -21,8 +19,6 @@ export {
   type RsyncOptions,
   type RsyncPath,
 } from "./node-connection";
-export type { Peer, PeerCopy } from "./peer";
-export { copyFromPeerOrRelay, relayDirectory, type CopiedBy, type PeerCopyPlan } from "./peer-copy";
 export { deletableOperand, homeRelative } from "./paths";
 
 /**

@@ -17,9 +17,9 @@ import { localTreeDigest } from "../../components/tree/digest";
 import { sessionDir } from "../../components/transport/control-master";
 import { sshCapabilities } from "../../components/transport/ssh-capabilities";
 import { peerSshArgv, sshDestination, sshOptions } from "../../components/transport/ssh-options";
+import { copyFromPeerOrRelay } from "../../components/peer-copy";
 import {
   close,
-  copyFromPeerOrRelay,
   openNode,
   RemoteCommandError,
   type SshTarget,

@@ -10,7 +10,6 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { sessionDir } from "../../components/transport/control-master";
 import {
   close,
-  copyFromPeerOrRelay,
   openNode,
   rsync,
   run,
@@ -18,6 +17,7 @@ import {
   SESSIONS_PER_MASTER,
   type SshTarget,
 } from "../../components/transport/ssh";
+import { copyFromPeerOrRelay } from "../../components/peer-copy";
 
 const SSHD = "/usr/sbin/sshd";
 const haveSshd = fs.existsSync(SSHD) && fs.existsSync("/usr/bin/rsync");

@@ -20,8 +20,7 @@ import { afterAll, describe, expect, it, vi } from "vitest";
 import { fanOut, type FanOutInputs, incomingRel } from "../../components/build/fan-out";
 import { sparkBuildFlags } from "../../components/build/flags";
 import { buildPlan } from "../../components/build/plan";
-import { peerCopyCommand, type Peer } from "../../components/transport/peer";
-import type { PeerCopyPlan } from "../../components/transport/peer-copy";
+import { peerCopyCommand, type Peer, type PeerCopyPlan } from "../../components/peer-copy";
 import type { RemoteCommand, RunOptions, SshTarget } from "../../components/transport/ssh";
 import { RemoteCommandError } from "../../components/transport/errors";
 import { runLocally } from "../support/local-node";
@@ -60,7 +59,8 @@ vi.mock("../../components/transport/ssh", async (importOriginal) => ({
   }),
 }));
 // Over the fabric, as the node would: the preamble and the rsync body, the peer's side a path here.
-vi.mock("../../components/transport/peer-copy", () => ({
+vi.mock("../../components/peer-copy", async (importOriginal) => ({
+  ...(await importOriginal<typeof import("../../components/peer-copy")>()),
   copyFromPeerOrRelay: async (node: { target: SshTarget }, peer: Peer, plan: PeerCopyPlan) => {
     const cmd = peerCopyCommand(peer, plan.fabric);
     const args = [...(cmd.args ?? [])];

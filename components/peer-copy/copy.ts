@@ -1,17 +1,23 @@
 // "Copy from a peer over the fabric when an agent runs and sparkform holds a key for the peer,
 // else relay through the control node": the toolchain copy, the compiler-cache seed and the
-// model fan-out all do it. Over the fabric the node pulls from the peer itself
-// (NodeConnection.copyFromPeer, with a private agent holding only the peer's key forwarded
-// for that one command, agent-forward.ts); without an agent, or without such a key
-// (sparkform connects through the operator's agent only, or the key file is
-// passphrase-protected), the bytes go peer → control node → node through a private staging
-// directory: the operator's agent is never forwarded.
+// model fan-out all do it. Over the fabric the node pulls from the peer itself (copyFromPeer,
+// with a private agent holding only the peer's key forwarded for that one command,
+// NodeConnection.forwardAgentOnce); without an agent, or without such a key (sparkform
+// connects through the operator's agent only, or the key file is passphrase-protected), the
+// bytes go peer → control node → node through a private staging directory: the operator's
+// agent is never forwarded. It lives above the transport, which only connects and runs
+// commands, because the copy is one of sparkform's node programs (command.ts).
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import * as path from "node:path";
-import { homeRelative } from "./paths";
-import type { Peer, PeerCopy } from "./peer";
-import { forwardableKey, openNode, type NodeConnection } from "./node-connection";
+import {
+  forwardableKey,
+  homeRelative,
+  openNode,
+  type NodeConnection,
+  type RunResult,
+} from "../transport";
+import { peerCopyCommand, type Peer, type PeerCopy } from "./command";
 
 /** How the bytes got there. */
 export type CopiedBy = "fabric" | "relay";
@@ -37,6 +43,22 @@ export interface PeerCopyPlan {
   readonly onFabricError?: (err: unknown) => Promise<void>;
 }
 
+/**
+ * Run `copy` on `node`, pulling from `peer` over the fabric with a private agent that holds
+ * only the peer's key forwarded.
+ */
+export async function copyFromPeer(
+  node: NodeConnection,
+  peer: Peer,
+  copy: PeerCopy,
+): Promise<RunResult> {
+  return node.forwardAgentOnce(
+    peerCopyCommand(peer, copy),
+    { step: copy.step, timeoutMs: copy.timeoutMs },
+    peer.target,
+  );
+}
+
 /** Copy onto `node` from `peer` by `plan`; says which way it went. */
 export async function copyFromPeerOrRelay(
   node: NodeConnection,
@@ -45,7 +67,7 @@ export async function copyFromPeerOrRelay(
 ): Promise<CopiedBy> {
   if ("file" in forwardableKey(peer.target)) {
     try {
-      await node.copyFromPeer(peer, plan.fabric);
+      await copyFromPeer(node, peer, plan.fabric);
       return "fabric";
     } catch (err) {
       if (!plan.onFabricError) throw err;

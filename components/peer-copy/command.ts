@@ -1,15 +1,19 @@
-// Node-to-node copies over the fabric: a command on one node that rsyncs from a peer, with a
-// private agent holding only the peer's key forwarded for that one command (nodes hold no keys
-// for each other; agent-forward.ts), the peer's host key pinned in a known_hosts file written
-// on the node for the copy, and no ssh_config read on the node (peerSshArgv: -F /dev/null).
-// This module only builds that command; NodeConnection.copyFromPeer runs it.
+// The command a node runs to pull from a peer over the fabric: rsync from the peer, with the
+// peer's host key pinned in a known_hosts file written on the node for the copy and no
+// ssh_config read on the node (peerSshArgv: -F /dev/null). Built here, above the transport,
+// because it is a node program (native/transport/copy-from-peer.sh): the transport only runs
+// commands and never reaches up to the native programs. copy.ts runs it with a private agent
+// holding only the peer's key forwarded (nodes hold no keys for each other).
 import { randomBytes } from "node:crypto";
-import type { SshTarget } from "./connection";
 import { nativeProgram } from "../native-script";
-import { hostKeyAlias, knownHostsLine } from "./connection";
-import { rsyncRshJoin } from "./quote";
-import type { RemoteScript } from "./remote-command";
-import { peerSshArgv } from "./ssh-options";
+import {
+  hostKeyAlias,
+  knownHostsLine,
+  peerSshArgv,
+  rsyncRshJoin,
+  type RemoteScript,
+  type SshTarget,
+} from "../transport";
 
 /**
  * Another node a resource copies from (toolchain source, compiler-cache seed, model source):
