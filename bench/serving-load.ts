@@ -14,7 +14,7 @@ import {
 } from "../components/serving/server-plan";
 import type { ServingPlan } from "../components/serving/placement";
 import { CACHE_DIR } from "../components/rpc-worker/plan";
-import { shJoin } from "../components/transport/quote";
+import { shJoin } from "../components/transport";
 import { repoRoot, stateDir } from "../setup/pulumi/env";
 import type { SimCluster } from "../sim/state";
 import { tailMarkdown } from "./report-tail";

@@ -16,7 +16,7 @@ import * as fs from "node:fs";
 import * as os from "node:os";
 import * as path from "node:path";
 import { rsyncExcludes } from "../components/tree/digest";
-import { closeAll, openNode } from "../components/transport/ssh";
+import { closeAll, openNode } from "../components/transport";
 import { readStack } from "../cli/stack";
 import { repoRoot } from "../setup/pulumi/env";
 

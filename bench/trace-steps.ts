@@ -3,7 +3,7 @@
 // per step (node and step name), when it started after the first step, how long it took, and
 // the span from the first step's start to the last one's end — what the nodes cost the command.
 import { readFileSync } from "node:fs";
-import type { TraceLine } from "../components/transport/trace";
+import type { TraceLine } from "../components/transport";
 
 export function traceTable(lines: readonly TraceLine[]): { span: number; markdown: string } {
   if (lines.length === 0) return { span: 0, markdown: "(no remote steps)" };

@@ -25,7 +25,7 @@ import {
 } from "../components/tree/digest";
 import { programRef } from "../components/native-script";
 import { create, read, type TreeSyncInputs } from "../components/tree/provider";
-import { close, rsync, run, type SshTarget } from "../components/transport/ssh";
+import { close, rsync, run, type SshTarget } from "../components/transport";
 import { extractLlamaSource } from "../sim/llama/index";
 
 type Variant = "treesync" | "rsync";

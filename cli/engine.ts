@@ -3,7 +3,7 @@
 // command touches, under the stack's policy config (setup/pulumi/policy.ts), with the engine's
 // own progress on the terminal. This module runs it and reads the stack's resources back.
 import { spawnSync } from "node:child_process";
-import type { SshTarget } from "../components/transport/ssh";
+import type { SshTarget } from "../components/transport";
 import { pulumiBinary, pulumiEnv, repoRoot } from "../setup/pulumi/env";
 import { policyPackArgs, selectedStack } from "../setup/pulumi/policy";
 import { UsageError } from "./errors";

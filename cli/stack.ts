@@ -11,7 +11,7 @@
 import { spawnSync } from "node:child_process";
 import { statSync } from "node:fs";
 import type { StackConfigData } from "../components/config";
-import type { SshTarget } from "../components/transport/ssh";
+import type { SshTarget } from "../components/transport";
 import { pulumiBinary, pulumiEnv, repoRoot } from "../setup/pulumi/env";
 import { cached, configKey, outputsKey, selectedStackName } from "./stack-cache";
 

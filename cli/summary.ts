@@ -2,7 +2,7 @@
 // outputs say, one section per stage, as plain aligned lines. Pure: it takes the outputs object
 // (`pulumi stack output --json`, never --show-secrets) and returns lines; a stage whose outputs
 // are absent is left out, or said to be "not configured" where a reader would look for it.
-import { shQuote } from "../components/transport/quote";
+import { shQuote } from "../components/transport";
 
 export interface SummaryOptions {
   /** The stack's name, for the header and the commands it suggests. */

@@ -45,7 +45,7 @@ import {
   serverConfigSchema,
 } from "./serving/config";
 import { DEFAULT_PORT, unsafeBind } from "./rpc-worker/plan";
-import type { SshTarget } from "./transport/ssh";
+import type { SshTarget } from "./transport";
 
 export { ConfigError, configError, configIssueLines } from "./config/errors";
 export { type NodePath, NodePathError, normaliseNodePath } from "./config/node-path";

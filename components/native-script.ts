@@ -16,8 +16,7 @@
 import { createHash } from "node:crypto";
 import { readdirSync, readFileSync } from "node:fs";
 import * as path from "node:path";
-import { shJoin } from "./transport/quote";
-import type { EnvValue, PathEntry, RemoteScript } from "./transport/ssh";
+import { shJoin, type EnvValue, type PathEntry, type RemoteScript } from "./transport";
 
 export const NATIVE_DIR = path.join(__dirname, "..", "native");
 

@@ -4,7 +4,7 @@
 // at http://127.0.0.1:<port>/v1, and nothing crosses the network unencrypted.
 import { createServer } from "node:net";
 import { parseArgs } from "node:util";
-import { openNode } from "../../components/transport/ssh";
+import { openNode } from "../../components/transport";
 import { out, UsageError } from "../errors";
 import { readStack } from "../stack";
 

@@ -6,14 +6,14 @@ import { parseArgs } from "node:util";
 import { stackBuildFlags } from "../../components/build/config";
 import { commandContract } from "../../components/build/contract";
 import type { StackConfigData } from "../../components/config";
-import { buildRemoteCommand } from "../../components/transport/remote-command";
 import {
+  buildRemoteCommand,
   type EnvValue,
   homeRelative,
   openNode,
   type PathEntry,
   type RemoteScript,
-} from "../../components/transport/ssh";
+} from "../../components/transport";
 import { UsageError } from "../errors";
 import { readStack, type StackView } from "../stack";
 

@@ -10,7 +10,7 @@ import {
   SERVER_PROGRAMS,
   serverUnit,
 } from "../../components/serving/server-plan";
-import { openNode } from "../../components/transport/ssh";
+import { openNode } from "../../components/transport";
 import { out, terminalSafe, UsageError } from "../errors";
 import { readStack, type StackView } from "../stack";
 

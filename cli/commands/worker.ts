@@ -33,7 +33,7 @@ import {
   type WorkerStatus,
   workerTransport,
 } from "../../components/rpc-worker/plan";
-import { openNode, type RemoteScript } from "../../components/transport/ssh";
+import { openNode, type RemoteScript } from "../../components/transport";
 import {
   resourcesOfKind,
   type StateResource,

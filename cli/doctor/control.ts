@@ -4,9 +4,7 @@ import { spawnSync } from "node:child_process";
 import { readFileSync } from "node:fs";
 import * as path from "node:path";
 import type { StackConfigData } from "../../components/config";
-import { childEnv } from "../../components/transport/child-env";
-import { agentAvailable } from "../../components/transport/ssh";
-import { sshCapabilities } from "../../components/transport/ssh-capabilities";
+import { childEnv, agentAvailable, sshCapabilities } from "../../components/transport";
 import { pulumiBinary, readToolchain, repoRoot } from "../../setup/pulumi/env";
 import type { Finding } from "./findings";
 

@@ -3,7 +3,7 @@
 // once. It changes nothing anywhere (test/e2e/doctor.test.ts compares a node's files and units
 // before and after).
 import { ConfigError } from "../../components/config";
-import { closeAll } from "../../components/transport/ssh";
+import { closeAll } from "../../components/transport";
 import { readStack, type StackView } from "../stack";
 import { controlFindings } from "./control";
 import type { Finding } from "./findings";

@@ -12,10 +12,9 @@ import { fabricThresholds, linkPairs } from "../../components/fabric/config";
 import { fixtureRdma } from "../../components/fabric/fixture";
 import { liveRdma, portFacts } from "../../components/fabric/ports";
 import { programCommand } from "../../components/native-script";
-import { childEnv } from "../../components/transport/child-env";
+import { childEnv, openNode, RemoteCommandError, type SshTarget } from "../../components/transport";
 import { parseFacts, type SparkNodeFacts } from "../../components/node/facts";
 import { NodeOutputError, nodeJsonParser } from "../../components/schema/node-json";
-import { openNode, RemoteCommandError, type SshTarget } from "../../components/transport/ssh";
 import { bytes } from "../summary";
 import type { Finding } from "./findings";
 

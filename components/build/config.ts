@@ -33,7 +33,7 @@
 // Validation is flags.ts's: e.g. a CPU arch without a CUDA arch on a CUDA build is refused
 // with the runbook's reason, before anything runs.
 import { spawnSync } from "node:child_process";
-import { childEnv } from "../transport/child-env";
+import { childEnv } from "../transport";
 import { z } from "zod";
 import {
   type BuildFlags,

@@ -12,7 +12,7 @@ import * as path from "node:path";
 import { programCommand } from "../native-script";
 import { progress, since } from "../providers/progress";
 import { type CopiedBy, copyFromPeerOrRelay, type Peer, type Relay } from "../peer-copy";
-import { homeRelative, openNode, type SshTarget } from "../transport/ssh";
+import { homeRelative, openNode, type SshTarget } from "../transport";
 import { prepareDir } from "../tree/node-dir";
 import { parseBuildFlags } from "./flags";
 import {

@@ -3,7 +3,7 @@ import * as path from "node:path";
 import { DYNAMIC_MODULE } from "../aliases";
 import { programRef } from "../native-script";
 import { delegatingProvider } from "../providers/delegate";
-import type { SshTarget } from "../transport/ssh";
+import type { SshTarget } from "../transport";
 import { type BuildFlags, BuildFlagsError, parseBuildFlags } from "./flags";
 import {
   type BuildCommand,

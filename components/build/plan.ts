@@ -13,7 +13,7 @@
 // of a symlink after verification passed, so a failed build leaves the last good ones in place.
 import { createHash } from "node:crypto";
 import * as path from "node:path";
-import type { EnvValue } from "../transport/ssh";
+import type { EnvValue } from "../transport";
 import { contractPath } from "./contract";
 import {
   type BuildFlags,

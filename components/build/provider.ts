@@ -25,9 +25,9 @@ import {
   RemoteCommandError,
   type RemoteScript,
   type SshTarget,
-} from "../transport/ssh";
-import { shJoin } from "../transport/quote";
-import { DEFAULT_PATH } from "../transport/remote-command";
+  shJoin,
+  DEFAULT_PATH,
+} from "../transport";
 import { type BuildFlags, parseBuildFlags, targetIsa } from "./flags";
 import {
   BUILD_PROGRAMS,

@@ -9,7 +9,7 @@ import type { SparkNode } from "../node/spark-node";
 import type { SparkNodeFacts } from "../node/facts";
 import { delegatingProvider } from "../providers/delegate";
 import type { Stage } from "../stage";
-import type { SshTarget } from "../transport/ssh";
+import type { SshTarget } from "../transport";
 import { checkAddresses, type BandwidthClass, type CheckResult } from "./checks";
 import { fabricThresholds, linkPairs, type FabricConfig } from "./config";
 import { fixtureRdma } from "./fixture";

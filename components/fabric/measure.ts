@@ -2,7 +2,7 @@
 // end's rail address, the client on the near end bound to its own, so the bytes cross exactly
 // that rail. Never ICMP. Measurements in one provider process run one at a time: two rails
 // measured at once would share the nodes' cores and halve each other's throughput.
-import { run, type SshTarget } from "../transport/ssh";
+import { run, type SshTarget } from "../transport";
 import { addressOf } from "./checks";
 import { clientArgs, parseListening, parseProbe, serverArgs, type ProbeResult } from "./probe";
 

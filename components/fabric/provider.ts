@@ -9,7 +9,7 @@ import { parseFacts, type SparkNodeFacts } from "../node/facts";
 import { nativeProgram, programCommand, type ProgramRef } from "../native-script";
 import type { ProviderImpl } from "../providers/delegate";
 import { steadyReading } from "../providers/diff";
-import { run, type SshTarget } from "../transport/ssh";
+import { run, type SshTarget } from "../transport";
 import {
   checkBandwidth,
   checkReachable,

@@ -4,7 +4,7 @@ import { DYNAMIC_MODULE, legacyTypeAliases } from "../aliases";
 import type { Nodes } from "../node/nodes";
 import { gatherByNode, PerNode, type Stage } from "../stage";
 import { delegatingProvider } from "../providers/delegate";
-import type { SshTarget } from "../transport/ssh";
+import type { SshTarget } from "../transport";
 import { fetchScriptDigest, type ModelFile, type ModelSource, type NodeFile } from "./provider";
 import {
   modelDir,

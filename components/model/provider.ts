@@ -26,7 +26,7 @@ import {
   type ScriptLine,
 } from "./fetch-output";
 import { copyFromPeerOrRelay, type Peer } from "../peer-copy";
-import { homeRelative, openNode, type EnvValue, type SshTarget } from "../transport/ssh";
+import { homeRelative, openNode, type EnvValue, type SshTarget } from "../transport";
 
 export const FETCH_PROGRAM = "model/model-fetch.py";
 /** The checkout's file (the unit tests run it from there). */

@@ -4,8 +4,7 @@ import * as pulumi from "@pulumi/pulumi";
 import { type PreStageLayout, preStageAliases } from "../aliases";
 import { type ClusterConfig, type NodeConfig, sshTarget } from "../config";
 import { gatherByNode, type Stage } from "../stage";
-import { validateTarget } from "../transport/connection";
-import type { SshTarget } from "../transport/ssh";
+import { validateTarget, type SshTarget } from "../transport";
 import type { SparkNodeFacts } from "./facts";
 import { SparkNode } from "./spark-node";
 

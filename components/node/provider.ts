@@ -5,7 +5,7 @@ import type * as pulumi from "@pulumi/pulumi";
 import { programCommand, programFor, type ProgramRef, sameProgram } from "../native-script";
 import type { ProviderImpl } from "../providers/delegate";
 import { changedKeys } from "../providers/diff";
-import { openNode, type SshTarget } from "../transport/ssh";
+import { openNode, type SshTarget } from "../transport";
 import { parseFacts, type SparkNodeFacts } from "./facts";
 
 export interface SparkNodeInputs {

@@ -2,7 +2,7 @@ import * as pulumi from "@pulumi/pulumi";
 import * as path from "node:path";
 import { DYNAMIC_MODULE } from "../aliases";
 import { delegatingProvider } from "../providers/delegate";
-import type { SshTarget } from "../transport/ssh";
+import type { SshTarget } from "../transport";
 import { programRef } from "../native-script";
 import type { SparkNodeFacts } from "./facts";
 import { FACTS_PROGRAM } from "./provider";

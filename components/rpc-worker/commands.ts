@@ -10,7 +10,7 @@ import {
   programRef,
 } from "../native-script";
 import { NodeOutputError, nodeJsonParser } from "../schema/node-json";
-import { homeRelative, type RemoteScript } from "../transport/ssh";
+import { homeRelative, type RemoteScript } from "../transport";
 import { type ProbeResult, RPC_PROGRAMS, type WorkerStatus } from "./plan";
 
 export const unitName = (port: number): string => `sparkform-rpc-worker-${port}`;

@@ -15,7 +15,7 @@ import type { RpcTransport } from "../fabric/rpc-log";
 import type { ProviderImpl } from "../providers/delegate";
 import { changedKeys, steadyReading } from "../providers/diff";
 import { progress } from "../providers/progress";
-import { homeRelative, openNode, RemoteCommandError, type SshTarget } from "../transport/ssh";
+import { homeRelative, openNode, RemoteCommandError, type SshTarget } from "../transport";
 import {
   guardUnitName,
   parseProbe,

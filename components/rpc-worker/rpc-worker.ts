@@ -4,7 +4,7 @@ import * as path from "node:path";
 import { DYNAMIC_MODULE } from "../aliases";
 import type { RpcTransport } from "../fabric/rpc-log";
 import { delegatingProvider } from "../providers/delegate";
-import type { SshTarget } from "../transport/ssh";
+import type { SshTarget } from "../transport";
 import type { BuildInputs } from "../build/difference";
 import { workerPrograms } from "./commands";
 import { type Health, unsafeBind } from "./plan";

@@ -7,7 +7,7 @@ import { programCommand, programFor, type ProgramRef } from "../native-script";
 import type { ProviderImpl } from "../providers/delegate";
 import { changedKeys } from "../providers/diff";
 import { progress } from "../providers/progress";
-import { openNode, type SshTarget } from "../transport/ssh";
+import { openNode, type SshTarget } from "../transport";
 import { referencePort, SERVER_PROGRAMS, serverUnit } from "./server-plan";
 
 export interface ServingDrainInputs {

@@ -5,7 +5,7 @@ import * as path from "node:path";
 import { DYNAMIC_MODULE } from "../aliases";
 import { programRef } from "../native-script";
 import { delegatingProvider } from "../providers/delegate";
-import type { SshTarget } from "../transport/ssh";
+import type { SshTarget } from "../transport";
 import type { ServingPlan } from "./placement";
 import type { ServingEvidence, ServingWorker, SmokeOutput } from "./provider";
 import { SERVER_PROGRAMS, type SeenDevice } from "./server-plan";

@@ -23,7 +23,7 @@ import {
   RemoteCommandError,
   type RemoteScript,
   type SshTarget,
-} from "../transport/ssh";
+} from "../transport";
 import type { LlamaServerGate, ServingPlan } from "./placement";
 import { parseServerStatus, parseSmoke, parseWorkerLog, parseWorkerLogSize } from "./node-output";
 import {

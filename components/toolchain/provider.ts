@@ -19,7 +19,7 @@ import {
   openNode,
   type PathEntry,
   type SshTarget,
-} from "../transport/ssh";
+} from "../transport";
 
 /** The node the toolchain is copied from (peer-copy's Peer). */
 export type ToolchainSource = Peer;

@@ -5,7 +5,7 @@
 import { randomUUID } from "node:crypto";
 import { programCommand } from "../native-script";
 import { nodeJsonParser, NodeOutputError } from "../schema/node-json";
-import { RemoteCommandError, type NodeConnection } from "../transport/ssh";
+import { RemoteCommandError, type NodeConnection } from "../transport";
 
 export const NODE_DIR_PROGRAMS = {
   prepare: "tree/prepare-dir.sh",

@@ -6,7 +6,7 @@ import type { ProviderImpl } from "../providers/delegate";
 import { changedKeys } from "../providers/diff";
 import { progress, since } from "../providers/progress";
 import { remoteTreeDigest } from "./remote-digest";
-import { deletableOperand, openNode, type SshTarget } from "../transport/ssh";
+import { deletableOperand, openNode, type SshTarget } from "../transport";
 import { prepareDir, removeDir } from "./node-dir";
 import {
   differingPaths,

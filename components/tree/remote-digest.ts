@@ -1,7 +1,7 @@
 // The tree digest of a directory on a node: native/tree/tree-digest.py arrives on stdin, so the
 // node runs the very same code as the control node (tree/digest.ts).
 import { type NativeProgram, programCommand } from "../native-script";
-import type { NodeConnection } from "../transport/ssh";
+import type { NodeConnection } from "../transport";
 import { parseTreeDigest, type TreeDigest } from "./digest";
 
 /** Digest of `root` on `node`, or undefined when the directory does not exist (exit 3). */

@@ -3,7 +3,7 @@ import * as path from "node:path";
 import type { Exclusion } from "../config";
 import { DYNAMIC_MODULE } from "../aliases";
 import { delegatingProvider } from "../providers/delegate";
-import type { SshTarget } from "../transport/ssh";
+import type { SshTarget } from "../transport";
 import { programRef } from "../native-script";
 import { TREE_DIGEST_PROGRAM } from "./digest";
 

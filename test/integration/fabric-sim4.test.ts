@@ -21,7 +21,7 @@ import { SIM_RAILS } from "../../components/fabric/sim-rails";
 import { svgToPng } from "../../cli/commands/report";
 import { programCommand, programRef } from "../../components/native-script";
 import { parseFacts } from "../../components/node/facts";
-import { close, run, type SshTarget } from "../../components/transport/ssh";
+import { close, run, type SshTarget } from "../../components/transport";
 import { simDown, simLink, simUp, type SimCluster } from "../../sim/index";
 import { SIM_HEALTHY_FRACTION } from "../../sim/stack";
 

@@ -18,12 +18,7 @@ import { sessionDir } from "../../components/transport/control-master";
 import { sshCapabilities } from "../../components/transport/ssh-capabilities";
 import { peerSshArgv, sshDestination, sshOptions } from "../../components/transport/ssh-options";
 import { copyFromPeerOrRelay } from "../../components/peer-copy";
-import {
-  close,
-  openNode,
-  RemoteCommandError,
-  type SshTarget,
-} from "../../components/transport/ssh";
+import { close, openNode, RemoteCommandError, type SshTarget } from "../../components/transport";
 import { CONTACT_TIMEOUT_MS, forwardableKey } from "../../components/transport/node-connection";
 import { startSshAgent, type TestAgent } from "../support/ssh-agent";
 

@@ -16,7 +16,7 @@ import {
   RemoteCommandError,
   SESSIONS_PER_MASTER,
   type SshTarget,
-} from "../../components/transport/ssh";
+} from "../../components/transport";
 import { copyFromPeerOrRelay } from "../../components/peer-copy";
 
 const SSHD = "/usr/sbin/sshd";

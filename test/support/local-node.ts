@@ -2,7 +2,7 @@
 // script (a node program's launcher, its text on stdin, its arguments as "$@") under `sh -c`,
 // with $HOME (and the working directory) at a throwaway home and only PATH and HOME set.
 import { spawnSync } from "node:child_process";
-import type { RemoteCommand } from "../../components/transport/ssh";
+import type { RemoteCommand } from "../../components/transport";
 
 export function runLocally(
   cmd: RemoteCommand,

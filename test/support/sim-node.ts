@@ -2,7 +2,7 @@
 // acceptance and fault tests so each asserts on the node itself the same way.
 import { execFileSync } from "node:child_process";
 import { mkdirSync } from "node:fs";
-import type { SshTarget } from "../../components/transport/ssh";
+import type { SshTarget } from "../../components/transport";
 import { simExec } from "../../sim/index";
 import type { SimCluster } from "../../sim/state";
 

@@ -21,8 +21,12 @@ import { fanOut, type FanOutInputs, incomingRel } from "../../components/build/f
 import { sparkBuildFlags } from "../../components/build/flags";
 import { buildPlan } from "../../components/build/plan";
 import { peerCopyCommand, type Peer, type PeerCopyPlan } from "../../components/peer-copy";
-import type { RemoteCommand, RunOptions, SshTarget } from "../../components/transport/ssh";
-import { RemoteCommandError } from "../../components/transport/errors";
+import {
+  type RemoteCommand,
+  type RunOptions,
+  type SshTarget,
+  RemoteCommandError,
+} from "../../components/transport";
 import { runLocally } from "../support/local-node";
 
 const root = realpathSync(mkdtempSync(path.join(tmpdir(), "sparkform-fanout-guard-")));
@@ -51,8 +55,8 @@ function runHere(node: string, cmd: RemoteCommand, opts: RunOptions) {
   return { stdout: r.stdout, stderr: r.stderr, exitCode };
 }
 
-vi.mock("../../components/transport/ssh", async (importOriginal) => ({
-  ...(await importOriginal<typeof import("../../components/transport/ssh")>()),
+vi.mock("../../components/transport", async (importOriginal) => ({
+  ...(await importOriginal<typeof import("../../components/transport")>()),
   openNode: (t: SshTarget) => ({
     target: t,
     run: async (cmd: RemoteCommand, opts: RunOptions) => runHere(t.name, cmd, opts),

@@ -10,7 +10,7 @@ import { afterAll, afterEach, beforeAll, describe, expect, it, vi } from "vitest
 import type { StackView } from "../../cli/stack";
 import { cached, configKey, outputsKey, setCliBuild } from "../../cli/stack-cache";
 import { parseStackConfig, sshTarget, type StackConfigData } from "../../components/config";
-import { closeAll } from "../../components/transport/ssh";
+import { closeAll } from "../../components/transport";
 
 const repoRoot = path.join(__dirname, "..", "..");
 const HOST_KEY = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIHotKQgqqiemTGB/6SmyM/G48iZRmJFDHA58qr3L3Kc3";

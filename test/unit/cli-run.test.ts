@@ -4,7 +4,7 @@ import { describe, expect, it } from "vitest";
 import { cpuList, runScript } from "../../cli/commands/run";
 import type { StackView } from "../../cli/stack";
 import { parseStackConfig } from "../../components/config";
-import { buildRemoteCommand } from "../../components/transport/remote-command";
+import { buildRemoteCommand } from "../../components/transport";
 
 const HOST_KEY = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIGx0ZXN0a2V5Zm9yc3Bhcmtmb3Jtc3RhZ2V0ZXN0cw";
 const COMMIT = "80fb11ac0f0e0d0c0b0a09080706050403020100";

@@ -8,7 +8,7 @@ import { tmpdir } from "node:os";
 import * as path from "node:path";
 import { describe, expect, it } from "vitest";
 import { parseStackConfig } from "../../components/config";
-import { RemoteCommandError } from "../../components/transport/ssh";
+import { RemoteCommandError } from "../../components/transport";
 import { agentFinding, controlFindings, nodeVersionFinding } from "../../cli/doctor/control";
 import { EXIT, exitCode, renderFindings, type Finding } from "../../cli/doctor/findings";
 import {

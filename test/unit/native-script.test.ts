@@ -18,7 +18,7 @@ import {
   sameProgram,
   sha256Hex,
 } from "../../components/native-script";
-import { buildRemoteCommand } from "../../components/transport/remote-command";
+import { buildRemoteCommand } from "../../components/transport";
 
 const ENV = { PATH: "/usr/bin:/bin", LANG: "C.UTF-8" };
 

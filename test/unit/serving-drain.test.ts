@@ -4,10 +4,12 @@
 // the one to reach. Only a different client node is reached at its old target.
 import { beforeEach, describe, expect, it, vi } from "vitest";
 import { update } from "../../components/serving/drain-provider";
-import type { SshTarget } from "../../components/transport/ssh";
+import type { SshTarget } from "../../components/transport";
 
 const reached: SshTarget[] = [];
-vi.mock("../../components/transport/ssh", () => ({
+// Spread the original: the index also serves modules that only quote or build commands.
+vi.mock("../../components/transport", async (importOriginal) => ({
+  ...(await importOriginal<typeof import("../../components/transport")>()),
   openNode: (t: SshTarget) => ({
     run: async () => {
       reached.push(t);

@@ -14,8 +14,8 @@ import {
 import { workerInputs } from "../support/rpc-worker-inputs";
 
 let reply: { stdout: string; stderr: string; exitCode: number };
-vi.mock("../../components/transport/ssh", async (importOriginal) => ({
-  ...(await importOriginal<typeof import("../../components/transport/ssh")>()),
+vi.mock("../../components/transport", async (importOriginal) => ({
+  ...(await importOriginal<typeof import("../../components/transport")>()),
   openNode: () => ({ run: async () => reply }),
 }));
 vi.mock("../../components/providers/progress", () => ({ progress: async () => undefined }));

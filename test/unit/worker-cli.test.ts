@@ -20,7 +20,7 @@ import { parseStackConfig } from "../../components/config";
 import { nativeProgram, programPath } from "../../components/native-script";
 import { NO_RDMA_DEVICE, parseWorkerStatus } from "../../components/rpc-worker/commands";
 import { driftReasons, type WorkerStatus } from "../../components/rpc-worker/plan";
-import { buildRemoteCommand } from "../../components/transport/remote-command";
+import { buildRemoteCommand } from "../../components/transport";
 
 const HOST_KEY = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIGx0ZXN0a2V5Zm9yc3Bhcmtmb3Jtc3RhZ2V0ZXN0cw";
 const D = "d".repeat(64);

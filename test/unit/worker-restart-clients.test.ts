@@ -12,12 +12,12 @@ import { afterAll, beforeAll, beforeEach, describe, expect, it, vi } from "vites
 import { stoppedUnits } from "../../components/rpc-worker/commands";
 import { programPath } from "../../components/native-script";
 import type { RpcWorkerInputs, RpcWorkerOutputs } from "../../components/rpc-worker/provider";
-import type { SshTarget } from "../../components/transport/ssh";
+import type { SshTarget } from "../../components/transport";
 import { workerInputs } from "../support/rpc-worker-inputs";
 
 /** What ran where, in order: `<node> <program>`. */
 const ran: string[] = [];
-vi.mock("../../components/transport/ssh", async (orig) => ({
+vi.mock("../../components/transport", async (orig) => ({
   ...(await orig<object>()),
   openNode: (t: SshTarget) => ({
     run: async (script: { stdin?: string; display?: string }) => {
