@@ -282,7 +282,8 @@ async function fetchFromHub(
 
 /**
  * Node to node over the fabric with an agent to forward, else relayed file by file through
- * the control node (peer-copy.ts); either way into each file's `.part`, verified afterwards.
+ * the control node (components/peer-copy/); either way into each file's `.part`, verified
+ * afterwards.
  */
 function copyFiles(
   inputs: ModelReplicaInputs,

@@ -89,7 +89,7 @@ async function probe(inputs: ToolchainInputs): Promise<string> {
   return out;
 }
 
-/** Node to node over the fabric with an agent to forward, else relayed (peer-copy.ts). */
+/** Node to node over the fabric with an agent to forward, else relayed (components/peer-copy/). */
 function copyFrom(inputs: ToolchainInputs, source: ToolchainSource): Promise<"fabric" | "relay"> {
   const dir = homeRelative(inputs.path);
   return copyFromPeerOrRelay(openNode(inputs.target), source, {

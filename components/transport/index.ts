@@ -24,7 +24,7 @@ export {
   type RsyncOptions,
   type RsyncPath,
 } from "./node-connection";
-export { close, rsync, run } from "./ssh";
+export { close, rsync, run } from "./one-shot";
 export { deletableOperand, homeRelative } from "./paths";
 export { shJoin, shQuote } from "./quote";
 export { childEnv } from "./child-env";

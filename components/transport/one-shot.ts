@@ -1,25 +1,10 @@
-// One-shot commands for code that holds only a target (bench/), and until every caller imports
-// the transport's entry (index.ts), the names they import from here.
+// One command, or one rsync, for code that holds only a target (bench/, the fabric's
+// measurements): it need not keep a NodeConnection. Providers open the connection once instead.
 
 import type { SshTarget } from "./connection";
 import type { RunOptions, RunResult } from "./exec";
 import { closeAll, openNode, type RsyncOptions, type RsyncPath } from "./node-connection";
 import type { RemoteCommand } from "./remote-command";
-
-export type { SshTarget, SshJump } from "./connection";
-export type { RemoteCommand, RemoteScript, EnvValue, PathEntry } from "./remote-command";
-export type { RunOptions, RunResult } from "./exec";
-export { RemoteCommandError } from "./errors";
-export {
-  agentAvailable,
-  closeAll,
-  NodeConnection,
-  openNode,
-  SESSIONS_PER_MASTER,
-  type RsyncOptions,
-  type RsyncPath,
-} from "./node-connection";
-export { deletableOperand, homeRelative } from "./paths";
 
 /**
  * `openNode(node).run(…)`, for code that holds only a target for one command (bench/).
