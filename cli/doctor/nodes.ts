@@ -16,6 +16,7 @@ import { childEnv } from "../../components/transport/child-env";
 import { parseFacts, type SparkNodeFacts } from "../../components/node/facts";
 import { NodeOutputError, nodeJsonParser } from "../../components/schema/node-json";
 import { openNode, RemoteCommandError, type SshTarget } from "../../components/transport/ssh";
+import { unitPrefix } from "../../components/unit/names";
 import { bytes } from "../summary";
 import type { Finding } from "./findings";
 
@@ -125,13 +126,13 @@ export function nodeNeeds(config: StackConfigData, node: string): NodeNeeds {
   const ports: NodeNeeds["ports"] = [];
   const w = config.worker;
   if (w?.nodes.includes(node)) {
-    ports.push({ port: w.port, unitPrefix: "sparkform-rpc-worker-", what: "rpc worker" });
+    ports.push({ port: w.port, unitPrefix: unitPrefix("worker"), what: "rpc worker" });
   }
   const server = serverOf(config);
   if (server && (server.node ?? w?.client ?? config.nodes[0]?.name) === node) {
     ports.push({
       port: server.port ?? 8080,
-      unitPrefix: "sparkform-llama-server-",
+      unitPrefix: unitPrefix("server"),
       what: "llama-server",
     });
   }
