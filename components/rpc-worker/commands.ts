@@ -8,7 +8,7 @@ import { NodeOutputError, nodeJsonParser } from "../schema/node-json";
 import { homeRelative, type RemoteScript } from "../transport/ssh";
 import { unitStartCommand, unitStatusCommand, unitStopCommand } from "../unit/commands";
 import { guardUnitName as guardUnitNameOf, unitName as unitNameOf } from "../unit/names";
-import { parseUnitStatus, type UnitStatus } from "../unit/status";
+import { type UnitStatus, unitStatusParser } from "../unit/status";
 import { CACHE_DIR, type ProbeResult, RPC_PROGRAMS, type WorkerStatus } from "./plan";
 
 export const unitName = (port: number): string => unitNameOf("worker", port);
@@ -195,6 +195,7 @@ export function workerStatusOf(u: UnitStatus): WorkerStatus {
 }
 
 /** status.py's JSON, checked (untrusted output of a node): names the node and the bad path. */
+const parseUnitStatus = unitStatusParser("rpc-worker status");
 export const parseWorkerStatus = (stdout: string, node: string): WorkerStatus =>
   workerStatusOf(parseUnitStatus(stdout, node));
 

@@ -1,7 +1,7 @@
 // The JSON the serving node programs print (native/unit/status.py through the unit's parser,
 // native/serving/smoke.py, worker-log.py), checked by ajv before anything reads it.
 import { NodeOutputError, nodeJsonParser } from "../schema/node-json";
-import { parseUnitStatus, type UnitState, type UnitStatus } from "../unit/status";
+import { type UnitState, type UnitStatus, unitStatusParser } from "../unit/status";
 import type {
   RpcGraphCounts,
   ServerStatus,
@@ -54,6 +54,7 @@ export function serverStatusOf(u: UnitStatus): ServerStatus {
   };
 }
 
+const parseUnitStatus = unitStatusParser("llama-server status (native/unit/status.py)");
 export const parseServerStatus = (stdout: string, node: string): ServerStatus =>
   serverStatusOf(parseUnitStatus(stdout, node));
 

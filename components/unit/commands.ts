@@ -74,9 +74,7 @@ export function unitStartCommand(
     ...(s.lineBuffered ? [["--line-buffered"]] : []),
     ...(s.env ?? []).map(([k, v]) => ["--env", `${k}=${v}`]),
     ...(s.mkdir ?? []).map((d) => ["--mkdir", d]),
-    ...(s.healthTimeoutSeconds === undefined
-      ? []
-      : [["--health", String(s.healthTimeoutSeconds)]]),
+    ...(s.healthTimeoutSeconds === undefined ? [] : [["--health", String(s.healthTimeoutSeconds)]]),
     ["--", ...s.flags],
   ].flat();
   return programCommand(programFor(programs.start, UNIT_PROGRAMS.start), {

@@ -59,50 +59,55 @@ const BYTES = { type: "integer", minimum: 0 } as const;
 // A unit systemctl could not show is `{error}`: any string properties, checked by the drift.
 const UNIT = { type: "object", additionalProperties: STR } as const;
 
-/** status.py's JSON, checked (untrusted output of a node): names the node and the bad path. */
-export const parseUnitStatus = nodeJsonParser<UnitStatus>(
-  {
-    type: "object",
-    required: [
-      "unit",
-      "guard",
-      "runningDigest",
-      "binaryDigest",
-      "listening",
-      "established",
-      "log",
-      "guardLog",
-      "memory",
-    ],
-    properties: {
-      unit: UNIT,
-      guard: UNIT,
-      runningDigest: STR,
-      binaryDigest: STR,
-      listening: { type: "array", items: STR, maxItems: 64 },
-      established: LINES,
-      log: LINES,
-      guardLog: LINES,
-      memory: {
-        type: "object",
-        required: ["rss", "peakRss", "memTotal", "memAvailable"],
-        properties: { rss: BYTES, peakRss: BYTES, memTotal: BYTES, memAvailable: BYTES },
-        additionalProperties: false,
-      },
-      others: LINES,
-      health: {
-        type: "object",
-        required: ["status", "body"],
-        properties: { status: BYTES, body: STR },
-        additionalProperties: false,
-      },
-      tail: LINES,
+const SCHEMA = {
+  type: "object",
+  required: [
+    "unit",
+    "guard",
+    "runningDigest",
+    "binaryDigest",
+    "listening",
+    "established",
+    "log",
+    "guardLog",
+    "memory",
+  ],
+  properties: {
+    unit: UNIT,
+    guard: UNIT,
+    runningDigest: STR,
+    binaryDigest: STR,
+    listening: { type: "array", items: STR, maxItems: 64 },
+    established: LINES,
+    log: LINES,
+    guardLog: LINES,
+    memory: {
+      type: "object",
+      required: ["rss", "peakRss", "memTotal", "memAvailable"],
+      properties: { rss: BYTES, peakRss: BYTES, memTotal: BYTES, memAvailable: BYTES },
+      additionalProperties: false,
     },
-    additionalProperties: false,
+    others: LINES,
+    health: {
+      type: "object",
+      required: ["status", "body"],
+      properties: { status: BYTES, body: STR },
+      additionalProperties: false,
+    },
+    tail: LINES,
   },
-  (node, path, detail) =>
-    new NodeOutputError("unit status (native/unit/status.py)", node, path, detail),
-);
+  additionalProperties: false,
+} as const;
+
+/**
+ * status.py's JSON, checked (untrusted output of a node): one schema for every role, and an
+ * error that names the role's status (`what`), the node and the bad path.
+ */
+export const unitStatusParser = (what: string) =>
+  nodeJsonParser<UnitStatus>(
+    SCHEMA,
+    (node, path, detail) => new NodeOutputError(what, node, path, detail),
+  );
 
 /** What the last start recorded, to tell a restart hidden by Restart=on-failure. */
 export interface Started {
