@@ -2,7 +2,10 @@
 //
 // A node has no checkout, so a program's `. "$(dirname -- "$0")/../lib/NAME.sh"` line (which
 // works when it runs from the checkout, as the unit tests run it) is replaced by that library's
-// text. The rendered text is what runs, so its sha256 is what state records: a resource input
+// text. Python programs do the same with `from NAME import …` of a native/lib/NAME.py, after the
+// one `sys.path.insert(…, "..", "lib")` line that lets the checkout's copy import it; a node
+// gets the library's text in place of the import and no path line, since a program read from
+// stdin has no directory to import from. The rendered text is what runs, so its sha256 is what state records: a resource input
 // holds `{name, sha256}` (a ProgramRef), never the text, and the provider loads the text by
 // name from the checkout it runs in (providers/delegate.ts: the project directory). A changed
 // program is a changed sha256, hence an update; an unchanged one is no diff at all, also
@@ -14,13 +17,18 @@
 // module from stdin before it runs any of it. Secrets the transport sends on stdin come first
 // and are read by its preamble before the launcher runs (remote-command.ts).
 import { createHash } from "node:crypto";
-import { readdirSync, readFileSync } from "node:fs";
+import { existsSync, readdirSync, readFileSync } from "node:fs";
 import * as path from "node:path";
 import { shJoin, type EnvValue, type PathEntry, type RemoteScript } from "./transport";
 
 export const NATIVE_DIR = path.join(__dirname, "..", "native");
 
 const SOURCE_LINE = /^\. "\$\(dirname -- "\$0"\)\/(?:\.\.\/)?lib\/([a-z][a-z0-9-]*\.sh)"$/gm;
+/** The checkout's way to native/lib/ in a Python program; a node has no such directory. */
+const PY_LIB_PATH_LINE =
+  /^sys\.path\.insert\(0, os\.path\.join\(os\.path\.dirname\(os\.path\.abspath\(__file__\)\), "\.\.", "lib"\)\)[^\n]*\n/gm;
+/** `from NAME import a, b` of a library in native/lib/ (a module of the standard library is left). */
+const PY_IMPORT_LINE = /^from ([a-z][a-z0-9_]*) import [^\n]+$/gm;
 /** `<stage>/<name>.sh|.py`: one folder below native/, never lib/ (libraries are inlined). */
 const PROGRAM_NAME = /^(?!lib\/)[a-z][a-z0-9-]*\/[a-z][a-z0-9-]*\.(sh|py)$/;
 
@@ -59,10 +67,23 @@ function render(name: string): string {
       { cause: err },
     );
   }
-  return text.replace(SOURCE_LINE, (_line, lib: string) => {
-    const body = readFileSync(path.join(NATIVE_DIR, "lib", lib), "utf8");
-    return `# ---- native/lib/${lib} (inlined) ----\n${body.trimEnd()}\n# ---- end of native/lib/${lib} ----`;
-  });
+  if (name.endsWith(".py")) {
+    const inlined = new Set<string>();
+    return text.replace(PY_LIB_PATH_LINE, "").replace(PY_IMPORT_LINE, (line, mod: string) => {
+      const lib = `${mod}.py`;
+      if (!existsSync(path.join(NATIVE_DIR, "lib", lib))) return line;
+      // Two imports of one library define its names once.
+      if (inlined.has(lib)) return `# native/lib/${lib}: inlined above`;
+      inlined.add(lib);
+      return inline(lib);
+    });
+  }
+  return text.replace(SOURCE_LINE, (_line, lib: string) => inline(lib));
+}
+
+function inline(lib: string): string {
+  const body = readFileSync(path.join(NATIVE_DIR, "lib", lib), "utf8");
+  return `# ---- native/lib/${lib} (inlined) ----\n${body.trimEnd()}\n# ---- end of native/lib/${lib} ----`;
 }
 
 export function sha256Hex(text: string): string {
@@ -95,11 +116,14 @@ export function programRef(name: string): ProgramRef {
 
 /**
  * The program a provider runs: the one its state names (a ProgramRef), or `fallback` when the
- * state predates refs (it held the text itself). Always this checkout's text: a program that
- * changed since the last `up` runs as it is now, and the next diff shows the new sha256.
+ * state predates refs (it held the text itself) or names a program this checkout no longer has
+ * (moved since: native/unit/ took the worker's and the server's; the caller builds arguments
+ * for `fallback`, the role's program now). Always this checkout's text: a program that changed
+ * since the last `up` runs as it is now, and the next diff shows the new sha256.
  */
 export function programFor(recorded: unknown, fallback: string): NativeProgram {
-  return nativeProgram(isProgramRef(recorded) ? recorded.name : fallback);
+  const name = isProgramRef(recorded) ? recorded.name : fallback;
+  return nativeProgram(name !== fallback && !existsSync(programPath(name)) ? fallback : name);
 }
 
 function isProgramRef(v: unknown): v is ProgramRef {

@@ -1,13 +1,13 @@
 // `sparkform server logs [N]` and `sparkform server status`: the stack's llama-server on its
 // node, through the same transport and the same node program as the provider's refresh
-// (native/serving/status.py), so what they print is what `pulumi refresh` would judge.
+// (native/unit/status.py, as serverStatusCommand builds it), so what they print is what
+// `pulumi refresh` would judge.
 import { parseArgs } from "node:util";
-import { programCommand } from "../../components/native-script";
 import { parseServerStatus } from "../../components/serving/node-output";
 import {
   describeSeen,
   parsePlacement,
-  SERVER_PROGRAMS,
+  serverStatusCommand,
   serverUnit,
 } from "../../components/serving/server-plan";
 import { openNode } from "../../components/transport";
@@ -87,13 +87,10 @@ export async function run(argv: string[]): Promise<number> {
   }
   const s = serverOf(view);
   const node = openNode(view.target(s.node));
-  const r = await node.run(
-    programCommand(SERVER_PROGRAMS.status, {
-      args: [String(s.port), s.binary, s.bind],
-      display: `llama-server status :${s.port}`,
-    }),
-    { step: `server status on ${s.node}`, timeoutMs: 60_000 },
-  );
+  const r = await node.run(serverStatusCommand(s, {}), {
+    step: `server status on ${s.node}`,
+    timeoutMs: 60_000,
+  });
   const st = parseServerStatus(r.stdout, s.node);
   const smoke = (view.outputs.serving as { smoke?: Record<string, unknown> } | undefined)?.smoke;
   const seen = parsePlacement(st.log);

@@ -1,6 +1,6 @@
 // `sparkform worker <action> <node>`: the runbook's rpc-worker.sh on the stack's worker units —
 // start, stop, restart, status, rss, logs — with its A/B flags (--debug, --tcp, --no-cache,
-// --threads, --port). Through the same node programs `pulumi up` runs (native/rpc-worker/, via
+// --threads, --port). Through the same node programs `pulumi up` runs (native/unit/, via
 // components/rpc-worker/commands.ts) and the same transport as `sparkform run` (the stack's
 // pinned host key, every argument quoted). Before any action that restarts or stops the worker,
 // the llama-servers on the client node that use it stop (upstream aborts a client on its next

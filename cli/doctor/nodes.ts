@@ -12,9 +12,11 @@ import { fabricThresholds, linkPairs } from "../../components/fabric/config";
 import { fixtureRdma } from "../../components/fabric/fixture";
 import { liveRdma, portFacts } from "../../components/fabric/ports";
 import { programCommand } from "../../components/native-script";
-import { childEnv, openNode, RemoteCommandError, type SshTarget } from "../../components/transport";
+import { childEnv } from "../../components/transport";
 import { parseFacts, type SparkNodeFacts } from "../../components/node/facts";
 import { NodeOutputError, nodeJsonParser } from "../../components/schema/node-json";
+import { openNode, RemoteCommandError, type SshTarget } from "../../components/transport";
+import { unitPrefix } from "../../components/unit/names";
 import { bytes } from "../summary";
 import type { Finding } from "./findings";
 
@@ -124,13 +126,13 @@ export function nodeNeeds(config: StackConfigData, node: string): NodeNeeds {
   const ports: NodeNeeds["ports"] = [];
   const w = config.worker;
   if (w?.nodes.includes(node)) {
-    ports.push({ port: w.port, unitPrefix: "sparkform-rpc-worker-", what: "rpc worker" });
+    ports.push({ port: w.port, unitPrefix: unitPrefix("worker"), what: "rpc worker" });
   }
   const server = serverOf(config);
   if (server && (server.node ?? w?.client ?? config.nodes[0]?.name) === node) {
     ports.push({
       port: server.port ?? 8080,
-      unitPrefix: "sparkform-llama-server-",
+      unitPrefix: unitPrefix("server"),
       what: "llama-server",
     });
   }

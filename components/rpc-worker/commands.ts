@@ -1,20 +1,18 @@
-// The remote invocations of native/rpc-worker/'s programs: one place that turns a worker's
-// settings into start.sh / stop.sh / status.py / probe.py command lines, shared by the provider
+// The remote invocations of the worker's programs: one place that turns a worker's settings
+// into the unit programs' command lines (native/unit/: start.sh, stop.sh, status.py, shared
+// with the server) and native/rpc-worker/probe.py's, shared by the provider
 // (`pulumi up`, refresh) and `sparkform worker`, so a worker started by hand is started exactly
 // as `up` starts it, with only the overrides the user asked for.
-import {
-  nativeProgram,
-  programCommand,
-  programFor,
-  type ProgramRef,
-  programRef,
-} from "../native-script";
+import { programCommand, programFor, type ProgramRef, programRef } from "../native-script";
 import { NodeOutputError, nodeJsonParser } from "../schema/node-json";
 import { homeRelative, type RemoteScript } from "../transport";
-import { type ProbeResult, RPC_PROGRAMS, type WorkerStatus } from "./plan";
+import { unitStartCommand, unitStatusCommand, unitStopCommand } from "../unit/commands";
+import { guardUnitName as guardUnitNameOf, unitName as unitNameOf } from "../unit/names";
+import { type UnitStatus, unitStatusParser } from "../unit/status";
+import { CACHE_DIR, type ProbeResult, RPC_PROGRAMS, type WorkerStatus } from "./plan";
 
-export const unitName = (port: number): string => `sparkform-rpc-worker-${port}`;
-export const guardUnitName = (port: number): string => `sparkform-rpc-guard-${port}`;
+export const unitName = (port: number): string => unitNameOf("worker", port);
+export const guardUnitName = (port: number): string => guardUnitNameOf("worker", port);
 
 /**
  * What `--tcp` points GGML_RDMA_DEV at: the runbook's one lever for an RDMA-built server, a
@@ -54,32 +52,54 @@ export interface StartSettings {
 
 /** start.sh: (re)start worker and guard; refuses a binary that is not the client's build. */
 export function startCommand(s: StartSettings): RemoteScript {
-  return programCommand(programFor(s.programs.start, RPC_PROGRAMS.start), {
-    args: [
-      homeRelative(s.binary),
-      s.bind,
-      String(s.port),
-      String(s.threads),
-      s.devices.join(","),
-      s.cache ? "1" : "0",
-      s.debug ? "1" : "0",
-      s.clientBuild.digest,
-      String(s.rssLimitPercent),
-      String(s.rssIntervalSeconds),
-      s.rssLimitPercent > 0 ? nativeProgram(RPC_PROGRAMS.guard).text : "",
-      s.tcp ? NO_RDMA_DEVICE : "",
-    ],
-    display:
-      `systemd-run --user --unit=${unitName(s.port)} ggml-rpc-server -H ${s.bind} -p ${s.port}` +
-      `${s.threads > 0 ? ` -t ${s.threads}` : ""}${s.cache ? " -c" : ""}` +
-      `${s.debug ? " (GGML_RPC_DEBUG=1)" : ""}${s.tcp ? ` (GGML_RDMA_DEV=${NO_RDMA_DEVICE})` : ""}`,
-  });
+  return unitStartCommand(
+    {
+      role: "worker",
+      port: s.port,
+      bind: s.bind,
+      binary: s.binary,
+      digest: s.clientBuild.digest,
+      rssLimitPercent: s.rssLimitPercent,
+      rssIntervalSeconds: s.rssIntervalSeconds,
+      what: "worker",
+      // The worker's own: ggml-rpc-server has no authentication, and one worker per node.
+      notOnManagement: true,
+      onePerNode: true,
+      lineBuffered: true,
+      // LLAMA_CACHE pins the cache to ~/.cache/llama.cpp/rpc whatever XDG_CACHE_HOME says;
+      // --tcp: a device name no node has for GGML_RDMA_DEV (the runbook's one lever), with the
+      // bundled tree's GGML_RPC_NO_RDMA=1 beside it.
+      env: [
+        ["LLAMA_CACHE", "~/.cache/llama.cpp"],
+        ...(s.debug ? [["GGML_RPC_DEBUG", "1"] as const] : []),
+        ...(s.tcp
+          ? [["GGML_RDMA_DEV", NO_RDMA_DEVICE] as const, ["GGML_RPC_NO_RDMA", "1"] as const]
+          : []),
+      ],
+      mkdir: s.cache ? [CACHE_DIR] : [],
+      flags: [
+        "-H",
+        s.bind,
+        "-p",
+        String(s.port),
+        ...(s.threads > 0 ? ["-t", String(s.threads)] : []),
+        ...(s.devices.length > 0 ? ["-d", s.devices.join(",")] : []),
+        ...(s.cache ? ["-c"] : []),
+      ],
+    },
+    s.programs,
+    {
+      display:
+        `systemd-run --user --unit=${unitName(s.port)} ggml-rpc-server -H ${s.bind} -p ${s.port}` +
+        `${s.threads > 0 ? ` -t ${s.threads}` : ""}${s.cache ? " -c" : ""}` +
+        `${s.debug ? " (GGML_RPC_DEBUG=1)" : ""}${s.tcp ? ` (GGML_RDMA_DEV=${NO_RDMA_DEVICE})` : ""}`,
+    },
+  );
 }
 
 /** stop.sh: stop worker and guard of `port`, forget the units, wait until the port is free. */
 export function stopCommand(s: { readonly port: number; readonly programs: WorkerPrograms }) {
-  return programCommand(programFor(s.programs.stop, RPC_PROGRAMS.stop), {
-    args: [String(s.port)],
+  return unitStopCommand({ role: "worker", port: s.port }, s.programs, {
     display: `stop ${unitName(s.port)} and its guard`,
   });
 }
@@ -112,6 +132,17 @@ export function stoppedUnits(stdout: string): string[] {
     .filter((u): u is string => u !== undefined);
 }
 
+/** The worker's log lines worth keeping from its head: the banner (endpoint, transport, devices). */
+const WORKER_LOG_MARKS = [
+  "Starting RPC server",
+  "endpoint",
+  "local cache",
+  "transport",
+  "RDMA",
+  "Devices",
+  "MiB",
+];
+
 /**
  * status.py: units, digests, socket table, log (and with `tail`, exactly the log's last
  * `tail` lines as `tail`; the worker's RSS and the node's memory are always there).
@@ -120,10 +151,19 @@ export function statusCommand(
   s: { readonly port: number; readonly binary: string; readonly programs: WorkerPrograms },
   tail?: number,
 ): RemoteScript {
-  return programCommand(programFor(s.programs.status, RPC_PROGRAMS.status), {
-    args: [String(s.port), homeRelative(s.binary), ...(tail === undefined ? [] : [String(tail)])],
-    display: `rpc-worker status :${s.port}`,
-  });
+  return unitStatusCommand(
+    {
+      role: "worker",
+      port: s.port,
+      binary: s.binary,
+      marks: WORKER_LOG_MARKS,
+      keep: 400,
+      others: true,
+      ...(tail === undefined ? {} : { tail }),
+    },
+    s.programs,
+    `rpc-worker status :${s.port}`,
+  );
 }
 
 /** probe.py on the client node: HELLO, DEVICE_COUNT, GET_DEVICE_MEMORY over the fabric. */
@@ -143,46 +183,21 @@ export function probeCommand(
   });
 }
 
-const strings = { type: "array", items: { type: "string" } } as const;
-const unitState = { type: "object", additionalProperties: { type: "string" } } as const;
 const bytes = { type: "integer", minimum: 0 } as const;
 
+/**
+ * status.py's JSON as the worker keeps it (its `status` output): the unit under `worker`, as
+ * state has it since the worker had its own status program.
+ */
+export function workerStatusOf(u: UnitStatus): WorkerStatus {
+  const { unit, health: _h, ...rest } = u;
+  return { worker: unit, ...rest };
+}
+
 /** status.py's JSON, checked (untrusted output of a node): names the node and the bad path. */
-export const parseWorkerStatus = nodeJsonParser<WorkerStatus>(
-  {
-    type: "object",
-    required: [
-      "worker",
-      "guard",
-      "runningDigest",
-      "binaryDigest",
-      "listening",
-      "established",
-      "log",
-      "guardLog",
-    ],
-    properties: {
-      worker: unitState,
-      guard: unitState,
-      runningDigest: { type: "string" },
-      binaryDigest: { type: "string" },
-      listening: strings,
-      established: strings,
-      log: strings,
-      guardLog: strings,
-      memory: {
-        type: "object",
-        required: ["rss", "peakRss", "memTotal", "memAvailable"],
-        properties: { rss: bytes, peakRss: bytes, memTotal: bytes, memAvailable: bytes },
-        additionalProperties: false,
-      },
-      others: strings,
-      tail: strings,
-    },
-    additionalProperties: false,
-  },
-  (node, path, detail) => new NodeOutputError("rpc-worker status", node, path, detail),
-);
+const parseUnitStatus = unitStatusParser("rpc-worker status");
+export const parseWorkerStatus = (stdout: string, node: string): WorkerStatus =>
+  workerStatusOf(parseUnitStatus(stdout, node));
 
 /** probe.py's JSON, checked likewise. */
 export const parseProbe = nodeJsonParser<ProbeResult>(

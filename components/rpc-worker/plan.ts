@@ -1,18 +1,24 @@
 // Pure parts of the RpcWorker stage: where a worker binds, how its measured state reads, and
-// when that state is drift. Node programs: native/rpc-worker/ (start.sh, stop.sh, status.py,
-// probe.py, rss-guard.py).
+// when that state is drift. Node programs: the supervised unit's (native/unit/: start.sh,
+// stop.sh, status.py, rss-guard.py, shared with the server) and native/rpc-worker/ (probe.py,
+// the HELLO; prewarm.py).
 import { isIP } from "node:net";
 import { isLoopbackAddress, isUnspecifiedAddress, sameAddress } from "../config/address";
+import { UNIT_PROGRAMS } from "../unit/commands";
+import {
+  type Started,
+  type UnitMemory,
+  type UnitState,
+  type UnitStatus,
+  unitDrift,
+} from "../unit/status";
 import { type BuildInputs, explainBuildDifference } from "../build/difference";
 import { parseRpcTransport, type RpcTransport } from "../fabric/rpc-log";
 import { NodeOutputError, nodeJsonParser } from "../schema/node-json";
 
 export const RPC_PROGRAMS = {
-  start: "rpc-worker/start.sh",
-  stop: "rpc-worker/stop.sh",
-  status: "rpc-worker/status.py",
+  ...UNIT_PROGRAMS,
   probe: "rpc-worker/probe.py",
-  guard: "rpc-worker/rss-guard.py",
   prewarm: "rpc-worker/prewarm.py",
   /** On the client node: stop the servers that use this worker before it restarts or stops. */
   stopClients: "serving/stop-worker-clients.sh",
@@ -82,65 +88,19 @@ export function prewarmManifest(port: number): string {
   return `~/.cache/sparkform/rpc-prewarm/prewarm-${port}.json`;
 }
 
-/** `systemctl --user show` of one unit. */
-export interface UnitState {
-  ActiveState: string;
-  SubState: string;
-  Result: string;
-  NRestarts: string;
-  InvocationID: string;
-  MainPID: string;
-  ExecMainStatus: string;
-  /** The command line systemd runs (`{ path=… ; argv[]=… }`); absent in state before it. */
-  ExecStart?: string;
-  /** The unit's environment, `K=V` separated by spaces. */
-  Environment?: string;
-}
-
-/**
- * The RSS guard's drift, for either unit it guards (the worker, llama-server): with a guard
- * configured, its unit must be running; `guard` is undefined in state written before a unit had
- * one.
- */
-export function guardDrift(
-  guarded: string,
-  guardOn: boolean,
-  guard: Pick<UnitState, "ActiveState" | "SubState" | "Result"> | undefined,
-): string[] {
-  if (!guardOn || (guard?.ActiveState === "active" && guard.SubState === "running")) return [];
-  return [
-    `RSS guard unit is ${guard?.ActiveState ?? "unknown"}/${guard?.SubState ?? "unknown"} (result ${guard?.Result ?? "unknown"}): ` +
-      `nothing stops ${guarded} before the node runs out of memory`,
-  ];
-}
+export type { Started, UnitState } from "../unit/status";
 
 /** The worker's memory beside the node's, in bytes (status.py; what the RSS guard watches). */
-export interface WorkerMemory {
-  rss: number;
-  peakRss: number;
-  memTotal: number;
-  memAvailable: number;
-}
+export type WorkerMemory = UnitMemory;
 
-export interface WorkerStatus {
+/**
+ * The unit's status as the worker's `status` output keeps it (native/unit/status.py's JSON with
+ * the unit under `worker`; `memory` is absent in state written before status.py read it).
+ */
+export type WorkerStatus = Omit<UnitStatus, "unit" | "health" | "memory"> & {
   worker: UnitState;
-  guard: UnitState;
-  /** sha256 of /proc/<MainPID>/exe ("" when not running). */
-  runningDigest: string;
-  /** sha256 of the binary file the unit runs. */
-  binaryDigest: string;
-  /** Local addresses listening on the port. */
-  listening: string[];
-  /** Peers connected to the port, `addr:port`. */
-  established: string[];
-  log: string[];
-  guardLog: string[];
   memory?: WorkerMemory;
-  /** Active sparkform worker units on other ports of the node (`sparkform worker --port`). */
-  others?: string[];
-  /** The log's last N lines, exactly (when asked for: `sparkform worker logs`). */
-  tail?: string[];
-}
+};
 
 export interface ProbeResult {
   endpoint: string;
@@ -241,12 +201,6 @@ export function workerTransport(status: Pick<WorkerStatus, "log">): RpcTransport
   return parseRpcTransport(status.log.join("\n"));
 }
 
-/** What the last start recorded, to tell a restart hidden by Restart=on-failure. */
-export interface Started {
-  invocationId: string;
-  nRestarts: string;
-}
-
 /** Why the measured worker is not the one `up` started, or [] when it is (drift reasons). */
 export function driftReasons(o: {
   status: WorkerStatus;
@@ -255,27 +209,14 @@ export function driftReasons(o: {
   bind: string;
   guardOn: boolean;
 }): string[] {
-  const r: string[] = [];
-  const w = o.status.worker;
-  if (w.ActiveState !== "active" || w.SubState !== "running")
-    r.push(`worker unit is ${w.ActiveState}/${w.SubState} (result ${w.Result})`);
-  if (w.NRestarts !== o.started.nRestarts)
-    r.push(`worker restarted ${w.NRestarts} times (was ${o.started.nRestarts} at start)`);
-  if (w.InvocationID !== o.started.invocationId)
-    r.push(
-      `worker invocation changed (${o.started.invocationId.slice(0, 8)} → ${w.InvocationID.slice(0, 8) || "none"})`,
-    );
-  if (o.status.binaryDigest !== o.expectedDigest)
-    r.push(
-      `binary sha256 ${o.status.binaryDigest.slice(0, 12) || "(missing)"} is not the build's ${o.expectedDigest.slice(0, 12)}`,
-    );
-  if (o.status.runningDigest && o.status.runningDigest !== o.expectedDigest)
-    r.push(
-      `running binary sha256 ${o.status.runningDigest.slice(0, 12)} is not the build's ${o.expectedDigest.slice(0, 12)}`,
-    );
-  r.push(...guardDrift("the worker", o.guardOn, o.status.guard));
-  const others = o.status.listening.filter((a) => !sameAddress(a, o.bind));
-  if (others.length > 0) r.push(`listening on ${others.join(", ")} besides ${o.bind}`);
+  const r = unitDrift({
+    words: { what: "worker", binary: "binary", guarded: "the worker" },
+    status: { ...o.status, unit: o.status.worker },
+    started: o.started,
+    expectedDigest: o.expectedDigest,
+    bind: o.bind,
+    guardOn: o.guardOn,
+  });
   const strays = o.status.others ?? [];
   if (strays.length > 0)
     r.push(`another sparkform worker runs on the node: ${strays.join(", ")} (one worker per node)`);

@@ -2,9 +2,10 @@
 // `systemd-run --user` unit on the worker node, bound to its fabric address, with the RSS guard
 // beside it; health is a real RPC HELLO from the client node over the fabric.
 //
-//   start    native/rpc-worker/start.sh: refuses a binary whose sha256 is not the client
-//            build's, and an address the node does not have; starts worker and guard
-//   status   native/rpc-worker/status.py: units, running binary's digest, socket table, log
+//   start    native/unit/start.sh (the server's too): refuses a binary whose sha256 is not
+//            the client build's, an address the node does not have, and one on the management
+//            session's interface; starts worker and guard
+//   status   native/unit/status.py: units, running binary's digest, socket table, log
 //   health   native/rpc-worker/probe.py on the client: HELLO, DEVICE_COUNT, GET_DEVICE_MEMORY
 //   identity version (patch included) and digest equal to the client build's, else the worker
 //            is stopped again and the error names both builds: no client ever uses it
@@ -16,6 +17,7 @@ import type { ProviderImpl } from "../providers/delegate";
 import { changedKeys, steadyReading } from "../providers/diff";
 import { progress } from "../providers/progress";
 import { homeRelative, openNode, RemoteCommandError, type SshTarget } from "../transport";
+import { startedOf } from "../unit/status";
 import {
   guardUnitName,
   parseProbe,
@@ -288,7 +290,7 @@ async function converge(i: RpcWorkerInputs): Promise<RpcWorkerOutputs> {
     unit: unitName(i.port),
     guardUnit: guardUnitName(i.port),
     status: st,
-    started: { invocationId: st.worker.InvocationID, nRestarts: st.worker.NRestarts },
+    started: startedOf(st.worker),
     ...m,
     prewarmed,
     drift: [],

@@ -3,12 +3,12 @@
 // on it, so `up` stops the server before any worker restarts with a new build; the
 // LlamaServer depends on the workers, so it starts again only after every worker runs it.
 import type * as pulumi from "@pulumi/pulumi";
-import { programCommand, programFor, type ProgramRef } from "../native-script";
+import type { ProgramRef } from "../native-script";
 import type { ProviderImpl } from "../providers/delegate";
 import { changedKeys } from "../providers/diff";
 import { progress } from "../providers/progress";
 import { openNode, type SshTarget } from "../transport";
-import { referencePort, SERVER_PROGRAMS, serverUnit } from "./server-plan";
+import { serverStopCommand, serverUnit } from "./server-plan";
 
 export interface ServingDrainInputs {
   kind: "ServingDrain";
@@ -57,10 +57,11 @@ export async function update(
   // since: the old address answers nothing); only a different client is reached as it was.
   const where = olds.target.name === news.target.name ? news.target : olds.target;
   await openNode(where).run(
-    programCommand(programFor(news.programs.stop, SERVER_PROGRAMS.stop), {
-      args: [String(olds.port), String(referencePort(olds.port))],
-      display: `stop ${serverUnit(olds.port)} before the workers restart with the new build`,
-    }),
+    serverStopCommand(
+      olds.port,
+      news.programs,
+      `stop ${serverUnit(olds.port)} before the workers restart with the new build`,
+    ),
     { step: "serving drain", timeoutMs: 60_000 },
   );
   await progress(

@@ -1,7 +1,14 @@
-// The JSON the serving node programs print (native/serving/status.py, smoke.py,
-// worker-log.py), checked by the one ajv parser before anything reads it.
+// The JSON the serving node programs print (native/unit/status.py through the unit's parser,
+// native/serving/smoke.py, worker-log.py), checked by ajv before anything reads it.
 import { NodeOutputError, nodeJsonParser } from "../schema/node-json";
-import type { RpcGraphCounts, ServerStatus, SmokeRun, WireCounters } from "./server-plan";
+import { type UnitState, type UnitStatus, unitStatusParser } from "../unit/status";
+import type {
+  RpcGraphCounts,
+  ServerStatus,
+  ServerUnitState,
+  SmokeRun,
+  WireCounters,
+} from "./server-plan";
 
 const STR = { type: "string", maxLength: 100_000 } as const;
 const INT = { type: "integer", minimum: 0 } as const;
@@ -15,26 +22,41 @@ const obj = (properties: Record<string, object>, extra: object = {}) => ({
   ...extra,
 });
 
-const UNIT_PROPS = ["ActiveState", "SubState", "Result", "NRestarts", "InvocationID", "MainPID"];
-
 const fail = (what: string) => (node: string, path: string, detail: string) =>
   new NodeOutputError(what, node, path, detail);
 
-const UNIT = obj(Object.fromEntries(UNIT_PROPS.map((k) => [k, STR])));
+/** The unit's properties the server's `status` output has kept since it was first written. */
+const SERVER_UNIT_PROPS = [
+  "ActiveState",
+  "SubState",
+  "Result",
+  "NRestarts",
+  "InvocationID",
+  "MainPID",
+] as const;
 
-export const parseServerStatus = nodeJsonParser<ServerStatus>(
-  obj({
-    unit: UNIT,
-    /** The RSS guard's unit beside the server (status.py always reports it). */
-    guard: UNIT,
-    runningDigest: STR,
-    binaryDigest: STR,
-    listening: { type: "array", items: STR, maxItems: 64 },
-    health: obj({ status: INT, body: STR }),
-    log: { type: "array", items: STR, maxItems: 200_000 },
-  }),
-  fail("llama-server status (native/serving/status.py)"),
-);
+const serverUnitState = (u: UnitState): ServerUnitState =>
+  Object.fromEntries(SERVER_UNIT_PROPS.map((k) => [k, u[k] ?? ""])) as ServerUnitState;
+
+/**
+ * native/unit/status.py's JSON (the one unit parser) as the server's `status` output keeps it:
+ * six unit properties, the health answer, the log.
+ */
+export function serverStatusOf(u: UnitStatus): ServerStatus {
+  return {
+    unit: serverUnitState(u.unit),
+    guard: serverUnitState(u.guard),
+    runningDigest: u.runningDigest,
+    binaryDigest: u.binaryDigest,
+    listening: u.listening,
+    health: u.health ?? { status: 0, body: "status.py was not asked for /health" },
+    log: u.log,
+  };
+}
+
+const parseUnitStatus = unitStatusParser("llama-server status (native/unit/status.py)");
+export const parseServerStatus = (stdout: string, node: string): ServerStatus =>
+  serverStatusOf(parseUnitStatus(stdout, node));
 
 const RUN = obj({ tokens: TOKENS, tokensPerSecond: NUM });
 

@@ -2,10 +2,10 @@
 // build as a `systemd-run --user` unit with the plan's flags, then proof that the model landed
 // where the plan says, then a smoke generation compared token for token with a single-node run.
 //
-//   start      native/serving/start.sh: refuses a binary whose sha256 is not the build's and
-//              an address the node does not have; starts the RSS guard beside the server
-//              (native/rpc-worker/rss-guard.py, the worker's); waits for GET /health = 200
-//   placement  native/serving/status.py: the log's `load_tensors:` lines, against plan.layers;
+//   start      native/unit/start.sh (the worker's too): refuses a binary whose sha256 is not
+//              the build's and an address the node does not have; starts the RSS guard
+//              beside the server (native/unit/rss-guard.py); waits for GET /health = 200
+//   placement  native/unit/status.py: the log's `load_tensors:` lines, against plan.layers;
 //              a device without its model buffer or a layer elsewhere fails the create
 //   smoke      native/serving/smoke.py on the client: /completion (greedy, token ids), then the
 //              same on a reference llama-server without --rpc, stopped afterwards
@@ -24,6 +24,8 @@ import {
   type RemoteScript,
   type SshTarget,
 } from "../transport";
+import { unitStartCommand } from "../unit/commands";
+import { startedOf } from "../unit/status";
 import type { LlamaServerGate, ServingPlan } from "./placement";
 import { parseServerStatus, parseSmoke, parseWorkerLog, parseWorkerLogSize } from "./node-output";
 import {
@@ -40,6 +42,8 @@ import {
   SERVER_PROGRAMS,
   type SmokeChat,
   serverArgv,
+  serverStatusCommand,
+  serverStopCommand,
   type ServerStarted,
   type ServerStatus,
   serverDrift,
@@ -144,24 +148,18 @@ export function serverUrl(i: Pick<LlamaServerInputs, "bind" | "port">): string {
 }
 
 async function status(i: Omit<LlamaServerInputs, "apiKey">): Promise<ServerStatus> {
-  const r = await openNode(i.target).run(
-    programCommand(programFor(i.programs.status, SERVER_PROGRAMS.status), {
-      args: [String(i.port), homeRelative(i.binary), i.bind],
-      display: `llama-server status :${i.port}`,
-    }),
-    { step: "llama-server status", timeoutMs: 60_000 },
-  );
+  const r = await openNode(i.target).run(serverStatusCommand(i, i.programs), {
+    step: "llama-server status",
+    timeoutMs: 60_000,
+  });
   return parseServerStatus(r.stdout, i.target.name);
 }
 
 async function stop(i: Pick<LlamaServerInputs, "target" | "port" | "programs">): Promise<void> {
-  await openNode(i.target).run(
-    programCommand(programFor(i.programs.stop, SERVER_PROGRAMS.stop), {
-      args: [String(i.port), String(referencePort(i.port))],
-      display: `stop sparkform-llama-server-${i.port}`,
-    }),
-    { step: "llama-server stop", timeoutMs: 60_000 },
-  );
+  await openNode(i.target).run(serverStopCommand(i.port, i.programs), {
+    step: "llama-server stop",
+    timeoutMs: 60_000,
+  });
 }
 
 /** The worker's address on the fabric (its endpoint's host: workers are IPv4 only). */
@@ -201,28 +199,33 @@ function placements(plan: ServingPlan, st: ServerStatus): string {
 }
 
 /**
- * start.sh: (re)start the server and its RSS guard (the guard's settings, and the program's
- * text when there is a guard, come after HEALTH_TIMEOUT, before llama-server's flags).
+ * start.sh (native/unit/, the worker's too): (re)start the server and its RSS guard, then wait
+ * until GET /health answers 200.
  */
 export function startCommand(i: LlamaServerInputs): RemoteScript {
   const guarded = i.rssLimitPercent > 0;
-  return programCommand(programFor(i.programs.start, SERVER_PROGRAMS.start), {
-    args: [
-      homeRelative(i.binary),
-      i.binaryDigest,
-      i.bind,
-      String(i.port),
-      String(i.healthTimeoutSeconds),
-      String(i.rssLimitPercent),
-      String(i.rssIntervalSeconds),
-      guarded ? programFor(i.programs.guard, SERVER_PROGRAMS.guard).text : "",
-      ...serverArgv({ placement: i.flags, bind: i.bind, port: i.port }),
-    ],
-    ...secretEnv(i.apiKey),
-    display:
-      `systemd-run --user --unit=${i.unit} llama-server ${i.flags.join(" ")} --host ${i.bind} --port ${i.port}` +
-      (guarded ? ` and ${guardUnit(i.port)} at ${i.rssLimitPercent}% of RAM` : ""),
-  });
+  return unitStartCommand(
+    {
+      role: "server",
+      port: i.port,
+      bind: i.bind,
+      binary: i.binary,
+      digest: i.binaryDigest,
+      rssLimitPercent: i.rssLimitPercent,
+      rssIntervalSeconds: i.rssIntervalSeconds,
+      what: "server",
+      // Up is /health = 200 (the model is loaded), not a listening port.
+      healthTimeoutSeconds: i.healthTimeoutSeconds,
+      flags: serverArgv({ placement: i.flags, bind: i.bind, port: i.port }),
+    },
+    i.programs,
+    {
+      ...secretEnv(i.apiKey),
+      display:
+        `systemd-run --user --unit=${i.unit} llama-server ${i.flags.join(" ")} --host ${i.bind} --port ${i.port}` +
+        (guarded ? ` and ${guardUnit(i.port)} at ${i.rssLimitPercent}% of RAM` : ""),
+    },
+  );
 }
 
 async function start(i: LlamaServerInputs): Promise<void> {
@@ -405,7 +408,7 @@ async function converge(i: LlamaServerInputs): Promise<LlamaServerOutputs> {
     placement: seen.devices,
     smoke: smokeOut,
     status: measured(st),
-    started: { invocationId: st.unit.InvocationID, nRestarts: st.unit.NRestarts },
+    started: startedOf(st.unit),
     drift: [],
   };
 }

@@ -1,36 +1,90 @@
 // Pure parts of the LlamaServer resource: unit names, the argv the unit runs, what
 // llama-server's log says about where the model landed, how that compares with the plan, and
-// when the measured server is drift. Node programs: native/serving/.
-import { guardDrift } from "../rpc-worker/plan";
+// when the measured server is drift. Node programs: the supervised unit's (native/unit/:
+// start.sh, stop.sh, status.py, rss-guard.py, shared with the worker) and native/serving/
+// (smoke.py, worker-log.py).
+import type { RemoteScript } from "../transport";
+import {
+  UNIT_PROGRAMS,
+  type UnitProgramRefs,
+  unitStatusCommand,
+  unitStopCommand,
+} from "../unit/commands";
+import { guardUnitName, unitLogPath, unitName } from "../unit/names";
+import { type Started, type UnitState, unitDrift } from "../unit/status";
 import type { ServingPlan } from "./placement";
 
 export const SERVER_PROGRAMS = {
-  start: "serving/start.sh",
-  stop: "serving/stop.sh",
-  status: "serving/status.py",
+  /** start.sh starts the RSS guard beside the server as sparkform-llama-guard-<port>. */
+  ...UNIT_PROGRAMS,
   smoke: "serving/smoke.py",
   workerLog: "serving/worker-log.py",
-  /**
-   * The RSS guard beside the server: the worker's program (one program guards either unit),
-   * started by start.sh as sparkform-llama-guard-<port>.
-   */
-  guard: "rpc-worker/rss-guard.py",
 } as const;
 
 /** The installed server, relative to NativeBuild's installDir. */
 export const SERVER_ARTIFACT = "bin/llama-server";
 
 /** The server's unit on the client node (one per port). */
-export const serverUnit = (port: number): string => `sparkform-llama-server-${port}`;
+export const serverUnit = (port: number): string => unitName("server", port);
 /** The RSS guard's unit beside the server (stops it at `rssLimitPercent` of the node's RAM). */
-export const guardUnit = (port: number): string => `sparkform-llama-guard-${port}`;
+export const guardUnit = (port: number): string => guardUnitName("server", port);
 /** The single-node reference the smoke compares with (started and stopped by the smoke). */
 export const referenceUnit = (port: number): string => `sparkform-llama-reference-${port}`;
 /** Where the reference listens: the next port, on loopback. */
 export const referencePort = (port: number): number => (port < 65535 ? port + 1 : port - 1);
+
+/**
+ * The lines of llama-server's log that say where the model landed (model buffers, KV cache
+ * shares) and why a load failed: kept from the log's head by status.py, and what it keeps when
+ * it cuts a log past 64 MiB.
+ */
+export const SERVER_LOG_MARKS = [
+  "load_tensors:",
+  "llama_kv_cache:",
+  "llama_model_load",
+  "error",
+  "failed",
+  "rpc",
+  "RPC",
+];
+
+/** status.py for the server: the unit's reading plus GET /health at its bind, log bounded. */
+export function serverStatusCommand(
+  i: { readonly port: number; readonly binary: string; readonly bind: string },
+  programs: UnitProgramRefs,
+): RemoteScript {
+  return unitStatusCommand(
+    {
+      role: "server",
+      port: i.port,
+      binary: i.binary,
+      marks: SERVER_LOG_MARKS,
+      keep: 200,
+      health: i.bind,
+      bound: true,
+    },
+    programs,
+    `llama-server status :${i.port}`,
+  );
+}
+
+/**
+ * stop.sh for the server: its guard, the smoke's single-node reference if one was left, then
+ * the server; the ports waited for are only those our own units held.
+ */
+export function serverStopCommand(
+  port: number,
+  programs: UnitProgramRefs,
+  display = `stop ${serverUnit(port)}`,
+): RemoteScript {
+  const ref = referenceUnit(port);
+  return unitStopCommand({ role: "server", port }, programs, {
+    display,
+    also: [{ unit: ref, port: referencePort(port), files: [`${ref}.log`] }],
+  });
+}
 /** The worker's log (components/rpc-worker: StandardOutput=append: of its unit). */
-export const workerLogPath = (port: number): string =>
-  `~/.cache/sparkform/rpc-worker/worker-${port}.log`;
+export const workerLogPath = (port: number): string => unitLogPath("worker", port);
 
 /**
  * The flags the unit adds to the plan's: the address, and verbosity 4 (TRACE). libllama's INFO
@@ -311,10 +365,10 @@ export interface RpcGraphCounts {
   recomputeAfterCompute: boolean;
 }
 
-/** `systemctl --user show` of one unit, as status.py reports it. */
-export type ServerUnitState = Record<
-  "ActiveState" | "SubState" | "Result" | "NRestarts" | "InvocationID" | "MainPID",
-  string
+/** `systemctl --user show` of one unit, as the server's `status` output keeps it. */
+export type ServerUnitState = Pick<
+  UnitState,
+  "ActiveState" | "SubState" | "Result" | "NRestarts" | "InvocationID" | "MainPID"
 >;
 
 /** `systemctl --user show` of the server's unit (and what status.py measures beside it). */
@@ -329,10 +383,7 @@ export interface ServerStatus {
   log: string[];
 }
 
-export interface ServerStarted {
-  invocationId: string;
-  nRestarts: string;
-}
+export type ServerStarted = Started;
 
 /** Why the measured server is not the one `up` started ([] = none). */
 export function serverDrift(o: {
@@ -343,26 +394,20 @@ export function serverDrift(o: {
   /** The server has a guard (rssLimitPercent > 0): its unit must run beside it. */
   guardOn: boolean;
 }): string[] {
-  const r: string[] = [];
   const u = o.status.unit;
-  if (u.ActiveState !== "active" || u.SubState !== "running")
-    r.push(`server unit is ${u.ActiveState}/${u.SubState} (result ${u.Result})`);
-  if (u.NRestarts !== o.started.nRestarts)
-    r.push(`server restarted ${u.NRestarts} times (was ${o.started.nRestarts} at start)`);
-  if (u.InvocationID !== o.started.invocationId)
-    r.push(
-      `server invocation changed (${o.started.invocationId.slice(0, 8)} → ${u.InvocationID.slice(0, 8) || "none"})`,
-    );
-  if (o.status.runningDigest && o.status.runningDigest !== o.expectedDigest)
-    r.push(
-      `running llama-server sha256 ${o.status.runningDigest.slice(0, 12)} is not the build's ${o.expectedDigest.slice(0, 12)}`,
-    );
-  if (o.status.health.status !== 200 && u.ActiveState === "active")
-    r.push(`GET /health answers ${o.status.health.status || "nothing"} ${o.status.health.body}`);
-  r.push(...guardDrift("llama-server", o.guardOn, o.status.guard));
-  const others = o.status.listening.filter((a) => a !== o.bind);
-  if (others.length > 0) r.push(`listening on ${others.join(", ")} besides ${o.bind}`);
-  return r;
+  const h = o.status.health;
+  return unitDrift({
+    words: { what: "server", binary: "llama-server", guarded: "llama-server" },
+    status: o.status,
+    started: o.started,
+    expectedDigest: o.expectedDigest,
+    bind: o.bind,
+    guardOn: o.guardOn,
+    served:
+      h.status !== 200 && u.ActiveState === "active"
+        ? [`GET /health answers ${h.status || "nothing"} ${h.body}`]
+        : [],
+  });
 }
 
 /** The smoke's result on the node (native/serving/smoke.py). */

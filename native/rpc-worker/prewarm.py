@@ -43,6 +43,9 @@ import struct
 import subprocess
 import sys
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))  # native/lib/ (inlined on a node)
+from nodefs import file_sha256  # noqa: E402
+
 HELPER_C = r"""
 #include <errno.h>
 #include <fcntl.h>
@@ -139,14 +142,6 @@ MAX_MANIFEST = 64 * 2**20
 
 class GgufError(ValueError):
     pass
-
-
-def sha256(path):
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for chunk in iter(lambda: f.read(1 << 22), b""):
-            h.update(chunk)
-    return h.hexdigest()
 
 
 class Header:
@@ -419,7 +414,7 @@ def main(argv):
     plans = []
     for path, want in pairs:
         path = os.path.expanduser(path)
-        got = sha256(path)
+        got = file_sha256(path)
         if got != want:
             return {"error": f"{path} has sha256 {got}, expected {want}: nothing was written from it"}
         try:

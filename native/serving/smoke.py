@@ -20,6 +20,9 @@ import time
 import urllib.error
 import urllib.request
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))  # native/lib/ (inlined on a node)
+from nodenet import dev_bytes, listening_inodes  # noqa: E402
+
 
 def post(url, path, body, key):
     req = urllib.request.Request(
@@ -87,13 +90,12 @@ def route_devs(addrs):
     return devs
 
 
-def dev_bytes(devs):
-    """rx and tx bytes of `devs`, summed, from /sys/class/net/<dev>/statistics."""
+def devs_bytes(devs):
+    """rx and tx bytes of `devs`, summed."""
     rx = tx = 0
     for dev in devs:
-        base = f"/sys/class/net/{dev}/statistics"
-        rx += int(open(f"{base}/rx_bytes").read())
-        tx += int(open(f"{base}/tx_bytes").read())
+        r, t = dev_bytes(dev)
+        rx, tx = rx + r, tx + t
     return rx, tx
 
 
@@ -107,21 +109,6 @@ def healthy(url):
 
 def systemctl(*args):
     return subprocess.run(["systemctl", "--user", *args], capture_output=True, text=True, timeout=60)
-
-
-def listening_inodes(port):
-    """Socket inodes listening on TCP `port` (IPv4 and IPv6), from the kernel's socket table."""
-    out = set()
-    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
-        try:
-            rows = open(table).read().splitlines()[1:]
-        except OSError:
-            continue
-        for row in rows:
-            f = row.split()
-            if int(f[1].rsplit(":", 1)[1], 16) == port and f[3] == "0A":
-                out.add(f[9])
-    return out
 
 
 def owns(pid, inodes):
@@ -190,10 +177,10 @@ def main(argv):
     key = os.environ.pop("SPARKFORM_API_KEY", "")
     os.environ.setdefault("XDG_RUNTIME_DIR", f"/run/user/{os.getuid()}")
     devs = route_devs(workers)
-    rx0, tx0 = dev_bytes(devs)
+    rx0, tx0 = devs_bytes(devs)
     out = completion(url, prompt, tokens, seed, key)
     out["chat"] = chat(url, prompt, tokens, seed, key)
-    rx1, tx1 = dev_bytes(devs)
+    rx1, tx1 = devs_bytes(devs)
     out["fabric"] = {"ifaces": devs, "rxBytes": rx1 - rx0, "txBytes": tx1 - tx0}
     if ref_flags:
         out["reference"] = reference(binary, ref_unit, ref_port, ref_timeout, ref_flags, prompt, tokens, seed)

@@ -7,21 +7,19 @@
 # Arguments: LOG FROM ADDR ("size" instead of FROM: the log's current size and the counters only).
 import json
 import os
-import subprocess
 import sys
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))  # native/lib/ (inlined on a node)
+from nodenet import dev_bytes, iface_of  # noqa: E402
 
 
 def counters(addr):
-    """The interface holding IPv4 `addr` (`ip -o -4 addr`), and its rx and tx bytes."""
-    r = subprocess.run(["ip", "-o", "-4", "addr", "show"], capture_output=True, text=True, timeout=10)
-    for line in r.stdout.splitlines():
-        f = line.split()
-        if len(f) > 3 and f[2] == "inet" and f[3].split("/")[0] == addr:
-            dev = f[1].split("@")[0]
-            base = f"/sys/class/net/{dev}/statistics"
-            return {"iface": dev, "rxBytes": int(open(f"{base}/rx_bytes").read()),
-                    "txBytes": int(open(f"{base}/tx_bytes").read())}
-    return {"iface": "", "rxBytes": 0, "txBytes": 0}
+    """The interface holding IPv4 `addr`, and its rx and tx bytes."""
+    dev = iface_of(addr)
+    if not dev:
+        return {"iface": "", "rxBytes": 0, "txBytes": 0}
+    rx, tx = dev_bytes(dev)
+    return {"iface": dev, "rxBytes": rx, "txBytes": tx}
 
 
 def main(argv):

@@ -53,20 +53,17 @@ describe("every program in native/", () => {
       "node/facts.sh",
       "rpc-worker/prewarm.py",
       "rpc-worker/probe.py",
-      "rpc-worker/rss-guard.py",
-      "rpc-worker/start.sh",
-      "rpc-worker/status.py",
-      "rpc-worker/stop.sh",
       "serving/smoke.py",
-      "serving/start.sh",
-      "serving/status.py",
       "serving/stop-worker-clients.sh",
-      "serving/stop.sh",
       "serving/worker-log.py",
       "transport/copy-from-peer.sh",
       "tree/prepare-dir.sh",
       "tree/remove-dir.sh",
       "tree/tree-digest.py",
+      "unit/rss-guard.py",
+      "unit/start.sh",
+      "unit/status.py",
+      "unit/stop.sh",
     ]);
   });
 
@@ -100,6 +97,47 @@ describe("every program in native/", () => {
       );
     });
   }
+
+  for (const [name, libs] of [
+    ["unit/status.py", ["nodefs.py", "nodenet.py"]],
+    ["rpc-worker/prewarm.py", ["nodefs.py"]],
+    ["serving/smoke.py", ["nodenet.py"]],
+    ["serving/worker-log.py", ["nodenet.py"]],
+  ] as const) {
+    it(`${name}: native/lib/${libs.join(", ")} inlined in place of the import, no path line`, () => {
+      const text = nativeProgram(name).text;
+      for (const lib of libs) {
+        expect(text).toContain(`# ---- native/lib/${lib} (inlined) ----`);
+        expect(text).toContain(
+          readFileSync(programPath(name).replace(/[^/]+\/[^/]+$/, `lib/${lib}`), "utf8").trimEnd(),
+        );
+        expect(text).not.toMatch(new RegExp(`^from ${lib.replace(".py", "")} import`, "m"));
+      }
+      expect(text).not.toContain("__file__");
+    });
+  }
+
+  it("no Python program keeps its own copy of a library's helper", () => {
+    for (const name of allPrograms().filter((n) => n.endsWith(".py") && !n.startsWith("model/")))
+      expect(readFileSync(programPath(name), "utf8"), name).not.toMatch(
+        /^def (sha256|last_lines|log_lines|dev_bytes|listening_inodes|sockets|listeners)\(/m,
+      );
+  });
+
+  it("the unit programs, run from the checkout and as sent, print the same status shape", () => {
+    const args = ["--unit", "u-1", "--guard-unit", "g-1", "--port", "1", "--bin", "/nonexistent"];
+    const more = ["--state", "/nonexistent", "--log", "x", "--health", "127.0.0.1"];
+    const keys = (out: string) => Object.keys(JSON.parse(out) as object).sort();
+    const local = execFileSync("python3", [programPath("unit/status.py"), ...args, ...more], {
+      encoding: "utf8",
+    });
+    const sent = execFileSync("python3", ["-", ...args, ...more], {
+      input: nativeProgram("unit/status.py").text,
+      encoding: "utf8",
+    });
+    expect(keys(sent)).toEqual(keys(local));
+    expect(keys(sent)).toContain("health");
+  });
 
   it("the inlined and the sourced facts.sh print the same fact sheet shape", () => {
     const keys = (out: string) => Object.keys(JSON.parse(out) as object).sort();
@@ -225,6 +263,11 @@ describe("what state records: {name, sha256}", () => {
   it("programFor loads by the recorded name, or the fallback when state holds text", () => {
     expect(programFor({ name: "tree/tree-digest.py", sha256: "x" }, "node/facts.sh").name).toBe(
       "tree/tree-digest.py",
+    );
+    // A program moved since state recorded it (the worker's start.sh, now the unit's): the
+    // role's program now, for which the caller builds the arguments.
+    expect(programFor({ name: "rpc-worker/start.sh", sha256: "x" }, "unit/start.sh").name).toBe(
+      "unit/start.sh",
     );
     expect(programFor(text, "node/facts.sh")).toBe(nativeProgram("node/facts.sh"));
     expect(programFor(undefined, "node/facts.sh").text).toBe(text);

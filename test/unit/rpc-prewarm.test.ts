@@ -20,8 +20,9 @@ import {
 import { tmpdir } from "node:os";
 import * as path from "node:path";
 import { afterAll, describe, expect, it } from "vitest";
-import { programCommand, programPath } from "../../components/native-script";
-import { prewarmManifest, RPC_PROGRAMS } from "../../components/rpc-worker/plan";
+import { programPath } from "../../components/native-script";
+import { stopCommand, workerPrograms } from "../../components/rpc-worker/commands";
+import { prewarmManifest } from "../../components/rpc-worker/plan";
 import { makeTinyLlamaGguf } from "../../sim/gguf/tiny-llama";
 import { runLocally } from "../support/local-node";
 import { runMeasured } from "../support/peak-rss";
@@ -346,17 +347,23 @@ describe.skipIf(!hasCc)("stop.sh and the pre-warm manifests (issue 22 item 9)", 
   const threshold = 32 * 1024;
   // A port nothing listens on here: stop.sh waits until the port is free.
   const PORT = 59127;
-  /** stop.sh as a node receives it (guard.sh inlined), $HOME at `home`. */
+  /** The worker's stop.sh as a node receives it (guard.sh inlined), $HOME at `home`. */
   const stop = (home: string, port = PORT) =>
-    runLocally(programCommand(RPC_PROGRAMS.stop, { args: [String(port)] }), { home });
+    runLocally(stopCommand({ port, programs: workerPrograms() }), { home });
   const setup = () => {
     const home = scratch("rpc-stop-");
     const model = path.join(home, "tiny.gguf");
     writeFileSync(model, bytes);
     const state = path.join(home, ".cache/sparkform/rpc-worker");
     mkdirSync(state, { recursive: true });
-    // What start.sh leaves for a running worker and its guard.
-    for (const f of [`worker-${PORT}.log`, `guard-${PORT}.log`, "rss-guard.py"])
+    // What start.sh leaves for a running worker and its guard, and the one guard program an
+    // older sparkform kept for every worker of the node.
+    for (const f of [
+      `worker-${PORT}.log`,
+      `guard-${PORT}.log`,
+      `rss-guard-${PORT}.py`,
+      "rss-guard.py",
+    ])
       writeFileSync(path.join(state, f), "x\n");
     return { home, model, state, cache: path.join(home, ".cache/llama.cpp/rpc") };
   };

@@ -1,4 +1,5 @@
-// native/rpc-worker/start.sh's own bind checks, run for real in a network namespace with the
+// native/unit/start.sh's own bind checks (the worker's --not-on-management), run for real in
+// a network namespace with the
 // real `ip`: the worker must bind an address of the node, never one on the interface that
 // carries the management session (the interface of $SSH_CONNECTION's server address), in
 // whatever way the control node's config named that address. The checks come before anything
@@ -6,6 +7,7 @@
 import { execFileSync, spawnSync } from "node:child_process";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { programPath } from "../../components/native-script";
+import { startCommand, workerPrograms } from "../../components/rpc-worker/commands";
 
 const NS = `sf-start-${process.pid}`;
 const root = process.getuid?.() === 0;
@@ -29,28 +31,25 @@ afterAll(() => {
 
 /** start.sh in the namespace, as the worker's ssh session runs it. */
 function start(bind: string, session = "10.9.0.1 50000 10.9.0.2 22") {
-  const args = [
-    "no/such/ggml-rpc-server",
-    bind,
-    "50052",
-    "0",
-    "",
-    "1",
-    "1",
-    "0".repeat(64),
-    "92",
-    "2",
-    "",
-    "",
-  ];
-  const r = spawnSync(
-    "ip",
-    ["netns", "exec", NS, "sh", programPath("rpc-worker/start.sh"), ...args],
-    {
-      encoding: "utf8",
-      env: { PATH: process.env.PATH, HOME: "/nonexistent", SSH_CONNECTION: session },
-    },
-  );
+  // The argv the provider sends (the unit's start.sh with the worker's options).
+  const args =
+    startCommand({
+      binary: "no/such/ggml-rpc-server",
+      bind,
+      port: 50052,
+      threads: 0,
+      devices: [],
+      cache: true,
+      debug: true,
+      clientBuild: { digest: "0".repeat(64) },
+      rssLimitPercent: 92,
+      rssIntervalSeconds: 2,
+      programs: workerPrograms(),
+    }).args ?? [];
+  const r = spawnSync("ip", ["netns", "exec", NS, "sh", programPath("unit/start.sh"), ...args], {
+    encoding: "utf8",
+    env: { PATH: process.env.PATH, HOME: "/nonexistent", SSH_CONNECTION: session },
+  });
   return { status: r.status, stderr: r.stderr, stdout: r.stdout };
 }
 

@@ -9,6 +9,7 @@ import { tmpdir } from "node:os";
 import * as path from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { programPath } from "../../components/native-script";
+import { serverStopCommand } from "../../components/serving/server-plan";
 
 let dir: string;
 let other: Server;
@@ -49,7 +50,8 @@ describe("stop.sh", () => {
     // PORT is free; REF_PORT is another stack's server.
     const r = spawnSync(
       "sh",
-      [programPath("serving/stop.sh"), String(otherPort - 1), String(otherPort)],
+      // The server's stop for PORT; its reference's port is REF_PORT (serverStopCommand).
+      [programPath("unit/stop.sh"), ...(serverStopCommand(otherPort - 1, {}).args ?? [])],
       {
         env: env(),
         encoding: "utf8",

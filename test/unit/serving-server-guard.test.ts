@@ -1,14 +1,16 @@
 // Issue 22 item 14: the client node's RSS guard. llama-server holds most of a split model on a
 // unified-memory part, where an OOM takes unrelated services with it (the runbook: it killed
-// avahi-daemon), so it gets the worker's guard (native/rpc-worker/rss-guard.py, one program for
-// both) as its own unit beside it. Here: the argv start.sh receives, start.sh's reading of it,
-// what stop.sh removes, the guard in status.py's report, and a stopped guard as drift.
+// avahi-daemon), so it gets the worker's guard (native/unit/rss-guard.py, one program for both,
+// started by the unit's start.sh, also one for both) as its own unit beside it. Here: the argv
+// start.sh receives, start.sh's reading of it, what stop.sh removes, the guard in status.py's
+// report, and a stopped guard as drift.
 import { spawnSync } from "node:child_process";
 import { chmodSync, existsSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import * as path from "node:path";
 import { afterAll, describe, expect, it } from "vitest";
 import { nativeProgram, programPath, programRef } from "../../components/native-script";
+import { RPC_PROGRAMS } from "../../components/rpc-worker/plan";
 import { parseServerStatus } from "../../components/serving/node-output";
 import { rssGuardOn } from "../../policies/rpc";
 import {
@@ -22,6 +24,8 @@ import {
   guardUnit,
   SERVER_PROGRAMS,
   serverDrift,
+  serverStatusCommand,
+  serverStopCommand,
   type ServerStatus,
   type ServerUnitState,
 } from "../../components/serving/server-plan";
@@ -54,19 +58,38 @@ const inputs = (over: Partial<LlamaServerInputs> = {}): LlamaServerInputs =>
     ...over,
   }) as LlamaServerInputs;
 
-describe("start.sh's argv: the guard's settings after HEALTH_TIMEOUT, before the flags", () => {
+describe("start.sh's argv: the guard's settings as options, llama-server's flags after --", () => {
   it("with a limit: the percent, the interval and rss-guard.py's text as sent to a node", () => {
     const cmd = startCommand(inputs());
-    expect(cmd.stdin).toBe(nativeProgram("serving/start.sh").text);
+    expect(cmd.stdin).toBe(nativeProgram("unit/start.sh").text);
     expect(cmd.args).toEqual([
+      "--unit",
+      "sparkform-llama-server-8080",
+      "--bin",
       "/home/spark/.cache/sparkform/llama-build/out/k/bin/llama-server",
+      "--sha",
       "a".repeat(64),
+      "--bind",
       "127.0.0.1",
+      "--port",
       "8080",
-      "1800",
+      "--state",
+      "~/.cache/sparkform/serving",
+      "--log",
+      "server",
+      "--what",
+      "server",
+      "--guard-unit",
+      "sparkform-llama-guard-8080",
+      "--guard-percent",
       "92",
+      "--guard-interval",
       "2",
-      nativeProgram("rpc-worker/rss-guard.py").text,
+      "--guard-text",
+      nativeProgram("unit/rss-guard.py").text,
+      "--health",
+      "1800",
+      "--",
       "-m",
       "~/models/m.gguf",
       "--rpc",
@@ -83,12 +106,22 @@ describe("start.sh's argv: the guard's settings after HEALTH_TIMEOUT, before the
 
   it("0: no guard, and no program text", () => {
     const cmd = startCommand(inputs({ rssLimitPercent: 0, rssIntervalSeconds: 5 }));
-    expect(cmd.args?.slice(5, 8)).toEqual(["0", "5", ""]);
+    const at = cmd.args?.indexOf("--guard-percent") ?? -1;
+    expect(cmd.args?.slice(at, at + 6)).toEqual([
+      "--guard-percent",
+      "0",
+      "--guard-interval",
+      "5",
+      "--guard-text",
+      "",
+    ]);
     expect(cmd.display).not.toContain("guard");
   });
 
   it("one program serves both units: the server's guard is the worker's rss-guard.py", () => {
-    expect(SERVER_PROGRAMS.guard).toBe("rpc-worker/rss-guard.py");
+    expect(SERVER_PROGRAMS.guard).toBe("unit/rss-guard.py");
+    expect(SERVER_PROGRAMS.guard).toBe(RPC_PROGRAMS.guard);
+    expect(SERVER_PROGRAMS.start).toBe(RPC_PROGRAMS.start);
     expect(guardUnit(8080)).toBe("sparkform-llama-guard-8080");
   });
 
@@ -108,7 +141,7 @@ describe("start.sh's argv: the guard's settings after HEALTH_TIMEOUT, before the
 function startSh(args: string[]) {
   const home = path.join(root, "start-home");
   mkdirSync(home, { recursive: true });
-  return spawnSync("sh", [programPath("serving/start.sh"), ...args], {
+  return spawnSync("sh", [programPath("unit/start.sh"), ...args], {
     encoding: "utf8",
     env: { PATH: process.env.PATH, HOME: home },
     timeout: 30_000,
@@ -116,24 +149,47 @@ function startSh(args: string[]) {
 }
 
 describe("start.sh reads the guard's settings before anything is stopped or started", () => {
-  const head = ["no/such/llama-server", "a".repeat(64), "127.0.0.1", "18080", "5"];
+  /** The server's argv for `over`, with the option `option` set to `value`. */
+  const argv = (option: string, value: string) => {
+    const args = [
+      ...(startCommand(inputs({ port: 18080, binary: "no/such/llama-server" })).args ?? []),
+    ];
+    args[args.indexOf(option) + 1] = value;
+    return args;
+  };
 
-  it("the argv of a caller that sends no guard settings is refused, naming the position", () => {
-    const r = startSh([...head, "-m", "~/m.gguf"]);
+  it("an argv without the guard's settings is refused, naming what is missing", () => {
+    const args = startCommand(inputs({ port: 18080 })).args ?? [];
+    const at = args.indexOf("--guard-percent");
+    const r = startSh([...args.slice(0, at), ...args.slice(at + 6)]);
     expect(r.stderr).toBe(
-      'GUARD_PERCENT "-m" is not a percentage (0 = no guard): start.sh takes BIN EXPECTED_SHA BIND PORT HEALTH_TIMEOUT_S GUARD_PERCENT GUARD_INTERVAL GUARD_TEXT FLAGS...; nothing was stopped or started\n',
+      'start.sh: --guard-text is missing ("" with --guard-percent 0); it takes --unit --bin --sha --bind --port --state --log --guard-unit --guard-percent --guard-interval --guard-text [options] -- FLAGS...; nothing was stopped or started\n',
     );
     expect(r.status).toBe(2);
   });
 
-  it("an interval that is not a number of seconds is refused", () => {
-    const r = startSh([...head, "92", "often", "", "-m", "~/m.gguf"]);
-    expect(r.stderr).toMatch(/^GUARD_INTERVAL "often" is not a number of seconds/);
+  it("a percentage or an interval that is not a number is refused", () => {
+    const p = startSh(argv("--guard-percent", "-m"));
+    expect(p.stderr).toMatch(
+      /^start\.sh: --guard-percent "-m" is not a percentage \(0 = no guard\)/,
+    );
+    expect(p.status).toBe(2);
+    const r = startSh(argv("--guard-interval", "often"));
+    expect(r.stderr).toMatch(/^start\.sh: --guard-interval "often" is not a number of seconds/);
+    expect(r.status).toBe(2);
+  });
+
+  it("llama-server's flags before -- are refused, not read as options", () => {
+    const args = startCommand(inputs({ port: 18080 })).args ?? [];
+    const r = startSh(args.filter((a) => a !== "--"));
+    expect(r.stderr).toMatch(
+      /^start\.sh: "-m" is not an option \(llama-server's flags come after --\)/,
+    );
     expect(r.status).toBe(2);
   });
 
   it("well-formed settings pass, and the next check (the absent binary) stops it", () => {
-    const r = startSh([...head, "92", "0.5", "print(1)", "-m", "~/m.gguf"]);
+    const r = startSh(argv("--guard-interval", "0.5"));
     expect(r.stderr).toMatch(/no\/such\/llama-server is not an executable file on this node\n$/);
     expect(r.status).toBe(3);
   });
@@ -144,14 +200,18 @@ describe("stop.sh removes the guard's files of its port, and only those", () => 
     const home = path.join(root, "stop-home");
     const state = path.join(home, ".cache/sparkform/serving");
     mkdirSync(state, { recursive: true });
-    const ours = ["server-18080.log", "guard-18080.log", "rss-guard-18080.py"];
+    const ours = ["server-18080.log", "guard-18080.log", "rss-guard-18080.py", "api-key-18080"];
     const theirs = ["server-18090.log", "guard-18090.log", "rss-guard-18090.py", "notes.txt"];
     for (const f of [...ours, ...theirs]) writeFileSync(path.join(state, f), "x\n");
-    const r = spawnSync("sh", [programPath("serving/stop.sh"), "18080", "18081"], {
-      encoding: "utf8",
-      env: { PATH: process.env.PATH, HOME: home },
-      timeout: 60_000,
-    });
+    const r = spawnSync(
+      "sh",
+      [programPath("unit/stop.sh"), ...(serverStopCommand(18080, programs).args ?? [])],
+      {
+        encoding: "utf8",
+        env: { PATH: process.env.PATH, HOME: home },
+        timeout: 60_000,
+      },
+    );
     expect(r.stderr).toBe("");
     expect(r.status).toBe(0);
     expect(ours.filter((f) => existsSync(path.join(state, f)))).toEqual([]);
@@ -181,7 +241,13 @@ describe("status.py reports the guard unit beside the server's", () => {
     chmodSync(path.join(bin, "systemctl"), 0o755);
     const r = spawnSync(
       "python3",
-      [programPath("serving/status.py"), "18099", "/nonexistent", "127.0.0.1"],
+      [
+        programPath("unit/status.py"),
+        ...(serverStatusCommand(
+          { port: 18099, binary: "/nonexistent", bind: "127.0.0.1" },
+          programs,
+        ).args ?? []),
+      ],
       {
         encoding: "utf8",
         env: { PATH: `${bin}:${process.env.PATH}`, HOME: home },

@@ -19,7 +19,12 @@ import { tmpdir } from "node:os";
 import * as path from "node:path";
 import { afterAll, describe, expect, it } from "vitest";
 import { programPath } from "../../components/native-script";
-import { parseWorkerStatus } from "../../components/rpc-worker/commands";
+import {
+  parseWorkerStatus,
+  statusCommand,
+  workerPrograms,
+} from "../../components/rpc-worker/commands";
+import { serverStatusCommand } from "../../components/serving/server-plan";
 import { parseServerStatus } from "../../components/serving/node-output";
 import { type Measured, runMeasured } from "../support/peak-rss";
 
@@ -38,7 +43,7 @@ function writeLog(file: string, head: string[], body: string, bodyMiB: number, l
   closeSync(fd);
 }
 
-// The whole-file reading both programs had (native/*/status.py log_lines before this change).
+// The whole-file reading both programs had (native/*/status.py log_lines before issue 22 item 5).
 const ORACLE = `
 import json, sys
 def log_lines(path, keep, marks):
@@ -60,7 +65,7 @@ const oracle = (file: string, keep: number, marks: string[]) =>
 /** A status program run as a node runs it, $HOME at `home`, measured; its output parsed. */
 function runStatus<T>(
   program: string,
-  args: string[],
+  args: readonly string[],
   home: string,
   parse: (stdout: string, node: string) => T,
 ) {
@@ -104,12 +109,21 @@ const tricky = (marks: string[]) =>
     Buffer.from(`x\fy\n${Array.from({ length: 450 }, (_, i) => `line ${i}`).join("\n")}\n`),
   ]);
 
-describe("native/rpc-worker/status.py reads a bounded head and tail of the worker's log", () => {
+describe("native/unit/status.py reads a bounded head and tail of the worker's log", () => {
   const home = path.join(root, "worker");
   const state = path.join(home, ".cache/sparkform/rpc-worker");
   const log = path.join(state, "worker-50052.log");
-  const status = (...extra: string[]) =>
-    runStatus("rpc-worker/status.py", ["50052", "/nonexistent", ...extra], home, parseWorkerStatus);
+  // The argv the worker's provider sends (statusCommand), with `tail` as `sparkform worker logs`.
+  const status = (tail?: string) =>
+    runStatus(
+      "unit/status.py",
+      statusCommand(
+        { port: 50052, binary: "/nonexistent", programs: workerPrograms() },
+        tail === undefined ? undefined : Number(tail),
+      ).args ?? [],
+      home,
+      parseWorkerStatus,
+    );
 
   it("a 200 MiB debug log: the banner and the last 400 lines, TAIL exactly, in bounded memory and time", () => {
     const banner = [
@@ -142,12 +156,18 @@ describe("native/rpc-worker/status.py reads a bounded head and tail of the worke
   });
 });
 
-describe("native/serving/status.py reads a bounded head and tail of the server's log", () => {
+describe("native/unit/status.py reads a bounded head and tail of the server's log", () => {
   const home = path.join(root, "server");
   const log = path.join(home, ".cache/sparkform/serving/server-18099.log");
   // Nothing listens on 18099 here: GET /health is refused at once.
   const status = () =>
-    runStatus("serving/status.py", ["18099", "/nonexistent", "127.0.0.1"], home, parseServerStatus);
+    runStatus(
+      "unit/status.py",
+      serverStatusCommand({ port: 18099, binary: "/nonexistent", bind: "127.0.0.1" }, {}).args ??
+        [],
+      home,
+      parseServerStatus,
+    );
 
   it("a 200 MiB request log: every load line at the start and the last 200 lines, in bounded memory and time", () => {
     const load = [

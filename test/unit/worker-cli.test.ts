@@ -18,7 +18,12 @@ import {
 import type { StackView } from "../../cli/stack";
 import { parseStackConfig } from "../../components/config";
 import { nativeProgram, programPath } from "../../components/native-script";
-import { NO_RDMA_DEVICE, parseWorkerStatus } from "../../components/rpc-worker/commands";
+import {
+  NO_RDMA_DEVICE,
+  parseWorkerStatus,
+  statusCommand,
+  workerPrograms,
+} from "../../components/rpc-worker/commands";
 import { driftReasons, type WorkerStatus } from "../../components/rpc-worker/plan";
 import { buildRemoteCommand } from "../../components/transport";
 
@@ -197,28 +202,54 @@ describe("sparkform worker: the bind comes from config and passes the resource's
 });
 
 describe("sparkform worker: the remote commands", () => {
-  it("restart: start.sh with the stack's arguments, in start.sh's order, nothing pasted", () => {
+  it("restart: the unit's start.sh with the stack's arguments, nothing pasted", () => {
     const args = startArgs(parse("restart spark-2"));
-    expect(args.slice(0, 10)).toEqual([
+    expect(args).toEqual([
+      "--unit",
+      "sparkform-rpc-worker-50052",
+      "--bin",
       `${INSTALL}/bin/ggml-rpc-server`,
-      "192.168.100.2",
-      "50052",
-      "0",
-      "",
-      "1",
-      "1",
+      "--sha",
       D,
+      "--bind",
+      "192.168.100.2",
+      "--port",
+      "50052",
+      "--state",
+      "~/.cache/sparkform/rpc-worker",
+      "--log",
+      "worker",
+      "--what",
+      "worker",
+      "--guard-unit",
+      "sparkform-rpc-guard-50052",
+      "--guard-percent",
       "92",
+      "--guard-interval",
       "2",
+      "--guard-text",
+      nativeProgram("unit/rss-guard.py").text,
+      "--not-on-management",
+      "--one-per-node",
+      "--line-buffered",
+      "--env",
+      "LLAMA_CACHE=~/.cache/llama.cpp",
+      "--env",
+      "GGML_RPC_DEBUG=1",
+      "--mkdir",
+      "~/.cache/llama.cpp/rpc",
+      "--",
+      "-H",
+      "192.168.100.2",
+      "-p",
+      "50052",
+      "-c",
     ]);
-    expect(args[10]).toBe(nativeProgram("rpc-worker/rss-guard.py").text);
-    expect(args[11]).toBe(""); // auto-negotiate
     const s = workerCommand(workerPlan(view(), parse("restart spark-2")), parse("restart spark-2"));
-    expect(s.stdin).toBe(nativeProgram("rpc-worker/start.sh").text);
+    expect(s.stdin).toBe(nativeProgram("unit/start.sh").text);
     const line = buildRemoteCommand(s).commandLine;
     // The install dir's space stays inside one quoted word.
     expect(line).toContain(`'${INSTALL}/bin/ggml-rpc-server'`);
-    expect(line).not.toContain("ggml-rpc-server -H"); // the server's argv is built on the node
   });
 
   it("--tcp --no-cache --no-debug --threads 3 --port 50060: exactly those arguments change", () => {
@@ -226,25 +257,49 @@ describe("sparkform worker: the remote commands", () => {
     const ab = startArgs(
       parse("restart spark-2 --tcp --no-cache --no-debug --threads 3 --port 50060"),
     );
-    const changed = base.flatMap((a, i) => (a === ab[i] ? [] : [[i, a, ab[i]]]));
-    expect(changed).toEqual([
-      [2, "50052", "50060"],
-      [3, "0", "3"],
-      [5, "1", "0"],
-      [6, "1", "0"],
-      [11, "", NO_RDMA_DEVICE],
+    const dropped = base.filter((a) => !ab.includes(a));
+    const added = ab.filter((a) => !base.includes(a));
+    expect(dropped).toEqual([
+      "sparkform-rpc-worker-50052",
+      "50052",
+      "sparkform-rpc-guard-50052",
+      "GGML_RPC_DEBUG=1",
+      "--mkdir",
+      "~/.cache/llama.cpp/rpc",
+      "50052",
+      "-c",
+    ]);
+    expect(added).toEqual([
+      "sparkform-rpc-worker-50060",
+      "50060",
+      "sparkform-rpc-guard-50060",
+      `GGML_RDMA_DEV=${NO_RDMA_DEVICE}`,
+      "GGML_RPC_NO_RDMA=1",
+      "50060",
+      "-t",
+      "3",
     ]);
   });
 
-  it("stop: stop.sh PORT; logs N: status.py PORT BIN N; status and rss: status.py PORT BIN", () => {
+  it("stop: stop.sh of the port; logs N: status.py with --tail N; status and rss: status.py", () => {
     const v = view();
     const cmd = (s: string) => workerCommand(workerPlan(v, parse(s)), parse(s));
-    expect(cmd("stop spark-2").args).toEqual(["50052"]);
-    expect(cmd("stop spark-2").stdin).toBe(nativeProgram("rpc-worker/stop.sh").text);
-    expect(cmd("stop spark-2 --port 50060").args).toEqual(["50060"]);
-    expect(cmd("logs spark-2 20").args).toEqual(["50052", `${INSTALL}/bin/ggml-rpc-server`, "20"]);
-    expect(cmd("status spark-2").args).toEqual(["50052", `${INSTALL}/bin/ggml-rpc-server`]);
-    expect(cmd("rss spark-2").stdin).toBe(nativeProgram("rpc-worker/status.py").text);
+    const opt = (args: readonly string[] | undefined, o: string) =>
+      args?.flatMap((a, i) => (a === o ? [args[i + 1]] : []));
+    expect(cmd("stop spark-2").stdin).toBe(nativeProgram("unit/stop.sh").text);
+    expect(opt(cmd("stop spark-2").args, "--unit")).toEqual([
+      "sparkform-rpc-guard-50052",
+      "sparkform-rpc-worker-50052:50052",
+    ]);
+    expect(opt(cmd("stop spark-2 --port 50060").args, "--unit")).toEqual([
+      "sparkform-rpc-guard-50060",
+      "sparkform-rpc-worker-50060:50060",
+    ]);
+    expect(opt(cmd("logs spark-2 20").args, "--tail")).toEqual(["20"]);
+    expect(opt(cmd("logs spark-2 20").args, "--bin")).toEqual([`${INSTALL}/bin/ggml-rpc-server`]);
+    expect(opt(cmd("status spark-2").args, "--tail")).toEqual([]);
+    expect(opt(cmd("status spark-2").args, "--port")).toEqual(["50052"]);
+    expect(cmd("rss spark-2").stdin).toBe(nativeProgram("unit/status.py").text);
   });
 
   it("a ~/ binary goes as a $HOME-relative path, as the provider sends it", () => {
@@ -259,14 +314,16 @@ describe("sparkform worker: the remote commands", () => {
         },
       },
     };
-    expect(startArgs(parse("start spark-2"), tilde)[0]).toBe("out/bin/ggml-rpc-server");
+    const args = startArgs(parse("start spark-2"), tilde);
+    expect(args[args.indexOf("--bin") + 1]).toBe("out/bin/ggml-rpc-server");
   });
 });
 
-const status = (over: Partial<WorkerStatus> = {}): WorkerStatus =>
+/** status.py's JSON (the unit under `unit`, as it prints it) with `over`, parsed as the CLI does. */
+const status = ({ worker, ...over }: Partial<WorkerStatus> = {}): WorkerStatus =>
   parseWorkerStatus(
     JSON.stringify({
-      worker: {
+      unit: worker ?? {
         ActiveState: "active",
         SubState: "running",
         Result: "success",
@@ -352,7 +409,7 @@ describe("sparkform worker: what it prints", () => {
   });
 });
 
-describe("native/rpc-worker/status.py (run here, against a log file)", () => {
+describe("native/unit/status.py for the worker (run here, against a log file)", () => {
   it("TAIL: exactly the log's last N lines, blank ones included; RSS and node memory", () => {
     const home = mkdtempSync(path.join(tmpdir(), "sparkform-status-"));
     const state = path.join(home, ".cache/sparkform/rpc-worker");
@@ -363,7 +420,13 @@ describe("native/rpc-worker/status.py (run here, against a log file)", () => {
       parseWorkerStatus(
         execFileSync(
           "python3",
-          [programPath("rpc-worker/status.py"), "50052", "/nonexistent", ...extra],
+          [
+            programPath("unit/status.py"),
+            ...(statusCommand(
+              { port: 50052, binary: "/nonexistent", programs: workerPrograms() },
+              extra[0] === undefined ? undefined : Number(extra[0]),
+            ).args ?? []),
+          ],
           { env: { ...process.env, HOME: home }, encoding: "utf8" },
         ),
         "local",

@@ -26,7 +26,7 @@ vi.mock("../../components/transport", async (orig) => ({
         allPrograms().find((n) => nativeProgram(n).text === script.stdin) ?? script.display ?? "?";
       ran.push(`${t.name} ${what}`);
       // The worker's start is where this test stops looking: what ran before it is the point.
-      if (what.includes("rpc-worker/start.sh")) throw new Error("stop here");
+      if (what.includes("unit/start.sh")) throw new Error("stop here");
       if (what.includes("stop-worker-clients"))
         return { stdout: "stopped=sparkform-llama-server-8080\n", stderr: "", exitCode: 0 };
       return {
@@ -55,17 +55,14 @@ describe("RpcWorker: the servers that use a worker stop before it restarts or st
     ran.length = 0;
   });
 
-  const order = () => ran.filter((r) => /stop-worker-clients|rpc-worker\/(start|stop)\.sh/.test(r));
+  const order = () => ran.filter((r) => /stop-worker-clients|unit\/(start|stop)\.sh/.test(r));
 
   it("a drifted worker (its artifact repaired, the digest unchanged): the client's servers stop first", async () => {
     const { update } = await import("../../components/rpc-worker/provider");
     await expect(update("id", state(inputs(), ["binary deleted"]), inputs())).rejects.toThrow(
       "stop here",
     );
-    expect(order()).toEqual([
-      "spark-1 serving/stop-worker-clients.sh",
-      "spark-2 rpc-worker/start.sh",
-    ]);
+    expect(order()).toEqual(["spark-1 serving/stop-worker-clients.sh", "spark-2 unit/start.sh"]);
   });
 
   it("a worker setting (threads): likewise", async () => {
@@ -79,10 +76,7 @@ describe("RpcWorker: the servers that use a worker stop before it restarts or st
   it("delete: the servers stop before the worker does", async () => {
     const { delete: del } = await import("../../components/rpc-worker/provider");
     await del("id", state(inputs()));
-    expect(order()).toEqual([
-      "spark-1 serving/stop-worker-clients.sh",
-      "spark-2 rpc-worker/stop.sh",
-    ]);
+    expect(order()).toEqual(["spark-1 serving/stop-worker-clients.sh", "spark-2 unit/stop.sh"]);
   });
 
   it("reads the units it stopped", () => {

@@ -1,10 +1,11 @@
-# Runs on a worker node as its own user unit beside the worker (start.sh writes this file and
-# starts it): samples the worker's RSS and the node's MemAvailable, and at the threshold stops
-# the worker and says why, on stdout (the journal) and in its log file. On this unified-memory
-# part an OOM takes out unrelated services (the runbook: it killed avahi-daemon, and the box
-# vanished from mDNS); the worker also retains ~245 MiB per model share and never returns it.
+# Runs on a node as its own user unit beside the unit it guards, the worker or llama-server
+# (native/unit/start.sh writes this file and starts it): samples the guarded unit's RSS and the
+# node's MemAvailable, and at the threshold stops that unit and says why, on stdout (the
+# journal) and in its log file. On this unified-memory part an OOM takes out unrelated services
+# (the runbook: it killed avahi-daemon, and the box vanished from mDNS); the worker also retains
+# ~245 MiB per model share and never returns it, and the client node holds most of a split model.
 # The threshold is on the node's used memory, MemTotal - MemAvailable, as a percentage of
-# MemTotal: what an OOM is about. It keeps running after a stop, so a restarted worker is
+# MemTotal: what an OOM is about. It keeps running after a stop, so a restarted unit is
 # guarded again. Arguments: --unit U --percent P --interval S --log FILE.
 import argparse
 import subprocess

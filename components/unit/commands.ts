@@ -1,0 +1,181 @@
+// The command lines of native/unit/'s programs: start.sh, stop.sh and status.py are one set
+// for the worker and the server, so what differs between the two is only what is built here
+// from each stage's settings (its flags, its environment, the health wait or the management-
+// interface refusal). The stages keep their program records' keys (`programs.start`, …): the
+// names recorded in state moved here, and programFor runs this checkout's program for a name
+// that is gone (components/native-script.ts).
+import { nativeProgram, programCommand, programFor, type ProgramRef } from "../native-script";
+import { homeRelative, type EnvValue, type RemoteScript } from "../transport";
+import { guardUnitName, UNIT_ROLES, type UnitRole, unitName } from "./names";
+
+export const UNIT_PROGRAMS = {
+  start: "unit/start.sh",
+  stop: "unit/stop.sh",
+  status: "unit/status.py",
+  /** The RSS guard: its text goes to start.sh, which runs it as the guard unit. */
+  guard: "unit/rss-guard.py",
+} as const;
+
+/** What a stage's resource recorded of the unit programs (absent keys: this checkout's). */
+export type UnitProgramRefs = Partial<Record<keyof typeof UNIT_PROGRAMS, ProgramRef>>;
+
+export interface UnitStart {
+  readonly role: UnitRole;
+  readonly port: number;
+  readonly bind: string;
+  /** The installed binary on the node (absolute or ~/…). */
+  readonly binary: string;
+  /** The sha256 the binary must have (the verified build's). */
+  readonly digest: string;
+  /** % of the node's RAM used at which the guard stops the unit; 0 = no guard. */
+  readonly rssLimitPercent: number;
+  readonly rssIntervalSeconds: number;
+  /** The server's flags (after `--`); "~/" is the node's home. */
+  readonly flags: readonly string[];
+  /** In refusals: "the worker stays stopped". */
+  readonly what: string;
+  /** Refuse a bind on the interface of the management ssh session (no authentication). */
+  readonly notOnManagement?: boolean;
+  /** Stop this role's units on other ports first (one per node). */
+  readonly onePerNode?: boolean;
+  /** stdbuf -oL -eL before the binary (its banner is printf to a pipe). */
+  readonly lineBuffered?: boolean;
+  /** The unit's environment, in order (a value may start with "~/"). */
+  readonly env?: readonly (readonly [string, string])[];
+  /** Directories to create before the start (~/… allowed). */
+  readonly mkdir?: readonly string[];
+  /** Up = GET /health answers 200 within this many seconds; else up = listening. */
+  readonly healthTimeoutSeconds?: number;
+}
+
+/** start.sh: (re)start the unit and its guard; refuses a binary that is not the build's. */
+export function unitStartCommand(
+  s: UnitStart,
+  programs: UnitProgramRefs,
+  call: { display: string; env?: Readonly<Record<string, EnvValue>> },
+): RemoteScript {
+  const role = UNIT_ROLES[s.role];
+  const guarded = s.rssLimitPercent > 0;
+  const args = [
+    ["--unit", unitName(s.role, s.port)],
+    ["--bin", homeRelative(s.binary)],
+    ["--sha", s.digest],
+    ["--bind", s.bind],
+    ["--port", String(s.port)],
+    ["--state", role.state],
+    ["--log", role.log],
+    ["--what", s.what],
+    ["--guard-unit", guardUnitName(s.role, s.port)],
+    ["--guard-percent", String(s.rssLimitPercent)],
+    ["--guard-interval", String(s.rssIntervalSeconds)],
+    ["--guard-text", guarded ? programFor(programs.guard, UNIT_PROGRAMS.guard).text : ""],
+    ...(s.notOnManagement ? [["--not-on-management"]] : []),
+    ...(s.onePerNode ? [["--one-per-node"]] : []),
+    ...(s.lineBuffered ? [["--line-buffered"]] : []),
+    ...(s.env ?? []).map(([k, v]) => ["--env", `${k}=${v}`]),
+    ...(s.mkdir ?? []).map((d) => ["--mkdir", d]),
+    ...(s.healthTimeoutSeconds === undefined ? [] : [["--health", String(s.healthTimeoutSeconds)]]),
+    ["--", ...s.flags],
+  ].flat();
+  return programCommand(programFor(programs.start, UNIT_PROGRAMS.start), {
+    args,
+    ...(call.env ? { env: call.env } : {}),
+    display: call.display,
+  });
+}
+
+/**
+ * stop.sh: stop the unit, its guard and `also` (name and the port it held), forget them,
+ * remove their files, wait until the ports they held are free.
+ */
+export function unitStopCommand(
+  s: { readonly role: UnitRole; readonly port: number },
+  programs: UnitProgramRefs,
+  call: {
+    display: string;
+    /** Units beside it, stopped before it (the smoke's reference), and their files. */
+    also?: readonly { unit: string; port: number; files: readonly string[] }[];
+  },
+): RemoteScript {
+  const role = UNIT_ROLES[s.role];
+  const p = s.port;
+  const units = [
+    guardUnitName(s.role, p),
+    ...(call.also ?? []).map((a) => `${a.unit}:${a.port}`),
+    `${unitName(s.role, p)}:${p}`,
+  ];
+  const files = [
+    `${role.log}-${p}.log`,
+    `guard-${p}.log`,
+    `rss-guard-${p}.py`,
+    `rss-guard-${p}.py.tmp`,
+    `api-key-${p}`,
+    `api-key-${p}.tmp`,
+    ...(call.also ?? []).flatMap((a) => a.files),
+  ];
+  return programCommand(programFor(programs.stop, UNIT_PROGRAMS.stop), {
+    args: [
+      "--state",
+      role.state,
+      ...units.flatMap((u) => ["--unit", u]),
+      ...files.flatMap((f) => ["--remove", f]),
+      // The one guard program an older sparkform kept for every worker of a node.
+      ...["rss-guard.py", "rss-guard.py.tmp"].flatMap((f) => ["--legacy", f]),
+    ],
+    display: call.display,
+  });
+}
+
+export interface UnitStatusRequest {
+  readonly role: UnitRole;
+  readonly port: number;
+  readonly binary: string;
+  /** A log line holding one of these is kept from the log's head. */
+  readonly marks: readonly string[];
+  /** How many of the log's last lines. */
+  readonly keep: number;
+  /** Also exactly the log's last `tail` lines. */
+  readonly tail?: number;
+  /** Also this role's active units on other ports. */
+  readonly others?: boolean;
+  /** Also GET /health at this address. */
+  readonly health?: string;
+  /** Cut a log past 64 MiB to its marked head and its last 16 MiB, in place. */
+  readonly bound?: boolean;
+}
+
+/** status.py: units, digests, socket table, memory, log (and what the request adds). */
+export function unitStatusCommand(
+  s: UnitStatusRequest,
+  programs: UnitProgramRefs,
+  display: string,
+): RemoteScript {
+  const role = UNIT_ROLES[s.role];
+  return programCommand(programFor(programs.status, UNIT_PROGRAMS.status), {
+    args: [
+      "--unit",
+      unitName(s.role, s.port),
+      "--guard-unit",
+      guardUnitName(s.role, s.port),
+      "--port",
+      String(s.port),
+      "--bin",
+      homeRelative(s.binary),
+      "--state",
+      role.state,
+      "--log",
+      role.log,
+      ...s.marks.flatMap((m) => ["--mark", m]),
+      "--keep",
+      String(s.keep),
+      ...(s.tail === undefined ? [] : ["--tail", String(s.tail)]),
+      ...(s.others ? ["--others"] : []),
+      ...(s.health === undefined ? [] : ["--health", s.health]),
+      ...(s.bound ? ["--bound"] : []),
+    ],
+    display,
+  });
+}
+
+/** The guard program's text as start.sh receives it (tests and the CLI's dry runs). */
+export const guardProgramText = (): string => nativeProgram(UNIT_PROGRAMS.guard).text;

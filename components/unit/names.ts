@@ -1,0 +1,37 @@
+// The names a supervised unit has on a node: its systemd unit, its RSS guard's unit, its state
+// directory and log. The worker and the server are two roles of one kind of unit
+// (native/unit/), and the names are what the node, the stack's outputs and `sparkform doctor`
+// must agree on, so they are written here once.
+
+/** Per role: unit and guard prefixes (`<prefix>-<port>`), state directory, log name. */
+export const UNIT_ROLES = {
+  worker: {
+    unit: "sparkform-rpc-worker",
+    guard: "sparkform-rpc-guard",
+    state: "~/.cache/sparkform/rpc-worker",
+    log: "worker",
+  },
+  server: {
+    unit: "sparkform-llama-server",
+    guard: "sparkform-llama-guard",
+    state: "~/.cache/sparkform/serving",
+    log: "server",
+  },
+} as const;
+
+export type UnitRole = keyof typeof UNIT_ROLES;
+
+/** e.g. sparkform-rpc-worker-50052 (without `.service`). */
+export const unitName = (role: UnitRole, port: number): string =>
+  `${UNIT_ROLES[role].unit}-${port}`;
+
+/** The RSS guard's unit beside `unitName(role, port)`. */
+export const guardUnitName = (role: UnitRole, port: number): string =>
+  `${UNIT_ROLES[role].guard}-${port}`;
+
+/** What every unit of `role` starts with, whatever its port (doctor's "who holds this port"). */
+export const unitPrefix = (role: UnitRole): string => `${UNIT_ROLES[role].unit}-`;
+
+/** The unit's log on its node (StandardOutput=append: of the unit). */
+export const unitLogPath = (role: UnitRole, port: number): string =>
+  `${UNIT_ROLES[role].state}/${UNIT_ROLES[role].log}-${port}.log`;

@@ -1,0 +1,193 @@
+// What a supervised unit's status reads as on the control node: native/unit/status.py's JSON
+// (one parser, as every node output has), what the last start recorded, and the drift that is
+// the same for the worker and the server (unit state, restarts, invocation, binary digests, the
+// guard, the addresses listened on). The stages add their own reasons (the server's health,
+// the worker's strays) and keep their output shapes (rpc-worker/plan.ts, serving/server-plan.ts).
+import { sameAddress } from "../config/address";
+import { NodeOutputError, nodeJsonParser } from "../schema/node-json";
+
+/** `systemctl --user show` of one unit (status.py's PROPS). */
+export interface UnitState {
+  ActiveState: string;
+  SubState: string;
+  Result: string;
+  NRestarts: string;
+  InvocationID: string;
+  MainPID: string;
+  ExecMainStatus: string;
+  /** The command line systemd runs (`{ path=… ; argv[]=… }`); absent in state before it. */
+  ExecStart?: string;
+  /** The unit's environment, `K=V` separated by spaces. */
+  Environment?: string;
+}
+
+/** The unit's memory beside the node's, in bytes (what the RSS guard watches). */
+export interface UnitMemory {
+  rss: number;
+  peakRss: number;
+  memTotal: number;
+  memAvailable: number;
+}
+
+/** native/unit/status.py's JSON. */
+export interface UnitStatus {
+  unit: UnitState;
+  guard: UnitState;
+  /** sha256 of /proc/<MainPID>/exe ("" when not running). */
+  runningDigest: string;
+  /** sha256 of the binary file the unit runs ("" when missing). */
+  binaryDigest: string;
+  /** Local addresses listening on the port. */
+  listening: string[];
+  /** Peers connected to the port, `addr:port`. */
+  established: string[];
+  /** The log's marked head lines and its last lines. */
+  log: string[];
+  guardLog: string[];
+  memory: UnitMemory;
+  /** Active units of the same role on other ports (with `others`). */
+  others?: string[];
+  /** GET /health (with `health`). */
+  health?: { status: number; body: string };
+  /** The log's last N lines, exactly (with `tail`). */
+  tail?: string[];
+}
+
+const STR = { type: "string", maxLength: 100_000 } as const;
+const LINES = { type: "array", items: STR, maxItems: 200_000 } as const;
+const BYTES = { type: "integer", minimum: 0 } as const;
+// A unit systemctl could not show is `{error}`: any string properties, checked by the drift.
+const UNIT = { type: "object", additionalProperties: STR } as const;
+
+const SCHEMA = {
+  type: "object",
+  required: [
+    "unit",
+    "guard",
+    "runningDigest",
+    "binaryDigest",
+    "listening",
+    "established",
+    "log",
+    "guardLog",
+    "memory",
+  ],
+  properties: {
+    unit: UNIT,
+    guard: UNIT,
+    runningDigest: STR,
+    binaryDigest: STR,
+    listening: { type: "array", items: STR, maxItems: 64 },
+    established: LINES,
+    log: LINES,
+    guardLog: LINES,
+    memory: {
+      type: "object",
+      required: ["rss", "peakRss", "memTotal", "memAvailable"],
+      properties: { rss: BYTES, peakRss: BYTES, memTotal: BYTES, memAvailable: BYTES },
+      additionalProperties: false,
+    },
+    others: LINES,
+    health: {
+      type: "object",
+      required: ["status", "body"],
+      properties: { status: BYTES, body: STR },
+      additionalProperties: false,
+    },
+    tail: LINES,
+  },
+  additionalProperties: false,
+} as const;
+
+/**
+ * status.py's JSON, checked (untrusted output of a node): one schema for every role, and an
+ * error that names the role's status (`what`), the node and the bad path.
+ */
+export const unitStatusParser = (what: string) =>
+  nodeJsonParser<UnitStatus>(
+    SCHEMA,
+    (node, path, detail) => new NodeOutputError(what, node, path, detail),
+  );
+
+/** What the last start recorded, to tell a restart hidden by Restart=on-failure. */
+export interface Started {
+  invocationId: string;
+  nRestarts: string;
+}
+
+export const startedOf = (u: Pick<UnitState, "InvocationID" | "NRestarts">): Started => ({
+  invocationId: u.InvocationID,
+  nRestarts: u.NRestarts,
+});
+
+/**
+ * The RSS guard's drift, for either unit it guards: with a guard configured, its unit must be
+ * running; `guard` is undefined in state written before a unit had one.
+ */
+export function guardDrift(
+  guarded: string,
+  guardOn: boolean,
+  guard: Pick<UnitState, "ActiveState" | "SubState" | "Result"> | undefined,
+): string[] {
+  if (!guardOn || (guard?.ActiveState === "active" && guard.SubState === "running")) return [];
+  return [
+    `RSS guard unit is ${guard?.ActiveState ?? "unknown"}/${guard?.SubState ?? "unknown"} (result ${guard?.Result ?? "unknown"}): ` +
+      `nothing stops ${guarded} before the node runs out of memory`,
+  ];
+}
+
+/** How a role's drift reads: "worker unit is …", "running llama-server sha256 …". */
+export interface DriftWords {
+  /** The unit's role in messages: "worker", "server". */
+  readonly what: string;
+  /** The running binary in messages: "binary", "llama-server". */
+  readonly binary: string;
+  /** What the guard protects in messages: "the worker", "llama-server". */
+  readonly guarded: string;
+}
+
+/**
+ * Why the measured unit is not the one `up` started, or [] when it is: the unit's state, a
+ * restart or a new invocation since the start, the binary (the installed file's digest when
+ * given, and the running one's), `served` (the stage's own reasons about what it serves), the
+ * guard, and an address listened on besides `bind`.
+ */
+export function unitDrift(o: {
+  words: DriftWords;
+  status: Pick<UnitStatus, "runningDigest" | "listening"> & {
+    unit: Pick<UnitState, "ActiveState" | "SubState" | "Result" | "NRestarts" | "InvocationID">;
+    guard?: Pick<UnitState, "ActiveState" | "SubState" | "Result">;
+    /** Checked only when given (the worker refuses a changed file before any client uses it). */
+    binaryDigest?: string;
+  };
+  started: Started;
+  expectedDigest: string;
+  bind: string;
+  guardOn: boolean;
+  served?: readonly string[];
+}): string[] {
+  const { what, binary, guarded } = o.words;
+  const r: string[] = [];
+  const u = o.status.unit;
+  if (u.ActiveState !== "active" || u.SubState !== "running")
+    r.push(`${what} unit is ${u.ActiveState}/${u.SubState} (result ${u.Result})`);
+  if (u.NRestarts !== o.started.nRestarts)
+    r.push(`${what} restarted ${u.NRestarts} times (was ${o.started.nRestarts} at start)`);
+  if (u.InvocationID !== o.started.invocationId)
+    r.push(
+      `${what} invocation changed (${o.started.invocationId.slice(0, 8)} → ${u.InvocationID.slice(0, 8) || "none"})`,
+    );
+  if (o.status.binaryDigest !== undefined && o.status.binaryDigest !== o.expectedDigest)
+    r.push(
+      `${binary} sha256 ${o.status.binaryDigest.slice(0, 12) || "(missing)"} is not the build's ${o.expectedDigest.slice(0, 12)}`,
+    );
+  if (o.status.runningDigest && o.status.runningDigest !== o.expectedDigest)
+    r.push(
+      `running ${binary} sha256 ${o.status.runningDigest.slice(0, 12)} is not the build's ${o.expectedDigest.slice(0, 12)}`,
+    );
+  r.push(...(o.served ?? []));
+  r.push(...guardDrift(guarded, o.guardOn, o.status.guard));
+  const others = o.status.listening.filter((a) => a !== o.bind && !sameAddress(a, o.bind));
+  if (others.length > 0) r.push(`listening on ${others.join(", ")} besides ${o.bind}`);
+  return r;
+}

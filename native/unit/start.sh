@@ -1,0 +1,280 @@
+#!/bin/sh
+# Runs on a node (non-login ssh, as the cluster's user): one supervised server from the
+# verified, installed build as a `systemd-run --user` transient unit bound to one address, with
+# the RSS guard as a second unit beside it. The worker (ggml-rpc-server) and the server
+# (llama-server) both start here, so what a supervised unit is (refusals, digest, guard,
+# restart policy, log) is written once; each stage adds only its options
+# (components/unit/commands.ts builds them). Arguments ("$@", never pasted into this text):
+#   --unit NAME --bin BIN --sha SHA256 --bind ADDR --port PORT --state DIR --log NAME
+#   --guard-unit NAME --guard-percent P --guard-interval S --guard-text TEXT
+#   [--what WORDS] [--not-on-management] [--one-per-node] [--line-buffered]
+#   [--env K=V]... [--mkdir DIR]... [--health SECONDS] -- FLAGS...
+# The unit's log is DIR/NAME-PORT.log, the guard's DIR/guard-PORT.log and its program
+# DIR/rss-guard-PORT.py. DIR, BIN, --mkdir, --env values and flags may start with "~/" (this
+# node's $HOME). GUARD_PERCENT 0 =
+# no guard (one left from an earlier start is stopped). --not-on-management: BIND must not be
+# on the interface that carries this ssh session (a server without authentication). One per
+# node: the units of the same name on other ports are stopped too. --health: up = GET /health
+# answers 200 within SECONDS; without it, up = listening on PORT. The API key, when there is
+# one, arrives as SPARKFORM_API_KEY on stdin (the transport's secret preamble), goes to a 0600
+# file the server reads with --api-key-file, and is unset before anything else runs.
+# Exit codes: 2 bad argument, 3 binary missing, 4 BIND not an address of this node, 5 port
+# taken by something else, 6 unit did not come up, 7 binary digest is not the expected, 8 no
+# user manager, 9 BIND on the interface that carries the management ssh session. stdout:
+# key=value lines.
+set -eu
+. "$(dirname -- "$0")/../lib/user-unit.sh"
+KEY_TEXT=${SPARKFORM_API_KEY:-}
+unset SPARKFORM_API_KEY
+
+usage() {
+  echo "start.sh: $1; it takes --unit --bin --sha --bind --port --state --log --guard-unit --guard-percent --guard-interval --guard-text [options] -- FLAGS...; nothing was stopped or started" >&2
+  exit 2
+}
+home() { case $1 in "~/"*) printf '%s\n' "$HOME/${1#"~/"}" ;; *) printf '%s\n' "$1" ;; esac; }
+UNIT="" BIN="" EXPECTED="" BIND="" PORT="" STATE="" LOG="" GUARD=""
+GUARD_PERCENT="" GUARD_INTERVAL="" GUARD_TEXT="" GUARD_TEXT_SET=""
+WHAT=server MGMT_CHECK="" ONE_PER_NODE="" STDBUF="" HEALTH_TIMEOUT="" ENVS="" DIRS=""
+while [ $# -gt 0 ]; do
+  o=$1
+  case $o in
+  --not-on-management) MGMT_CHECK=1; shift; continue ;;
+  --one-per-node) ONE_PER_NODE=1; shift; continue ;;
+  --line-buffered) STDBUF=1; shift; continue ;;
+  --) shift; break ;;
+  --*) [ $# -ge 2 ] || usage "$o has no value" ;;
+  *) usage "\"$o\" is not an option (llama-server's flags come after --)" ;;
+  esac
+  v=$2
+  shift 2
+  case $o in
+  --unit) UNIT=$v ;;
+  --bin) BIN=$v ;;
+  --sha) EXPECTED=$v ;;
+  --bind) BIND=$v ;;
+  --port) PORT=$v ;;
+  --state) STATE=$v ;;
+  --log) LOG=$v ;;
+  --what) WHAT=$v ;;
+  --guard-unit) GUARD=$v ;;
+  --guard-percent) GUARD_PERCENT=$v ;;
+  --guard-interval) GUARD_INTERVAL=$v ;;
+  --guard-text) GUARD_TEXT=$v GUARD_TEXT_SET=1 ;;
+  --health) HEALTH_TIMEOUT=$v ;;
+  --env)
+    case $v in [A-Z_]*=*) ;; *) usage "--env $v is not NAME=VALUE" ;; esac
+    case ${v%%=*} in *[!A-Z0-9_]*) usage "--env $v is not NAME=VALUE" ;; esac
+    # Newline-separated: a value may hold spaces, never a newline (systemd refuses those).
+    case $v in *'
+'*) usage "--env ${v%%=*} holds a newline" ;; esac
+    ENVS="$ENVS$v
+" ;;
+  --mkdir) DIRS="$DIRS$v
+" ;;
+  *) usage "$o is not an option" ;;
+  esac
+done
+[ -n "$UNIT" ] || usage "--unit is missing"
+[ -n "$BIN" ] || usage "--bin is missing"
+[ -n "$EXPECTED" ] || usage "--sha is missing"
+[ -n "$BIND" ] || usage "--bind is missing"
+[ -n "$PORT" ] || usage "--port is missing"
+[ -n "$STATE" ] || usage "--state is missing"
+[ -n "$LOG" ] || usage "--log is missing"
+[ -n "$GUARD" ] || usage "--guard-unit is missing"
+[ -n "$GUARD_TEXT_SET" ] || usage "--guard-text is missing (\"\" with --guard-percent 0)"
+case $PORT in *[!0-9]*) usage "--port $PORT is not a port number" ;; esac
+case $LOG in *[!a-z0-9-]*) usage "--log $LOG is a name (letters, digits, '-'), not a path" ;; esac
+case $GUARD_PERCENT in '' | *[!0-9.]* | *.*.*)
+  usage "--guard-percent \"$GUARD_PERCENT\" is not a percentage (0 = no guard)" ;;
+esac
+case $GUARD_INTERVAL in '' | *[!0-9.]* | *.*.*)
+  usage "--guard-interval \"$GUARD_INTERVAL\" is not a number of seconds" ;;
+esac
+case $HEALTH_TIMEOUT in *[!0-9]*) usage "--health $HEALTH_TIMEOUT is not a number of seconds" ;; esac
+STATE=$(home "$STATE")
+LOG_NAME=$LOG
+LOG="$STATE/$LOG_NAME-$PORT.log"
+BIN=$(home "$BIN")
+case $BIN in /*) ;; *) BIN="$HOME/$BIN" ;; esac
+
+# The server has no authentication (or one key): bind only an address this node really has ...
+if ! ip -o addr show | awk '{print $4}' | cut -d/ -f1 | grep -qxF "$BIND"; then
+  echo "$BIND is not an address of this node ($(ip -o addr show | awk '{print $2"="$4}' | tr '\n' ' '))" >&2
+  exit 4
+fi
+# ... and, for a server with none (--not-on-management), none on the interface this ssh session
+# came in on: whatever the control node's config called the management address (a name, an
+# alias, another spelling), the session arrived on one interface. sshd's own address when
+# SSH_CONNECTION reaches this program; else (sparkform's transport runs every step under
+# `env -i`, which drops it) the route back to the session's peer as logind recorded it. OpenSSH
+# writes an IPv4 peer as IPv4; an IPv4-mapped form is read as IPv4 all the same. When neither
+# is known (no logind session) only the check above holds.
+iface_of() { # ADDRESS: the interface that has it, or nothing
+  ip -o addr show | awk -v a="$1" '{ split($4, x, "/"); if (x[1] == a) { print $2; exit } }'
+}
+unmapped() { # ADDRESS without an IPv4-mapped prefix or a %scope
+  case $1 in ::ffff:*.*.*.*) set -- "${1#::ffff:}" ;; esac
+  printf '%s\n' "${1%%%*}"
+}
+if [ -n "$MGMT_CHECK" ]; then
+  MGMT_IF="" HOW=""
+  if [ -n "${SSH_CONNECTION:-}" ]; then
+    # shellcheck disable=SC2086
+    SESSION=$(set -- $SSH_CONNECTION && unmapped "${3:-}")
+    MGMT_IF=$(iface_of "$SESSION")
+    HOW="sshd answered on $SESSION"
+  else
+    sid=$(sed -n 's|.*/session-\([^/]*\)\.scope.*|\1|p' /proc/self/cgroup 2>/dev/null | head -n 1)
+    peer=""
+    [ -n "$sid" ] && peer=$(loginctl show-session "$sid" -p RemoteHost --value 2>/dev/null || true)
+    # A peer recorded by name (sshd's UseDNS) is looked up as the node sees it.
+    case $peer in *[!0-9A-Fa-f:.]*) peer=$(getent ahosts "$peer" 2>/dev/null | awk 'NR == 1 { print $1 }') ;; esac
+    if [ -n "$peer" ]; then
+      peer=$(unmapped "$peer")
+      MGMT_IF=$(ip -o route get "$peer" 2>/dev/null | sed -n 's/.* dev \([^ ]*\).*/\1/p' | head -n 1)
+      HOW="the control node's session comes from $peer, reached through it"
+    fi
+  fi
+  if [ -n "$MGMT_IF" ] && [ "$(iface_of "$BIND")" = "$MGMT_IF" ]; then
+    echo "$BIND is on $MGMT_IF, the interface that carries this management session ($HOW): ggml-rpc-server has no authentication, so every host that reaches that network would reach it. Give the node a fabric address on its own interface (sparkform:nodes[].fabricAddress) and bind that; the worker stays stopped" >&2
+    exit 9
+  fi
+fi
+
+[ -x "$BIN" ] || { echo "$BIN is not an executable file on this node" >&2; exit 3; }
+
+# A user manager that survives the ssh session (no password needed for one's own linger), and
+# its bus: a non-login ssh session has no XDG_RUNTIME_DIR of its own.
+user_manager
+
+stop_units() { # UNIT...: stop and forget each
+  for u in "$@"; do
+    systemctl --user stop "$u.service" 2>/dev/null || true
+    systemctl --user reset-failed "$u.service" 2>/dev/null || true
+  done
+}
+# One per node: a restart replaces this unit's instance on any other port (and its guard).
+if [ -n "$ONE_PER_NODE" ]; then
+  prefix=${UNIT%-"$PORT"} gprefix=${GUARD%-"$PORT"}
+  others=$(systemctl --user list-units --all --plain --no-legend "$prefix-*" 2>/dev/null |
+    awk '{print $1}' | sed -n "s/^$prefix-\\([0-9][0-9]*\\)\\.service\$/\\1/p" | grep -vxF "$PORT" || true)
+  for p in $others; do
+    stop_units "$gprefix-$p" "$prefix-$p"
+    rm -f "$STATE/$LOG_NAME-$p.log" "$STATE/guard-$p.log" "$STATE/rss-guard-$p.py"
+    echo "stopped=$prefix-$p"
+  done
+fi
+# A restart replaces the previous instance of this port, and its guard.
+stop_units "$GUARD" "$UNIT"
+# Checked after the stop: a unit left running with Restart=on-failure would exec this file on
+# its next crash, and no client may reach a binary that is not the build's.
+ACTUAL=$(sha256sum "$BIN" | cut -d' ' -f1)
+if [ "$ACTUAL" != "$EXPECTED" ]; then
+  echo "$BIN has sha256 $ACTUAL, expected $EXPECTED (the verified build's); the $WHAT stays stopped" >&2
+  exit 7
+fi
+wait_port_free "$PORT" 20 || { echo "port $PORT is in use by a process that is not $UNIT" >&2; exit 5; }
+
+# The log is this user's alone (0600): it records what the server did for its clients.
+(umask 077 && mkdir -p "$STATE" && : > "$LOG")
+chmod 600 "$LOG"
+printf '%s' "$DIRS" | while IFS= read -r d; do [ -z "$d" ] || mkdir -p "$(home "$d")"; done
+# "~/" in a flag is this node's home (the serving plan renders model paths as the Model stage
+# names them).
+n=$#
+i=0
+while [ "$i" -lt "$n" ]; do
+  a=$1
+  shift
+  set -- "$@" "$(home "$a")"
+  i=$((i + 1))
+done
+KEY="$STATE/api-key-$PORT"
+if [ -n "$KEY_TEXT" ]; then
+  (umask 077 && printf '%s\n' "$KEY_TEXT" > "$KEY.tmp" && mv "$KEY.tmp" "$KEY")
+  set -- "$@" --api-key-file "$KEY"
+else
+  rm -f "$KEY"
+fi
+KEY_TEXT=""
+# The unit's environment, in the order given (systemd keeps it: `Environment` on refresh).
+SETENV=""
+while IFS= read -r kv; do
+  [ -n "$kv" ] || continue
+  SETENV="$SETENV--setenv=${kv%%=*}=$(home "${kv#*=}")
+"
+done <<EOF
+$ENVS
+EOF
+# The unit's command: the binary, or stdbuf before it (a banner printf to a pipe is
+# block-buffered without it), then its flags.
+set -- "$BIN" "$@"
+[ -z "$STDBUF" ] || set -- /usr/bin/stdbuf -oL -eL "$@"
+# Restart=on-failure with NRestarts read on refresh: a crash hidden by a restart is still seen
+# (and a client's unit restarts when a peer failure aborts it).
+old_ifs=$IFS
+IFS='
+'
+# shellcheck disable=SC2086
+systemd-run --user --quiet --unit="$UNIT" -p Type=exec -p Restart=on-failure -p RestartSec=2 \
+  -p "WorkingDirectory=$HOME" -p "StandardOutput=append:$LOG" -p "StandardError=append:$LOG" \
+  $SETENV "$@"
+IFS=$old_ifs
+
+# The guard's program file is this port's own, so stop.sh can remove it without taking another
+# unit's (its Restart=on-failure re-reads the file).
+if [ "$GUARD_PERCENT" != 0 ]; then
+  printf '%s' "$GUARD_TEXT" > "$STATE/rss-guard-$PORT.py.tmp"
+  mv "$STATE/rss-guard-$PORT.py.tmp" "$STATE/rss-guard-$PORT.py"
+  systemd-run --user --quiet --unit="$GUARD" -p Type=exec -p Restart=on-failure -p RestartSec=2 \
+    /usr/bin/python3 "$STATE/rss-guard-$PORT.py" --unit "$UNIT.service" --percent "$GUARD_PERCENT" \
+    --interval "$GUARD_INTERVAL" --log "$STATE/guard-$PORT.log"
+else
+  rm -f "$STATE/rss-guard-$PORT.py" "$STATE/guard-$PORT.log"
+fi
+
+# A create that fails leaves no resource whose destroy would stop the unit: stop it here.
+failed() { # WHY TAIL_FILTER
+  stop_units "$GUARD" "$UNIT"
+  echo "$1; it was stopped. Its log:" >&2
+  grep -v -e 'assigned to device' -e '(+0x' "$LOG" | tail -n "$2" >&2
+  exit 6
+}
+if [ -n "$HEALTH_TIMEOUT" ]; then
+  health() {
+    python3 -c 'import sys, urllib.request
+try:
+    r = urllib.request.urlopen("http://%s:%s/health" % (sys.argv[1], sys.argv[2]), timeout=2)
+    sys.exit(0 if r.status == 200 else 1)
+except Exception:
+    sys.exit(1)' "$1" "$2"
+  }
+  host=$BIND
+  case $BIND in *:*) host="[$BIND]" ;; esac
+  i=0
+  limit=$((HEALTH_TIMEOUT * 2))
+  until health "$host" "$PORT"; do
+    i=$((i + 1))
+    state=$(systemctl --user show -p ActiveState --value "$UNIT.service")
+    restarts=$(systemctl --user show -p NRestarts --value "$UNIT.service")
+    if [ "$i" -gt "$limit" ] || [ "$state" = failed ] || [ "$state" = inactive ] || [ "${restarts:-0}" != 0 ]; then
+      failed "$UNIT did not answer 200 on http://$host:$PORT/health (state $state, restarts ${restarts:-0})" 40
+    fi
+    sleep 0.5
+  done
+else
+  # Up = listening on the port; a server that exits (bad device, bad address) fails the unit.
+  i=0
+  until port_listening "$PORT"; do
+    i=$((i + 1))
+    state=$(systemctl --user show -p ActiveState --value "$UNIT.service")
+    if [ "$i" -gt 60 ] || [ "$state" = failed ] || [ "$state" = inactive ]; then
+      failed "$UNIT did not start listening on $BIND:$PORT (state $state)" 30
+    fi
+    sleep 0.5
+  done
+fi
+echo "unit=$UNIT"
+if [ "$GUARD_PERCENT" != 0 ]; then echo "guard=$GUARD"; fi
+echo "log=$LOG"
