@@ -13,13 +13,14 @@ import { statSync } from "node:fs";
 import type { StackConfigData } from "../components/config";
 import type { SshTarget } from "../components/transport";
 import { pulumiBinary, pulumiEnv, repoRoot } from "../setup/pulumi/env";
+import { parseStackOutputs, type StackOutputs } from "../stack-outputs";
 import { cached, configKey, outputsKey, selectedStackName } from "./stack-cache";
 
 export interface StackView {
   /** The stack's name as given, or the selected stack. */
   readonly name: string | undefined;
   readonly config: StackConfigData;
-  /** `pulumi stack output --json`: facts, tree, build, model, … */
+  /** `pulumi stack output --json`, validated once (stack-outputs.ts): facts, tree, build, model, … */
   readonly outputs: Record<string, unknown>;
   /** How the control node reaches `node` (the stack's pinned host key, its key). */
   target(node: string): SshTarget;
@@ -97,18 +98,21 @@ function readPrivateKey(name: string | undefined, projectDir: string): string {
 }
 
 /** `pulumi stack output --json` of stack `name` (default: the selected one), cached. */
+// Returned untyped for now: the commands and their tests still read sections loosely; moving
+// them onto StackOutputs is the next step (issue 23, item 5).
 export function readOutputs(
   name: string | undefined,
   projectDir = repoRoot,
 ): Record<string, unknown> {
   const stack = name ?? selectedStackName(projectDir);
   const read = () =>
-    pulumiJson(
-      ["stack", "output", ...(stack ? ["-s", stack] : [])],
-      "outputs",
-      projectDir,
-    ) as Record<string, unknown>;
-  return stack ? cached(outputsKey(stack, projectDir), read) : read();
+    pulumiJson(["stack", "output", ...(stack ? ["-s", stack] : [])], "outputs", projectDir);
+  // Validated after the cache too: a cache written by an older CLI is checked like a fresh read.
+  const outputs: StackOutputs = parseStackOutputs(
+    stack ? cached(outputsKey(stack, projectDir), read) : read(),
+    stack,
+  );
+  return outputs;
 }
 
 /**

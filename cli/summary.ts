@@ -2,6 +2,7 @@
 // outputs say, one section per stage, as plain aligned lines. Pure: it takes the outputs object
 // (`pulumi stack output --json`, never --show-secrets) and returns lines; a stage whose outputs
 // are absent is left out, or said to be "not configured" where a reader would look for it.
+import { human } from "../components/bytes";
 import { shQuote } from "../components/transport";
 
 export interface SummaryOptions {
@@ -21,17 +22,9 @@ const num = (v: unknown): number | undefined =>
   typeof v === "number" && Number.isFinite(v) ? v : undefined;
 const short = (digest: unknown, n = 12): string => str(digest)?.slice(0, n) || "(none)";
 
-/** 2511776 → "2.4 MiB"; binary units, one decimal. */
+/** 2511776 → "2.4 MiB" (components/bytes.ts); "?" where the outputs lack the size. */
 export function bytes(n: number | undefined): string {
-  if (n === undefined) return "?";
-  const units = ["B", "KiB", "MiB", "GiB", "TiB"];
-  let v = n;
-  let i = 0;
-  while (v >= 1024 && i < units.length - 1) {
-    v /= 1024;
-    i++;
-  }
-  return i === 0 ? `${n} B` : `${v.toFixed(1)} ${units[i]}`;
+  return n === undefined ? "?" : human(n);
 }
 
 /** Rows of cells, each column padded to its widest cell, joined by two spaces. */

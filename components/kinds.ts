@@ -11,10 +11,14 @@ import type { ToolchainOutputs } from "./toolchain/provider";
 import type { TreeSyncOutputs } from "./tree/provider";
 import type { LlamaServerGate } from "./serving/placement";
 import type { BuildInputs } from "./build/difference";
+import type { FabricLinkOutputs } from "./fabric/provider";
+import type { ServingDrainOutputs } from "./serving/drain-provider";
 
 /** Each kind's state as its provider writes it: the inputs plus what it measured. */
 export interface KindOutputs {
   SparkNode: SparkNodeOutputs;
+  /** One rail of one link between two nodes, measured (it has two ends, so no `target`). */
+  FabricLink: FabricLinkOutputs;
   Toolchain: ToolchainOutputs;
   TreeSync: TreeSyncOutputs;
   NativeBuild: NativeBuildOutputs;
@@ -22,18 +26,25 @@ export interface KindOutputs {
   RpcWorker: RpcWorkerOutputs;
   /** llama-server on the client node: its gate inputs (components/serving/placement.ts). */
   LlamaServer: LlamaServerGate & { target: Target };
+  /** Where `up` stops the server before a changed build reaches it. */
+  ServingDrain: ServingDrainOutputs;
 }
 
-/** A sparkform resource kind: `SparkNode`, `Toolchain`, `TreeSync`, `NativeBuild`, `ModelReplica`. */
+/** A sparkform resource kind: `SparkNode`, `FabricLink`, `TreeSync`, … (KINDS lists them). */
 export type Kind = keyof KindOutputs;
 
-/** Every kind, in stage order (config → nodes → toolchain → tree → build → model → worker → server). */
+/**
+ * Every kind, in stage order (nodes → fabric → toolchain → tree → build → model → drain → worker
+ * → server).
+ */
 export const KINDS = [
   "SparkNode",
+  "FabricLink",
   "Toolchain",
   "TreeSync",
   "NativeBuild",
   "ModelReplica",
+  "ServingDrain",
   "RpcWorker",
   "LlamaServer",
 ] as const satisfies readonly Kind[];
@@ -67,7 +78,10 @@ export function typeToken<K extends Kind>(kind: K): TypeToken<K> {
   return `pulumi-nodejs:dynamic/${TYPE_MODULE}:${kind}`;
 }
 
-/** How a resource reaches its node (every kind has one); the pack reads `name` and `hostKey`. */
+/**
+ * How a resource reaches its node (every kind but FabricLink, which has two ends); the pack reads
+ * `name` and `hostKey`.
+ */
 export type Target = SparkNodeOutputs["target"];
 
 /**
@@ -75,8 +89,29 @@ export type Target = SparkNodeOutputs["target"];
  * `repo`, `commit`, `files`) are known in every run; the measured outputs (`facts`, `digest`,
  * `artifacts`, `checks`) are unknown in a run that changes the resource, and judged after it.
  */
-export interface KindEvidence extends Record<Kind, { target: Target }> {
+export interface KindEvidence extends Record<Kind, object> {
   SparkNode: Pick<SparkNodeOutputs, "target" | "facts">;
+  /** What fabric-healthy judges: the link as the report reads it (components/fabric/report.ts). */
+  FabricLink: Pick<
+    FabricLinkOutputs,
+    | "link"
+    | "rail"
+    | "topology"
+    | "gidIndex"
+    | "ports"
+    | "source"
+    | "rttP50Us"
+    | "rttP99Us"
+    | "throughputGbps"
+    | "classReferenceGbps"
+    | "class"
+    | "checks"
+    | "healthy"
+    | "rdma"
+    | "error"
+    | "mgmtIface"
+    | "thresholds"
+  >;
   Toolchain: Pick<ToolchainOutputs, "target" | "digest">;
   TreeSync: Pick<TreeSyncOutputs, "target" | "digest" | "expectedDigest">;
   NativeBuild: Pick<NativeBuildOutputs, "target" | "flags" | "commit" | "artifacts" | "checks">;
@@ -95,6 +130,7 @@ export interface KindEvidence extends Record<Kind, { target: Target }> {
     | "clientVersion"
     | "digest"
     | "status"
+    | "transport"
   > & {
     /**
      * Both builds' recorded inputs (tree digest, flags, compiler), so worker-version-match names
@@ -115,6 +151,7 @@ export interface KindEvidence extends Record<Kind, { target: Target }> {
     | "rssLimitPercent"
     | "status"
   >;
+  ServingDrain: Pick<ServingDrainOutputs, "target">;
 }
 
 /** The evidence of one kind. */

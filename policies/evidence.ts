@@ -38,6 +38,11 @@ const SHA256_OR_EMPTY = /^([0-9a-f]{64})?$/;
 const isObject = (v: unknown): v is Record<string, unknown> =>
   typeof v === "object" && v !== null && !Array.isArray(v);
 const isString = (v: unknown): v is string => typeof v === "string";
+const isNumber = (v: unknown): v is number => typeof v === "number";
+const orNull =
+  (valid: (v: unknown) => boolean) =>
+  (v: unknown): boolean =>
+    v === null || valid(v);
 
 /**
  * The evidence fields of each kind and the shape a value must have to count as known. Its keys
@@ -46,6 +51,26 @@ const isString = (v: unknown): v is string => typeof v === "string";
  */
 const FIELDS: { [K in Kind]: { [F in keyof KindEvidence[K]]-?: (v: unknown) => boolean } } = {
   SparkNode: { target: isObject, facts: isObject },
+  FabricLink: {
+    link: isString,
+    rail: isNumber,
+    topology: isString,
+    gidIndex: isNumber,
+    ports: isObject,
+    source: isString,
+    rttP50Us: orNull(isNumber),
+    rttP99Us: orNull(isNumber),
+    throughputGbps: orNull(isNumber),
+    classReferenceGbps: orNull(isNumber),
+    class: isString,
+    checks: Array.isArray,
+    healthy: (v) => typeof v === "boolean",
+    rdma: isObject,
+    error: orNull(isString),
+    // Absent in state written before each end's management interface was recorded.
+    mgmtIface: isObject,
+    thresholds: isObject,
+  },
   Toolchain: {
     target: isObject,
     // A measured digest: 64 hex digits, or "" where the provider found nothing.
@@ -77,6 +102,7 @@ const FIELDS: { [K in Kind]: { [F in keyof KindEvidence[K]]-?: (v: unknown) => b
     clientVersion: isString,
     digest: isString,
     status: isObject,
+    transport: isObject,
     buildInputs: isObject,
   },
   LlamaServer: {
@@ -90,6 +116,7 @@ const FIELDS: { [K in Kind]: { [F in keyof KindEvidence[K]]-?: (v: unknown) => b
     rssLimitPercent: (v) => typeof v === "number",
     status: isObject,
   },
+  ServingDrain: { target: isObject },
 };
 
 /** Whether `kind` names a sparkform kind. */

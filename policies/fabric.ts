@@ -8,22 +8,16 @@ import type { PolicyResource, StackValidationPolicy } from "@pulumi/policy";
 import type { FabricThresholds } from "../components/fabric/checks";
 import { linkViolations, rdmaTransportViolation } from "../components/fabric/gate";
 import type { ReportLink } from "../components/fabric/report";
-import type { RpcTransport } from "../components/fabric/rpc-log";
-
-const FABRIC_LINK_TYPE = "pulumi-nodejs:dynamic/sparkform:FabricLink";
-const kindIs = (r: PolicyResource, kind: string) =>
-  r.type === `pulumi-nodejs:dynamic/sparkform:${kind}` ||
-  (r.type === "pulumi-nodejs:dynamic:Resource" && r.props.kind === kind);
+import { resourcesOf } from "./evidence";
 
 /**
  * The measured links. A link this run will change has no outputs yet (its provider measures
  * it when it changes it): skipped, so a drift that `up` repairs does not block the `up`.
  */
 export function measuredLinks(resources: PolicyResource[]): ReportLink[] {
-  return resources
-    .filter((r) => r.type === FABRIC_LINK_TYPE || kindIs(r, "FabricLink"))
-    .filter((r) => typeof r.props.ports === "object" && r.props.ports !== null)
-    .map((r) => r.props as unknown as ReportLink);
+  return resourcesOf(resources, "FabricLink")
+    .filter((l) => !l.unknown.includes("ports"))
+    .map((l) => l.props as ReportLink);
 }
 
 export const fabricHealthy: StackValidationPolicy = {
@@ -57,11 +51,10 @@ export const rdmaTransport: StackValidationPolicy = {
     "Every rpc-server runs on RDMA (its log shows `RDMA activated`); TCP costs about a tenth of decode. Advisory where the fabric has no RDMA (the local stack).",
   enforcementLevel: "mandatory",
   validateStack: (args, reportViolation) => {
-    for (const r of args.resources.filter((x) => kindIs(x, "RpcWorker"))) {
-      const t = r.props.transport as RpcTransport | undefined;
+    for (const w of resourcesOf(args.resources, "RpcWorker")) {
+      const t = w.props.transport;
       if (!t || typeof t.transport !== "string") continue; // not measured yet (changing this run)
-      const node = String((r.props.target as { name?: unknown } | undefined)?.name ?? r.name);
-      const v = rdmaTransportViolation(node, t);
+      const v = rdmaTransportViolation(w.node, t);
       if (v) reportViolation(v);
     }
   },

@@ -30,7 +30,9 @@ export const hostKeyPinned: ResourceValidationPolicy = {
   description: "Every SSH connection to a node pins the node's host key.",
   enforcementLevel: "mandatory",
   validateResource: (args, reportViolation) => {
-    const target = asKind(args)?.props.target;
+    const props = asKind(args)?.props;
+    // FabricLink has no target of its own: its ends are its nodes' SparkNodes, checked there.
+    const target = props && "target" in props ? props.target : undefined;
     if (target === undefined) return;
     checkHostKeyPinned(target).forEach((m) => reportViolation(m));
   },

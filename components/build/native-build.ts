@@ -1,8 +1,7 @@
 import * as pulumi from "@pulumi/pulumi";
 import * as path from "node:path";
-import { DYNAMIC_MODULE } from "../aliases";
-import { programRef } from "../native-script";
 import { delegatingProvider } from "../providers/delegate";
+import { SparkformResource } from "../providers/resource";
 import type { SshTarget } from "../transport";
 import { type BuildFlags, BuildFlagsError, parseBuildFlags } from "./flags";
 import {
@@ -14,7 +13,7 @@ import {
   DEFAULT_ARTIFACTS,
   DEFAULT_TARGETS,
 } from "./plan";
-import type { CacheSource } from "./provider";
+import type { CacheSource, NativeBuildOutputs } from "./provider";
 import type { FanOutSource } from "./fan-out";
 import type { CompilerDigests } from "./plan";
 import { type Check, VERIFY_PROGRAM } from "./verify";
@@ -79,7 +78,7 @@ const provider = delegatingProvider(path.join(__dirname, "provider.ts"));
  * `~/.cache/sparkform/llama-build/out/<buildKey>/`. Refresh re-digests the installed artifacts:
  * a deleted or modified one is drift, and `up` rebuilds.
  */
-export class NativeBuild extends pulumi.dynamic.Resource {
+export class NativeBuild extends SparkformResource<"NativeBuild", NativeBuildOutputs> {
   declare readonly buildKey: pulumi.Output<string>;
   /** The tree digest it was built from (the input). */
   declare readonly treeDigest: pulumi.Output<string>;
@@ -151,11 +150,31 @@ export class NativeBuild extends pulumi.dynamic.Resource {
       throw new pulumi.RunError(`NativeBuild ${name}: ${msg}`);
     }
     super(
-      provider,
-      name,
       {
         kind: "NativeBuild",
-        providerVersion: NATIVE_BUILD_PROVIDER_VERSION,
+        provider,
+        version: NATIVE_BUILD_PROVIDER_VERSION,
+        programs: { verifyProgram: VERIFY_PROGRAM },
+        outputs: [
+          "buildKey",
+          "commit",
+          "buildDir",
+          "installDir",
+          "checks",
+          "instructions",
+          "cpuLibrary",
+          "artifacts",
+          "installed",
+          "compiler",
+          "cache",
+          "seconds",
+          "compilerDigests",
+          "builtBy",
+          "builtOn",
+        ],
+      },
+      name,
+      {
         target: args.target,
         tree: args.tree,
         treeDigest: args.treeDigest,
@@ -167,26 +186,8 @@ export class NativeBuild extends pulumi.dynamic.Resource {
         ...(args.path && args.path.length > 0 ? { path: [...args.path] } : {}),
         cacheFrom: args.cacheFrom,
         fanOutFrom: args.fanOutFrom,
-        verifyProgram: programRef(VERIFY_PROGRAM),
-        buildKey: undefined,
-        commit: undefined,
-        buildDir: undefined,
-        installDir: undefined,
-        checks: undefined,
-        instructions: undefined,
-        cpuLibrary: undefined,
-        artifacts: undefined,
-        installed: undefined,
-        compiler: undefined,
-        cache: undefined,
-        seconds: undefined,
-        compilerDigests: undefined,
-        builtBy: undefined,
-        builtOn: undefined,
       },
       opts,
-      DYNAMIC_MODULE,
-      "NativeBuild",
     );
   }
 }

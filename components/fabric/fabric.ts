@@ -3,11 +3,11 @@
 // have. Per node it exports the rails' summary; the NCCL env block follows from the ports found.
 import * as pulumi from "@pulumi/pulumi";
 import * as path from "node:path";
-import { programRef } from "../native-script";
 import type { Nodes } from "../node/nodes";
 import type { SparkNode } from "../node/spark-node";
 import type { SparkNodeFacts } from "../node/facts";
 import { delegatingProvider } from "../providers/delegate";
+import { SparkformResource } from "../providers/resource";
 import type { Stage } from "../stage";
 import type { SshTarget } from "../transport";
 import { checkAddresses, type BandwidthClass, type CheckResult } from "./checks";
@@ -21,7 +21,7 @@ import {
   type RailConfig,
   type RdmaSource,
 } from "./ports";
-import type { FabricEnd, FabricLinkInputs } from "./provider";
+import type { FabricEnd, FabricLinkOutputs } from "./provider";
 
 /** Bump when the provider's behaviour changes, so `up` rewrites it in state. */
 export const FABRIC_LINK_PROVIDER_VERSION = "1";
@@ -40,7 +40,7 @@ export interface FabricLinkArgs {
 }
 
 /** One rail of one link, measured; `refresh` re-measures (link down, MTU, GID, class: drift). */
-export class FabricLink extends pulumi.dynamic.Resource {
+export class FabricLink extends SparkformResource<"FabricLink", FabricLinkOutputs> {
   declare readonly ports: pulumi.Output<{ a: PortFacts; b: PortFacts }>;
   declare readonly source: pulumi.Output<FactSource>;
   declare readonly rttP50Us: pulumi.Output<number | null>;
@@ -56,39 +56,43 @@ export class FabricLink extends pulumi.dynamic.Resource {
   declare readonly mgmtIface: pulumi.Output<{ a: string | null; b: string | null }>;
 
   constructor(name: string, args: FabricLinkArgs, opts?: pulumi.CustomResourceOptions) {
-    const props: Record<keyof FabricLinkInputs, unknown> & Record<string, unknown> = {
-      kind: "FabricLink",
-      providerVersion: FABRIC_LINK_PROVIDER_VERSION,
-      link: args.link,
-      rail: args.rail,
-      topology: args.topology,
-      a: args.a,
-      b: args.b,
-      gidIndex: args.config.gidIndex,
-      thresholds: fabricThresholds(args.config),
-      referenceGbps: args.config.referenceGbps ?? null,
-      probe: args.config.probe,
-      addressChecks: args.addressChecks,
-      programs: { probe: programRef("fabric/probe.py"), facts: programRef("node/facts.sh") },
-    };
-    for (const k of [
-      "ports",
-      "source",
-      "rttP50Us",
-      "rttP99Us",
-      "throughputGbps",
-      "loopbackGbps",
-      "classReferenceGbps",
-      "class",
-      "checks",
-      "healthy",
-      "rdma",
-      "error",
-      "mgmtIface",
-    ]) {
-      props[k] = undefined;
-    }
-    super(provider, name, props, opts, "sparkform", "FabricLink");
+    super(
+      {
+        kind: "FabricLink",
+        provider,
+        version: FABRIC_LINK_PROVIDER_VERSION,
+        programs: { programs: { probe: "fabric/probe.py", facts: "node/facts.sh" } },
+        outputs: [
+          "ports",
+          "source",
+          "rttP50Us",
+          "rttP99Us",
+          "throughputGbps",
+          "loopbackGbps",
+          "classReferenceGbps",
+          "class",
+          "checks",
+          "healthy",
+          "rdma",
+          "error",
+          "mgmtIface",
+        ],
+      },
+      name,
+      {
+        link: args.link,
+        rail: args.rail,
+        topology: args.topology,
+        a: args.a,
+        b: args.b,
+        gidIndex: args.config.gidIndex,
+        thresholds: fabricThresholds(args.config),
+        referenceGbps: args.config.referenceGbps ?? null,
+        probe: args.config.probe,
+        addressChecks: args.addressChecks,
+      },
+      opts,
+    );
   }
 }
 

@@ -1,11 +1,18 @@
 import * as pulumi from "@pulumi/pulumi";
 import * as path from "node:path";
-import { DYNAMIC_MODULE, legacyTypeAliases } from "../aliases";
+import { legacyTypeAliases } from "../aliases";
 import type { Nodes } from "../node/nodes";
 import { gatherByNode, PerNode, type Stage } from "../stage";
 import { delegatingProvider } from "../providers/delegate";
+import { SparkformResource } from "../providers/resource";
 import type { SshTarget } from "../transport";
-import { fetchScriptDigest, type ModelFile, type ModelSource, type NodeFile } from "./provider";
+import {
+  fetchScriptDigest,
+  type ModelFile,
+  type ModelReplicaOutputs,
+  type ModelSource,
+  type NodeFile,
+} from "./provider";
 import {
   modelDir,
   ModelResolveError,
@@ -39,7 +46,7 @@ export interface ModelReplicaArgs {
 const provider = delegatingProvider(path.join(__dirname, "provider.ts"));
 
 /** One model revision's files on one node, SHA-256-verified there. */
-export class ModelReplica extends pulumi.dynamic.Resource {
+export class ModelReplica extends SparkformResource<"ModelReplica", ModelReplicaOutputs> {
   declare readonly nodeFiles: pulumi.Output<NodeFile[]>;
   declare readonly fetchedBy: pulumi.Output<"hub" | "fabric" | "relay" | "present">;
   declare readonly created: pulumi.Output<string[]>;
@@ -47,11 +54,14 @@ export class ModelReplica extends pulumi.dynamic.Resource {
 
   constructor(name: string, args: ModelReplicaArgs, opts?: pulumi.CustomResourceOptions) {
     super(
-      provider,
-      name,
       {
         kind: "ModelReplica",
-        providerVersion: MODEL_PROVIDER_VERSION,
+        provider,
+        version: MODEL_PROVIDER_VERSION,
+        outputs: ["nodeFiles", "fetchedBy", "created"],
+      },
+      name,
+      {
         target: args.target,
         repo: args.repo,
         commit: args.commit,
@@ -64,13 +74,8 @@ export class ModelReplica extends pulumi.dynamic.Resource {
         token: args.token ? pulumi.secret(args.token) : undefined,
         scriptDigest: fetchScriptDigest(),
         reserveBytes: args.reserveBytes ?? 0,
-        nodeFiles: undefined,
-        fetchedBy: undefined,
-        created: undefined,
       },
       opts,
-      DYNAMIC_MODULE,
-      "ModelReplica",
     );
   }
 }

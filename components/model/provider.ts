@@ -10,6 +10,7 @@
 import type * as pulumi from "@pulumi/pulumi";
 import { mkdirSync } from "node:fs";
 import * as path from "node:path";
+import { human } from "../bytes";
 import { nativeProgram, programCommand, programPath } from "../native-script";
 import type { ProviderImpl } from "../providers/delegate";
 import { changedKeys } from "../providers/diff";
@@ -98,18 +99,9 @@ export interface ModelReplicaOutputs extends Omit<ModelReplicaInputs, "token"> {
   refToken?: string;
 }
 
-/** Bytes in binary units: "512 B", "655.9 KiB", "1.2 GiB". */
-export function human(n: number): string {
-  const units = ["B", "KiB", "MiB", "GiB", "TiB"];
-  let v = n;
-  let i = 0;
-  while (Math.abs(v) >= 1024 && i < units.length - 1) {
-    v /= 1024;
-    i++;
-  }
-  return i === 0 ? `${Math.round(v)} B` : `${v.toFixed(1)} ${units[i]}`;
-}
 const mib = human;
+// Re-exported: callers (and tests) that format sizes beside the model read it from here.
+export { human };
 
 function label(i: Pick<ModelReplicaInputs, "target" | "repo">): string {
   return `[${i.target.name}] model ${i.repo}`;

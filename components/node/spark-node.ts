@@ -1,11 +1,10 @@
 import * as pulumi from "@pulumi/pulumi";
 import * as path from "node:path";
-import { DYNAMIC_MODULE } from "../aliases";
 import { delegatingProvider } from "../providers/delegate";
+import { SparkformResource } from "../providers/resource";
 import type { SshTarget } from "../transport";
-import { programRef } from "../native-script";
 import type { SparkNodeFacts } from "./facts";
-import { FACTS_PROGRAM } from "./provider";
+import { FACTS_PROGRAM, type SparkNodeOutputs } from "./provider";
 
 /** Bump when the provider's behaviour changes, so `up` rewrites it in state. */
 export const SPARK_NODE_PROVIDER_VERSION = "1";
@@ -23,25 +22,22 @@ const provider = delegatingProvider(path.join(__dirname, "provider.ts"));
  * One Spark: its SSH connection and a fact sheet (arch, kernel, distro, memory from
  * /proc/meminfo, CPU clusters, CUDA, RDMA devices, free disk), re-measured on refresh.
  */
-export class SparkNode extends pulumi.dynamic.Resource {
+export class SparkNode extends SparkformResource<"SparkNode", SparkNodeOutputs> {
   declare readonly facts: pulumi.Output<SparkNodeFacts>;
   declare readonly target: pulumi.Output<SshTarget>;
 
   constructor(name: string, args: SparkNodeArgs, opts?: pulumi.CustomResourceOptions) {
     super(
-      provider,
-      name,
       {
         kind: "SparkNode",
-        providerVersion: SPARK_NODE_PROVIDER_VERSION,
-        target: args.target,
-        factsProgram: programRef(FACTS_PROGRAM),
-        diskPaths: args.diskPaths ?? ["~/models", "~"],
-        facts: undefined,
+        provider,
+        version: SPARK_NODE_PROVIDER_VERSION,
+        programs: { factsProgram: FACTS_PROGRAM },
+        outputs: ["facts"],
       },
+      name,
+      { target: args.target, diskPaths: args.diskPaths ?? ["~/models", "~"] },
       opts,
-      DYNAMIC_MODULE,
-      "SparkNode",
     );
   }
 }

@@ -1,12 +1,13 @@
 // The RpcWorker resource: one ggml-rpc-server unit (and its RSS guard) on one worker node.
 import * as pulumi from "@pulumi/pulumi";
 import * as path from "node:path";
-import { DYNAMIC_MODULE } from "../aliases";
 import type { RpcTransport } from "../fabric/rpc-log";
 import { delegatingProvider } from "../providers/delegate";
+import { SparkformResource } from "../providers/resource";
 import type { SshTarget } from "../transport";
 import type { BuildInputs } from "../build/difference";
 import { workerPrograms } from "./commands";
+import type { RpcWorkerOutputs } from "./provider";
 import { type Health, unsafeBind } from "./plan";
 
 /** Bump when the provider's behaviour changes, so `up` rewrites it in state (and restarts). */
@@ -68,7 +69,7 @@ const SERVER = "bin/ggml-rpc-server";
  * RSS guard beside it, health by a real RPC HELLO from the client node. Refresh re-reads the
  * units (NRestarts, InvocationID), the running binary's digest and the socket table: drift.
  */
-export class RpcWorker extends pulumi.dynamic.Resource {
+export class RpcWorker extends SparkformResource<"RpcWorker", RpcWorkerOutputs> {
   declare readonly endpoint: pulumi.Output<string>;
   declare readonly version: pulumi.Output<string>;
   declare readonly clientVersion: pulumi.Output<string>;
@@ -101,11 +102,28 @@ export class RpcWorker extends pulumi.dynamic.Resource {
         digest: a[SERVER] ?? "",
       }));
     super(
-      provider,
-      name,
       {
         kind: "RpcWorker",
-        providerVersion: RPC_WORKER_PROVIDER_VERSION,
+        provider,
+        version: RPC_WORKER_PROVIDER_VERSION,
+        outputs: [
+          "endpoint",
+          "unit",
+          "guardUnit",
+          "status",
+          "started",
+          "version",
+          "clientVersion",
+          "digest",
+          "deviceMemory",
+          "health",
+          "transport",
+          "prewarmed",
+          "drift",
+        ],
+      },
+      name,
+      {
         target: args.target,
         client: args.client,
         bind: args.bind,
@@ -135,23 +153,8 @@ export class RpcWorker extends pulumi.dynamic.Resource {
           ),
         programs: workerPrograms(),
         ...(args.buildInputs ? { buildInputs: args.buildInputs } : {}),
-        endpoint: undefined,
-        unit: undefined,
-        guardUnit: undefined,
-        status: undefined,
-        started: undefined,
-        version: undefined,
-        clientVersion: undefined,
-        digest: undefined,
-        deviceMemory: undefined,
-        health: undefined,
-        transport: undefined,
-        prewarmed: undefined,
-        drift: undefined,
       },
       opts,
-      DYNAMIC_MODULE,
-      "RpcWorker",
     );
   }
 }

@@ -2,12 +2,11 @@
 // evidence as inputs so the policy pack judges them before it starts.
 import * as pulumi from "@pulumi/pulumi";
 import * as path from "node:path";
-import { DYNAMIC_MODULE } from "../aliases";
-import { programRef } from "../native-script";
 import { delegatingProvider } from "../providers/delegate";
+import { SparkformResource } from "../providers/resource";
 import type { SshTarget } from "../transport";
 import type { ServingPlan } from "./placement";
-import type { ServingEvidence, ServingWorker, SmokeOutput } from "./provider";
+import type { LlamaServerOutputs, ServingEvidence, ServingWorker, SmokeOutput } from "./provider";
 import { SERVER_PROGRAMS, type SeenDevice } from "./server-plan";
 
 /** Bump when the provider's behaviour changes, so `up` rewrites it in state (and restarts). */
@@ -59,7 +58,7 @@ const SERVER = "bin/llama-server";
  * to loopback unless configured; created only when its log shows the model on every planned
  * device with the planned layers, and a smoke generation equals a single-node run's.
  */
-export class LlamaServer extends pulumi.dynamic.Resource {
+export class LlamaServer extends SparkformResource<"LlamaServer", LlamaServerOutputs> {
   declare readonly url: pulumi.Output<string>;
   declare readonly unit: pulumi.Output<string>;
   declare readonly health: pulumi.Output<string>;
@@ -71,11 +70,24 @@ export class LlamaServer extends pulumi.dynamic.Resource {
     if (!Number.isInteger(args.port) || args.port < 1 || args.port > 65535)
       throw new pulumi.RunError(`LlamaServer ${name}: port ${args.port} must be 1–65535`);
     super(
-      provider,
-      name,
       {
         kind: "LlamaServer",
-        providerVersion: LLAMA_SERVER_PROVIDER_VERSION,
+        provider,
+        version: LLAMA_SERVER_PROVIDER_VERSION,
+        programs: { programs: SERVER_PROGRAMS },
+        outputs: [
+          "apiKeySha256",
+          "url",
+          "health",
+          "placement",
+          "smoke",
+          "status",
+          "started",
+          "drift",
+        ],
+      },
+      name,
+      {
         target: args.target,
         node: args.node,
         bind: args.bind,
@@ -94,24 +106,11 @@ export class LlamaServer extends pulumi.dynamic.Resource {
         healthTimeoutSeconds: args.healthTimeoutSeconds ?? 1800,
         rssLimitPercent: args.rssLimitPercent,
         rssIntervalSeconds: args.rssIntervalSeconds,
-        programs: Object.fromEntries(
-          Object.entries(SERVER_PROGRAMS).map(([k, p]) => [k, programRef(p)]),
-        ),
-        apiKeySha256: undefined,
-        url: undefined,
-        health: undefined,
-        placement: undefined,
-        smoke: undefined,
-        status: undefined,
-        started: undefined,
-        drift: undefined,
       },
       {
         ...opts,
         additionalSecretOutputs: [...(opts?.additionalSecretOutputs ?? []), "apiKeySha256"],
       },
-      DYNAMIC_MODULE,
-      "LlamaServer",
     );
   }
 }

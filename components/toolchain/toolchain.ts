@@ -1,11 +1,10 @@
 import * as pulumi from "@pulumi/pulumi";
 import * as path from "node:path";
-import { DYNAMIC_MODULE } from "../aliases";
 import { delegatingProvider } from "../providers/delegate";
+import { SparkformResource } from "../providers/resource";
 import type { SshTarget } from "../transport";
-import { programRef } from "../native-script";
 import { TREE_DIGEST_PROGRAM } from "../tree/digest";
-import type { ToolchainSource } from "./provider";
+import type { ToolchainOutputs, ToolchainSource } from "./provider";
 
 /** Bump when the provider's behaviour changes, so `up` rewrites it in state. */
 export const TOOLCHAIN_PROVIDER_VERSION = "1";
@@ -28,18 +27,22 @@ export interface ToolchainArgs {
 const provider = delegatingProvider(path.join(__dirname, "provider.ts"));
 
 /** A toolchain directory on one node, identical (by digest) to the source node's. */
-export class Toolchain extends pulumi.dynamic.Resource {
+export class Toolchain extends SparkformResource<"Toolchain", ToolchainOutputs> {
   declare readonly digest: pulumi.Output<string>;
   declare readonly probeOutput: pulumi.Output<string>;
   declare readonly copiedBy: pulumi.Output<string>;
 
   constructor(name: string, args: ToolchainArgs, opts?: pulumi.CustomResourceOptions) {
     super(
-      provider,
-      name,
       {
         kind: "Toolchain",
-        providerVersion: TOOLCHAIN_PROVIDER_VERSION,
+        provider,
+        version: TOOLCHAIN_PROVIDER_VERSION,
+        programs: { digestProgram: TREE_DIGEST_PROGRAM },
+        outputs: ["digest", "files", "bytes", "probeOutput", "copiedBy"],
+      },
+      name,
+      {
         target: args.target,
         source: args.source,
         path: args.path,
@@ -47,16 +50,8 @@ export class Toolchain extends pulumi.dynamic.Resource {
         probe: args.probe,
         expect: args.expect,
         expectedDigest: args.expectedDigest,
-        digestProgram: programRef(TREE_DIGEST_PROGRAM),
-        digest: undefined,
-        files: undefined,
-        bytes: undefined,
-        probeOutput: undefined,
-        copiedBy: undefined,
       },
       opts,
-      DYNAMIC_MODULE,
-      "Toolchain",
     );
   }
 }

@@ -1,11 +1,11 @@
 import * as pulumi from "@pulumi/pulumi";
 import * as path from "node:path";
 import type { Exclusion } from "../config";
-import { DYNAMIC_MODULE } from "../aliases";
 import { delegatingProvider } from "../providers/delegate";
+import { SparkformResource } from "../providers/resource";
 import type { SshTarget } from "../transport";
-import { programRef } from "../native-script";
 import { TREE_DIGEST_PROGRAM } from "./digest";
+import type { TreeSyncOutputs } from "./provider";
 
 /** Bump when the provider's behaviour changes, so `up` rewrites it in state. */
 export const TREE_SYNC_PROVIDER_VERSION = "1";
@@ -28,7 +28,7 @@ const provider = delegatingProvider(path.join(__dirname, "provider.ts"));
  * `rsync -az --delete` of a tree to one node, proven by a content digest equal to the control
  * node's. Refresh re-digests the node's copy: any edited, added or removed file is drift.
  */
-export class TreeSync extends pulumi.dynamic.Resource {
+export class TreeSync extends SparkformResource<"TreeSync", TreeSyncOutputs> {
   declare readonly digest: pulumi.Output<string>;
   declare readonly files: pulumi.Output<number>;
   declare readonly bytes: pulumi.Output<number>;
@@ -36,24 +36,22 @@ export class TreeSync extends pulumi.dynamic.Resource {
 
   constructor(name: string, args: TreeSyncArgs, opts?: pulumi.CustomResourceOptions) {
     super(
-      provider,
-      name,
       {
         kind: "TreeSync",
-        providerVersion: TREE_SYNC_PROVIDER_VERSION,
+        provider,
+        version: TREE_SYNC_PROVIDER_VERSION,
+        programs: { digestProgram: TREE_DIGEST_PROGRAM },
+        outputs: ["digest", "files", "bytes"],
+      },
+      name,
+      {
         target: args.target,
         source: args.source,
         dest: args.dest,
         exclude: args.exclude,
         expectedDigest: args.expectedDigest,
-        digestProgram: programRef(TREE_DIGEST_PROGRAM),
-        digest: undefined,
-        files: undefined,
-        bytes: undefined,
       },
       opts,
-      DYNAMIC_MODULE,
-      "TreeSync",
     );
   }
 }

@@ -27,10 +27,12 @@ describe("type tokens", () => {
   it("are pulumi-nodejs:dynamic/sparkform:<Kind>, one per kind", () => {
     expect(KINDS.map(typeToken)).toEqual([
       "pulumi-nodejs:dynamic/sparkform:SparkNode",
+      "pulumi-nodejs:dynamic/sparkform:FabricLink",
       "pulumi-nodejs:dynamic/sparkform:Toolchain",
       "pulumi-nodejs:dynamic/sparkform:TreeSync",
       "pulumi-nodejs:dynamic/sparkform:NativeBuild",
       "pulumi-nodejs:dynamic/sparkform:ModelReplica",
+      "pulumi-nodejs:dynamic/sparkform:ServingDrain",
       "pulumi-nodejs:dynamic/sparkform:RpcWorker",
       "pulumi-nodejs:dynamic/sparkform:LlamaServer",
     ]);

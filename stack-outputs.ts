@@ -1,0 +1,46 @@
+// What `pulumi stack output --json` holds, typed from index.ts's exports: the type is derived
+// from the program, so the CLI and the program cannot disagree on a name or a shape. The CLI
+// reads it through parseStackOutputs (cli/stack.ts) once, and its commands use the fields.
+import Ajv from "ajv";
+import type { Unwrap } from "@pulumi/pulumi";
+import type * as program from "./index";
+
+type Program = typeof program;
+
+/**
+ * The stack's outputs: every export of index.ts, resolved. An export the program left
+ * undefined (a stage the stack does not configure) is absent from `pulumi stack output`.
+ */
+export type StackOutputs = { -readonly [K in keyof Program]?: NonNullable<Unwrap<Program[K]>> };
+
+// Each stage's output is a record; the finer shape is the components' (their types above). The
+// check here keeps a stack made by another program, or a half-written state, from reaching the
+// commands as if it were this one's.
+const section = { type: "object" } as const;
+const SCHEMA = {
+  type: "object",
+  properties: {
+    facts: section,
+    fabric: section,
+    toolchain: section,
+    tree: section,
+    build: section,
+    worker: section,
+    model: section,
+    serving: section,
+  } satisfies Record<keyof Program, unknown>,
+};
+
+let validate: ReturnType<Ajv["compile"]> | undefined;
+
+/** `pulumi stack output --json`'s value as StackOutputs; an error names the bad section. */
+export function parseStackOutputs(value: unknown, stack = "the stack"): StackOutputs {
+  validate ??= new Ajv({ strict: true, allErrors: false }).compile(SCHEMA);
+  if (!validate(value)) {
+    const e = validate.errors?.[0];
+    throw new Error(
+      `outputs of ${stack} are not sparkform's: ${e?.instancePath || "/"} ${e?.message ?? "is invalid"}`,
+    );
+  }
+  return value as StackOutputs;
+}
