@@ -22,7 +22,6 @@ import {
   type CompilerDigests,
   parseDigests,
 } from "./plan";
-import type { NativeBuildOutputs } from "./provider";
 import type { Check } from "./verify";
 
 /** native/build/fan-out-install.sh (its header says what each argument is). */
@@ -60,22 +59,26 @@ export interface FanOutInputs {
   fanOutFrom: FanOutSource;
 }
 
-/** What fanOut measured and decided; the provider merges it into the outputs. */
+/**
+ * What fanOut measured and decided; the provider merges it into NativeBuildOutputs (written out
+ * here rather than picked from them, so this module does not import the provider that calls it).
+ */
 export type FanOutResult = Pick<
-  NativeBuildOutputs,
+  FanOutSource,
   | "buildKey"
-  | "commit"
   | "installDir"
   | "checks"
   | "instructions"
   | "cpuLibrary"
   | "installed"
-  | "artifacts"
   | "compiler"
   | "compilerDigests"
-  | "builtOn"
-  | "seconds"
 > & {
+  commit: string;
+  /** Artifact digests as measured on this node after the copy. */
+  artifacts: Record<string, string>;
+  builtOn: string;
+  seconds: Record<string, number>;
   /** "": this node built nothing (no build directory of its own). */
   buildDir: string;
   builtBy: "fan-out";
