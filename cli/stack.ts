@@ -21,7 +21,7 @@ export interface StackView {
   readonly name: string | undefined;
   readonly config: StackConfigData;
   /** `pulumi stack output --json`, validated once (stack-outputs.ts): facts, tree, build, model, … */
-  readonly outputs: Record<string, unknown>;
+  readonly outputs: StackOutputs;
   /** How the control node reaches `node` (the stack's pinned host key, its key). */
   target(node: string): SshTarget;
 }
@@ -98,21 +98,12 @@ function readPrivateKey(name: string | undefined, projectDir: string): string {
 }
 
 /** `pulumi stack output --json` of stack `name` (default: the selected one), cached. */
-// Returned untyped for now: the commands and their tests still read sections loosely; moving
-// them onto StackOutputs is the next step (issue 23, item 5).
-export function readOutputs(
-  name: string | undefined,
-  projectDir = repoRoot,
-): Record<string, unknown> {
+export function readOutputs(name: string | undefined, projectDir = repoRoot): StackOutputs {
   const stack = name ?? selectedStackName(projectDir);
   const read = () =>
     pulumiJson(["stack", "output", ...(stack ? ["-s", stack] : [])], "outputs", projectDir);
   // Validated after the cache too: a cache written by an older CLI is checked like a fresh read.
-  const outputs: StackOutputs = parseStackOutputs(
-    stack ? cached(outputsKey(stack, projectDir), read) : read(),
-    stack,
-  );
-  return outputs;
+  return parseStackOutputs(stack ? cached(outputsKey(stack, projectDir), read) : read(), stack);
 }
 
 /**

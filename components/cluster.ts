@@ -11,6 +11,7 @@ import type { BuildFlags } from "./build/flags";
 import { CACHE_FROM_NONE, type StackConfig } from "./config";
 import { Fabric, type FabricNodeSummary } from "./fabric/fabric";
 import { Model } from "./model/model";
+import type { SparkNodeFacts } from "./node/facts";
 import { Nodes } from "./node/nodes";
 import { type RpcWorkers, rpcWorkersFor, type WorkerSummary } from "./rpc-worker/workers";
 import { ServingDrain } from "./serving/drain";
@@ -46,7 +47,7 @@ export class SparkCluster extends pulumi.ComponentResource {
   /** Per worker node: endpoint, version, binary digest, device memory, health, transport, unit. */
   readonly worker?: pulumi.Output<Record<string, WorkerSummary>>;
   /** Fact sheet per node name. */
-  readonly facts: pulumi.Output<Record<string, unknown>>;
+  readonly facts: pulumi.Output<Record<string, SparkNodeFacts>>;
   /** Per node: its rails, each link's class, RTT and throughput (when a fabric is configured). */
   readonly rails?: pulumi.Output<Record<string, FabricNodeSummary>>;
   /** Toolchain digest and probe output per node name (when a toolchain is configured). */

@@ -6,6 +6,7 @@ import { createServer } from "node:net";
 import { parseArgs } from "node:util";
 import { openNode } from "../../components/transport";
 import { out, UsageError } from "../errors";
+import type { StackOutputs } from "../../stack-outputs";
 import { readStack } from "../stack";
 
 export const summary = "the stack's OpenAI-compatible endpoint on this machine, through ssh";
@@ -17,13 +18,12 @@ export const usage = `usage: sparkform endpoint [--stack S] [--port P]
   --port P    the local port (default: the server's own port)`;
 
 /** The served endpoint as the stack's outputs record it: `serving.server`. */
-export function servedEndpoint(outputs: Record<string, unknown>): {
+export function servedEndpoint(outputs: StackOutputs): {
   node: string;
   host: string;
   port: number;
 } {
-  const server = (outputs.serving as { server?: { node?: string; url?: string } } | undefined)
-    ?.server;
+  const server = outputs.serving?.server;
   const m = /^http:\/\/\[?([^\]]+?)\]?:(\d+)$/.exec(server?.url ?? "");
   if (!server?.node || !m)
     throw new Error(

@@ -55,13 +55,12 @@ interface RunRequest {
 
 /** The performance cores `node`'s fact sheet lists, or an error saying why there are none. */
 function performanceCores(view: StackView, node: string): number[] {
-  const facts = (view.outputs.facts as Record<string, unknown> | undefined)?.[node] as
-    { cpu?: { performanceCores?: number[] | null; reason?: string | null } } | undefined;
-  const cores = facts?.cpu?.performanceCores;
+  const facts = view.outputs.facts?.[node];
+  const cores = facts?.cpu.performanceCores;
   if (!cores || cores.length === 0) {
     throw new Error(
       `--big-cores: ${node}'s fact sheet lists no performance cores` +
-        `${facts?.cpu?.reason ? ` (${facts.cpu.reason})` : ""}; run without --big-cores`,
+        `${facts?.cpu.reason ? ` (${facts.cpu.reason})` : ""}; run without --big-cores`,
     );
   }
   return cores;
@@ -69,9 +68,7 @@ function performanceCores(view: StackView, node: string): number[] {
 
 /** The model file on `node`, when the stack put its model there. */
 function modelFile(config: StackConfigData, view: StackView, node: string): string | undefined {
-  const nodes = (view.outputs.model as { nodes?: Record<string, { dir?: string }> } | undefined)
-    ?.nodes;
-  const dir = nodes?.[node]?.dir;
+  const dir = view.outputs.model?.nodes[node]?.dir;
   const gguf = config.model?.files.find((f) => f.endsWith(".gguf"));
   return dir && gguf ? `${dir}/${gguf}` : undefined;
 }

@@ -30,8 +30,7 @@ interface ServerView {
 
 /** Where the stack's server runs, from its outputs (config says the same, before the first up). */
 export function serverOf(view: Pick<StackView, "outputs" | "config">): ServerView {
-  const serving = view.outputs.serving as
-    { server?: { node?: string; url?: string }; plan?: unknown } | undefined;
+  const serving = view.outputs.serving;
   const cfg = view.config.server;
   const node = serving?.server?.node ?? cfg?.node ?? view.config.worker?.client;
   if (!node)
@@ -41,7 +40,7 @@ export function serverOf(view: Pick<StackView, "outputs" | "config">): ServerVie
   const url = serving?.server?.url ? new URL(serving.server.url) : undefined;
   const port = url ? Number(url.port) : (cfg?.port ?? 8080);
   const bind = url ? url.hostname.replace(/^\[|\]$/g, "") : (cfg?.bind ?? "127.0.0.1");
-  const build = (view.outputs.build as Record<string, { installDir?: string }> | undefined)?.[node];
+  const build = view.outputs.build?.[node];
   return { node, port, bind, binary: `${build?.installDir ?? ""}/bin/llama-server` };
 }
 
@@ -92,7 +91,7 @@ export async function run(argv: string[]): Promise<number> {
     timeoutMs: 60_000,
   });
   const st = parseServerStatus(r.stdout, s.node);
-  const smoke = (view.outputs.serving as { smoke?: Record<string, unknown> } | undefined)?.smoke;
+  const smoke = view.outputs.serving?.smoke;
   const seen = parsePlacement(st.log);
   if (values.json) {
     out(

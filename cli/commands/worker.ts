@@ -153,15 +153,6 @@ export interface WorkerPlan {
   readonly start: StartSettings & { readonly clientBuild: { digest: string; header: string } };
 }
 
-interface BuildOut {
-  installDir?: string;
-  artifacts?: Record<string, string>;
-}
-
-function outputsOf<T>(view: StackView, key: string): Record<string, T> {
-  return (view.outputs[key] ?? {}) as Record<string, T>;
-}
-
 /**
  * The address the worker on `node` binds, as the RpcWorker resource derives it (the node's
  * sparkform:nodes[].fabricAddress, components/rpc-worker/workers.ts) and checked as it checks
@@ -205,7 +196,7 @@ export function workerPlan(view: StackView, req: WorkerRequest): WorkerPlan {
     throw new UsageError(
       `${JSON.stringify(req.node)} runs no worker in this stack (sparkform:worker.nodes: ${w.nodes.join(", ")})`,
     );
-  const deployed = outputsOf<{ endpoint?: string }>(view, "worker")[req.node]?.endpoint;
+  const deployed = view.outputs.worker?.[req.node]?.endpoint;
   const m = deployed ? /^(.*):(\d+)$/.exec(deployed) : null;
   if (!m)
     throw new Error(
@@ -213,9 +204,9 @@ export function workerPlan(view: StackView, req: WorkerRequest): WorkerPlan {
     );
   // Only a start binds: stop, status and logs of a worker on a bad bind must still work.
   const bind = configuredBind(config, req.node, STARTS.includes(req.action) ? m[1] : undefined);
-  const builds = outputsOf<BuildOut>(view, "build");
-  const installDir = builds[req.node]?.installDir;
-  const digest = builds[w.client]?.artifacts?.[SERVER_ARTIFACT];
+  const builds = view.outputs.build;
+  const installDir = builds?.[req.node]?.installDir;
+  const digest = builds?.[w.client]?.artifacts[SERVER_ARTIFACT];
   if (!installDir || !digest)
     throw new Error(
       `the stack's outputs have no build of ${SERVER_ARTIFACT} on ${installDir ? w.client : req.node}: run \`pulumi up\` first`,

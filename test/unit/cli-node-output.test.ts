@@ -11,6 +11,7 @@ import type { StackView } from "../../cli/stack";
 import { cached, configKey, outputsKey, setCliBuild } from "../../cli/stack-cache";
 import { parseStackConfig, sshTarget, type StackConfigData } from "../../components/config";
 import { closeAll } from "../../components/transport";
+import { servingOutput } from "../support/stack-outputs";
 
 const repoRoot = path.join(__dirname, "..", "..");
 const HOST_KEY = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIHotKQgqqiemTGB/6SmyM/G48iZRmJFDHA58qr3L3Kc3";
@@ -40,7 +41,7 @@ const target = sshTarget(config.nodes[0] as StackConfigData["nodes"][number], co
 const view: StackView = {
   name: "t",
   config,
-  outputs: { serving: { server: { node: "spark-1", url: "http://127.0.0.1:8080" } } },
+  outputs: { serving: servingOutput({ node: "spark-1", url: "http://127.0.0.1:8080" }) },
   target: () => target,
 };
 

@@ -5,12 +5,14 @@ import { cpuList, runScript } from "../../cli/commands/run";
 import type { StackView } from "../../cli/stack";
 import { parseStackConfig } from "../../components/config";
 import { buildRemoteCommand } from "../../components/transport";
+import { modelOutput, nodeOutput } from "../support/stack-outputs";
 
 const HOST_KEY = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIGx0ZXN0a2V5Zm9yc3Bhcmtmb3Jtc3RhZ2V0ZXN0cw";
 const COMMIT = "80fb11ac0f0e0d0c0b0a09080706050403020100";
 const GB10_PERF = [5, 6, 7, 8, 9, 15, 16, 17, 18, 19];
 
 function view(performanceCores: number[] | null): StackView {
+  const facts = nodeOutput("facts");
   const config = parseStackConfig({
     nodes: ["spark-1", "spark-2"].map((name, i) => ({
       name,
@@ -39,9 +41,12 @@ function view(performanceCores: number[] | null): StackView {
     config,
     outputs: {
       facts: {
-        "spark-1": { cpu: { performanceCores, reason: performanceCores ? null : "no clusters" } },
+        "spark-1": {
+          ...facts,
+          cpu: { ...facts.cpu, performanceCores, reason: performanceCores ? null : "no clusters" },
+        },
       },
-      model: { nodes: { "spark-2": { dir: "~/models/org/model/0123456789abcdef" } } },
+      model: modelOutput({ "spark-2": { dir: "~/models/org/model/0123456789abcdef" } }),
     },
     target: () => {
       throw new Error("not connected in a unit test");

@@ -20,6 +20,7 @@ import {
 } from "../../components/serving/server-plan";
 import { serverOf } from "../../cli/commands/server";
 import { runningServerStatus } from "../support/serving-fixtures";
+import { nodeOutput, servingOutput } from "../support/stack-outputs";
 
 // load_tensors as llama-server -lv 5 prints it: 8 layers + output, CPU 0-3, RPC0 4-8.
 const EP = "10.77.0.3:50052";
@@ -338,8 +339,12 @@ describe("`sparkform server`: where the stack's server is", () => {
       serverOf({
         config,
         outputs: {
-          serving: { server: { node: "spark-3", url: "http://127.0.0.1:9090" } },
-          build: { "spark-3": { installDir: "/home/spark/.cache/sparkform/llama-build/out/k" } },
+          serving: servingOutput({ node: "spark-3", url: "http://127.0.0.1:9090" }),
+          build: {
+            "spark-3": nodeOutput("build", {
+              installDir: "/home/spark/.cache/sparkform/llama-build/out/k",
+            }),
+          },
         },
       }),
     ).toEqual({

@@ -26,12 +26,26 @@ import {
 } from "../../components/rpc-worker/commands";
 import { driftReasons, type WorkerStatus } from "../../components/rpc-worker/plan";
 import { buildRemoteCommand } from "../../components/transport";
+import type { StackOutputs } from "../../stack-outputs";
+import { nodeOutput } from "../support/stack-outputs";
 
 const HOST_KEY = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIGx0ZXN0a2V5Zm9yc3Bhcmtmb3Jtc3RhZ2V0ZXN0cw";
 const D = "d".repeat(64);
 const INSTALL = "/home/spark/.cache/sparkform/llama-build/out/k e y"; // a space: quoted, not split
 
-function view(worker: Record<string, unknown> = {}, outputs?: Record<string, unknown>): StackView {
+/** The outputs of a stack whose worker on spark-2 listens on `endpoint`. */
+function deployed(endpoint: string): StackOutputs {
+  const artifacts = { "bin/ggml-rpc-server": D };
+  return {
+    build: {
+      "spark-1": nodeOutput("build", { installDir: "/home/spark/out/c", artifacts }),
+      "spark-2": nodeOutput("build", { installDir: INSTALL, artifacts }),
+    },
+    worker: { "spark-2": nodeOutput("worker", { endpoint }) },
+  };
+}
+
+function view(worker: Record<string, unknown> = {}, outputs?: StackOutputs): StackView {
   const config = parseStackConfig({
     nodes: ["spark-1", "spark-2"].map((name, i) => ({
       name,
@@ -47,13 +61,7 @@ function view(worker: Record<string, unknown> = {}, outputs?: Record<string, unk
   return {
     name: "s",
     config,
-    outputs: outputs ?? {
-      build: {
-        "spark-1": { installDir: "/home/spark/out/c", artifacts: { "bin/ggml-rpc-server": D } },
-        "spark-2": { installDir: INSTALL, artifacts: { "bin/ggml-rpc-server": D } },
-      },
-      worker: { "spark-2": { endpoint: "192.168.100.2:50052" } },
-    },
+    outputs: outputs ?? deployed("192.168.100.2:50052"),
     target: () => {
       throw new Error("not connected in a unit test");
     },
@@ -151,7 +159,7 @@ describe("sparkform worker: the plan on a stack", () => {
     expect(() => workerPlan(view({}, { build: {} }), parse("stop spark-2"))).toThrow(
       "the stack has no worker on spark-2 yet (no endpoint in its outputs): run `pulumi up` first",
     );
-    const noBuild = view({}, { worker: { "spark-2": { endpoint: "192.168.100.2:50052" } } });
+    const noBuild = view({}, { worker: deployed("192.168.100.2:50052").worker });
     expect(() => workerPlan(noBuild, parse("stop spark-2"))).toThrow(
       "no build of bin/ggml-rpc-server on spark-2: run `pulumi up` first",
     );
@@ -164,13 +172,7 @@ describe("sparkform worker: the plan on a stack", () => {
 });
 
 describe("sparkform worker: the bind comes from config and passes the resource's checks", () => {
-  const outputs = (endpoint: string) => ({
-    build: {
-      "spark-1": { installDir: "/home/spark/out/c", artifacts: { "bin/ggml-rpc-server": D } },
-      "spark-2": { installDir: INSTALL, artifacts: { "bin/ggml-rpc-server": D } },
-    },
-    worker: { "spark-2": { endpoint } },
-  });
+  const outputs = deployed;
   it("an outputs endpoint on the management address never becomes the bind", () => {
     // spark-2's management address is 10.0.0.12; its fabric address 192.168.100.2.
     const v = view({}, outputs("10.0.0.12:50052"));
@@ -309,8 +311,8 @@ describe("sparkform worker: the remote commands", () => {
       outputs: {
         ...v.outputs,
         build: {
-          ...(v.outputs.build as object),
-          "spark-2": { installDir: "~/out", artifacts: {} },
+          ...v.outputs.build,
+          "spark-2": nodeOutput("build", { installDir: "~/out", artifacts: {} }),
         },
       },
     };
