@@ -1,11 +1,9 @@
 // The checks that read the nodes: reachable with the pinned host key (fast: a short connect
 // timeout and an overall limit, all nodes at once), then one read-only probe (clock, linger,
-// ports, model files; probe.py) and the fact sheet (native/node/facts.sh, as SparkNode runs
+// ports, model files; native/doctor/probe.py) and the fact sheet (native/node/facts.sh, as SparkNode runs
 // it) per node, from which disk space and the fabric's port checks are judged.
 import { spawnSync } from "node:child_process";
 import { createHash } from "node:crypto";
-import { readFileSync } from "node:fs";
-import * as path from "node:path";
 import type { StackConfigData } from "../../components/config";
 import { portChecks } from "../../components/fabric/checks";
 import { fabricThresholds, linkPairs } from "../../components/fabric/config";
@@ -103,8 +101,6 @@ export const parseProbe = nodeJsonParser<ProbeResult>(
   probeSchema,
   (node, p, detail) => new NodeOutputError("doctor's probe output", node, p, detail),
 );
-
-const PROBE_TEXT = readFileSync(path.join(__dirname, "probe.py"), "utf8");
 
 /** What a node must have for this config: ports to check, model files expected. */
 export interface NodeNeeds {
@@ -247,15 +243,13 @@ async function readNode(
   try {
     t0 = Date.now() / 1000;
     const r = await conn.run(
-      {
-        script: 'exec python3 - "$@"',
+      programCommand("doctor/probe.py", {
         args: [
           ...needs.ports.flatMap((p) => ["--port", String(p.port)]),
           ...needs.modelFiles.flatMap((f) => ["--file", f]),
         ],
-        stdin: PROBE_TEXT,
         display: "sparkform doctor probe",
-      },
+      }),
       { step: "doctor probe", connectTimeoutS: CONNECT_TIMEOUT_S, timeoutMs: PROBE_TIMEOUT_MS },
     );
     t1 = Date.now() / 1000;

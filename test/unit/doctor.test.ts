@@ -1,5 +1,5 @@
 // doctor's pure parts: findings → report and exit code; the policy pack's checks on a config;
-// the node checks' judgements from a probe; and the probe itself (cli/doctor/probe.py) run on
+// the node checks' judgements from a probe; and the probe itself (native/doctor/probe.py) run on
 // this machine against a socket this test holds.
 import { execFileSync, spawnSync } from "node:child_process";
 import { chmodSync, mkdtempSync, readFileSync, writeFileSync } from "node:fs";
@@ -8,6 +8,7 @@ import { tmpdir } from "node:os";
 import * as path from "node:path";
 import { describe, expect, it } from "vitest";
 import { parseStackConfig } from "../../components/config";
+import { programPath } from "../../components/native-script";
 import { RemoteCommandError } from "../../components/transport";
 import { agentFinding, controlFindings, nodeVersionFinding } from "../../cli/doctor/control";
 import { EXIT, exitCode, renderFindings, type Finding } from "../../cli/doctor/findings";
@@ -285,7 +286,7 @@ describe("probe.py, run here", () => {
       const r = spawnSync(
         "python3",
         [
-          path.join(__dirname, "..", "..", "cli", "doctor", "probe.py"),
+          programPath("doctor/probe.py"),
           "--port",
           String(port),
           "--file",

@@ -47,6 +47,7 @@ describe("every program in native/", () => {
       "build/install.sh",
       "build/probe.sh",
       "build/verify-build.sh",
+      "doctor/probe.py",
       "fabric/probe.py",
       "fabric/tcp-rtt.py",
       "model/model-fetch.py",

@@ -1,5 +1,5 @@
-# sparkform doctor's probe, run on a node by `python3 -` (read-only: it reads /proc and stat()s
-# paths; it writes nothing). Prints one JSON object:
+# sparkform doctor's probe, sent to a node like every node program (components/native-script.ts).
+# Read-only: it reads /proc and stat()s paths; it writes nothing. Prints one JSON object:
 #   now        the node's clock (seconds since the epoch)
 #   user, linger  the login user and whether systemd lingers for it
 #   ports      per asked port: the listening addresses and, for processes this user can see,
