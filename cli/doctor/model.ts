@@ -2,6 +2,7 @@
 // revision, else resolved at the hub now (metadata and the GGUF header only, as `preview`
 // does), which also proves the endpoint answers and the revision exists.
 import type { StackConfigData } from "../../components/config";
+import type { StackOutputs } from "../../stack-outputs";
 import { defaultGgufCacheDir, resolveModel } from "../../components/model/resolve";
 import { bytes } from "../summary";
 import type { Finding } from "./findings";
@@ -17,21 +18,18 @@ export interface ModelSizes {
 /** Sizes the stack's outputs record for the configured revision, if they do. */
 export function recordedSizes(
   config: StackConfigData,
-  outputs: Record<string, unknown>,
+  outputs: StackOutputs,
 ): Record<string, number> | undefined {
-  const m = outputs.model as
-    { commit?: unknown; files?: { path?: unknown; size?: unknown }[] } | undefined;
+  const m = outputs.model;
   if (!m || !config.model || m.commit !== config.model.revision) return undefined;
   const sizes: Record<string, number> = {};
-  for (const f of m.files ?? []) {
-    if (typeof f.path === "string" && typeof f.size === "number") sizes[f.path] = f.size;
-  }
+  for (const f of m.files) sizes[f.path] = f.size;
   return config.model.files.every((f) => sizes[f] !== undefined) ? sizes : undefined;
 }
 
 export async function modelSizes(
   config: StackConfigData,
-  outputs: Record<string, unknown>,
+  outputs: StackOutputs,
 ): Promise<ModelSizes> {
   const m = config.model;
   if (!m) return {};

@@ -6,9 +6,10 @@ import { spawnSync } from "node:child_process";
 import { createHash } from "node:crypto";
 import type { StackConfigData } from "../../components/config";
 import { portChecks } from "../../components/fabric/checks";
-import { fabricThresholds, linkPairs } from "../../components/fabric/config";
+import { fabricThresholds, railLinks } from "../../components/fabric/config";
 import { fixtureRdma } from "../../components/fabric/fixture";
 import { liveRdma, portFacts } from "../../components/fabric/ports";
+import { modelDir } from "../../components/model/resolve";
 import { programCommand } from "../../components/native-script";
 import { childEnv } from "../../components/transport";
 import { parseFacts, type SparkNodeFacts } from "../../components/node/facts";
@@ -112,30 +113,22 @@ export interface NodeNeeds {
   readonly runsUnits: boolean;
 }
 
-/** Serving config as the contract names it (sparkform:server); absent before issue 13. */
-function serverOf(config: StackConfigData): { node?: string; port?: number } | undefined {
-  const s = (config as { server?: unknown }).server;
-  return typeof s === "object" && s !== null ? (s as { node?: string; port?: number }) : undefined;
-}
-
 export function nodeNeeds(config: StackConfigData, node: string): NodeNeeds {
   const ports: NodeNeeds["ports"] = [];
   const w = config.worker;
   if (w?.nodes.includes(node)) {
     ports.push({ port: w.port, unitPrefix: unitPrefix("worker"), what: "rpc worker" });
   }
-  const server = serverOf(config);
-  if (server && (server.node ?? w?.client ?? config.nodes[0]?.name) === node) {
-    ports.push({
-      port: server.port ?? 8080,
-      unitPrefix: unitPrefix("server"),
-      what: "llama-server",
-    });
+  // The config resolved the server's node and port (its default node, its default port).
+  const server = config.server;
+  if (server?.node === node) {
+    ports.push({ port: server.port, unitPrefix: unitPrefix("server"), what: "llama-server" });
   }
   const m = config.model;
+  // Only a commit names the directory the model stage writes; a branch is resolved by `up`.
   const modelFiles =
     m && m.nodes.includes(node) && /^[0-9a-f]{40}$/.test(m.revision)
-      ? m.files.map((f) => `${m.modelsDir.replace(/\/$/, "")}/${m.repo}/${m.revision}/${f}`)
+      ? m.files.map((f) => `${modelDir(m.modelsDir, m.repo, m.revision)}/${f}`)
       : [];
   return { ports, modelFiles, runsUnits: ports.length > 0 };
 }
@@ -441,62 +434,58 @@ export function fabricFindings(
   const t = fabricThresholds(cfg);
   const out: Finding[] = [];
   const names = config.nodes.map((n) => n.name).filter((n) => cfg.rails[n]);
-  for (const [a, b] of linkPairs(names)) {
-    for (const ra of cfg.rails[a] ?? []) {
-      const rb = (cfg.rails[b] ?? []).find((r) => r.rail === ra.rail);
-      if (!rb) continue;
-      const where = `${a}↔${b} rail ${ra.rail}`;
-      const fa = facts.get(a);
-      const fb = facts.get(b);
-      if (!fa || !fb) {
-        out.push({
-          check: "fabric",
-          where,
-          status: "skip",
-          what: `not judged: ${!fa ? a : b} could not be read`,
-        });
-        continue;
-      }
-      const end = (node: string, f: SparkNodeFacts, rail: typeof ra) => {
-        const fixture = cfg.rdmaFixtures?.[node] ?? cfg.rdmaFixture;
-        return portFacts(node, f, fixture ? fixtureRdma(fixture) : liveRdma(f), rail, cfg.gidIndex);
-      };
-      const failed = portChecks(end(a, fa, ra), end(b, fb, rb), t).filter((c) => !c.ok);
-      const addressed = [
-        [a, fa, ra],
-        [b, fb, rb],
-      ] as const;
-      const unaddressed = addressed.filter(([, f, r]) => {
-        const addrs = f.netdevs.find((n) => n.name === r.iface)?.addresses;
-        return addrs !== null && addrs !== undefined && !addrs.includes(r.address);
+  for (const { a, b, ra, rb } of railLinks(names, (n) => cfg.rails[n])) {
+    const where = `${a}↔${b} rail ${ra.rail}`;
+    const fa = facts.get(a);
+    const fb = facts.get(b);
+    if (!fa || !fb) {
+      out.push({
+        check: "fabric",
+        where,
+        status: "skip",
+        what: `not judged: ${!fa ? a : b} could not be read`,
       });
-      if (failed.length === 0 && unaddressed.length === 0) {
-        out.push({
-          check: "fabric",
-          where,
-          status: "pass",
-          what: "link up, speed, MTU, RoCE GID, PCIe width and addresses as configured (throughput is measured by `up`/`refresh`)",
-        });
-        continue;
-      }
-      for (const [node, , r] of unaddressed) {
-        out.push({
-          check: "fabric",
-          where,
-          status: "fail",
-          what: `${node}'s ${r.iface} does not carry ${r.address}`,
-          fix: `add the address on ${node} (nmcli/netplan: ${r.iface} ${r.address}) or correct sparkform:fabric.rails`,
-        });
-      }
-      for (const c of failed) {
-        out.push({
-          check: `fabric ${c.check}`,
-          where,
-          status: "fail",
-          what: c.message,
-          fix: "see the message",
-        });
-      }
+      continue;
+    }
+    const end = (node: string, f: SparkNodeFacts, rail: typeof ra) => {
+      const fixture = cfg.rdmaFixtures?.[node] ?? cfg.rdmaFixture;
+      return portFacts(node, f, fixture ? fixtureRdma(fixture) : liveRdma(f), rail, cfg.gidIndex);
+    };
+    const failed = portChecks(end(a, fa, ra), end(b, fb, rb), t).filter((c) => !c.ok);
+    const addressed = [
+      [a, fa, ra],
+      [b, fb, rb],
+    ] as const;
+    const unaddressed = addressed.filter(([, f, r]) => {
+      const addrs = f.netdevs.find((n) => n.name === r.iface)?.addresses;
+      return addrs !== null && addrs !== undefined && !addrs.includes(r.address);
+    });
+    if (failed.length === 0 && unaddressed.length === 0) {
+      out.push({
+        check: "fabric",
+        where,
+        status: "pass",
+        what: "link up, speed, MTU, RoCE GID, PCIe width and addresses as configured (throughput is measured by `up`/`refresh`)",
+      });
+      continue;
+    }
+    for (const [node, , r] of unaddressed) {
+      out.push({
+        check: "fabric",
+        where,
+        status: "fail",
+        what: `${node}'s ${r.iface} does not carry ${r.address}`,
+        fix: `add the address on ${node} (nmcli/netplan: ${r.iface} ${r.address}) or correct sparkform:fabric.rails`,
+      });
+    }
+    for (const c of failed) {
+      out.push({
+        check: `fabric ${c.check}`,
+        where,
+        status: "fail",
+        what: c.message,
+        fix: "see the message",
+      });
     }
   }
   return out;

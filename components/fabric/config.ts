@@ -129,3 +129,19 @@ export function linkPairs(nodes: readonly string[]): [string, string][] {
   }
   return out;
 }
+
+/**
+ * The links the fabric measures: every pair of `nodes` (linkPairs) on every rail both ends
+ * have, each end's rail as `railsOf` gives it (the config's rails, or a stage's output's).
+ */
+export function railLinks<R extends { rail: number }>(
+  nodes: readonly string[],
+  railsOf: (node: string) => readonly R[] | undefined,
+): { a: string; b: string; rail: number; ra: R; rb: R }[] {
+  return linkPairs(nodes).flatMap(([a, b]) =>
+    (railsOf(a) ?? []).flatMap((ra) => {
+      const rb = (railsOf(b) ?? []).find((r) => r.rail === ra.rail);
+      return rb ? [{ a, b, rail: ra.rail, ra, rb }] : [];
+    }),
+  );
+}
