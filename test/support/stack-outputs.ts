@@ -21,6 +21,12 @@ export function localOutputs(): StackOutputs {
   return parseStackOutputs(JSON.parse(text), "local");
 }
 
+/** `v`, or a test failure saying which part of the fixture is not there. */
+export function must<T>(v: T | undefined, what: string): T {
+  if (v === undefined) throw new Error(`the fixture has no ${what}`);
+  return v;
+}
+
 function section<K extends keyof Outputs>(k: K): Outputs[K] {
   const all: Partial<Outputs> = localOutputs();
   const s = all[k];

@@ -1,66 +1,26 @@
 // The summary (cli/summary.ts) on the outputs of a real `npm run local` (captured with
 // `pulumi stack output --json`, no secrets: test/fixtures/stack-outputs-local.json), with a
 // `serving` output in the shape of SERVING-CONTRACT.md added, and with stages taken away.
-import { readFileSync } from "node:fs";
-import * as path from "node:path";
 import { describe, expect, it } from "vitest";
 import { bytes, columns, summaryLines } from "../../cli/summary";
+import type { StackOutputs } from "../../stack-outputs";
+import { localOutputs, must, SERVING } from "../support/stack-outputs";
 
-const real = JSON.parse(
-  readFileSync(path.join(__dirname, "..", "fixtures", "stack-outputs-local.json"), "utf8"),
-) as Record<string, unknown>;
+const real = localOutputs();
 const opts = { stack: "local", fabricReportDir: ".sparkform/reports/fabric-local" };
-const text = (o: Record<string, unknown>, more = {}) =>
-  summaryLines(o, { ...opts, ...more }).join("\n");
-// The fixture is edited at arbitrary depths below: typed as loosely as JSON is.
-// eslint-disable-next-line @typescript-eslint/no-explicit-any
-const clone = () => JSON.parse(JSON.stringify(real)) as Record<string, any>;
-
-/** The contract's `serving` output (shape from SERVING-CONTRACT.md; values as the sim's). */
-const serving = {
-  plan: {
-    known: true,
-    fits: true,
-    devices: ["RPC0"],
-    configured: { splitMode: "layer" },
-    splitMode: "layer",
-    tensorSplit: [1, 1],
-    nGpuLayers: 4,
-    rpcServers: ["10.214.194.2:50052"],
-    context: 256,
-    parallel: 1,
-    cacheType: "f16",
-    layers: [],
-    perNode: [],
-    totals: { weightsBytes: 2500608, kvBytes: 65536, marginBytes: 0 },
-  },
-  renderings: {
-    llamaCppEx:
-      'model_path: "/home/spark/models/m.gguf",\nn_gpu_layers: 4,\nrpc_servers: "10.214.194.2:50052"',
-    llamaServer: ["-m", "/home/spark/models/m.gguf"],
-    llamaCli: [],
-    json: "{}",
-  },
-  server: {
-    node: "spark-1",
-    url: "http://127.0.0.1:8080",
-    unit: "sparkform-llama-server-8080",
-    health: "ok",
-  },
-  placement: [
-    { device: "CPU", layers: 4, modelBufferMiB: 1.2 },
-    { device: "RPC0", layers: 4, modelBufferMiB: 1.2 },
-  ],
-  smoke: {
-    tokens: [1, 2, 3, 4],
-    text: "x",
-    tokensPerSecond: 412.5,
-    reference: { tokens: [1, 2, 3, 4], tokensPerSecond: 530.25 },
-    identical: true,
-    graphCompute: 4,
-    graphRecompute: 0,
-  },
+const text = (o: StackOutputs, more = {}) => summaryLines(o, { ...opts, ...more }).join("\n");
+/** The local stack's outputs with every section it has, to edit one field of. */
+const clone = () => {
+  const o = localOutputs();
+  return {
+    tree: must(o.tree, "tree"),
+    toolchain: must(o.toolchain, "toolchain"),
+    build: must(o.build, "build"),
+    model: must(o.model, "model"),
+    all: o,
+  };
 };
+const serving = SERVING;
 
 describe("summaryLines on a real local stack's outputs", () => {
   const s = text(real);
@@ -171,10 +131,10 @@ describe("summaryLines with the serving output of the contract", () => {
 describe("summaryLines when something differs or is absent", () => {
   it("names the node whose tree, toolchain or artifact differs", () => {
     const o = clone();
-    o.tree.nodes["spark-2"].digest = "ab".repeat(32);
-    o.toolchain["spark-2"].digest = "cd".repeat(32);
-    o.build["spark-2"].artifacts["bin/ggml-rpc-server"] = "ef".repeat(32);
-    const s = text(o);
+    must(o.tree.nodes["spark-2"], "tree on spark-2").digest = "ab".repeat(32);
+    must(o.toolchain["spark-2"], "toolchain on spark-2").digest = "cd".repeat(32);
+    must(o.build["spark-2"], "build on spark-2").artifacts["bin/ggml-rpc-server"] = "ef".repeat(32);
+    const s = text(o.all);
     expect(s).toContain(
       "DIFFER: control node 4005239728da, spark-1 4005239728da, spark-2 abababababab",
     );
@@ -184,9 +144,10 @@ describe("summaryLines when something differs or is absent", () => {
 
   it("reports a failed build check and a missing model file", () => {
     const o = clone();
-    o.build["spark-1"].checks[0].ok = false;
-    o.model.nodes["spark-2"].files[0].present = false;
-    const s = text(o);
+    const b1 = must(o.build["spark-1"], "build on spark-1");
+    b1.checks[0] = { ...must(b1.checks[0], "a check"), ok: false };
+    must(must(o.model.nodes["spark-2"], "model on spark-2").files[0], "model file").present = false;
+    const s = text(o.all);
     expect(s).toMatch(/spark-1 +built on spark-1 +FAILED: cpu-march ggml-cpu: -march=x86-64-v3/);
     expect(s).toMatch(/spark-2 +\S+ +by fabric +MISSING/);
   });
