@@ -1,7 +1,7 @@
 // The checks that read the nodes: reachable with the pinned host key (fast: a short connect
 // timeout and an overall limit, all nodes at once), then one read-only probe (clock, linger,
-// ports, model files; native/doctor/probe.py) and the fact sheet (native/node/facts.sh, as SparkNode runs
-// it) per node, from which disk space and the fabric's port checks are judged.
+// ports, model files: native/doctor/probe.py) and the fact sheet (native/node/facts.sh, as
+// SparkNode runs it) per node, from which disk space and the fabric's port checks are judged.
 import { spawnSync } from "node:child_process";
 import { createHash } from "node:crypto";
 import type { StackConfigData } from "../../components/config";
