@@ -3,7 +3,7 @@
 import { spawnSync } from "node:child_process";
 import { readFileSync } from "node:fs";
 import * as path from "node:path";
-import type { StackConfigData } from "../../components/config";
+import type { StackConfigData } from "../../components/stack-config";
 import { childEnv } from "../../components/transport/child-env";
 import { agentAvailable } from "../../components/transport/ssh";
 import { sshCapabilities } from "../../components/transport/ssh-capabilities";

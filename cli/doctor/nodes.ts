@@ -6,7 +6,7 @@ import { spawnSync } from "node:child_process";
 import { createHash } from "node:crypto";
 import { readFileSync } from "node:fs";
 import * as path from "node:path";
-import type { StackConfigData } from "../../components/config";
+import type { StackConfigData } from "../../components/stack-config";
 import { portChecks } from "../../components/fabric/checks";
 import { fabricThresholds, linkPairs } from "../../components/fabric/config";
 import { fixtureRdma } from "../../components/fabric/fixture";
@@ -18,6 +18,7 @@ import { NodeOutputError, nodeJsonParser } from "../../components/schema/node-js
 import { openNode, RemoteCommandError, type SshTarget } from "../../components/transport/ssh";
 import { bytes } from "../summary";
 import type { Finding } from "./findings";
+import { SERVER_PORT_DEFAULT } from "../../components/serving/config";
 
 /** Seconds ssh waits for TCP: a stopped node is reported in a few seconds, not ssh's minutes. */
 export const CONNECT_TIMEOUT_S = 3;
@@ -130,7 +131,7 @@ export function nodeNeeds(config: StackConfigData, node: string): NodeNeeds {
   const server = serverOf(config);
   if (server && (server.node ?? w?.client ?? config.nodes[0]?.name) === node) {
     ports.push({
-      port: server.port ?? 8080,
+      port: server.port ?? SERVER_PORT_DEFAULT,
       unitPrefix: "sparkform-llama-server-",
       what: "llama-server",
     });

@@ -2,7 +2,7 @@
 // later stage takes from here (the pulumi-eks way: the next component receives this object).
 import * as pulumi from "@pulumi/pulumi";
 import { type PreStageLayout, preStageAliases } from "../aliases";
-import { type ClusterConfig, type NodeConfig, sshTarget } from "../config";
+import { type NodeConfig, type SshSettings, sshTarget } from "./config";
 import { gatherByNode, type Stage } from "../stage";
 import { validateTarget } from "../transport/connection";
 import type { SshTarget } from "../transport/ssh";
@@ -20,7 +20,7 @@ export interface NodesArgs {
   /** The validated `sparkform:nodes`, in order; the first is the default source of copies. */
   readonly nodes: readonly NodeConfig[];
   /** The cluster-wide ssh settings (`sparkform:sshKeyPath`, `sparkform:sshConfigPath`). */
-  readonly ssh: Pick<ClusterConfig, "sshKeyPath" | "sshConfigPath">;
+  readonly ssh: SshSettings;
   /** Private key text for every node (a Pulumi secret), when not given as a file. */
   readonly privateKey?: pulumi.Output<string>;
   /** Directories whose free space each fact sheet reports (models dir, tree). */

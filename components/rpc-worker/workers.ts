@@ -3,7 +3,9 @@
 // Takes the Nodes and Builds stages (and the Trees stage, for the client's protocol version).
 import * as pulumi from "@pulumi/pulumi";
 import type { Builds } from "../build/builds";
-import type { NodeConfig, StackConfig } from "../config";
+import type { FabricConfig } from "../fabric/config";
+import type { NodeConfig } from "../node/config";
+import type { StackWorker } from "./config";
 import type { Fabric } from "../fabric/fabric";
 import type { Model } from "../model/model";
 import type { Nodes } from "../node/nodes";
@@ -197,7 +199,11 @@ export interface WorkerInputs {
 export function rpcWorkersFor(
   name: string,
   stages: WorkerInputs,
-  config: Pick<StackConfig, "nodes" | "worker" | "fabric">,
+  config: {
+    readonly nodes: readonly NodeConfig[];
+    readonly worker?: StackWorker;
+    readonly fabric?: FabricConfig;
+  },
   opts?: pulumi.ComponentResourceOptions,
 ): RpcWorkers | undefined {
   const w = config.worker;

@@ -1,6 +1,6 @@
 import * as pulumi from "@pulumi/pulumi";
 import * as path from "node:path";
-import type { Exclusion } from "../config";
+import type { Exclusion } from "./config";
 import { DYNAMIC_MODULE } from "../aliases";
 import { delegatingProvider } from "../providers/delegate";
 import type { SshTarget } from "../transport/ssh";

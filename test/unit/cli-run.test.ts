@@ -3,7 +3,7 @@
 import { describe, expect, it } from "vitest";
 import { cpuList, runScript } from "../../cli/commands/run";
 import type { StackView } from "../../cli/stack";
-import { parseStackConfig } from "../../components/config";
+import { parseStackConfig } from "../../components/stack-config";
 import { buildRemoteCommand } from "../../components/transport/remote-command";
 
 const HOST_KEY = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIGx0ZXN0a2V5Zm9yc3Bhcmtmb3Jtc3RhZ2V0ZXN0cw";

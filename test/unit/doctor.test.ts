@@ -7,7 +7,7 @@ import * as net from "node:net";
 import { tmpdir } from "node:os";
 import * as path from "node:path";
 import { describe, expect, it } from "vitest";
-import { parseStackConfig } from "../../components/config";
+import { parseStackConfig } from "../../components/stack-config";
 import { RemoteCommandError } from "../../components/transport/ssh";
 import { agentFinding, controlFindings, nodeVersionFinding } from "../../cli/doctor/control";
 import { EXIT, exitCode, renderFindings, type Finding } from "../../cli/doctor/findings";
