@@ -214,16 +214,12 @@ export class SparkCluster extends pulumi.ComponentResource {
         `${name}-serving`,
         {
           nodes,
-          nodeConfigs: config.nodes,
           builds: this.builds,
           model: this.model,
           workers: this.workers,
-          workerNodes: config.worker.nodes,
-          workerPort: config.worker.port,
           ...(this.fabric ? { fabric: this.fabric } : {}),
           server,
           ...(config.serverApiKey ? { apiKey: config.serverApiKey } : {}),
-          drain,
         },
         child,
       );

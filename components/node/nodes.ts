@@ -96,9 +96,14 @@ export class Nodes extends pulumi.ComponentResource implements Stage<SparkNodeFa
     return this.lookup(this.targets, node);
   }
 
+  /** Where the other nodes reach `node` (its configured fabric address), known at preview. */
+  fabricAddress(node: string): string | undefined {
+    return this.lookup(this.configs, node).fabricAddress;
+  }
+
   /** `node` as its peers reach it: connection plus fabric address. */
   peer(node: string): pulumi.Output<PeerSpec> {
-    const fabricAddress = this.lookup(this.configs, node).fabricAddress;
+    const fabricAddress = this.fabricAddress(node);
     return this.target(node).apply((target) => ({
       target,
       ...(fabricAddress ? { fabricAddress } : {}),
