@@ -10,7 +10,7 @@
 // set, and those are read through pulumi when a command needs them.
 import { spawnSync } from "node:child_process";
 import { statSync } from "node:fs";
-import type { StackConfigData } from "../components/config";
+import type { StackConfigData } from "../components/stack-config";
 import type { SshTarget } from "../components/transport";
 import { pulumiBinary, pulumiEnv, repoRoot } from "../setup/pulumi/env";
 import { parseStackOutputs, type StackOutputs } from "../stack-outputs";
@@ -76,7 +76,7 @@ function readConfig(name: string | undefined, projectDir: string): ConfigRead {
   // The schema and its zod only here, on a read through pulumi: a cached read needs neither.
   const { parseStackConfig, sshTarget } =
     // eslint-disable-next-line @typescript-eslint/no-require-imports -- loaded on demand
-    require("../components/config") as typeof import("../components/config");
+    require("../components/stack-config") as typeof import("../components/stack-config");
   const config = parseStackConfig(raw, { projectDir: repoRoot });
   return {
     config,

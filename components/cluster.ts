@@ -6,9 +6,9 @@ import * as pulumi from "@pulumi/pulumi";
 import type { PreStageLayout } from "./aliases";
 import * as path from "node:path";
 import { type BuildSummary, Builds } from "./build/builds";
-import { stackBuildFlags } from "./build/config";
+import { CACHE_FROM_NONE, stackBuildFlags } from "./build/config";
 import type { BuildFlags } from "./build/flags";
-import { CACHE_FROM_NONE, type StackConfig } from "./config";
+import type { StackConfig } from "./stack-config";
 import { Fabric, type FabricNodeSummary } from "./fabric/fabric";
 import { Model } from "./model/model";
 import type { SparkNodeFacts } from "./node/facts";
@@ -24,7 +24,7 @@ export type { BuildSummary } from "./build/builds";
 export interface SparkClusterArgs {
   /**
    * The whole `sparkform:` configuration, validated with every default and cross-reference
-   * resolved, secrets included (`readStackConfig`, components/config.ts).
+   * resolved, secrets included (`readStackConfig`, components/stack-config.ts).
    */
   readonly config: StackConfig;
   /** Directory that relative paths in the config are relative to (the project). */
@@ -70,24 +70,7 @@ export class SparkCluster extends pulumi.ComponentResource {
       prefix: stage ? `${name}-${stage}` : name,
     });
     const child = { parent: this };
-    // A stage the config asks for is never dropped silently: the engine deletes whatever the
-    // program stops registering, so a server that cannot be made is an error, not an omission.
-    if (config.server) {
-      const missing = [
-        ...(config.worker ? [] : ["sparkform:worker (the RPC workers it serves across)"]),
-        ...(config.build && config.tree
-          ? []
-          : ["sparkform:build and sparkform:tree (the llama-server it runs)"]),
-        ...(config.model ? [] : ["sparkform:model (what it serves)"]),
-      ];
-      if (missing.length > 0)
-        throw new pulumi.ResourceError(
-          `sparkform:server is set, but the stack has no ${missing.join(", no ")}: ` +
-            "set them, or remove sparkform:server (removing it stops and deletes the server)",
-          this,
-        );
-    }
-    // The build contract first: a bad flag is an error before any stage plans anything.
+    // The flags with the tree's commit (the config checked them before the commit was read).
     let flags: BuildFlags | undefined;
     if (config.build && config.tree) {
       try {
@@ -232,16 +215,12 @@ export class SparkCluster extends pulumi.ComponentResource {
         `${name}-serving`,
         {
           nodes,
-          nodeConfigs: config.nodes,
           builds: this.builds,
           model: this.model,
           workers: this.workers,
-          workerNodes: config.worker.nodes,
-          workerPort: config.worker.port,
           ...(this.fabric ? { fabric: this.fabric } : {}),
           server,
           ...(config.serverApiKey ? { apiKey: config.serverApiKey } : {}),
-          drain,
         },
         child,
       );

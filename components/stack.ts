@@ -2,7 +2,7 @@
 // The project's index.ts and the e2e test programs are this, so they cannot drift apart.
 import * as pulumi from "@pulumi/pulumi";
 import { SparkCluster } from "./cluster";
-import { readStackConfig } from "./config";
+import { readStackConfig } from "./stack-config";
 
 /** The stack's SparkCluster, named after the stack, from its validated configuration. */
 export function stackCluster(projectDir: string): SparkCluster {

@@ -3,9 +3,7 @@
 import type { ResourceValidationPolicy } from "@pulumi/policy";
 import type { Target } from "../components/kinds";
 import { asKind } from "./evidence";
-
-const HOST_KEY =
-  /^(ssh-ed25519|ecdsa-sha2-nistp(256|384|521)|ssh-rsa|sk-ssh-ed25519@openssh\.com|sk-ecdsa-sha2-nistp256@openssh\.com) [A-Za-z0-9+/]+={0,2}$/;
+import { HOST_KEY } from "../components/transport";
 
 /** A connection pins the node's host key (`type base64`, a comment after it is fine). */
 export function checkHostKeyPinned(target: Pick<Target, "name" | "hostKey">): string[] {

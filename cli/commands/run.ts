@@ -5,7 +5,7 @@
 import { parseArgs } from "node:util";
 import { stackBuildFlags } from "../../components/build/config";
 import { commandContract } from "../../components/build/contract";
-import type { StackConfigData } from "../../components/config";
+import type { StackConfigData } from "../../components/stack-config";
 import {
   buildRemoteCommand,
   type EnvValue,

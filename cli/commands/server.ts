@@ -13,6 +13,7 @@ import {
 import { openNode } from "../../components/transport";
 import { out, terminalSafe, UsageError } from "../errors";
 import { readStack, type StackView } from "../stack";
+import { SERVER_BIND_DEFAULT, SERVER_PORT_DEFAULT } from "../../components/serving/config";
 
 export const usage = `usage: sparkform server logs [N] [--stack S]
        sparkform server status [--stack S] [--json]
@@ -38,8 +39,8 @@ export function serverOf(view: Pick<StackView, "outputs" | "config">): ServerVie
       "the stack has no server: set sparkform:server (and sparkform:worker) and run `pulumi up`",
     );
   const url = serving?.server?.url ? new URL(serving.server.url) : undefined;
-  const port = url ? Number(url.port) : (cfg?.port ?? 8080);
-  const bind = url ? url.hostname.replace(/^\[|\]$/g, "") : (cfg?.bind ?? "127.0.0.1");
+  const port = url ? Number(url.port) : (cfg?.port ?? SERVER_PORT_DEFAULT);
+  const bind = url ? url.hostname.replace(/^\[|\]$/g, "") : (cfg?.bind ?? SERVER_BIND_DEFAULT);
   const build = view.outputs.build?.[node];
   return { node, port, bind, binary: `${build?.installDir ?? ""}/bin/llama-server` };
 }

@@ -9,7 +9,7 @@
 // an A/B worker (--tcp, --debug, …) is not the one `up` started: its servers start again against
 // it, the next refresh shows the worker as drift, `up` puts the stack's back, and it says so.
 import { parseArgs } from "node:util";
-import type { StackConfigData } from "../../components/config";
+import type { StackConfigData } from "../../components/stack-config";
 import {
   guardUnitName,
   parseProbe,

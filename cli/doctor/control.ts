@@ -3,7 +3,7 @@
 import { spawnSync } from "node:child_process";
 import { readFileSync } from "node:fs";
 import * as path from "node:path";
-import type { StackConfigData } from "../../components/config";
+import type { StackConfigData } from "../../components/stack-config";
 import { childEnv, agentAvailable, sshCapabilities } from "../../components/transport";
 import { pulumiBinary, readToolchain, repoRoot } from "../../setup/pulumi/env";
 import type { Finding } from "./findings";

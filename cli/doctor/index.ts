@@ -2,7 +2,7 @@
 // node, the configuration (the schema and the policy pack's own checks), then every node at
 // once. It changes nothing anywhere (test/e2e/doctor.test.ts compares a node's files and units
 // before and after).
-import { ConfigError } from "../../components/config";
+import { ConfigError } from "../../components/stack-config";
 import { closeAll } from "../../components/transport";
 import { readStack, type StackView } from "../stack";
 import { controlFindings } from "./control";

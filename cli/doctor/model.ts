@@ -1,7 +1,7 @@
 // The configured model's size, for the disk check: from the last `up` when it fetched this
 // revision, else resolved at the hub now (metadata and the GGUF header only, as `preview`
 // does), which also proves the endpoint answers and the revision exists.
-import type { StackConfigData } from "../../components/config";
+import type { StackConfigData } from "../../components/stack-config";
 import type { StackOutputs } from "../../stack-outputs";
 import { defaultGgufCacheDir, resolveModel } from "../../components/model/resolve";
 import { bytes } from "../summary";

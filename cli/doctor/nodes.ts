@@ -4,7 +4,7 @@
 // SparkNode runs it) per node, from which disk space and the fabric's port checks are judged.
 import { spawnSync } from "node:child_process";
 import { createHash } from "node:crypto";
-import type { StackConfigData } from "../../components/config";
+import type { StackConfigData } from "../../components/stack-config";
 import { portChecks } from "../../components/fabric/checks";
 import { fabricThresholds, railLinks } from "../../components/fabric/config";
 import { fixtureRdma } from "../../components/fabric/fixture";

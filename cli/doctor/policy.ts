@@ -1,7 +1,7 @@
 // The policy pack's own check…() functions (policies/*.ts), applied to the configuration before
 // anything exists: what `up --policy-pack policies` would refuse later, said now.
 import { stackBuildFlags } from "../../components/build/config";
-import type { StackConfigData } from "../../components/config";
+import type { StackConfigData } from "../../components/stack-config";
 import { addressOf } from "../../components/fabric/checks";
 import { checkCudaArchPinned } from "../../policies/build";
 import { checkModelPinned } from "../../policies/model";

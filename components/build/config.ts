@@ -43,10 +43,21 @@ import {
   SPARK_CUDA_ARCH,
   SPARK_CUDA_HOME,
 } from "./flags";
-import type { Exclusion } from "../config";
 import { ConfigError, configError, configErrorMap, configIssueLines } from "../config/errors";
+import type { CheckContext, Salvaged } from "../config/section";
+import type { Exclusion, TreeConfig } from "../tree/config";
 import { isExcluded } from "../tree/digest";
-import { checkArtifact, checkBuildDirPattern, checkTarget, checkWorkdir } from "./plan";
+import {
+  checkArtifact,
+  checkBuildDirPattern,
+  checkTarget,
+  checkWorkdir,
+  DEFAULT_ARTIFACTS,
+  DEFAULT_TARGETS,
+} from "./plan";
+
+/** `sparkform:build.cacheFrom` value for "every node builds on its own, no cache seeding". */
+export const CACHE_FROM_NONE = "none";
 
 export const BUILD_PRESETS = {
   spark: {
@@ -276,4 +287,74 @@ export function stackBuildFlags(
 ): BuildFlags {
   checkCommandOutputsExcluded(config, tree.exclude);
   return buildFlagsFromConfig(config, config.commit ?? treeCommit(tree.source));
+}
+
+/** `sparkform:build`, with the node and target defaults resolved. */
+export type StackBuild = BuildConfig & {
+  /** The node whose compiler cache seeds the others (default: the first node), or "none". */
+  cacheFrom: string;
+  /** CMake targets (default DEFAULT_TARGETS; [] with a build command). */
+  targets: string[];
+  /** Artifacts (default DEFAULT_ARTIFACTS; relative to the tree with a build command). */
+  artifacts: string[];
+  /** fan-out or build-each (default: fan-out for CUDA builds; buildDistribute). */
+  distribute: BuildDistribute;
+};
+
+// The flags are checked before the commit is known (reading it runs git in the tree): any
+// well-formed commit stands in, and the real one is checked again when the flags are rendered.
+const SOME_COMMIT = "0".repeat(40);
+
+/**
+ * The build's references: the tree it builds in, the node that seeds the caches, the command's
+ * outputs excluded from the sync, and the flags (preset plus overrides) as the contract takes
+ * them, so a bad flag is a config error before any stage plans anything.
+ */
+export function crossCheck(
+  build: Salvaged<BuildConfig>,
+  ctx: CheckContext<{ tree?: Salvaged<TreeConfig> }>,
+): void {
+  const { tree } = ctx.sections;
+  if (tree === undefined) {
+    ctx.add(
+      ["build"],
+      "builds in the synced tree, but sparkform:tree is not set; set sparkform:tree too",
+    );
+  }
+  const { cacheFrom } = build;
+  if (cacheFrom !== undefined && cacheFrom !== CACHE_FROM_NONE && !ctx.isNode(cacheFrom)) {
+    ctx.add(
+      ["build", "cacheFrom"],
+      `${JSON.stringify(cacheFrom)} is not one of the nodes (${ctx.list}), nor "none"; name the ` +
+        'node whose compiler cache seeds the others, or "none" to build each node on its own',
+    );
+  }
+  const whole = buildConfigSchema.safeParse(build);
+  if (!whole.success) return; // its own parse reported why
+  if (tree?.exclude !== undefined) {
+    const problem = unexcludedCommandOutputs(whole.data, tree.exclude);
+    if (problem !== undefined) ctx.add(["build", "command"], problem);
+  }
+  try {
+    buildFlagsFromConfig(whole.data, whole.data.commit ?? SOME_COMMIT);
+  } catch (err) {
+    if (!(err instanceof BuildConfigError)) throw err;
+    for (const line of err.message.split("\n").slice(1)) {
+      // "  sparkform:build.flags.FIELD message" → the key path, then the message.
+      const m = /^\s*sparkform:build\.flags\.([A-Z][A-Z0-9_]*) (.*)$/.exec(line);
+      if (m) ctx.add(["build", "flags", m[1] as string], m[2] as string);
+      else ctx.add(["build", "flags"], line.trim().replace(/^sparkform:build\.flags\./, ""));
+    }
+  }
+}
+
+/** The defaults that depend on the nodes and on whether a command builds. */
+export function resolve(b: BuildConfig, first: string): StackBuild {
+  return {
+    ...b,
+    cacheFrom: b.cacheFrom ?? first,
+    targets: b.command ? [] : [...(b.targets ?? DEFAULT_TARGETS)],
+    artifacts: [...(b.artifacts ?? (b.command ? [] : DEFAULT_ARTIFACTS))],
+    distribute: buildDistribute(b),
+  };
 }

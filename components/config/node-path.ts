@@ -5,6 +5,7 @@
 // other than it says (`.`, `..`, `//`) or two of them nested in each other would make
 // sparkform delete or overwrite what it does not own.
 import { z } from "zod";
+import { configKeyPath } from "./errors";
 
 /** A node path in canonical form: `~/a/b` (under the login user's home) or `/a/b`. */
 export interface NodePath {
@@ -21,8 +22,9 @@ export class NodePathError extends Error {
 
 /** Characters a node path may have: they travel in remote commands and rsync arguments. */
 const PATH_CHARS = /^[A-Za-z0-9._/~+@-]+$/;
+/** A control character: a path or argument with one splits or stops where it is read. */
 // eslint-disable-next-line no-control-regex
-const CONTROL = /[\u0000-\u001f\u007f]/;
+export const CONTROL = /[\u0000-\u001f\u007f]/;
 
 /**
  * The canonical form of a node path, or a NodePathError whose message says what is wrong and
@@ -123,3 +125,54 @@ export const nodePathSchema = z.string().transform((p, ctx) => {
     return z.NEVER;
   }
 });
+
+/** sparkform's own directory on every node (build dirs and the compiler cache, build/plan.ts). */
+export const SPARKFORM_CACHE_DIR = "~/.cache/sparkform";
+
+const RELATION_WORDS = {
+  same: "is the same directory as",
+  inside: "is inside",
+  contains: "contains",
+};
+
+/**
+ * The node paths sparkform syncs (--delete), replaces or removes, each from its own key: none may
+ * share a directory with another, nor with sparkform's cache. One problem per later key.
+ */
+export function nodePathOverlaps(
+  dirs: readonly { key: readonly PropertyKey[]; path: string | undefined }[],
+): { key: readonly PropertyKey[]; message: string }[] {
+  const parsed = dirs.flatMap(({ key, path }) => {
+    if (path === undefined) return [];
+    try {
+      return [{ key, path: normaliseNodePath(path) }];
+    } catch {
+      return []; // the key's own schema reports it
+    }
+  });
+  const cache = normaliseNodePath(SPARKFORM_CACHE_DIR);
+  const out: { key: readonly PropertyKey[]; message: string }[] = [];
+  for (const [j, b] of parsed.entries()) {
+    for (const a of parsed.slice(0, j)) {
+      const rel = nodePathRelation(b.path, a.path);
+      if (rel === "apart") continue;
+      out.push({
+        key: b.key,
+        message:
+          `${JSON.stringify(b.path.canonical)} ${RELATION_WORDS[rel]} ${configKeyPath(a.key)} ` +
+          `(${JSON.stringify(a.path.canonical)}), and sparkform syncs, replaces or removes each on ` +
+          "its own; give each its own directory, neither inside the other",
+      });
+    }
+    const rel = nodePathRelation(b.path, cache);
+    if (rel !== "apart") {
+      out.push({
+        key: b.key,
+        message:
+          `${JSON.stringify(b.path.canonical)} ${RELATION_WORDS[rel]} ${SPARKFORM_CACHE_DIR}, sparkform's ` +
+          "build cache on each node; pick a directory outside it",
+      });
+    }
+  }
+  return out;
+}

@@ -1,8 +1,9 @@
 // `sparkform:fabric`: per node, its rails (interface, address; optionally the RDMA netdev when it
 // differs from the interface), the topology, where RDMA facts come from when a node has no HCA
 // (a sysfs fixture, labelled), the GID index and the checks' thresholds. Validated with zod;
-// errors name the key and the fix, as components/config.ts does for the rest.
+// errors name the key and the fix, as components/stack-config.ts does for the rest.
 import { z } from "zod";
+import type { CheckContext, Salvaged } from "../config/section";
 import { DEFAULT_THRESHOLDS, type FabricThresholds } from "./checks";
 
 const iface = z
@@ -97,9 +98,15 @@ export function railIssues(
   return out;
 }
 
+/** Every node lists its rails, and only nodes do (judged once the nodes are there). */
+export function crossCheck(fabric: Salvaged<FabricConfig>, ctx: CheckContext): void {
+  if (fabric.rails === undefined || ctx.names.length === 0) return;
+  for (const i of railIssues(fabric.rails, ctx.names)) ctx.add(["fabric", ...i.path], i.message);
+}
+
 /**
  * `sparkform:fabric` alone, against the given node names (the fabric's own tests; the program
- * reads it with every other key through components/config.ts). Throws the same lines.
+ * reads it with every other key through components/stack-config.ts). Throws the same lines.
  */
 export function parseFabricConfig(raw: unknown, nodeNames: readonly string[]): FabricConfig {
   const r = fabricConfigSchema.safeParse(raw);

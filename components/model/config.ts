@@ -4,6 +4,7 @@
 import { z } from "zod";
 import { configError, configErrorMap, configIssueLines } from "../config/errors";
 import { nodePathSchema } from "../config/node-path";
+import type { CheckContext, Salvaged } from "../config/section";
 import { endpointProblem } from "./token-fetch";
 
 /** Where models live on the nodes unless `sparkform:model.modelsDir` says otherwise. */
@@ -152,4 +153,25 @@ export function parseModelConfig(raw: unknown): ModelConfig {
   const r = modelConfigSchema.safeParse(raw, { error: configErrorMap });
   if (r.success) return r.data;
   throw configError(configIssueLines(r.error.issues, ["model"]));
+}
+
+/** `sparkform:model`, with `nodes` resolved (default: all nodes, in their order). */
+export type StackModel = ModelConfig & { nodes: string[] };
+
+/** Each node the model goes to is a configured node. */
+export function crossCheck(model: Salvaged<ModelConfig>, ctx: CheckContext): void {
+  for (const [i, n] of (model.nodes ?? []).entries()) {
+    if (!ctx.isNode(n)) {
+      ctx.add(
+        ["model", "nodes", i],
+        `${JSON.stringify(n)} is not one of sparkform:nodes (${ctx.list}); name one of them, or leave ` +
+          "model.nodes out for all nodes",
+      );
+    }
+  }
+}
+
+/** Every node gets the model unless the section names some. */
+export function resolve(model: ModelConfig, all: readonly string[]): StackModel {
+  return { ...model, nodes: model.nodes ?? [...all] };
 }

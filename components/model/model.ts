@@ -22,6 +22,7 @@ import {
   type GgufSummary,
   type ResolvedModel,
 } from "./resolve";
+import { MODEL_RETRIES_DEFAULT, MODEL_VERIFY_DEFAULT, MODELS_DIR_DEFAULT } from "./config";
 
 /** Bump when the provider's behaviour changes, so `up` rewrites it in state. */
 export const MODEL_PROVIDER_VERSION = "1";
@@ -181,10 +182,10 @@ export class Model extends pulumi.ComponentResource implements Stage<ModelOnNode
     const common = {
       repo: resolved.repo,
       commit: resolved.commit,
-      modelsDir: args.modelsDir ?? "~/models",
+      modelsDir: args.modelsDir ?? MODELS_DIR_DEFAULT,
       files: resolved.files.apply((fs) => fs.map((f) => ({ ...f }))),
-      verify: args.verify ?? "fast",
-      retries: args.retries ?? 2,
+      verify: args.verify ?? MODEL_VERIFY_DEFAULT,
+      retries: args.retries ?? MODEL_RETRIES_DEFAULT,
       ...(args.reserveBytes !== undefined ? { reserveBytes: args.reserveBytes } : {}),
     };
     // Targets may carry a private key: keep them encrypted in state. Every replica waits for

@@ -2,7 +2,7 @@
 // later stage takes from here (the pulumi-eks way: the next component receives this object).
 import * as pulumi from "@pulumi/pulumi";
 import { type PreStageLayout, preStageAliases } from "../aliases";
-import { type ClusterConfig, type NodeConfig, sshTarget } from "../config";
+import { type NodeConfig, type SshSettings, sshTarget } from "./config";
 import { gatherByNode, type Stage } from "../stage";
 import { validateTarget, type SshTarget } from "../transport";
 import type { SparkNodeFacts } from "./facts";
@@ -19,7 +19,7 @@ export interface NodesArgs {
   /** The validated `sparkform:nodes`, in order; the first is the default source of copies. */
   readonly nodes: readonly NodeConfig[];
   /** The cluster-wide ssh settings (`sparkform:sshKeyPath`, `sparkform:sshConfigPath`). */
-  readonly ssh: Pick<ClusterConfig, "sshKeyPath" | "sshConfigPath">;
+  readonly ssh: SshSettings;
   /** Private key text for every node (a Pulumi secret), when not given as a file. */
   readonly privateKey?: pulumi.Output<string>;
   /** Directories whose free space each fact sheet reports (models dir, tree). */
@@ -95,9 +95,14 @@ export class Nodes extends pulumi.ComponentResource implements Stage<SparkNodeFa
     return this.lookup(this.targets, node);
   }
 
+  /** Where the other nodes reach `node` (its configured fabric address), known at preview. */
+  fabricAddress(node: string): string | undefined {
+    return this.lookup(this.configs, node).fabricAddress;
+  }
+
   /** `node` as its peers reach it: connection plus fabric address. */
   peer(node: string): pulumi.Output<PeerSpec> {
-    const fabricAddress = this.lookup(this.configs, node).fabricAddress;
+    const fabricAddress = this.fabricAddress(node);
     return this.target(node).apply((target) => ({
       target,
       ...(fabricAddress ? { fabricAddress } : {}),

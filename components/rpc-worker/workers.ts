@@ -3,7 +3,9 @@
 // Takes the Nodes and Builds stages (and the Trees stage, for the client's protocol version).
 import * as pulumi from "@pulumi/pulumi";
 import type { Builds } from "../build/builds";
-import type { NodeConfig, StackConfig } from "../config";
+import type { FabricConfig } from "../fabric/config";
+import type { NodeConfig } from "../node/config";
+import type { StackWorker } from "./config";
 import type { Fabric } from "../fabric/fabric";
 import type { Model } from "../model/model";
 import type { Nodes } from "../node/nodes";
@@ -21,6 +23,15 @@ export interface WorkerSummary {
   health: Health;
   transport: RpcTransport;
   unit: string;
+}
+
+/** A worker as its client dials it: the llama.cpp device it becomes and its fabric endpoint. */
+export interface WorkerEndpoint {
+  readonly node: string;
+  /** `RPC<k>`, in `sparkform:worker.nodes` order: the client's device name for this worker. */
+  readonly device: string;
+  /** `<fabric address>:<port>`, what `--rpc` lists. */
+  readonly endpoint: string;
 }
 
 export interface RpcWorkersArgs {
@@ -54,6 +65,10 @@ export interface RpcWorkersArgs {
 export class RpcWorkers extends pulumi.ComponentResource implements Stage<WorkerSummary> {
   readonly byNode: pulumi.Output<Record<string, WorkerSummary>>;
   readonly ready: readonly RpcWorker[];
+  /** Each worker as the client dials it, in worker order; known at preview (from config). */
+  readonly endpoints: readonly WorkerEndpoint[];
+  /** The port every worker listens on. */
+  readonly port: number;
   private readonly perNode: PerNode<RpcWorker>;
 
   constructor(name: string, args: RpcWorkersArgs, opts?: pulumi.ComponentResourceOptions) {
@@ -91,8 +106,8 @@ export class RpcWorkers extends pulumi.ComponentResource implements Stage<Worker
         );
       if (node === args.client)
         fail(`sparkform:worker.nodes: ${node} is the client; list only the other nodes`);
-      const cfg = configOf(node)?.fabricAddress;
-      const clientFabric = configOf(args.client)?.fabricAddress;
+      const cfg = nodes.fabricAddress(node);
+      const clientFabric = nodes.fabricAddress(args.client);
       if (!cfg || !clientFabric)
         fail(
           `sparkform:nodes: ${!cfg ? node : args.client} has no fabricAddress; the worker binds only to a fabric address and the client probes it over the fabric: set sparkform:nodes[].fabricAddress`,
@@ -156,6 +171,12 @@ export class RpcWorkers extends pulumi.ComponentResource implements Stage<Worker
       );
       return [node, w] as const;
     });
+    this.port = args.port;
+    this.endpoints = args.workers.map((node, k) => ({
+      node,
+      device: `RPC${k}`,
+      endpoint: `${nodes.fabricAddress(node) ?? ""}:${args.port}`,
+    }));
     this.perNode = new PerNode(this, "rpc worker", entries);
     this.ready = this.perNode.values();
     this.byNode = gatherByNode(args.workers, (n) => {
@@ -197,7 +218,11 @@ export interface WorkerInputs {
 export function rpcWorkersFor(
   name: string,
   stages: WorkerInputs,
-  config: Pick<StackConfig, "nodes" | "worker" | "fabric">,
+  config: {
+    readonly nodes: readonly NodeConfig[];
+    readonly worker?: StackWorker;
+    readonly fabric?: FabricConfig;
+  },
   opts?: pulumi.ComponentResourceOptions,
 ): RpcWorkers | undefined {
   const w = config.worker;

@@ -1,8 +1,8 @@
 // The stack's `sparkform:server` section: where llama-server runs, what it binds, the context
 // and slots the KV cache is sized for, and how the model is split (components/serving/
-// placement.ts plans it; the policies in policies/serving.ts judge it). Validated with zod as
-// part of the one stack schema (components/config.ts, which also checks the cross-references:
-// the node is configured, a non-loopback bind has the secret sparkform:serverApiKey).
+// placement.ts plans it; the policies in policies/serving.ts judge it). Its crossCheck judges
+// the references to the other sections (the node is the RPC client and has the model, a
+// non-loopback bind has the secret sparkform:serverApiKey, the workers are configured).
 //
 // The schema deliberately ACCEPTS splitMode row/tensor and a tensorSplit without devices: the
 // policies `layer-split-across-hosts` and `devices-named` refuse them, with the runbook's
@@ -12,6 +12,9 @@ import { z } from "zod";
 import { isLoopbackAddress } from "../config/address";
 import { shown } from "../config/errors";
 import { rssGuardKeys } from "../config/rss-guard";
+import type { CheckContext, Salvaged } from "../config/section";
+import type { ModelConfig } from "../model/config";
+import type { WorkerConfig } from "../rpc-worker/config";
 
 /** llama-server's port unless `sparkform:server.port` says otherwise. */
 export const SERVER_PORT_DEFAULT = 8080;
@@ -199,3 +202,94 @@ export const serverApiKeySchema = z
   .refine((k) => !/[\s,\u0000-\u001f\u007f]/.test(k), {
     message: `contains whitespace, a comma or a control character, which llama-server reads as several keys; set one key with \`${SERVER_API_KEY_FIX}\``,
   });
+
+/**
+ * `sparkform:server`, with `node` resolved: default sparkform:worker.client, else the first
+ * node. The API key is not here: it is the secret sparkform:serverApiKey.
+ */
+export type StackServer = ServerConfig & { node: string };
+
+/** What the server section reads from the others. */
+export type ServerCheckSections = {
+  build?: object;
+  model?: Salvaged<ModelConfig>;
+  worker?: Salvaged<WorkerConfig>;
+};
+
+/**
+ * The server's references: its node (the RPC client, with a copy of the model), the memory it
+ * declares, the key a non-loopback bind needs, and the stages it runs on (build, model, worker).
+ */
+export function crossCheck(
+  server: Salvaged<ServerConfig>,
+  ctx: CheckContext<ServerCheckSections>,
+): void {
+  const { build, model, worker } = ctx.sections;
+  const named = server.node;
+  const node = named ?? worker?.client ?? ctx.first;
+  if (named !== undefined && !ctx.isNode(named)) {
+    ctx.add(
+      ["server", "node"],
+      `${JSON.stringify(named)} is not one of the nodes (${ctx.list}); name the node that runs ` +
+        "llama-server (the RPC client), or leave it out for sparkform:worker.client",
+    );
+  }
+  for (const n of Object.keys(server.memory ?? {})) {
+    if (!ctx.isNode(n))
+      ctx.add(
+        ["server", "memory", n],
+        `names ${JSON.stringify(n)}, which is not one of the nodes (${ctx.list}); declare the ` +
+          "usable bytes of a configured node, or remove this entry",
+      );
+  }
+  const bind = server.bind;
+  if (bind !== undefined && !isLoopback(bind) && !ctx.secrets.has("serverApiKey")) {
+    ctx.add(
+      ["server", "bind"],
+      `${bind} is not loopback, so every host that reaches it could use the server, and ` +
+        "llama-server has no authentication of its own without a key; set the secret with " +
+        `\`${SERVER_API_KEY_FIX}\`, or bind 127.0.0.1 (the default)`,
+    );
+  }
+  if (build === undefined)
+    ctx.add(
+      ["server"],
+      "runs the build's llama-server, but sparkform:build is not set; set sparkform:build too",
+    );
+  if (model === undefined) {
+    ctx.add(["server"], "serves sparkform:model, which is not set; set sparkform:model too");
+  } else if (node !== undefined && model.nodes !== undefined && !model.nodes.includes(node)) {
+    ctx.add(
+      ["server"],
+      `runs on ${node}, which is not in sparkform:model.nodes (${model.nodes.join(", ")}); ` +
+        `add ${node} there (llama-server loads the model from its own disk)`,
+    );
+  }
+  if (worker === undefined) {
+    // Without workers the stage is never made, and the engine deletes what a program stops
+    // registering: a server dropped silently would be a server deleted.
+    ctx.add(
+      ["server"],
+      "is set, but sparkform:worker is not: llama-server runs as the client of the RPC " +
+        "workers, so without them there is no server to make; set sparkform:worker (e.g. " +
+        "nodes: [spark-2]), or remove sparkform:server (removing it stops and deletes the server)",
+    );
+  } else if (node !== undefined) {
+    const client = worker.client ?? ctx.first;
+    if (client !== undefined && node !== client)
+      ctx.add(
+        ["server", "node"],
+        `${JSON.stringify(node)} is not the RPC client (sparkform:worker.client is ${client}); ` +
+          "llama-server is the client of the workers, so run it there: leave server.node out",
+      );
+  }
+}
+
+/** The server runs on the RPC client unless the section names its node. */
+export function resolve(
+  server: ServerConfig,
+  worker: { client: string } | undefined,
+  first: string,
+): StackServer {
+  return { ...server, node: server.node ?? worker?.client ?? first };
+}

@@ -30,7 +30,7 @@
 // `assertFits`. Two nodes buy capacity, not speed: pipeline parallelism is off with an RPC
 // device, so the nodes run one after the other (runbook "What two nodes actually buy you").
 import type { GgufSummary } from "../model/resolve";
-import type { StackServer } from "../config";
+import type { StackServer } from "./config";
 import { LLAMA_MAX_LAYERS } from "../model/header";
 import { CACHE_TYPE_BYTES, type CacheType, SPLIT_SHARE_MAX, SPLIT_SHARE_MIN } from "./config";
 

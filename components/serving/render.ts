@@ -12,6 +12,7 @@
 // The API key is never in these argv (they end up in unit files and process lists): the
 // server reads it from a file (`--api-key-file`), which the LlamaServer resource writes.
 import { CPU_DEVICE, type ServingPlan } from "./placement";
+import { SERVER_BIND_DEFAULT, SERVER_PORT_DEFAULT } from "./config";
 
 export interface Renderings {
   llamaCppEx: string;
@@ -150,9 +151,9 @@ export function renderLlamaServer(
     "--parallel",
     String(plan.parallel),
     "--host",
-    endpoint.bind ?? "127.0.0.1",
+    endpoint.bind ?? SERVER_BIND_DEFAULT,
     "--port",
-    String(endpoint.port ?? 8080),
+    String(endpoint.port ?? SERVER_PORT_DEFAULT),
     ...(endpoint.apiKeyFile ? ["--api-key-file", endpoint.apiKeyFile] : []),
   ];
 }

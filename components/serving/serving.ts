@@ -4,7 +4,7 @@
 // Takes the Nodes, Builds, Model and RpcWorkers stages (and Fabric, for the evidence).
 import * as pulumi from "@pulumi/pulumi";
 import type { Builds } from "../build/builds";
-import type { NodeConfig, StackServer } from "../config";
+import { isLoopback, type StackServer } from "./config";
 import type { Fabric } from "../fabric/fabric";
 import type { Model } from "../model/model";
 import type { Nodes } from "../node/nodes";
@@ -12,7 +12,6 @@ import type { RpcWorkers } from "../rpc-worker/workers";
 import { gatherByNode } from "../stage";
 import { type PlacementNode, planPlacement, type ServingPlan, usableMemory } from "./placement";
 import { renderings } from "./render";
-import type { ServingDrain } from "./drain";
 import { LlamaServer } from "./llama-server";
 import type { ServingEvidence, SmokeOutput } from "./provider";
 import type { SeenDevice } from "./server-plan";
@@ -29,19 +28,14 @@ export interface ServingSummary {
 
 export interface ServingArgs {
   readonly nodes: Nodes;
-  readonly nodeConfigs: readonly NodeConfig[];
   readonly builds: Builds;
   readonly model: Model;
+  /** The worker stage: its endpoints (in rpcServers order) and each worker's state. */
   readonly workers: RpcWorkers;
-  /** The worker nodes in rpcServers order, and their port. */
-  readonly workerNodes: readonly string[];
-  readonly workerPort: number;
   readonly fabric?: Fabric;
   readonly server: StackServer;
   /** `sparkform:serverApiKey` (required by a bind other than loopback). */
   readonly apiKey?: pulumi.Output<string>;
-  /** The drain the workers depend on (stops the server when a build changes). */
-  readonly drain?: ServingDrain;
 }
 
 /**
@@ -80,16 +74,13 @@ export class Serving extends pulumi.ComponentResource {
       fail(
         `sparkform:server.node ${client} has no copy of the model: add it to sparkform:model.nodes`,
       );
-    const isLoopback = cfg.bind.startsWith("127.") || cfg.bind === "::1";
-    if (!isLoopback && !args.apiKey)
+    if (!isLoopback(cfg.bind) && !args.apiKey)
       fail(
         `sparkform:server.bind ${cfg.bind} is not loopback, and the server would answer anyone on that network: ` +
           "set the secret `pulumi config set --secret sparkform:serverApiKey <key>`, or bind 127.0.0.1",
       );
     const cpuClient = builds.flags.LLAMA_BACKEND !== "cuda";
     const clientDevice = cpuClient ? "CPU" : "CUDA0";
-    const configOf = (n: string) => args.nodeConfigs.find((c) => c.name === n);
-    const endpointOf = (n: string) => `${configOf(n)?.fabricAddress ?? ""}:${args.workerPort}`;
     const declared = cfg.memory ?? {};
 
     const clientNode = knownOr(
@@ -104,15 +95,15 @@ export class Serving extends pulumi.ComponentResource {
         factsAvailable: avail ?? null,
       }),
     }));
-    const workerNodes = args.workerNodes.map((w, k) =>
+    const workerNodes = args.workers.endpoints.map(({ node: w, device, endpoint }) =>
       knownOr(
         args.workers.of(w).deviceMemory.apply((d) => d?.[0]?.free),
         undefined,
       ).apply((free): PlacementNode => ({
         node: w,
         role: "worker",
-        device: `RPC${k}`,
-        endpoint: endpointOf(w),
+        device,
+        endpoint,
         ...usableMemory({
           ...(declared[w] !== undefined ? { declared: declared[w] } : {}),
           ...(free != null ? { workerFree: free } : {}),
@@ -192,14 +183,14 @@ export class Serving extends pulumi.ComponentResource {
         rssLimitPercent: cfg.rssLimitPercent,
         rssIntervalSeconds: cfg.rssIntervalSeconds,
         workers: pulumi.all(
-          args.workerNodes.map((w, k) =>
+          args.workers.endpoints.map(({ node: w, device, endpoint }) =>
             pulumi
               .all([nodes.target(w), args.workers.of(w).started])
               .apply(([target, started]) => ({
                 node: w,
-                device: `RPC${k}`,
-                endpoint: endpointOf(w),
-                port: args.workerPort,
+                device,
+                endpoint,
+                port: args.workers.port,
                 target,
                 // The worker unit's invocation: a worker that `up` (re)started is a new one, and
                 // the server's connections to the old one are gone, so the server restarts too.

@@ -2,6 +2,7 @@
 // Plain data only: these objects cross into Pulumi dynamic-provider processes.
 
 import { assertOperand, UnsafeArgumentError } from "./quote";
+import { HOST_KEY_TYPES as KEY_TYPES, HOST_NAME, NODE_NAME, USER_NAME } from "./names";
 
 /** A host that ssh hops through to reach the node (ssh `-J`), with its own pinned key. */
 export interface SshJump {
@@ -36,22 +37,7 @@ export interface SshTarget {
   readonly jump?: SshJump;
 }
 
-const HOST_KEY_TYPES = new Set([
-  "ssh-ed25519",
-  "ecdsa-sha2-nistp256",
-  "ecdsa-sha2-nistp384",
-  "ecdsa-sha2-nistp521",
-  "ssh-rsa",
-  "sk-ssh-ed25519@openssh.com",
-  "sk-ecdsa-sha2-nistp256@openssh.com",
-]);
-
-/** Node names become file names and host-key aliases: keep them boring. */
-const NODE_NAME = /^[A-Za-z0-9][A-Za-z0-9_.-]{0,62}$/;
-/** POSIX-ish user names; ssh would also refuse most others. */
-const USER_NAME = /^[A-Za-z_][A-Za-z0-9_.-]{0,31}$/;
-/** Hostnames, IPv4, IPv6 (bare or bracketed), ssh_config aliases. No shell or ssh_config metacharacters. */
-const HOST_NAME = /^(?:[A-Za-z0-9_][A-Za-z0-9_.-]{0,252}|\[?[0-9A-Fa-f:.]+(?:%[A-Za-z0-9]+)?\]?)$/;
+const HOST_KEY_TYPES: ReadonlySet<string> = new Set(KEY_TYPES);
 
 /** Parse and normalise a pinned host key to `"<type> <base64>"`; throws naming `what`. */
 export function parseHostKey(hostKey: string, what: string): { type: string; key: string } {

@@ -36,3 +36,7 @@ export type { TraceLine } from "./trace";
 export { hostKeyAlias, knownHostsLine } from "./connection";
 export { peerSshArgv } from "./ssh-options";
 export { rsyncRshJoin } from "./quote";
+
+// The shapes of a node's name, login, address and host key: the config, the transport and the
+// host-key-pinned policy share one definition.
+export { HOST_KEY, HOST_KEY_LINE, HOST_KEY_TYPES, HOST_NAME, NODE_NAME, USER_NAME } from "./names";

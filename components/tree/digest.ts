@@ -6,7 +6,7 @@ import { realpathSync } from "node:fs";
 import * as os from "node:os";
 import * as path from "node:path";
 import { childEnv } from "../transport";
-import type { Exclusion } from "../config";
+import type { Exclusion } from "./config";
 import { type NativeProgram, nativeProgram, programPath } from "../native-script";
 import { nodeJsonParser } from "../schema/node-json";
 

@@ -1,7 +1,7 @@
 // TreeSync's dynamic-provider implementation: rsync the control node's tree to one node, then
 // prove the node holds exactly the synced file set by digest (tree/digest.ts).
 import type * as pulumi from "@pulumi/pulumi";
-import type { Exclusion } from "../config";
+import type { Exclusion } from "./config";
 import type { ProviderImpl } from "../providers/delegate";
 import { changedKeys } from "../providers/diff";
 import { progress, since } from "../providers/progress";

@@ -1,6 +1,6 @@
 import * as pulumi from "@pulumi/pulumi";
 import * as path from "node:path";
-import type { Exclusion } from "../config";
+import type { Exclusion } from "./config";
 import { delegatingProvider } from "../providers/delegate";
 import { SparkformResource } from "../providers/resource";
 import type { SshTarget } from "../transport";

@@ -4,7 +4,7 @@ import * as pulumi from "@pulumi/pulumi";
 import { existsSync, statSync } from "node:fs";
 import * as path from "node:path";
 import { type PreStageLayout, preStageAliases } from "../aliases";
-import type { Exclusion } from "../config";
+import type { Exclusion } from "./config";
 import type { Nodes } from "../node/nodes";
 import { gatherByNode, PerNode, type Stage } from "../stage";
 import type { Toolchains } from "../toolchain/toolchains";

@@ -126,7 +126,7 @@ const value = <T>(o: pulumi.Output<T>): Promise<T> => new Promise((resolve) => o
 /** Build a cluster in a fresh registration log and wait until every child is registered. */
 async function cluster(name: string, n: number, opts: { privateKey?: string } = {}) {
   const { SparkCluster } = await import("../../components/cluster");
-  const { parseStackConfig } = await import("../../components/config");
+  const { parseStackConfig } = await import("../../components/stack-config");
   registrations.length = 0;
   const c = new SparkCluster(name, {
     config: {
@@ -303,28 +303,25 @@ describe("SparkCluster on 4 nodes with a private key", () => {
 });
 
 // Issue 21, item 5: the engine deletes whatever the program stops registering, so a stage the
-// config asks for is never dropped silently (the server without its workers used to be).
+// config asks for is never dropped silently (the server without its workers used to be). Since
+// issue 23 the config refuses it, before any component is made.
 describe("SparkCluster with sparkform:server but no sparkform:worker", () => {
   it("refuses at preview, naming what is missing, instead of registering no server", async () => {
-    const { SparkCluster } = await import("../../components/cluster");
-    const { parseStackConfig } = await import("../../components/config");
-    const config = parseStackConfig(
-      {
-        nodes: nodes(2),
-        tree: { source: "tree", dest: "~/src/llama.cpp", exclude: [] },
-        build: { preset: "sim", commit: COMMIT },
-        server: { context: 256 },
-        model: {
-          repo: "sparkform/tiny-llama",
-          revision: modelCommit,
-          files: ["tiny-llama-f16.gguf"],
-          endpoint: hub.url,
-        },
+    const { parseStackConfig } = await import("../../components/stack-config");
+    const raw = {
+      nodes: nodes(2),
+      tree: { source: "tree", dest: "~/src/llama.cpp", exclude: [] },
+      build: { preset: "sim", commit: COMMIT },
+      server: { context: 256 },
+      model: {
+        repo: "sparkform/tiny-llama",
+        revision: modelCommit,
+        files: ["tiny-llama-f16.gguf"],
+        endpoint: hub.url,
       },
-      { projectDir: work },
-    );
-    expect(() => new SparkCluster("no-worker", { config, projectDir: work })).toThrow(
-      /sparkform:server is set, but the stack has no sparkform:worker/,
+    };
+    expect(() => parseStackConfig(raw, { projectDir: work })).toThrow(
+      /sparkform:server: is set, but sparkform:worker is not: .*; set sparkform:worker \(e\.g\. nodes: \[spark-2\]\), or remove sparkform:server/,
     );
   });
 });

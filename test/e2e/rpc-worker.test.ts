@@ -15,7 +15,7 @@ import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync
 import { tmpdir } from "node:os";
 import * as path from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { RSS_LIMIT_FLOOR } from "../../components/config";
+import { RSS_LIMIT_FLOOR } from "../../components/stack-config";
 import { prewarmManifest } from "../../components/rpc-worker/plan";
 import { makeTinyLlamaGguf } from "../../sim/gguf/tiny-llama";
 import {

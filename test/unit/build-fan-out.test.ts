@@ -25,7 +25,7 @@ import {
   sourceInstallRel,
 } from "../../components/build/fan-out";
 import { parseProbe } from "../../components/build/plan";
-import { ConfigError, parseStackConfig } from "../../components/config";
+import { ConfigError, parseStackConfig } from "../../components/stack-config";
 import { nativeProgram } from "../../components/native-script";
 import { buildInputDifferences, buildsIdentical, checkBuildsIdentical } from "../../policies/build";
 import { sparkform, stackViolations } from "../support/policy";
@@ -37,19 +37,37 @@ const nodes = [
 ];
 const tree = { source: ".", dest: "~/src/llama.cpp" };
 const d = (c: string) => c.repeat(64);
+/** What a CUDA build needs besides the backend (the build contract, components/build/flags.ts). */
+const CUDA_FLAGS = { LLAMA_CUDA_ARCH: "121a-real", CUDA_HOME: "/usr/local/cuda" };
 
 describe("sparkform:build.distribute default (set once, buildDistribute)", () => {
   it.each([
     ["preset spark (CUDA)", {}, "fan-out"],
     ["preset sim (CPU)", { preset: "sim" }, "build-each"],
-    ["sim with LLAMA_BACKEND cuda", { preset: "sim", flags: { LLAMA_BACKEND: "cuda" } }, "fan-out"],
-    ["spark with LLAMA_BACKEND cpu", { flags: { LLAMA_BACKEND: "cpu" } }, "build-each"],
-    ["spark with the backend removed", { flags: { LLAMA_BACKEND: null } }, "build-each"],
+    [
+      "sim with LLAMA_BACKEND cuda",
+      { preset: "sim", flags: { LLAMA_BACKEND: "cuda", ...CUDA_FLAGS } },
+      "fan-out",
+    ],
+    [
+      "spark with LLAMA_BACKEND cpu",
+      { flags: { LLAMA_BACKEND: "cpu", LLAMA_CUDA_ARCH: null, CUDA_HOME: null } },
+      "build-each",
+    ],
     ["explicit build-each on spark", { distribute: "build-each" }, "build-each"],
     ["explicit fan-out on sim", { preset: "sim", distribute: "fan-out" }, "fan-out"],
   ])("%s → %s", (_label, raw, want) => {
     expect(buildDistribute(parseBuildConfig(raw))).toBe(want);
     expect(parseStackConfig({ nodes, tree, build: raw }).build?.distribute).toBe(want);
+  });
+  // The section alone still decides; the stack refuses the flags before any stage plans (the
+  // build contract is the build section's cross-check since issue 23).
+  it("spark with the backend removed → build-each, and the stack refuses the flags", () => {
+    const raw = { flags: { LLAMA_BACKEND: null } };
+    expect(buildDistribute(parseBuildConfig(raw))).toBe("build-each");
+    expect(() => parseStackConfig({ nodes, tree, build: raw })).toThrow(
+      "sparkform:build.flags.LLAMA_BACKEND: is required",
+    );
   });
   it("refuses another value, naming the field and the choices", () => {
     let err: unknown;

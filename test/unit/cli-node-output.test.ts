@@ -9,7 +9,7 @@ import * as path from "node:path";
 import { afterAll, afterEach, beforeAll, describe, expect, it, vi } from "vitest";
 import type { StackView } from "../../cli/stack";
 import { cached, configKey, outputsKey, setCliBuild } from "../../cli/stack-cache";
-import { parseStackConfig, sshTarget, type StackConfigData } from "../../components/config";
+import { parseStackConfig, sshTarget, type StackConfigData } from "../../components/stack-config";
 import { closeAll } from "../../components/transport";
 import { servingOutput } from "../support/stack-outputs";
 

@@ -3,7 +3,7 @@
 import { describe, expect, it } from "vitest";
 import { cpuList, runScript } from "../../cli/commands/run";
 import type { StackView } from "../../cli/stack";
-import { parseStackConfig } from "../../components/config";
+import { parseStackConfig } from "../../components/stack-config";
 import { buildRemoteCommand } from "../../components/transport";
 import { modelOutput, nodeOutput } from "../support/stack-outputs";
 

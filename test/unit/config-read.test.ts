@@ -3,7 +3,7 @@
 // text, plain keys as strings, secrets stay secret Outputs and never reach the parsed data.
 import * as pulumi from "@pulumi/pulumi";
 import { afterEach, describe, expect, it } from "vitest";
-import { readStackConfig } from "../../components/config";
+import { readStackConfig } from "../../components/stack-config";
 
 const hostKey = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIKq1xXcB0Y0vRk8Jm1b7hQ5cX3kT2m4yG9wZ8sV6pL0e";
 const nodes = [

@@ -10,7 +10,7 @@ import {
   NodePathError,
   normaliseNodePath,
   parseStackConfig,
-} from "../../components/config";
+} from "../../components/stack-config";
 
 const hostKey = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIKq1xXcB0Y0vRk8Jm1b7hQ5cX3kT2m4yG9wZ8sV6pL0e";
 const n1 = { name: "spark-1", host: "10.0.0.2", user: "spark", hostKey };
@@ -40,10 +40,9 @@ const withWorker = (x: object, over: [object, object] = [{}, {}]) => ({
   build: { preset: "sim" },
   worker: { nodes: ["spark-2"], ...x },
 });
+/** A server on spark-1, the client of a worker on spark-2 (a server needs its workers). */
 const withServer = (x: object) => ({
-  nodes,
-  tree,
-  build: { preset: "sim" },
+  ...withWorker({}),
   model,
   server: x,
 });
@@ -882,6 +881,41 @@ describe("parseStackConfig: all problems together", () => {
       `invalid stack configuration:\n${e.lines.map((l) => `  ${l}`).join("\n")}\n` +
         "Fix it in stacks/Pulumi.<stack>.yaml or with `pulumi config set --path sparkform:<key> <value>`.",
     );
+  });
+});
+
+// Issue 23: two rules that were missing from the config (one caught only at preview, one only
+// by the cluster component).
+describe("parseStackConfig: a server needs its workers, and they need fabric addresses", () => {
+  it("refuses sparkform:server without sparkform:worker, naming the key and the fix", () => {
+    expect(linesOf({ nodes, tree, build: { preset: "sim" }, model, server: {} })).toEqual([
+      "sparkform:server: is set, but sparkform:worker is not: llama-server runs as the client of the RPC workers, so without them there is no server to make; set sparkform:worker (e.g. nodes: [spark-2]), or remove sparkform:server (removing it stops and deletes the server)",
+    ]);
+  });
+
+  it("refuses a worker node without a fabricAddress", () => {
+    expect(linesOf(withWorker({}, [{}, { fabricAddress: undefined }]))).toEqual([
+      "sparkform:nodes[1].fabricAddress: is not set, and spark-2 runs a worker (sparkform:worker.nodes), which binds only its node's fabric address; give spark-2's fabric IPv4 address (its own link to the other nodes, e.g. 192.168.100.11): ggml-rpc-server has no authentication, so it never binds the LAN",
+    ]);
+  });
+
+  it("refuses a client node without a fabricAddress, the default client too", () => {
+    const line =
+      "sparkform:nodes[0].fabricAddress: is not set, and spark-1 is the RPC client (sparkform:worker.client, default the first node), which reaches the workers from its own fabric address; give spark-1's fabric IPv4 address (its own link to the other nodes, e.g. 192.168.100.11): ggml-rpc-server has no authentication, so it never binds the LAN";
+    expect(linesOf(withWorker({}, [{ fabricAddress: undefined }, {}]))).toEqual([line]);
+    expect(linesOf(withWorker({ client: "spark-1" }, [{ fabricAddress: undefined }, {}]))).toEqual([
+      line,
+    ]);
+  });
+
+  it("reports a fabricAddress that is there but wrong once, by its own schema", () => {
+    expect(linesOf(withWorker({}, [{}, { fabricAddress: "spark-2.lan" }]))).toEqual([
+      'sparkform:nodes[1].fabricAddress: "spark-2.lan" is not an IP address; give the node\'s fabric IPv4 or IPv6 address, without port or brackets (e.g. 192.168.100.11 or fd00::11)',
+    ]);
+  });
+
+  it("accepts a server, its worker and both fabric addresses", () => {
+    expect(parseStackConfig(withServer({})).server?.node).toBe("spark-1");
   });
 });
 

@@ -1,12 +1,12 @@
 import { describe, expect, it } from "vitest";
-import { ConfigError, parseClusterConfig } from "../../components/config";
+import { ConfigError, parseStackConfig } from "../../components/stack-config";
 
 const hostKey = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIKq1xXcB0Y0vRk8Jm1b7hQ5cX3kT2m4yG9wZ8sV6pL0e";
 const node = { name: "spark-1", host: "10.0.0.2", user: "spark", hostKey };
 
 function errorOf(raw: Record<string, unknown>): string {
   try {
-    parseClusterConfig(raw);
+    parseStackConfig(raw);
   } catch (err) {
     expect(err).toBeInstanceOf(ConfigError);
     return (err as Error).message;
@@ -14,9 +14,9 @@ function errorOf(raw: Record<string, unknown>): string {
   throw new Error("expected a ConfigError");
 }
 
-describe("parseClusterConfig", () => {
+describe("parseStackConfig", () => {
   it("fills defaults", () => {
-    const c = parseClusterConfig({ nodes: [node], tree: { source: ".", dest: "~/src/x" } });
+    const c = parseStackConfig({ nodes: [node], tree: { source: ".", dest: "~/src/x" } });
     expect(c.nodes[0]?.port).toBe(22);
     expect(c.tree?.exclude).toEqual([]);
   });

@@ -7,7 +7,7 @@ import * as net from "node:net";
 import { tmpdir } from "node:os";
 import * as path from "node:path";
 import { describe, expect, it } from "vitest";
-import { parseStackConfig } from "../../components/config";
+import { parseStackConfig } from "../../components/stack-config";
 import { programPath } from "../../components/native-script";
 import { RemoteCommandError } from "../../components/transport";
 import { agentFinding, controlFindings, nodeVersionFinding } from "../../cli/doctor/control";

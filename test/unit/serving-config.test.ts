@@ -4,7 +4,7 @@
 // (row/tensor, tensorSplit without devices: the policies refuse those).
 import * as pulumi from "@pulumi/pulumi";
 import { afterEach, describe, expect, it } from "vitest";
-import { ConfigError, parseStackConfig, readStackConfig } from "../../components/config";
+import { ConfigError, parseStackConfig, readStackConfig } from "../../components/stack-config";
 import { SERVER_COMPUTE_MARGIN_DEFAULT } from "../../components/serving/config";
 
 const hostKey = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIKq1xXcB0Y0vRk8Jm1b7hQ5cX3kT2m4yG9wZ8sV6pL0e";

@@ -198,7 +198,7 @@ describe.each([
 
   beforeAll(async () => {
     const { SparkCluster } = await import("../../components/cluster");
-    const { parseStackConfig } = await import("../../components/config");
+    const { parseStackConfig } = await import("../../components/stack-config");
     registered.length = 0;
     const raw = filled(stackConfig(stack));
     const config = parseStackConfig(

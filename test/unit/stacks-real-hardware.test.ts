@@ -10,7 +10,7 @@
 // on two or four nodes is checked at a pessimistic 100 GB too (30 GB left to DGX OS and
 // whatever else runs), which is no measurement either: real stacks read the fact sheet.
 import { afterAll, describe, expect, it } from "vitest";
-import { ConfigError, parseStackConfig, type StackConfigData } from "../../components/config";
+import { ConfigError, parseStackConfig, type StackConfigData } from "../../components/stack-config";
 import { placementNodes, planPlacement } from "../../components/serving/placement";
 import { renderings } from "../../components/serving/render";
 import { checkModelFits } from "../../policies/serving";

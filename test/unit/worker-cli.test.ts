@@ -16,7 +16,7 @@ import {
   type WorkerRequest,
 } from "../../cli/commands/worker";
 import type { StackView } from "../../cli/stack";
-import { parseStackConfig } from "../../components/config";
+import { parseStackConfig } from "../../components/stack-config";
 import { nativeProgram, programPath } from "../../components/native-script";
 import {
   NO_RDMA_DEVICE,
