@@ -4,16 +4,13 @@
 // the stages.
 import * as pulumi from "@pulumi/pulumi";
 import type { PreStageLayout } from "./aliases";
-import * as path from "node:path";
 import { type BuildSummary, Builds } from "./build/builds";
-import { CACHE_FROM_NONE, stackBuildFlags } from "./build/config";
-import type { BuildFlags } from "./build/flags";
 import type { StackConfig } from "./stack-config";
 import { Fabric, type FabricNodeSummary } from "./fabric/fabric";
 import { Model } from "./model/model";
 import type { SparkNodeFacts } from "./node/facts";
 import { Nodes } from "./node/nodes";
-import { type RpcWorkers, rpcWorkersFor, type WorkerSummary } from "./rpc-worker/workers";
+import { RpcWorkers, type WorkerSummary } from "./rpc-worker/workers";
 import { ServingDrain } from "./serving/drain";
 import { Serving, type ServingSummary } from "./serving/serving";
 import { type ToolchainSummary, Toolchains } from "./toolchain/toolchains";
@@ -70,18 +67,6 @@ export class SparkCluster extends pulumi.ComponentResource {
       prefix: stage ? `${name}-${stage}` : name,
     });
     const child = { parent: this };
-    // The flags with the tree's commit (the config checked them before the commit was read).
-    let flags: BuildFlags | undefined;
-    if (config.build && config.tree) {
-      try {
-        flags = stackBuildFlags(config.build, {
-          source: path.resolve(args.projectDir, config.tree.source),
-          exclude: config.tree.exclude,
-        });
-      } catch (err) {
-        throw new pulumi.ResourceError((err as Error).message, this);
-      }
-    }
 
     const nodes = new Nodes(
       `${name}-node`,
@@ -96,130 +81,101 @@ export class SparkCluster extends pulumi.ComponentResource {
     );
     this.nodes = nodes;
     this.facts = nodes.byNode;
+    // Measured, never inferred: every pair of nodes on every rail both have.
+    const fabric =
+      config.fabric && new Fabric(`${name}-fabric`, { nodes, fabric: config.fabric }, child);
+    this.fabric = fabric;
+    this.rails = fabric?.byNode;
 
-    if (config.fabric) {
-      // Measured, never inferred: every pair of nodes on every rail both have.
-      this.fabric = new Fabric(`${name}-fabric`, { nodes, fabric: config.fabric }, child);
-      this.rails = this.fabric.byNode;
-    }
+    const toolchain =
+      config.toolchain &&
+      new Toolchains(
+        `${name}-toolchain`,
+        { nodes, config: config.toolchain, preStage: preStage("toolchain") },
+        child,
+      );
+    this.toolchains = toolchain;
+    this.toolchain = toolchain?.byNode;
+    const withToolchain = toolchain ? { toolchain } : {};
 
-    const tc = config.toolchain;
-    const toolchains = tc
-      ? new Toolchains(
-          `${name}-toolchain`,
-          {
-            nodes,
-            path: tc.path,
-            source: tc.source,
-            binDirs: tc.binDirs,
-            probe: tc.probe,
-            expect: tc.expect,
-            preStage: preStage("toolchain"),
-          },
-          child,
-        )
-      : undefined;
-    this.toolchains = toolchains;
-    this.toolchain = toolchains?.byNode;
-
-    if (config.tree) {
-      const trees = new Trees(
+    const tree =
+      config.tree &&
+      new Trees(
         `${name}-tree`,
         {
           nodes,
-          ...(toolchains ? { toolchain: toolchains } : {}),
-          source: config.tree.source,
+          ...withToolchain,
+          config: config.tree,
           projectDir: args.projectDir,
-          dest: config.tree.dest,
-          exclude: config.tree.exclude,
           preStage: preStage("tree"),
         },
         child,
       );
-      this.trees = trees;
-      this.tree = trees.byNode.apply((byNode) => ({ expected: trees.expected, nodes: byNode }));
-      const b = config.build;
-      if (b && flags) {
-        this.builds = new Builds(
-          `${name}-build`,
-          {
-            nodes,
-            tree: trees,
-            ...(toolchains ? { toolchain: toolchains } : {}),
-            build: b,
-            flags,
-            cacheFrom: b.cacheFrom === CACHE_FROM_NONE ? undefined : b.cacheFrom,
-            preStage: preStage("build"),
-          },
-          child,
-        );
-        this.build = this.builds.byNode;
-      }
-    }
-
-    if (config.model) {
-      const m = config.model;
-      this.model = new Model(
-        `${name}-model`,
-        {
-          repo: m.repo,
-          revision: m.revision,
-          files: m.files,
-          sha256: m.sha256,
-          allowBranch: m.allowBranch,
-          endpoint: m.endpoint,
-          verify: m.verify,
-          modelsDir: m.modelsDir,
-          retries: m.retries,
-          ...(config.hfToken ? { token: config.hfToken } : {}),
-          nodes,
-          on: m.nodes,
-        },
+    this.trees = tree;
+    this.tree = tree?.byNode.apply((byNode) => ({ expected: tree.expected, nodes: byNode }));
+    const builds =
+      tree &&
+      config.build &&
+      new Builds(
+        `${name}-build`,
+        { nodes, tree, ...withToolchain, config: config.build, preStage: preStage("build") },
         child,
       );
-    }
+    this.builds = builds;
+    this.build = builds?.byNode;
 
-    // llama-server on the client node: it needs the model, the builds and the workers.
-    const server = config.server;
+    const model =
+      config.model &&
+      new Model(
+        `${name}-model`,
+        { nodes, config: config.model, ...(config.hfToken ? { token: config.hfToken } : {}) },
+        child,
+      );
+    this.model = model;
+
     // The drain first: the workers wait for it, so a changed build stops the server before
     // any worker restarts with it.
+    const server = config.server;
     const drain =
-      server && this.builds && this.model
+      server && builds && model
         ? new ServingDrain(
             `${name}-serving-drain`,
-            { nodes, builds: this.builds, client: server.node, port: server.port },
+            { nodes, builds, client: server.node, port: server.port },
             child,
           )
         : undefined;
 
     // ggml-rpc-server on the worker nodes, from the verified build, bound to the fabric.
-    if (this.builds && this.trees) {
-      this.workers = rpcWorkersFor(
-        `${name}-worker`,
-        {
-          nodes,
-          builds: this.builds,
-          trees: this.trees,
-          ...(this.model ? { model: this.model } : {}),
-          ...(this.fabric ? { fabric: this.fabric } : {}),
-          ...(drain ? { after: [drain] } : {}),
-        },
-        config,
-        child,
-      );
-      this.worker = this.workers?.byNode;
-    }
+    const workers =
+      builds && tree && config.worker
+        ? new RpcWorkers(
+            `${name}-worker`,
+            {
+              nodes,
+              builds,
+              trees: tree,
+              ...(model ? { model } : {}),
+              ...(fabric ? { fabric } : {}),
+              ...(drain ? { after: [drain] } : {}),
+              config: config.worker,
+            },
+            child,
+          )
+        : undefined;
+    this.workers = workers;
+    this.worker = workers?.byNode;
 
-    if (server && drain && this.builds && this.model && this.workers && config.worker) {
+    // llama-server on the client node: it needs the model, the builds and the workers.
+    if (server && drain && builds && model && workers) {
       this.servingStage = new Serving(
         `${name}-serving`,
         {
           nodes,
-          builds: this.builds,
-          model: this.model,
-          workers: this.workers,
-          ...(this.fabric ? { fabric: this.fabric } : {}),
-          server,
+          builds,
+          model,
+          workers,
+          ...(fabric ? { fabric } : {}),
+          config: server,
           ...(config.serverApiKey ? { apiKey: config.serverApiKey } : {}),
         },
         child,

@@ -9,7 +9,13 @@ import type { Nodes } from "../node/nodes";
 import { gatherByNode, PerNode, type Stage } from "../stage";
 import type { Toolchains } from "../toolchain/toolchains";
 import type { Trees } from "../tree/trees";
-import { type BuildConfig, type BuildDistribute, buildDistribute } from "./config";
+import {
+  type BuildDistribute,
+  buildDistribute,
+  CACHE_FROM_NONE,
+  type StackBuild,
+  stackBuildFlags,
+} from "./config";
 import type { FanOutSource } from "./fan-out";
 import type { BuildFlags } from "./flags";
 import { NativeBuild } from "./native-build";
@@ -28,23 +34,24 @@ export interface BuildSummary {
 }
 
 export interface BuildsArgs {
+  /** The nodes stage: every node gets a build. */
   readonly nodes: Nodes;
-  /** The synced tree the builds run in (and whose digest re-triggers them). */
+  /**
+   * The tree stage: the synced tree the builds run in (its digest re-triggers them); its
+   * control-node source and exclusions give the commit and check a build command's outputs.
+   */
   readonly tree: Trees;
-  /** With a build command, its install directories go on the build's PATH. */
+  /** The toolchain stage: with a build command, its install directories go on PATH. Default: none. */
   readonly toolchain?: Toolchains;
-  /** The validated `sparkform:build` section (preset, flags, targets, artifacts, command …). */
-  readonly build: BuildConfig;
   /**
-   * The build contract, rendered and checked before any stage is created
-   * (`stackBuildFlags(build, tree)`): bad flags stop the program before anything is planned.
+   * `sparkform:build`, validated with its defaults resolved (StackBuild,
+   * components/build/config.ts): preset, flags, targets, artifacts, command, jobs, distribute,
+   * and `cacheFrom` (the node whose compiler cache seeds the others and builds first; default
+   * the first node; `none` for no seed). The build contract is rendered from it and the tree
+   * (`stackBuildFlags`) before any build is planned: bad flags stop the program.
    */
-  readonly flags: BuildFlags;
-  /**
-   * The node whose compiler cache seeds the others (it builds first), or undefined for none
-   * (`sparkform:build.cacheFrom: none`).
-   */
-  readonly cacheFrom: string | undefined;
+  readonly config: StackBuild;
+  /** Where a stack made before the stage layout holds these resources (aliases). Default: none. */
   readonly preStage?: PreStageLayout;
 }
 
@@ -59,11 +66,17 @@ export class Builds extends pulumi.ComponentResource implements Stage<BuildSumma
 
   constructor(name: string, args: BuildsArgs, opts?: pulumi.ComponentResourceOptions) {
     super("sparkform:index:Builds", name, {}, opts);
-    const { nodes, tree, build: b } = args;
-    this.flags = args.flags;
-    if (args.cacheFrom !== undefined && !nodes.has(args.cacheFrom)) {
+    const { nodes, tree, config: b } = args;
+    // The flags with the tree's commit (the config checked them before the commit was read).
+    try {
+      this.flags = stackBuildFlags(b, { source: tree.source, exclude: tree.exclude });
+    } catch (err) {
+      throw new pulumi.ResourceError((err as Error).message, this);
+    }
+    const cacheFrom = b.cacheFrom === CACHE_FROM_NONE ? undefined : b.cacheFrom;
+    if (cacheFrom !== undefined && !nodes.has(cacheFrom)) {
       throw new pulumi.ResourceError(
-        `sparkform:build.cacheFrom ${JSON.stringify(args.cacheFrom)} is not one of the nodes (${nodes.names.join(", ")}), nor "none"`,
+        `sparkform:build.cacheFrom ${JSON.stringify(cacheFrom)} is not one of the nodes (${nodes.names.join(", ")}), nor "none"`,
         this,
       );
     }
@@ -83,8 +96,7 @@ export class Builds extends pulumi.ComponentResource implements Stage<BuildSumma
       );
     this.distribute = buildDistribute(b);
     // Fan-out needs one node that builds: the cache source, else (cacheFrom none) the first.
-    const seed =
-      this.distribute === "fan-out" ? (args.cacheFrom ?? nodes.names[0]) : args.cacheFrom;
+    const seed = this.distribute === "fan-out" ? (cacheFrom ?? nodes.names[0]) : cacheFrom;
     const seedBuild =
       seed === undefined
         ? undefined

@@ -155,10 +155,12 @@ export class Fabric extends pulumi.ComponentResource implements Stage<FabricNode
   /** Per link and rail, keyed `<a>-<b>-rail<N>`. */
   readonly links: Readonly<Record<string, FabricLink>>;
   private readonly ends = new Map<FabricLink, readonly [string, string]>();
+  private readonly rails: FabricConfig["rails"];
 
   constructor(name: string, args: FabricArgs, opts?: pulumi.ComponentResourceOptions) {
     super("sparkform:index:Fabric", name, {}, opts);
     const cfg = args.fabric;
+    this.rails = cfg.rails;
     const names = args.nodes.names;
     const topology = cfg.topology ?? (names.length > 2 ? "switch" : "point-to-point");
     const fixtures = new Map<string, RdmaSource | null>();
@@ -242,6 +244,16 @@ export class Fabric extends pulumi.ComponentResource implements Stage<FabricNode
   }
 
   /** Every link and rail `node` is an end of. */
+  /**
+   * The addresses of `node`'s configured rails, prefix length dropped (what a worker on it may
+   * bind), known at preview; undefined when no rail is configured for it.
+   */
+  railAddresses(node: string): readonly string[] | undefined {
+    return Object.hasOwn(this.rails, node)
+      ? this.rails[node]?.map((r) => r.address.replace(/\/\d+$/, ""))
+      : undefined;
+  }
+
   linksOf(node: string): FabricLink[] {
     return Object.values(this.links).filter((l) => this.ends.get(l)?.includes(node));
   }

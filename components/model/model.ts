@@ -22,7 +22,12 @@ import {
   type GgufSummary,
   type ResolvedModel,
 } from "./resolve";
-import { MODEL_RETRIES_DEFAULT, MODEL_VERIFY_DEFAULT, MODELS_DIR_DEFAULT } from "./config";
+import {
+  MODEL_RETRIES_DEFAULT,
+  MODEL_VERIFY_DEFAULT,
+  MODELS_DIR_DEFAULT,
+  type StackModel,
+} from "./config";
 
 /** Bump when the provider's behaviour changes, so `up` rewrites it in state. */
 export const MODEL_PROVIDER_VERSION = "1";
@@ -82,35 +87,34 @@ export class ModelReplica extends SparkformResource<"ModelReplica", ModelReplica
 }
 
 export interface ModelArgs {
-  /** Hugging Face repo id, `org/name`. */
-  readonly repo: string;
-  /** A 40-hex commit, or (with `allowBranch`) a branch or tag name. */
-  readonly revision: string;
-  /** Files of the model; one shard of a split GGUF stands for all its shards. */
-  readonly files: readonly string[];
-  /** Expected SHA-256 per file; must agree with the hub (fail closed). */
-  readonly sha256?: Readonly<Record<string, string>>;
-  /** Allow `revision` to be a branch/tag (default false). */
-  readonly allowBranch?: boolean;
-  /** HF_ENDPOINT-style base URL (default https://huggingface.co). */
-  readonly endpoint?: string;
-  /** Bearer token (`config.getSecret("hfToken")`). */
-  readonly token?: pulumi.Input<string>;
-  /** Refresh check: "fast" (size + mtime, default) or "full" (re-hash). */
-  readonly verify?: "fast" | "full";
-  /** Where models live on the nodes (default `~/models`). */
-  readonly modelsDir?: string;
-  /** Resumed retries within one `up` after an interrupted download (default 2). */
-  readonly retries?: number;
-  /** Bytes each node must keep free beyond the model (default 0). */
-  readonly reserveBytes?: number;
   /** The nodes stage: each replica's connection and fabric address come from it. */
   readonly nodes: Nodes;
   /**
-   * Which nodes get the model, in order (default: all): the first downloads from the hub, the
-   * others copy from it over the fabric.
+   * `sparkform:model`, validated with its defaults resolved (StackModel,
+   * components/model/config.ts): `repo` (`org/name`), `revision` (a 40-hex commit, or with
+   * `allowBranch` a branch or tag), `files` (one shard of a split GGUF stands for all), `sha256`
+   * (expected per file; must agree with the hub), `endpoint` (HF_ENDPOINT-style base URL),
+   * `verify` (`fast`: size + mtime, or `full`: re-hash), `modelsDir` (default `~/models`),
+   * `retries` (resumed retries within one `up`), and `nodes`: which nodes get the model, in
+   * order (the first downloads from the hub, the others copy from it over the fabric).
    */
-  readonly on?: readonly string[];
+  readonly config: Pick<
+    StackModel,
+    | "repo"
+    | "revision"
+    | "files"
+    | "sha256"
+    | "allowBranch"
+    | "endpoint"
+    | "verify"
+    | "modelsDir"
+    | "retries"
+    | "nodes"
+  >;
+  /** Bearer token for the endpoint (`sparkform:hfToken`), a secret. Default: none. */
+  readonly token?: pulumi.Input<string>;
+  /** Bytes each node must keep free beyond the model. Default 0. */
+  readonly reserveBytes?: number;
 }
 
 /**
@@ -135,8 +139,8 @@ export class Model extends pulumi.ComponentResource implements Stage<ModelOnNode
 
   constructor(name: string, args: ModelArgs, opts?: pulumi.ComponentResourceOptions) {
     super("sparkform:index:Model", name, {}, opts);
-    const { nodes } = args;
-    this.names = args.on ?? nodes.names;
+    const { nodes, config: m } = args;
+    this.names = m.nodes;
     const unknown = this.names.filter((n) => !nodes.has(n));
     if (this.names.length === 0 || unknown.length > 0) {
       throw new pulumi.ResourceError(
@@ -144,7 +148,7 @@ export class Model extends pulumi.ComponentResource implements Stage<ModelOnNode
         this,
       );
     }
-    const endpoint = args.endpoint ?? PUBLIC_HUB;
+    const endpoint = m.endpoint ?? PUBLIC_HUB;
     // Tokens have no whitespace; a trailing newline (config set from a file) would break the header.
     const token = args.token
       ? pulumi.secret(pulumi.output(args.token).apply((t) => t.trim()))
@@ -157,11 +161,11 @@ export class Model extends pulumi.ComponentResource implements Stage<ModelOnNode
           return await resolveModel({
             endpoint,
             ...(token ? { token } : {}),
-            repo: args.repo,
-            revision: args.revision,
-            files: args.files,
-            sha256: args.sha256 ?? {},
-            allowBranch: args.allowBranch ?? false,
+            repo: m.repo,
+            revision: m.revision,
+            files: m.files,
+            sha256: m.sha256 ?? {},
+            allowBranch: m.allowBranch ?? false,
             cacheDir: defaultGgufCacheDir(),
           });
         } catch (err) {
@@ -182,10 +186,10 @@ export class Model extends pulumi.ComponentResource implements Stage<ModelOnNode
     const common = {
       repo: resolved.repo,
       commit: resolved.commit,
-      modelsDir: args.modelsDir ?? MODELS_DIR_DEFAULT,
+      modelsDir: m.modelsDir ?? MODELS_DIR_DEFAULT,
       files: resolved.files.apply((fs) => fs.map((f) => ({ ...f }))),
-      verify: args.verify ?? MODEL_VERIFY_DEFAULT,
-      retries: args.retries ?? MODEL_RETRIES_DEFAULT,
+      verify: m.verify ?? MODEL_VERIFY_DEFAULT,
+      retries: m.retries ?? MODEL_RETRIES_DEFAULT,
       ...(args.reserveBytes !== undefined ? { reserveBytes: args.reserveBytes } : {}),
     };
     // Targets may carry a private key: keep them encrypted in state. Every replica waits for

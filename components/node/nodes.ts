@@ -100,6 +100,11 @@ export class Nodes extends pulumi.ComponentResource implements Stage<SparkNodeFa
     return this.lookup(this.configs, node).fabricAddress;
   }
 
+  /** Where the control node reaches `node` (its configured management host), known at preview. */
+  managementAddress(node: string): string {
+    return this.lookup(this.configs, node).host;
+  }
+
   /** `node` as its peers reach it: connection plus fabric address. */
   peer(node: string): pulumi.Output<PeerSpec> {
     const fabricAddress = this.fabricAddress(node);

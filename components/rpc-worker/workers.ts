@@ -3,8 +3,6 @@
 // Takes the Nodes and Builds stages (and the Trees stage, for the client's protocol version).
 import * as pulumi from "@pulumi/pulumi";
 import type { Builds } from "../build/builds";
-import type { FabricConfig } from "../fabric/config";
-import type { NodeConfig } from "../node/config";
 import type { StackWorker } from "./config";
 import type { Fabric } from "../fabric/fabric";
 import type { Model } from "../model/model";
@@ -35,31 +33,33 @@ export interface WorkerEndpoint {
 }
 
 export interface RpcWorkersArgs {
+  /** The nodes stage: each node's connection, fabric address and management address. */
   readonly nodes: Nodes;
-  /** The validated `sparkform:nodes` (fabric and management addresses, known at preview). */
-  readonly nodeConfigs: readonly NodeConfig[];
+  /** The build stage: every worker runs its node's verified build, and waits for all of them. */
   readonly builds: Builds;
+  /** The tree stage: the client's ggml-rpc.h, for the protocol version. */
   readonly trees: Trees;
-  /** The node that runs the client (llama-server / llama-completion --rpc). */
-  readonly client: string;
-  /** The nodes that run a worker (never the client). */
-  readonly workers: readonly string[];
-  readonly port: number;
-  readonly threads: number;
-  readonly devices: readonly string[];
-  readonly cache: boolean;
-  readonly debug: boolean;
-  readonly rssLimitPercent: number;
-  readonly rssIntervalSeconds: number;
   /**
    * The Model stage: on a worker node that holds the model, its verified copy pre-warms the
-   * tensor cache (with `cache` on). Default: no pre-warm.
+   * tensor cache (with `config.cache` on). Default: no pre-warm.
    */
   readonly model?: Model;
-  /** Per node, every fabric address it has (the Fabric stage's rails); default: its fabricAddress. */
-  readonly fabricAddresses?: Readonly<Record<string, readonly string[]>>;
+  /**
+   * The Fabric stage: the workers start after its links are measured, and each may bind only
+   * its node's rail addresses. Default: each binds its node's fabricAddress.
+   */
+  readonly fabric?: Fabric;
   /** More resources every worker waits for (the serving stage's drain). Default: none. */
   readonly after?: readonly pulumi.Resource[];
+  /**
+   * `sparkform:worker`, validated with its defaults resolved (StackWorker,
+   * components/rpc-worker/config.ts): `client` (the node that runs llama-server / --rpc;
+   * default the first node), `nodes` (the worker nodes, never the client), `port` (TCP, default
+   * 50052), `threads` (0: the server's default), `devices` (`-d`; default all accelerators),
+   * `cache` (the tensor cache, default on), `debug` (GGML_RPC_DEBUG, default on), and the RSS
+   * guard's `rssLimitPercent` (of the node's memory) and `rssIntervalSeconds`.
+   */
+  readonly config: StackWorker;
 }
 
 export class RpcWorkers extends pulumi.ComponentResource implements Stage<WorkerSummary> {
@@ -72,16 +72,25 @@ export class RpcWorkers extends pulumi.ComponentResource implements Stage<Worker
   private readonly perNode: PerNode<RpcWorker>;
 
   constructor(name: string, args: RpcWorkersArgs, opts?: pulumi.ComponentResourceOptions) {
-    super("sparkform:index:RpcWorkers", name, {}, opts);
-    const { nodes, builds } = args;
+    // Every worker waits for every build and, with a fabric, for its links to be measured.
+    super(
+      "sparkform:index:RpcWorkers",
+      name,
+      {},
+      {
+        ...opts,
+        dependsOn: [...args.builds.ready, ...(args.fabric ? args.fabric.ready : [])],
+      },
+    );
+    const { nodes, builds, config: wc } = args;
     const fail = (msg: string): never => {
       throw new pulumi.ResourceError(msg, this);
     };
-    if (!nodes.has(args.client))
+    if (!nodes.has(wc.client))
       fail(
-        `sparkform:worker.client ${JSON.stringify(args.client)} is not one of the nodes (${nodes.names.join(", ")})`,
+        `sparkform:worker.client ${JSON.stringify(wc.client)} is not one of the nodes (${nodes.names.join(", ")})`,
       );
-    const clientPeer = nodes.peer(args.client);
+    const clientPeer = nodes.peer(wc.client);
     // What each build was made from, as its NativeBuild recorded it: the evidence that names
     // why two builds differ (components/build/difference.ts).
     const inputsOf = (n: string) => {
@@ -98,19 +107,18 @@ export class RpcWorkers extends pulumi.ComponentResource implements Stage<Worker
           builtOn,
         }));
     };
-    const configOf = (n: string) => args.nodeConfigs.find((c) => c.name === n);
-    const entries = args.workers.map((node) => {
+    const entries = wc.nodes.map((node) => {
       if (!nodes.has(node))
         fail(
           `sparkform:worker.nodes: ${JSON.stringify(node)} is not one of the nodes (${nodes.names.join(", ")})`,
         );
-      if (node === args.client)
+      if (node === wc.client)
         fail(`sparkform:worker.nodes: ${node} is the client; list only the other nodes`);
       const cfg = nodes.fabricAddress(node);
-      const clientFabric = nodes.fabricAddress(args.client);
+      const clientFabric = nodes.fabricAddress(wc.client);
       if (!cfg || !clientFabric)
         fail(
-          `sparkform:nodes: ${!cfg ? node : args.client} has no fabricAddress; the worker binds only to a fabric address and the client probes it over the fabric: set sparkform:nodes[].fabricAddress`,
+          `sparkform:nodes: ${!cfg ? node : wc.client} has no fabricAddress; the worker binds only to a fabric address and the client probes it over the fabric: set sparkform:nodes[].fabricAddress`,
         );
       const w = new RpcWorker(
         `${name}-${node}`,
@@ -121,29 +129,29 @@ export class RpcWorkers extends pulumi.ComponentResource implements Stage<Worker
             fabricAddress: clientFabric as string,
           })),
           bind: cfg as string,
-          managementAddress: configOf(node)?.host ?? "",
-          fabricAddresses: args.fabricAddresses?.[node] ?? [cfg as string],
-          port: args.port,
-          threads: args.threads,
-          devices: args.devices,
-          cache: args.cache,
-          debug: args.debug,
-          rssLimitPercent: args.rssLimitPercent,
-          rssIntervalSeconds: args.rssIntervalSeconds,
+          managementAddress: nodes.managementAddress(node),
+          fabricAddresses: args.fabric?.railAddresses(node) ?? [cfg as string],
+          port: wc.port,
+          threads: wc.threads,
+          devices: wc.devices,
+          cache: wc.cache,
+          debug: wc.debug,
+          rssLimitPercent: wc.rssLimitPercent,
+          rssIntervalSeconds: wc.rssIntervalSeconds,
           workerBuild: {
             installDir: builds.of(node).installDir,
             artifacts: builds.of(node).artifacts,
           },
           clientBuild: {
-            installDir: builds.of(args.client).installDir,
-            artifacts: builds.of(args.client).artifacts,
+            installDir: builds.of(wc.client).installDir,
+            artifacts: builds.of(wc.client).artifacts,
           },
           clientTree: args.trees.dest,
-          buildInputs: pulumi.all([inputsOf(node), inputsOf(args.client)]).apply(([w, c]) => ({
+          buildInputs: pulumi.all([inputsOf(node), inputsOf(wc.client)]).apply(([w, c]) => ({
             worker: w,
             client: c,
           })),
-          ...(args.cache && args.model?.names.includes(node)
+          ...(wc.cache && args.model?.names.includes(node)
             ? {
                 prewarm: (() => {
                   const r = args.model.of(node);
@@ -161,7 +169,7 @@ export class RpcWorkers extends pulumi.ComponentResource implements Stage<Worker
             parent: this,
             dependsOn: [
               builds.of(node),
-              builds.of(args.client),
+              builds.of(wc.client),
               ...(args.model?.names.includes(node) ? [args.model.of(node)] : []),
               ...(args.after ?? []),
             ],
@@ -171,15 +179,15 @@ export class RpcWorkers extends pulumi.ComponentResource implements Stage<Worker
       );
       return [node, w] as const;
     });
-    this.port = args.port;
-    this.endpoints = args.workers.map((node, k) => ({
+    this.port = wc.port;
+    this.endpoints = wc.nodes.map((node, k) => ({
       node,
       device: `RPC${k}`,
-      endpoint: `${nodes.fabricAddress(node) ?? ""}:${args.port}`,
+      endpoint: `${nodes.fabricAddress(node) ?? ""}:${wc.port}`,
     }));
     this.perNode = new PerNode(this, "rpc worker", entries);
     this.ready = this.perNode.values();
-    this.byNode = gatherByNode(args.workers, (n) => {
+    this.byNode = gatherByNode(wc.nodes, (n) => {
       const w = this.of(n);
       return {
         endpoint: w.endpoint,
@@ -197,69 +205,4 @@ export class RpcWorkers extends pulumi.ComponentResource implements Stage<Worker
   of(node: string): RpcWorker {
     return this.perNode.of(node);
   }
-}
-
-/** The stages the worker stage reads, as SparkCluster holds them. */
-export interface WorkerInputs {
-  readonly nodes: Nodes;
-  readonly builds: Builds;
-  readonly trees: Trees;
-  readonly model?: Model;
-  /** The Fabric stage: workers start after its links are measured, and bind only its rails. */
-  readonly fabric?: Fabric;
-  /** More resources every worker waits for (the serving stage's drain). */
-  readonly after?: readonly pulumi.Resource[];
-}
-
-/**
- * The worker stage from the validated config (`sparkform:worker`, with `sparkform:fabric`'s
- * rail addresses as the allowed binds when a fabric is configured): what SparkCluster calls.
- */
-export function rpcWorkersFor(
-  name: string,
-  stages: WorkerInputs,
-  config: {
-    readonly nodes: readonly NodeConfig[];
-    readonly worker?: StackWorker;
-    readonly fabric?: FabricConfig;
-  },
-  opts?: pulumi.ComponentResourceOptions,
-): RpcWorkers | undefined {
-  const w = config.worker;
-  if (!w) return undefined;
-  const rails = config.fabric?.rails;
-  return new RpcWorkers(
-    name,
-    {
-      nodes: stages.nodes,
-      nodeConfigs: config.nodes,
-      builds: stages.builds,
-      trees: stages.trees,
-      client: w.client,
-      workers: w.nodes,
-      port: w.port,
-      threads: w.threads,
-      devices: w.devices,
-      cache: w.cache,
-      debug: w.debug,
-      rssLimitPercent: w.rssLimitPercent,
-      rssIntervalSeconds: w.rssIntervalSeconds,
-      ...(stages.model ? { model: stages.model } : {}),
-      ...(stages.after ? { after: stages.after } : {}),
-      ...(rails
-        ? {
-            fabricAddresses: Object.fromEntries(
-              Object.entries(rails).map(([n, rs]) => [
-                n,
-                rs.map((r) => r.address.replace(/\/\d+$/, "")),
-              ]),
-            ),
-          }
-        : {}),
-    },
-    {
-      ...opts,
-      dependsOn: [...stages.builds.ready, ...(stages.fabric ? stages.fabric.ready : [])],
-    },
-  );
 }

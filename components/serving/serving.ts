@@ -27,14 +27,23 @@ export interface ServingSummary {
 }
 
 export interface ServingArgs {
+  /** The nodes stage: the client node's connection, and each worker's. */
   readonly nodes: Nodes;
+  /** The build stage: llama-server from the client node's verified build. */
   readonly builds: Builds;
+  /** The Model stage: the client's verified copy is what the server loads. */
   readonly model: Model;
   /** The worker stage: its endpoints (in rpcServers order) and each worker's state. */
   readonly workers: RpcWorkers;
+  /** The Fabric stage: its per-node summary goes into the serving summary. Default: none. */
   readonly fabric?: Fabric;
-  readonly server: StackServer;
-  /** `sparkform:serverApiKey` (required by a bind other than loopback). */
+  /**
+   * `sparkform:server`, validated with its defaults resolved and `node` (the client node;
+   * default the worker section's client) set (StackServer, components/serving/config.ts): the
+   * bind and port, context and batch sizes (tokens), cache types, split mode, the smoke, etc.
+   */
+  readonly config: StackServer;
+  /** `sparkform:serverApiKey` (required by a bind other than loopback). Default: none. */
   readonly apiKey?: pulumi.Output<string>;
 }
 
@@ -61,7 +70,7 @@ export class Serving extends pulumi.ComponentResource {
 
   constructor(name: string, args: ServingArgs, opts?: pulumi.ComponentResourceOptions) {
     super("sparkform:index:Serving", name, {}, opts);
-    const { nodes, builds, model, server: cfg } = args;
+    const { nodes, builds, model, config: cfg } = args;
     const client = cfg.node;
     const fail = (msg: string): never => {
       throw new pulumi.ResourceError(msg, this);

@@ -3,6 +3,7 @@
 import * as pulumi from "@pulumi/pulumi";
 import { type PreStageLayout, preStageAliases } from "../aliases";
 import type { Nodes } from "../node/nodes";
+import type { StackToolchain } from "./config";
 import { gatherByNode, PerNode, type Stage } from "../stage";
 import { Toolchain } from "./toolchain";
 
@@ -13,17 +14,17 @@ export interface ToolchainSummary {
 }
 
 export interface ToolchainsArgs {
+  /** The nodes stage: the toolchain goes to every node. */
   readonly nodes: Nodes;
-  /** The toolchain directory on every node, absolute or `~/...` (Spark: `~/.asdf`). */
-  readonly path: string;
-  /** The node that has it and copies it to the others (a name in `nodes`). */
-  readonly source: string;
-  /** Install directories relative to `path`, put on PATH directly (no shims). */
-  readonly binDirs: readonly string[];
-  /** Version probe argv, run with `binDirs` on PATH, e.g. `["elixir", "--version"]`. */
-  readonly probe: readonly string[];
-  /** Text the probe's output must contain, e.g. `Elixir 1.18`. */
-  readonly expect: string;
+  /**
+   * `sparkform:toolchain`, validated with `source` resolved (StackToolchain,
+   * components/toolchain/config.ts): `path` (the directory on every node, absolute or `~/...`;
+   * Spark: `~/.asdf`), `source` (the node that has it and copies it to the others; default the
+   * first node), `binDirs` (install directories relative to `path`, put on PATH directly, no
+   * shims), `probe` (version argv run with them on PATH) and `expect` (text the probe prints).
+   */
+  readonly config: Pick<StackToolchain, "path" | "source" | "binDirs" | "probe" | "expect">;
+  /** Where a stack made before the stage layout holds these resources (aliases). Default: none. */
   readonly preStage?: PreStageLayout;
 }
 
@@ -39,18 +40,18 @@ export class Toolchains extends pulumi.ComponentResource implements Stage<Toolch
 
   constructor(name: string, args: ToolchainsArgs, opts?: pulumi.ComponentResourceOptions) {
     super("sparkform:index:Toolchains", name, {}, opts);
-    const { nodes } = args;
-    if (!nodes.has(args.source)) {
+    const { nodes, config: tc } = args;
+    if (!nodes.has(tc.source)) {
       throw new pulumi.ResourceError(
-        `sparkform:toolchain.source ${JSON.stringify(args.source)} is not one of the nodes (${nodes.names.join(", ")})`,
+        `sparkform:toolchain.source ${JSON.stringify(tc.source)} is not one of the nodes (${nodes.names.join(", ")})`,
         this,
       );
     }
     const common = {
-      path: args.path,
-      binDirs: args.binDirs,
-      probe: args.probe,
-      expect: args.expect,
+      path: tc.path,
+      binDirs: tc.binDirs,
+      probe: tc.probe,
+      expect: tc.expect,
     };
     const childOpts = (node: string, extra: pulumi.CustomResourceOptions, connections?: string[]) =>
       nodes.childOpts(
@@ -58,20 +59,20 @@ export class Toolchains extends pulumi.ComponentResource implements Stage<Toolch
         connections,
       );
     const source = new Toolchain(
-      `${name}-${args.source}`,
-      { ...common, target: nodes.target(args.source) },
-      childOpts(args.source, { dependsOn: [...nodes.ready] }),
+      `${name}-${tc.source}`,
+      { ...common, target: nodes.target(tc.source) },
+      childOpts(tc.source, { dependsOn: [...nodes.ready] }),
     );
     const entries = nodes.names.map((node) => {
       const t =
-        node === args.source
+        node === tc.source
           ? source
           : new Toolchain(
               `${name}-${node}`,
               {
                 ...common,
                 target: nodes.target(node),
-                source: nodes.peer(args.source),
+                source: nodes.peer(tc.source),
                 expectedDigest: source.digest,
               },
               childOpts(node, { dependsOn: [...nodes.ready, source] }, ["target", "source"]),
@@ -80,7 +81,7 @@ export class Toolchains extends pulumi.ComponentResource implements Stage<Toolch
     });
     this.perNode = new PerNode(this, "toolchain", entries);
     this.ready = this.perNode.values();
-    this.binPath = args.binDirs.map((d) => `${args.path.replace(/\/+$/, "")}/${d}`);
+    this.binPath = tc.binDirs.map((d) => `${tc.path.replace(/\/+$/, "")}/${d}`);
     this.byNode = gatherByNode(nodes.names, (n) => {
       const t = this.of(n);
       return { digest: t.digest, probe: t.probeOutput, copiedBy: t.copiedBy };

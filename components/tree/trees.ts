@@ -4,7 +4,7 @@ import * as pulumi from "@pulumi/pulumi";
 import { existsSync, statSync } from "node:fs";
 import * as path from "node:path";
 import { type PreStageLayout, preStageAliases } from "../aliases";
-import type { Exclusion } from "./config";
+import type { Exclusion, TreeConfig } from "./config";
 import type { Nodes } from "../node/nodes";
 import { gatherByNode, PerNode, type Stage } from "../stage";
 import type { Toolchains } from "../toolchain/toolchains";
@@ -18,20 +18,20 @@ export interface TreeSummary {
 }
 
 export interface TreesArgs {
+  /** The nodes stage: the tree goes to every node. */
   readonly nodes: Nodes;
-  /** When set, each node's sync waits for its toolchain (a build may need both). */
+  /** The toolchain stage: each node's sync waits for its toolchain. Default: no wait. */
   readonly toolchain?: Toolchains;
   /**
-   * The working tree on the control node (uncommitted changes included), absolute or relative
-   * to `projectDir`.
+   * `sparkform:tree`, validated (TreeConfig, components/tree/config.ts): `source` (the working
+   * tree on the control node, uncommitted changes included, absolute or relative to
+   * `projectDir`), `dest` (the directory on every node, absolute or `~/...`) and `exclude`
+   * (rsync exclusions, each with its reason; the digest skips the same entries; default none).
    */
-  readonly source: string;
-  /** The directory relative `source` paths are relative to (the project). */
+  readonly config: Pick<TreeConfig, "source" | "dest" | "exclude">;
+  /** The directory relative `config.source` paths are relative to (the project). */
   readonly projectDir: string;
-  /** Directory on every node, absolute or `~/...`. */
-  readonly dest: string;
-  /** rsync exclusions, each with its reason; the digest skips the same entries. */
-  readonly exclude: readonly Exclusion[];
+  /** Where a stack made before the stage layout holds these resources (aliases). Default: none. */
   readonly preStage?: PreStageLayout;
 }
 
@@ -48,19 +48,19 @@ export class Trees extends pulumi.ComponentResource implements Stage<TreeSummary
 
   constructor(name: string, args: TreesArgs, opts?: pulumi.ComponentResourceOptions) {
     super("sparkform:index:Trees", name, {}, opts);
-    const { nodes } = args;
-    const source = path.resolve(args.projectDir, args.source);
+    const { nodes, config: tc } = args;
+    const source = path.resolve(args.projectDir, tc.source);
     if (!existsSync(source) || !statSync(source).isDirectory()) {
       throw new pulumi.ResourceError(
-        `sparkform:tree.source ${JSON.stringify(args.source)} is not a directory (resolved to ${source}): ` +
+        `sparkform:tree.source ${JSON.stringify(tc.source)} is not a directory (resolved to ${source}): ` +
           `point it at the working tree to sync`,
         this,
       );
     }
-    this.dest = args.dest;
+    this.dest = tc.dest;
     this.source = source;
-    this.exclude = args.exclude;
-    const d = localTreeDigest(source, args.exclude);
+    this.exclude = tc.exclude;
+    const d = localTreeDigest(source, tc.exclude);
     this.expected = { digest: d.digest, files: d.files, bytes: d.bytes };
     const entries = nodes.names.map(
       (node) =>
@@ -71,8 +71,8 @@ export class Trees extends pulumi.ComponentResource implements Stage<TreeSummary
             {
               target: nodes.target(node),
               source,
-              dest: args.dest,
-              exclude: args.exclude,
+              dest: tc.dest,
+              exclude: tc.exclude,
               expectedDigest: this.expected.digest,
             },
             nodes.childOpts({

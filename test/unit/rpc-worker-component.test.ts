@@ -5,10 +5,11 @@
 import * as pulumi from "@pulumi/pulumi";
 import { beforeAll, describe, expect, it } from "vitest";
 import type { Builds } from "../../components/build/builds";
+import type { Fabric } from "../../components/fabric/fabric";
 import { parseStackConfig } from "../../components/stack-config";
 import type { Model } from "../../components/model/model";
 import { Nodes } from "../../components/node/nodes";
-import { rpcWorkersFor } from "../../components/rpc-worker/workers";
+import { RpcWorkers } from "../../components/rpc-worker/workers";
 import type { Trees } from "../../components/tree/trees";
 
 interface Registered {
@@ -96,6 +97,16 @@ function stages(config: ReturnType<typeof parseStackConfig>) {
   return { nodes, builds, trees, model };
 }
 
+/** The worker stage as SparkCluster makes it: the stages it reads, plus its own section. */
+function workers(name: string, config: ReturnType<typeof parseStackConfig>, fabric?: Fabric) {
+  if (!config.worker) throw new Error("the test config has no sparkform:worker");
+  return new RpcWorkers(name, {
+    ...stages(config),
+    ...(fabric ? { fabric } : {}),
+    config: config.worker,
+  });
+}
+
 const inputsOf = (name: string) =>
   new Promise<Record<string, unknown>>((resolve) => {
     const t = setInterval(() => {
@@ -110,8 +121,8 @@ const inputsOf = (name: string) =>
 describe("RpcWorkers", () => {
   it("registers one RpcWorker per worker node, bound to its fabric address", async () => {
     const config = parseStackConfig(raw);
-    const w = rpcWorkersFor("t-worker", stages(config), config);
-    expect(w).toBeDefined();
+    const w = workers("t-worker", config);
+    expect(w.endpoints).toEqual([{ node: "spark-2", device: "RPC0", endpoint: "10.0.0.2:50052" }]);
     const inputs = await inputsOf("t-worker-spark-2");
     const r = registered.find((x) => x.name === "t-worker-spark-2");
     expect(r?.type).toBe("pulumi-nodejs:dynamic/sparkform:RpcWorker");
@@ -139,10 +150,16 @@ describe("RpcWorkers", () => {
     });
   });
 
-  it("no sparkform:worker, no stage", () => {
-    const { worker: _w, ...rest } = raw;
-    const config = parseStackConfig(rest);
-    expect(rpcWorkersFor("t2-worker", stages(config), config)).toBeUndefined();
+  it("with a Fabric stage, a worker may bind only its node's rail addresses", async () => {
+    const config = parseStackConfig(raw);
+    // The Fabric stage's answer for each node, as its rails are configured (prefix dropped).
+    const fabric = {
+      ready: [],
+      railAddresses: (n: string) => (n === "spark-2" ? ["10.0.0.2", "10.1.0.2"] : undefined),
+    } as unknown as Fabric;
+    workers("t2-worker", config, fabric);
+    const inputs = await inputsOf("t2-worker-spark-2");
+    expect(inputs).toMatchObject({ bind: "10.0.0.2", fabricAddresses: ["10.0.0.2", "10.1.0.2"] });
   });
 
   // Since issue 23 the config refuses it at the node's own key, before any stage is made.
