@@ -298,7 +298,7 @@ describe.skipIf(!isRoot)("NativeBuild on a simulated pair (real pulumi CLI)", ()
       writeStackConfig(bad, ["    preset: spark", "    flags: {LLAMA_CUDA_ARCH: null}"]);
       const preview = await cli.run(["preview", "-s", bad], { expectFailure: true });
       expect(preview.output).toContain(
-        "sparkform:build.flags.LLAMA_CUDA_ARCH is required with LLAMA_CPU_ARM_ARCH on a CUDA build",
+        "sparkform:build.flags.LLAMA_CUDA_ARCH: is required with LLAMA_CPU_ARM_ARCH on a CUDA build",
       );
       expect(preview.output).toContain("seven-architecture fat binary");
       expect(preview.output).not.toMatch(/\btree-spark-1\b.*create/);
