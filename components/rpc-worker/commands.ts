@@ -133,7 +133,7 @@ export function stoppedUnits(stdout: string): string[] {
 }
 
 /** The worker's log lines worth keeping from its head: the banner (endpoint, transport, devices). */
-const WORKER_LOG_MARKS = [
+export const WORKER_LOG_MARKS = [
   "Starting RPC server",
   "endpoint",
   "local cache",

@@ -23,8 +23,9 @@ import {
   parseWorkerStatus,
   statusCommand,
   workerPrograms,
+  WORKER_LOG_MARKS,
 } from "../../components/rpc-worker/commands";
-import { serverStatusCommand } from "../../components/serving/server-plan";
+import { SERVER_LOG_MARKS, serverStatusCommand } from "../../components/serving/server-plan";
 import { parseServerStatus } from "../../components/serving/node-output";
 import { type Measured, runMeasured } from "../support/peak-rss";
 
@@ -82,24 +83,6 @@ function expectBounded(r: Measured) {
   ).toEqual({ status: 0, peakUnder64MiB: true, under5s: true });
 }
 
-const WORKER_MARKS = [
-  "Starting RPC server",
-  "endpoint",
-  "local cache",
-  "transport",
-  "RDMA",
-  "Devices",
-  "MiB",
-];
-const SERVER_MARKS = [
-  "load_tensors:",
-  "llama_kv_cache:",
-  "llama_model_load",
-  "error",
-  "failed",
-  "rpc",
-  "RPC",
-];
 // What a small log holds that a reader could get wrong: marks in the middle, blank lines,
 // \r\n and a lone \r, bytes that are not UTF-8, a form feed (str.splitlines splits there).
 const tricky = (marks: string[]) =>
@@ -144,11 +127,13 @@ describe("native/unit/status.py reads a bounded head and tail of the worker's lo
 
   it("a small log: log is what the whole-file reading gave; TAIL exactly the last N lines", () => {
     mkdirSync(state, { recursive: true });
-    writeFileSync(log, tricky(WORKER_MARKS));
-    writeFileSync(path.join(state, "guard-50052.log"), tricky(WORKER_MARKS));
+    writeFileSync(log, tricky(WORKER_LOG_MARKS));
+    writeFileSync(path.join(state, "guard-50052.log"), tricky(WORKER_LOG_MARKS));
     const r = status("30");
-    expect(r.out?.log).toEqual(oracle(log, 400, WORKER_MARKS));
-    expect(r.out?.guardLog).toEqual(oracle(path.join(state, "guard-50052.log"), 20, WORKER_MARKS));
+    expect(r.out?.log).toEqual(oracle(log, 400, WORKER_LOG_MARKS));
+    expect(r.out?.guardLog).toEqual(
+      oracle(path.join(state, "guard-50052.log"), 20, WORKER_LOG_MARKS),
+    );
     const all = oracle(log, 1_000_000, []);
     expect(r.out?.tail).toEqual(all.slice(-30));
     expect(status("100000").out?.tail).toEqual(all);
@@ -195,7 +180,7 @@ describe("native/unit/status.py reads a bounded head and tail of the server's lo
 
   it("a small log: the same lines as the whole-file reading gave", () => {
     mkdirSync(path.dirname(log), { recursive: true });
-    writeFileSync(log, tricky(SERVER_MARKS));
-    expect(status().out?.log).toEqual(oracle(log, 200, SERVER_MARKS));
+    writeFileSync(log, tricky(SERVER_LOG_MARKS));
+    expect(status().out?.log).toEqual(oracle(log, 200, SERVER_LOG_MARKS));
   });
 });
