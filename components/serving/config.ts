@@ -185,9 +185,6 @@ export const serverConfigSchema = z
 
 export type ServerConfig = z.infer<typeof serverConfigSchema>;
 
-/** Loopback addresses, in any spelling (`::ffff:127.0.0.1` too): the only binds that need no API key. */
-export const isLoopback = isLoopbackAddress;
-
 /** How to set the API key, as every message about it says it. */
 export const SERVER_API_KEY_FIX =
   'pulumi config set --secret sparkform:serverApiKey "$(openssl rand -hex 32)"';
@@ -243,7 +240,7 @@ export function crossCheck(
       );
   }
   const bind = server.bind;
-  if (bind !== undefined && !isLoopback(bind) && !ctx.secrets.has("serverApiKey")) {
+  if (bind !== undefined && !isLoopbackAddress(bind) && !ctx.secrets.has("serverApiKey")) {
     ctx.add(
       ["server", "bind"],
       `${bind} is not loopback, so every host that reaches it could use the server, and ` +

@@ -4,7 +4,8 @@
 // Takes the Nodes, Builds, Model and RpcWorkers stages (and Fabric, for the evidence).
 import * as pulumi from "@pulumi/pulumi";
 import type { Builds } from "../build/builds";
-import { isLoopback, type StackServer } from "./config";
+import { isLoopbackAddress } from "../config/address";
+import type { StackServer } from "./config";
 import type { Fabric } from "../fabric/fabric";
 import type { Model } from "../model/model";
 import type { Nodes } from "../node/nodes";
@@ -83,7 +84,7 @@ export class Serving extends pulumi.ComponentResource {
       fail(
         `sparkform:server.node ${client} has no copy of the model: add it to sparkform:model.nodes`,
       );
-    if (!isLoopback(cfg.bind) && !args.apiKey)
+    if (!isLoopbackAddress(cfg.bind) && !args.apiKey)
       fail(
         `sparkform:server.bind ${cfg.bind} is not loopback, and the server would answer anyone on that network: ` +
           "set the secret `pulumi config set --secret sparkform:serverApiKey <key>`, or bind 127.0.0.1",
