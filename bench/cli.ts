@@ -8,14 +8,23 @@
 // `run (cold cache)` deletes the stack cache before each sample: what the first `run` after a
 // `pulumi up` or a config change costs. One untimed run of each variant warms the OS caches.
 import { spawnSync } from "node:child_process";
-import { existsSync, mkdirSync, readdirSync, readFileSync, rmSync, statSync } from "node:fs";
+import {
+  appendFileSync,
+  existsSync,
+  mkdirSync,
+  readdirSync,
+  readFileSync,
+  rmSync,
+  statSync,
+  writeFileSync,
+} from "node:fs";
 import * as path from "node:path";
 import { readStack } from "../cli/stack";
 import { repoRoot, stateDir } from "../setup/pulumi/env";
 import { tailMarkdown } from "./report-tail";
 import { fmt, load1, rotation, summarize, type Summary } from "./stats";
 
-export const CLI_ITEMS = ["cli", "run"] as const;
+export const CLI_ITEMS = ["cli", "run", "sync"] as const;
 
 interface Variant {
   readonly name: string;
@@ -156,7 +165,77 @@ function variants(items: readonly string[], stack: string, node: string, base?: 
       });
     }
   }
+  if (items.includes("sync")) v.push(...syncVariants(stack, base));
   return v;
+}
+
+/**
+ * Issue 25 goal 3: `sparkform sync` of the stack's tree, warm and with one file edited before
+ * each sample, against bench/sync-baseline.sh (rsync + a full sha256 of the copy on every node
+ * at once) to a directory of its own beside the tree, with fresh ssh connections (as each
+ * sparkform command makes its own) and with a master kept between runs.
+ */
+function syncVariants(stack: string, base?: string): Variant[] {
+  const view = readStack(stack);
+  const tree = view.config.tree;
+  if (!tree) throw new Error(`stack ${stack} has no sparkform:tree to sync`);
+  const edited = readdirSync(tree.source, { recursive: true, withFileTypes: true }).find(
+    (e) => e.isFile() && e.name.endsWith(".cpp"),
+  );
+  if (!edited) throw new Error(`no .cpp file in ${tree.source} to edit`);
+  const file = path.join(edited.parentPath, edited.name);
+  syncEdits.set(file, syncEdits.get(file) ?? readFileSync(file));
+  let n = 0;
+  const edit = () => appendFileSync(file, `// bench edit ${++n}\n`);
+  const baseline = (mode: string) => [
+    "bash",
+    path.join(repoRoot, "bench", "sync-baseline.sh"),
+    view.config.sshConfigPath ?? "/dev/null",
+    mode,
+    tree.source,
+    `${tree.dest.replace(/^~\/?/, "")}-bench-baseline`,
+    ...view.config.nodes.map((x) => x.name),
+    "--",
+    // rsync filter rules as TreeSync writes them (components/tree/digest.ts rsyncExcludes; that
+    // module loads the transport, which this tsx-run bench cannot require).
+    ...tree.exclude.map((e) =>
+      e.path !== undefined ? `/${e.path.replace(/\/+$/, "")}` : (e.name ?? ""),
+    ),
+  ];
+  const sync = (dir: string) => [
+    process.execPath,
+    path.join(dir, "bin", "sparkform.js"),
+    "sync",
+    "--stack",
+    stack,
+  ];
+  return [
+    { name: "sync", item: "sync", argv: sync(repoRoot), cwd: repoRoot },
+    {
+      name: "sync (one file edited)",
+      item: "sync",
+      argv: sync(repoRoot),
+      cwd: repoRoot,
+      before: edit,
+    },
+    { name: "rsync + sha256 (fresh ssh)", item: "sync", argv: baseline("fresh"), cwd: repoRoot },
+    {
+      name: "rsync + sha256 (fresh ssh, one file edited)",
+      item: "sync",
+      argv: baseline("fresh"),
+      cwd: repoRoot,
+      before: edit,
+    },
+    { name: "rsync + sha256 (ssh master)", item: "sync", argv: baseline("master"), cwd: repoRoot },
+    ...(base ? [{ name: "base sync", item: "sync" as const, argv: sync(base), cwd: base }] : []),
+  ];
+}
+
+/** Files the sync item edits, with their text before the bench: put back by `restoreSyncEdits`. */
+const syncEdits = new Map<string, Buffer>();
+function restoreSyncEdits(): void {
+  for (const [f, text] of syncEdits) writeFileSync(f, text);
+  syncEdits.clear();
 }
 
 /**
@@ -184,24 +263,13 @@ function once(v: Variant): { exitCode: number; output: string; cpu?: number } {
   };
 }
 
-export function runCli(opts: {
-  items: readonly string[];
-  stack: string;
-  node: string;
-  runs: number;
-  base?: string;
-  log: (s: string) => void;
-}): CliResult {
-  const vs = variants(opts.items, opts.stack, opts.node, opts.base);
-  const failures: string[] = [];
-  opts.log(`cli: warming ${vs.length} variants`);
-  for (const v of vs) {
-    v.before?.();
-    const r = once(v);
-    if (r.exitCode !== 0)
-      failures.push(`warm-up ${v.name}: exit ${r.exitCode}\n${r.output.slice(-2000)}`);
-  }
-  const samples: CliSample[] = [];
+/** The timed rounds: every variant once per round, the order rotated each round. */
+function rounds(
+  vs: readonly Variant[],
+  opts: { stack: string; runs: number; log: (s: string) => void },
+  samples: CliSample[],
+  failures: string[],
+): void {
   for (let round = 0; round < opts.runs; round++) {
     opts.log(`cli: round ${round + 1}/${opts.runs}`);
     for (const v of rotation(vs, round)) {
@@ -225,12 +293,53 @@ export function runCli(opts: {
         failures.push(`${v.name} round ${round}: exit ${r.exitCode}\n${r.output.slice(-2000)}`);
     }
   }
+}
+
+/** Remove the baseline's own copies from the nodes (the bench made them). */
+function cleanSyncBaseline(stack: string): void {
+  const view = readStack(stack);
+  const dest = `${(view.config.tree?.dest ?? "").replace(/^~\/?/, "")}-bench-baseline`;
+  for (const n of view.config.nodes) {
+    spawnSync("ssh", [
+      ...(view.config.sshConfigPath ? ["-F", view.config.sshConfigPath] : []),
+      n.name,
+      `rm -rf -- '${dest}'`,
+    ]);
+  }
+}
+
+export function runCli(opts: {
+  items: readonly string[];
+  stack: string;
+  node: string;
+  runs: number;
+  base?: string;
+  log: (s: string) => void;
+}): CliResult {
+  const vs = variants(opts.items, opts.stack, opts.node, opts.base);
+  const failures: string[] = [];
+  opts.log(`cli: warming ${vs.length} variants`);
+  for (const v of vs) {
+    v.before?.();
+    const r = once(v);
+    if (r.exitCode !== 0)
+      failures.push(`warm-up ${v.name}: exit ${r.exitCode}\n${r.output.slice(-2000)}`);
+  }
+  const samples: CliSample[] = [];
+  try {
+    rounds(vs, opts, samples, failures);
+  } finally {
+    restoreSyncEdits();
+  }
   const traces: Record<string, TraceRow[]> = {};
-  for (const v of vs.filter((x) => x.name.startsWith("run -- true"))) {
+  // The sync's trace also puts the restored tree back on the nodes (and in the state).
+  for (const v of vs.filter((x) => x.name.startsWith("run -- true") || x.name === "sync")) {
     v.before?.();
     const rows = traceProcesses(v.argv, v.cwd);
     if (rows) traces[v.name] = rows;
+    else if (v.name === "sync") once(v);
   }
+  if (opts.items.includes("sync")) cleanSyncBaseline(opts.stack);
   const summary: Record<string, Summary> = {};
   for (const v of vs)
     summary[v.name] = summarize(samples.filter((s) => s.variant === v.name).map((s) => s.seconds));
@@ -325,6 +434,34 @@ export function traceProcesses(argv: readonly string[], cwd: string): TraceRow[]
   return rows.sort((a, b) => a.startMs - b.startMs);
 }
 
+/** The sync rows: each sync against twice its baseline (goal 3), fresh ssh and ssh master. */
+function syncRows(
+  s: Record<string, Summary>,
+  row: (name: string, goal: string, met?: boolean) => string | undefined,
+): (string | undefined)[] {
+  const twice = (name: string, baseline: string) => {
+    const b = s[baseline]?.median;
+    const m = s[name]?.median;
+    if (b === undefined || m === undefined) return undefined;
+    return row(
+      name,
+      `≤ 2 × \`${baseline}\` = ${(2 * b).toFixed(3)} s (here ${(m / b).toFixed(2)}×)`,
+      m <= 2 * b,
+    );
+  };
+  return [
+    row("rsync + sha256 (fresh ssh)", "the baseline"),
+    row("rsync + sha256 (fresh ssh, one file edited)", "the baseline, one file edited"),
+    row("rsync + sha256 (ssh master)", "the baseline, warm ssh master"),
+    twice("sync", "rsync + sha256 (fresh ssh)"),
+    twice("sync (one file edited)", "rsync + sha256 (fresh ssh, one file edited)"),
+    s["sync"] && s["rsync + sha256 (ssh master)"]
+      ? `| (the same \`sync\`) | | | against the warm ssh master: ${((s["sync"] as Summary).median / (s["rsync + sha256 (ssh master)"] as Summary).median).toFixed(2)}× | — |`
+      : undefined,
+    row("base sync", "before"),
+  ];
+}
+
 export function cliMarkdown(r: CliResult): string {
   const s = r.summary;
   const cpu = (name: string) => {
@@ -369,6 +506,7 @@ export function cliMarkdown(r: CliResult): string {
     runGap("run -- true (cache hits)"),
     runGap("run -- true (cold cache)"),
     runGap("base run -- true"),
+    ...syncRows(s, row),
   ].filter((l): l is string => l !== undefined);
   const traced = Object.entries(r.traces).flatMap(([name, rows]) => [
     `\`${name}\` under \`strace -f\` (one run after the rounds; every process it started, from the CLI's own exec):`,

@@ -137,7 +137,11 @@ async function main(): Promise<number> {
       log,
     });
     results.cli = r;
-    md.push("## Issue 25: the CLI's start and `run` against a fresh ssh", "", cliMarkdown(r));
+    md.push(
+      "## Issue 25: the CLI's start, `run` against a fresh ssh, `sync` against rsync + sha256",
+      "",
+      cliMarkdown(r),
+    );
   }
   const loadEnd = load1();
   const date = started.toISOString().slice(0, 10);

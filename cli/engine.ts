@@ -77,3 +77,25 @@ export function upTargets(stack: string, urns: readonly string[], o: { refresh: 
   );
   return r.status ?? 1;
 }
+
+/**
+ * `pulumi refresh` of `urns` only: each resource reads the node again and the state records what
+ * it found. Returns the engine's exit code and its output (for a failure to show).
+ */
+export function refreshTargets(
+  stack: string,
+  urns: readonly string[],
+): { code: number; output: string } {
+  const r = pulumi(
+    [
+      "refresh",
+      "--yes",
+      "--skip-preview",
+      "--non-interactive",
+      ...urns.flatMap((u) => ["--target", u]),
+    ],
+    stack,
+    true,
+  );
+  return { code: r.status ?? 1, output: `${r.stdout}${r.stderr}`.trim() };
+}

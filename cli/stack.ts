@@ -20,7 +20,11 @@ export interface StackView {
   /** The stack's name as given, or the selected stack. */
   readonly name: string | undefined;
   readonly config: StackConfigData;
-  /** `pulumi stack output --json`, validated once (stack-outputs.ts): facts, tree, build, model, … */
+  /**
+   * `pulumi stack output --json`, validated once (stack-outputs.ts): facts, tree, build, model, …
+   * Read on first use: a command that needs only the config and the targets (`sync`) never
+   * starts pulumi for them.
+   */
   readonly outputs: StackOutputs;
   /** How the control node reaches `node` (the stack's pinned host key, its key). */
   target(node: string): SshTarget;
@@ -118,12 +122,14 @@ export function readStack(name: string | undefined, projectDir = repoRoot): Stac
   // is read again, so the schema's error says so.
   if (read.config.tree && !isDirectory(read.config.tree.source)) read = readC();
   const { config, targets, privateKey } = read;
-  const outputs = readOutputs(stack, projectDir);
+  let outputs: StackOutputs | undefined;
   let key: string | undefined;
   return {
     name,
     config,
-    outputs,
+    get outputs() {
+      return (outputs ??= readOutputs(stack, projectDir));
+    },
     target(node) {
       const t = Object.hasOwn(targets, node) ? targets[node] : undefined;
       if (!t) {

@@ -1,8 +1,8 @@
 // The tree digest (native/tree/tree-digest.py, algorithm sparkform-tree-v1): the same script runs on
 // the control node and, fed through ssh, on every node, so both sides compute it identically.
-import { execFileSync } from "node:child_process";
+import { execFile, execFileSync } from "node:child_process";
 import { createHash } from "node:crypto";
-import { realpathSync } from "node:fs";
+import { existsSync, realpathSync } from "node:fs";
 import * as os from "node:os";
 import * as path from "node:path";
 import { childEnv } from "../transport";
@@ -139,28 +139,87 @@ export function treeDigestCacheFile(
 }
 
 /**
+ * Where a node keeps its file hashes for one synced tree (the script's --cache, `~` expanded on
+ * the node): named by the tree's directory as configured and its exclusions, outside the tree so
+ * rsync --delete and the digest never see it. TreeSync's destroy removes it with the tree.
+ */
+export function nodeTreeDigestCacheFile(
+  dest: string,
+  exclude: readonly Pick<Exclusion, "path" | "name">[],
+): string {
+  const key = createHash("sha256")
+    .update(JSON.stringify([dest, exclusionArgs(exclude)]))
+    .digest("hex");
+  return `~/.cache/sparkform/tree-digest/${key.slice(0, 32)}.json`;
+}
+
+function localDigestArgs(
+  root: string,
+  exclude: readonly Pick<Exclusion, "path" | "name">[],
+  manifest: boolean,
+): string[] {
+  return [
+    TREE_DIGEST_SCRIPT_PATH,
+    root,
+    ...exclusionArgs(exclude),
+    ...(manifest ? ["--manifest"] : []),
+    ...["--cache", treeDigestCacheFile(root, exclude)],
+  ];
+}
+
+/**
+ * The control node's python3 for the digest (standard library only, any 3.8+): the system's
+ * own when there is one. A version manager's `python3` shim on PATH (pyenv) is a chain of shell
+ * scripts that costs ~0.8 s before Python starts, on every digest of every preview and sync.
+ * SPARKFORM_PYTHON names another.
+ */
+export function controlPython(): string {
+  if (process.env.SPARKFORM_PYTHON) return process.env.SPARKFORM_PYTHON;
+  return existsSync(SYSTEM_PYTHON) ? SYSTEM_PYTHON : "python3";
+}
+const SYSTEM_PYTHON = "/usr/bin/python3";
+
+// childEnv: python3 must not inherit PULUMI_CONFIG (decrypted secrets) from the program.
+const LOCAL_DIGEST_OPTIONS = { encoding: "utf8", maxBuffer: 256 * 1024 * 1024 } as const;
+
+/**
  * Digest of a directory on the control node. File hashes are reused while a file's (device,
- * inode, size, mtime, ctime) is unchanged (tree-digest.py --cache); the nodes' side of the proof
- * always hashes every byte.
+ * inode, size, mtime, ctime) is unchanged (tree-digest.py --cache), as on the nodes.
  */
 export function localTreeDigest(
   root: string,
   exclude: readonly Pick<Exclusion, "path" | "name">[],
   manifest = false,
 ): TreeDigest {
-  const out = execFileSync(
-    "python3",
-    [
-      TREE_DIGEST_SCRIPT_PATH,
-      root,
-      ...exclusionArgs(exclude),
-      ...(manifest ? ["--manifest"] : []),
-      ...["--cache", treeDigestCacheFile(root, exclude)],
-    ],
-    // childEnv: python3 must not inherit PULUMI_CONFIG (decrypted secrets) from the program.
-    { encoding: "utf8", maxBuffer: 256 * 1024 * 1024, env: childEnv() },
-  );
+  const out = execFileSync(controlPython(), localDigestArgs(root, exclude, manifest), {
+    ...LOCAL_DIGEST_OPTIONS,
+    env: childEnv(),
+  });
   return parseTreeDigest(out, "the control node");
+}
+
+/** localTreeDigest without blocking the process (a provider serving other resources meanwhile). */
+export function localTreeDigestAsync(
+  root: string,
+  exclude: readonly Pick<Exclusion, "path" | "name">[],
+): Promise<TreeDigest> {
+  return new Promise((resolve, reject) => {
+    execFile(
+      controlPython(),
+      localDigestArgs(root, exclude, false),
+      { ...LOCAL_DIGEST_OPTIONS, env: childEnv() },
+      (err, stdout) => {
+        if (err) reject(err);
+        else {
+          try {
+            resolve(parseTreeDigest(stdout, "the control node"));
+          } catch (e) {
+            reject(e as Error);
+          }
+        }
+      },
+    );
+  });
 }
 
 /** The first `limit` paths whose entries differ between two manifests, in path order. */

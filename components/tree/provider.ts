@@ -6,12 +6,14 @@ import type { ProviderImpl } from "../providers/delegate";
 import { changedKeys } from "../providers/diff";
 import { progress, since } from "../providers/progress";
 import { remoteTreeDigest } from "./remote-digest";
-import { deletableOperand, openNode, type SshTarget } from "../transport";
+import { deletableOperand, homeRelative, openNode, type SshTarget } from "../transport";
 import { prepareDir, removeDir } from "./node-dir";
 import {
   differingPaths,
   exclusionArgs,
   localTreeDigest,
+  localTreeDigestAsync,
+  nodeTreeDigestCacheFile,
   rsyncExcludes,
   TREE_DIGEST_PROGRAM,
   type TreeDigest,
@@ -48,16 +50,44 @@ export interface TreeSyncOutputs extends TreeSyncInputs {
 function remoteDigest(inputs: TreeSyncInputs, manifest: boolean): Promise<TreeDigest | undefined> {
   const program = programFor(inputs.digestProgram, TREE_DIGEST_PROGRAM);
   return remoteTreeDigest(openNode(inputs.target), program, inputs.dest, {
-    args: [...exclusionArgs(inputs.exclude), ...(manifest ? ["--manifest"] : [])],
+    args: [
+      ...exclusionArgs(inputs.exclude),
+      ...(manifest ? ["--manifest"] : []),
+      ...["--cache", nodeTreeDigestCacheFile(inputs.dest, inputs.exclude)],
+    ],
     step: "tree digest",
   });
+}
+
+/**
+ * The control node's digest of a source, once per provider process and source: every node's
+ * TreeSync of one stack asks for the same one.
+ */
+const controlDigests = new Map<string, Promise<string | undefined>>();
+function controlDigest(source: string, exclude: Exclusion[]): Promise<string | undefined> {
+  const key = JSON.stringify([source, exclusionArgs(exclude)]);
+  let d = controlDigests.get(key);
+  if (!d) {
+    // A source this machine does not have (another operator's checkout) is no evidence either way.
+    d = localTreeDigestAsync(source, exclude).then(
+      (r) => r.digest,
+      () => undefined,
+    );
+    controlDigests.set(key, d);
+  }
+  return d;
 }
 
 function outputs(inputs: TreeSyncInputs, d: TreeDigest | undefined): TreeSyncOutputs {
   return { ...inputs, digest: d?.digest ?? "", files: d?.files ?? 0, bytes: d?.bytes ?? 0 };
 }
 
-async function sync(inputs: TreeSyncInputs): Promise<TreeSyncOutputs> {
+/**
+ * rsync the control node's tree to the node, then prove the copy by digest (an error naming the
+ * differing paths when it does not match). `up` runs it as the resource's create and update;
+ * `sparkform sync` runs it directly, then records the result with a targeted refresh.
+ */
+export async function syncTree(inputs: TreeSyncInputs): Promise<TreeSyncOutputs> {
   const node = openNode(inputs.target);
   // On the node, just before the --delete: the destination resolves to a directory strictly
   // inside the home (or an absolute one away from it), not through a symlink (node-dir.ts).
@@ -101,15 +131,29 @@ async function sync(inputs: TreeSyncInputs): Promise<TreeSyncOutputs> {
 export async function create(
   inputs: TreeSyncInputs,
 ): Promise<pulumi.dynamic.CreateResult<TreeSyncOutputs>> {
-  return { id: `${inputs.target.name}:${inputs.dest}`, outs: await sync(inputs) };
+  return { id: `${inputs.target.name}:${inputs.dest}`, outs: await syncTree(inputs) };
 }
 
-/** Refresh: re-digest the node's copy; an edited, added or removed file changes it. */
+/**
+ * Refresh: re-digest the node's copy; an edited, added or removed file changes it. A copy that
+ * now equals the control node's tree (`sparkform sync` put it there, between two `up`s) records
+ * that tree's digest as the expected one too: the node is where the stack wants it, so the next
+ * refresh and preview agree. The control node's tree is digested only when the node's copy
+ * moved, so a quiet refresh does not pay for it; an edit on the control node alone changes
+ * nothing here (preview shows it as an update, as before).
+ */
 export async function read(
   id: string,
   props: TreeSyncOutputs,
 ): Promise<pulumi.dynamic.ReadResult<TreeSyncOutputs>> {
-  return { id, props: outputs(props, await remoteDigest(props, false)) };
+  const got = await remoteDigest(props, false);
+  let expectedDigest = props.expectedDigest;
+  if (got && got.digest !== props.expectedDigest) {
+    if ((await controlDigest(props.source, props.exclude)) === got.digest) {
+      expectedDigest = got.digest;
+    }
+  }
+  return { id, props: outputs({ ...props, expectedDigest }, got) };
 }
 
 export async function diff(
@@ -139,7 +183,7 @@ export async function update(
   _olds: TreeSyncOutputs,
   news: TreeSyncInputs,
 ): Promise<pulumi.dynamic.UpdateResult<TreeSyncOutputs>> {
-  return { outs: await sync(news) };
+  return { outs: await syncTree(news) };
 }
 
 /** Destroy removes the synced tree (it was created by this resource), never a home or root. */
@@ -147,7 +191,17 @@ export async function deleteTree(_id: string, props: TreeSyncOutputs): Promise<v
   // At least 2 components under $HOME (never ~/src itself) or under / (paths.ts).
   const operand = deletableOperand(props.dest, { node: props.target.name, minHomeDepth: 2 });
   // And again on the node, where a symlink or a resolved $HOME can still make it something else.
-  await removeDir(openNode(props.target), "rm", operand, { step: "remove tree" });
+  const node = openNode(props.target);
+  await removeDir(node, "rm", operand, { step: "remove tree" });
+  // And the node's file hashes for it (tree-digest.py --cache), which only this resource wrote.
+  await node.run(
+    {
+      script: 'rm -f -- "$HOME/$1"',
+      args: [homeRelative(nodeTreeDigestCacheFile(props.dest, props.exclude ?? []))],
+      display: `rm -f ${nodeTreeDigestCacheFile(props.dest, props.exclude ?? [])}`,
+    },
+    { step: "remove tree digest cache", timeoutMs: 60_000 },
+  );
 }
 export { deleteTree as delete };
 

@@ -22,11 +22,14 @@ Files are hashed by a pool of threads, one per core (hashlib releases the GIL wh
 so a node with many cores proves its copy in a fraction of one core's time; the records and the
 digest do not depend on the order the hashes finish in.
 
---cache FILE (the control node only; the nodes always hash every byte): keep each file's sha256
-with its (device, inode, size, mtime_ns, ctime_ns) and reuse it while all five are unchanged, as
-git's index and rsync's quick check do. ctime cannot be set from user space, so any write,
-rename or chmod invalidates the entry; a file whose times are within 2 s of its hashing is not
-cached (a write in the same clock tick could leave its times unchanged).
+--cache FILE (`~` expanded): keep each file's sha256 with its (device, inode, size, mtime_ns,
+ctime_ns) and reuse it while all five are unchanged, as git's index and rsync's quick check do.
+ctime cannot be set from user space, so any write, rename or chmod invalidates the entry: a file
+edited in place and `touch`ed back to its old mtime is still hashed again, which rsync's own
+quick check (size and mtime) would miss. A file whose times are within 2 s of its hashing is not
+cached (a write in the same clock tick could leave its times unchanged). The control node and
+the nodes both keep one per tree; rsync writes each file it changes under a temporary name and
+renames it (a new inode), so after a sync only the changed files are hashed again.
 """
 import argparse
 import concurrent.futures
@@ -156,10 +159,11 @@ def main():
         print(json.dumps({"algorithm": ALGORITHM, "error": "missing", "root": args.root}))
         return 3
     entries = walk(root, {os.fsencode(p.strip("/")) for p in args.exclude_path}, args.exclude_name)
-    cache = load_cache(args.cache, root) if args.cache else None
+    cache_file = os.path.expanduser(args.cache) if args.cache else None
+    cache = load_cache(cache_file, root) if cache_file else None
     records = hash_files(entries, cache, max(1, args.jobs))
-    if args.cache:
-        save_cache(args.cache, root, cache)
+    if cache_file:
+        save_cache(cache_file, root, cache)
     h = hashlib.sha256()
     for rel, kind, mode, value, _size in records:
         h.update(rel + b"\0" + kind.encode() + b"\0" + mode.encode() + b"\0" + value.encode("utf-8", "surrogateescape") + b"\0")

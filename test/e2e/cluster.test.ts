@@ -20,7 +20,7 @@ import * as path from "node:path";
 import { execa } from "execa";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { parseFacts } from "../../components/node/facts";
-import { localTreeDigest } from "../../components/tree/digest";
+import { localTreeDigest, nodeTreeDigestCacheFile } from "../../components/tree/digest";
 import { repoRoot } from "../../setup/pulumi/env";
 import { policyPackArgs } from "../../setup/pulumi/policy";
 import { simDown, simExec, simLink, simUp } from "../../sim/index";
@@ -196,7 +196,18 @@ describe.skipIf(!isRoot)("sparkform on a simulated pair (real pulumi CLI)", () =
 
   it("a byte changed on spark-2 is drift on that node's TreeSync only; up repairs it", async () => {
     const file = `/home/spark/src/e2e-${process.pid}/src/main.c`;
-    await onNode("spark-2", `printf X | dd of=${file} bs=1 seek=4 conv=notrunc status=none`);
+    // The node keeps file hashes by (inode, size, mtime, ctime): make sure this file's is kept,
+    // then change a byte in place and put size and mtime back, as rsync's quick check would not
+    // notice. Only the ctime tells, and the refresh must still see the edit.
+    const cacheFile = nodeTreeDigestCacheFile(treeDest, exclude).replace(/^~/, "/home/spark");
+    const cached = async () =>
+      (await onNode("spark-2", `cat ${cacheFile}`)).includes('"src/main.c"');
+    if (!(await cached())) await cli.run(["refresh", "--yes", "--skip-preview", "-s", stack]);
+    expect(await cached()).toBe(true);
+    await onNode(
+      "spark-2",
+      `t=$(stat -c %Y ${file}) && printf X | dd of=${file} bs=1 seek=4 conv=notrunc status=none && touch -m -d @$t ${file}`,
+    );
     await cli.run(["refresh", "--yes", "-s", stack]);
     const expected = localTreeDigest(treeDir, exclude).digest;
     expect((await outputsOf("tree-spark-2")).digest).not.toBe(expected);
@@ -274,13 +285,18 @@ describe.skipIf(!isRoot)("sparkform on a simulated pair (real pulumi CLI)", () =
       for (const node of ["spark-1", "spark-2"]) {
         expect(r.stdout).toMatch(
           new RegExp(
-            `^${node}: 4 files, .* digest ${digest.slice(0, 16)} = the control node's$`,
+            `^${node}: 4 files, .* digest ${digest.slice(0, 16)} = the control node's, recorded$`,
             "m",
           ),
         );
         expect(await onNode(node, `cat /home/spark/src/e2e-${process.pid}/src/synced.c`)).toBe(
           "/* synced by sparkform sync */",
         );
+      }
+      // Recorded by the sync's targeted refresh: the state holds the synced tree as expected.
+      for (const node of ["spark-1", "spark-2"]) {
+        const o = await outputsOf(`tree-${node}`);
+        expect([o.digest, o.expectedDigest]).toEqual([digest, digest]);
       }
       await cli.run(["refresh", "--yes", "--expect-no-changes", "-s", stack]);
     } finally {
@@ -465,8 +481,13 @@ describe.skipIf(!isRoot)("sparkform on a simulated pair (real pulumi CLI)", () =
   it("destroy removes the synced trees and the copied toolchain, not the source's", async () => {
     await cli.run(["destroy", "--yes", "-s", stack]);
     const dest = `/home/spark/src/e2e-${process.pid}`;
+    const cacheFile = nodeTreeDigestCacheFile(treeDest, exclude).replace(/^~/, "/home/spark");
     for (const node of ["spark-1", "spark-2"]) {
       expect(await onNode(node, `test -e ${dest} && echo present || echo absent`)).toBe("absent");
+      // The node's file hashes for the tree went with it.
+      expect(await onNode(node, `test -e ${cacheFile} && echo present || echo absent`)).toBe(
+        "absent",
+      );
     }
     expect(
       await onNode("spark-2", "test -e /home/spark/.sparktool && echo present || echo absent"),

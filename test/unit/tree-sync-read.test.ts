@@ -1,0 +1,93 @@
+// TreeSync's refresh (`read`): what it records as the expected digest. A node copy that now
+// equals the control node's tree (`sparkform sync` put it there) is recorded as expected, so the
+// next refresh and preview agree; a copy changed on the node stays drift; an edit on the
+// control node alone is preview's business, not refresh's. The node's digest comes from the
+// same script run over a directory standing in for the node's copy.
+import { appendFileSync, cpSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import * as path from "node:path";
+import { afterEach, beforeEach, describe, expect, it, vi } from "vitest";
+import { localTreeDigest, TREE_DIGEST_PROGRAM } from "../../components/tree/digest";
+import { read, type TreeSyncOutputs } from "../../components/tree/provider";
+import { nativeProgram } from "../../components/native-script";
+
+let nodeCopy = "";
+const runs: string[][] = [];
+vi.mock("../../components/transport", async (importOriginal) => ({
+  ...(await importOriginal<typeof import("../../components/transport")>()),
+  openNode: () => ({
+    target: { name: "spark-2" },
+    run: async (call: { args: string[] }) => {
+      runs.push(call.args);
+      const d = localTreeDigest(nodeCopy, []);
+      return { stdout: `${JSON.stringify(d)}\n`, stderr: "", exitCode: 0 };
+    },
+  }),
+}));
+
+let work = "";
+let source = "";
+
+function state(expectedDigest: string, digest: string): TreeSyncOutputs {
+  const p = nativeProgram(TREE_DIGEST_PROGRAM);
+  return {
+    kind: "TreeSync",
+    providerVersion: "test",
+    target: { name: "spark-2", host: "10.0.0.2", port: 22, user: "spark", hostKey: "k" },
+    source,
+    dest: "~/src/tree",
+    exclude: [],
+    expectedDigest,
+    digestProgram: { name: p.name, sha256: p.sha256 },
+    digest,
+    files: 1,
+    bytes: 1,
+  } as TreeSyncOutputs;
+}
+
+describe("TreeSync read", () => {
+  beforeEach(() => {
+    work = mkdtempSync(path.join(tmpdir(), "tree-read-"));
+    source = path.join(work, "source");
+    nodeCopy = path.join(work, "node");
+    mkdirSync(source);
+    writeFileSync(path.join(source, "a.c"), "int main(void) { return 0; }\n");
+    cpSync(source, nodeCopy, { recursive: true });
+    runs.length = 0;
+  });
+  afterEach(() => rmSync(work, { recursive: true, force: true }));
+
+  it("records the control node's tree as expected when the node's copy now equals it (a sync)", async () => {
+    const before = localTreeDigest(source, []).digest;
+    appendFileSync(path.join(source, "a.c"), "// edited\n");
+    cpSync(source, nodeCopy, { recursive: true });
+    const after = localTreeDigest(source, []).digest;
+    const r = await read("id", state(before, before));
+    expect([r.props?.digest, r.props?.expectedDigest]).toEqual([after, after]);
+    // The node computes it with its own file-hash cache, outside the tree.
+    expect(runs[0]).toContain("--cache");
+  });
+
+  it("keeps the old expectation when the node's copy changed and the control's did not", async () => {
+    const d = localTreeDigest(source, []).digest;
+    appendFileSync(path.join(nodeCopy, "a.c"), "// tampered on the node\n");
+    const r = await read("id", state(d, d));
+    expect(r.props?.expectedDigest).toBe(d);
+    expect(r.props?.digest).not.toBe(d);
+  });
+
+  it("changes nothing when only the control node's tree was edited (preview's business)", async () => {
+    const d = localTreeDigest(source, []).digest;
+    appendFileSync(path.join(source, "a.c"), "// edited, not synced\n");
+    const r = await read("id", state(d, d));
+    expect([r.props?.digest, r.props?.expectedDigest]).toEqual([d, d]);
+  });
+
+  it("keeps the old expectation when the control node has no such tree (another operator's machine)", async () => {
+    const d = localTreeDigest(source, []).digest;
+    appendFileSync(path.join(nodeCopy, "a.c"), "// changed\n");
+    rmSync(source, { recursive: true });
+    const r = await read("id", state(d, d));
+    expect(r.props?.expectedDigest).toBe(d);
+  });
+});
