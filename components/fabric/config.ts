@@ -5,6 +5,14 @@
 import { z } from "zod";
 import type { CheckContext, Salvaged } from "../config/section";
 import { DEFAULT_THRESHOLDS, type FabricThresholds } from "./checks";
+import { DEFAULT_REFRESH_SECONDS } from "./readings";
+
+/** `sparkform:fabric.probe` when unset: 2000 round trips, 2 s of bulk send, 0.2 s on refresh. */
+export const DEFAULT_PROBE = {
+  count: 2000,
+  seconds: 2,
+  refreshSeconds: DEFAULT_REFRESH_SECONDS,
+} as const;
 
 const iface = z
   .string()
@@ -48,14 +56,30 @@ export const fabricConfigSchema = z.strictObject({
    * (min(wire, PCIe)), for TCP capped by the same probe over the node's loopback.
    */
   referenceGbps: z.number().positive().optional(),
+  /** How each rail is probed (native/fabric/probe.py); `up` always runs the full probe. */
   probe: z
     .strictObject({
-      /** RTT round trips. */
-      count: z.number().int().min(10).max(100_000).default(2000),
-      /** Seconds of bulk send. */
-      seconds: z.number().min(0.2).max(30).default(2),
+      /** RTT round trips. Default 2000. */
+      count: z.number().int().min(10).max(100_000).default(DEFAULT_PROBE.count),
+      /** Seconds of bulk send. Default 2. */
+      seconds: z.number().min(0.2).max(30).default(DEFAULT_PROBE.seconds),
+      /**
+       * Seconds of bulk send of a refresh's first reading, at most `seconds`; default 0.2. A
+       * refresh probes each rail (and its loopback reference) with this short burst and
+       * min(`count`, 200) round trips; a burst that is not healthy is measured again at the
+       * full `seconds` and `count` before the rail counts as degraded.
+       */
+      refreshSeconds: z.number().min(0.1).max(30).default(DEFAULT_PROBE.refreshSeconds),
     })
-    .default({ count: 2000, seconds: 2 }),
+    .superRefine((p, ctx) => {
+      if (p.refreshSeconds <= p.seconds) return;
+      ctx.addIssue({
+        code: "custom",
+        path: ["refreshSeconds"],
+        message: `is ${p.refreshSeconds}, longer than probe.seconds (${p.seconds}); a refresh's first burst is the short one: use ${p.seconds} or less`,
+      });
+    })
+    .default(DEFAULT_PROBE),
   thresholds: z
     .strictObject({
       minLinkSpeedMbps: z.number().int().positive().optional(),

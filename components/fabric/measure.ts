@@ -15,8 +15,15 @@ export interface ProbeEnd {
 }
 
 export interface ProbeSettings {
+  /** RTT round trips. */
   readonly count: number;
+  /** Seconds of bulk send. */
   readonly seconds: number;
+  /**
+   * Seconds of bulk send of a refresh's first reading (readings.ts burstSettings); absent in a
+   * state written before it existed, and in the settings of one probe.
+   */
+  readonly refreshSeconds?: number;
 }
 
 let queue: Promise<unknown> = Promise.resolve();

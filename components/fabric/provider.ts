@@ -4,6 +4,9 @@
 // down, an MTU or GID that changed, or a rail that dropped a class shows up as drift. Failing
 // checks are outputs, not errors: the fabric-healthy policy gates on them, and the report
 // shows them; an `up` after the repair re-measures (diff: an unhealthy link always updates).
+// `up` measures with the configured probe; a refresh starts with a short burst and measures at
+// full length only when the burst is not healthy (readings.ts burstThenFull). The quick ssh
+// reads of a link (ports, management interfaces, perftest) run together, before its probe.
 import type * as pulumi from "@pulumi/pulumi";
 import { parseFacts, type SparkNodeFacts } from "../node/facts";
 import { nativeProgram, programCommand, type ProgramRef } from "../native-script";
@@ -21,7 +24,13 @@ import {
   type Measured,
 } from "./checks";
 import { measure, measureLoopback, perftestPresent, type ProbeSettings } from "./measure";
-import { bestReading, type RailReading } from "./readings";
+import {
+  bestReading,
+  burstSettings,
+  burstThenFull,
+  type RailReading,
+  type ReadingLength,
+} from "./readings";
 import {
   liveRdma,
   parseIpLink,
@@ -137,25 +146,47 @@ async function ifaceOf(end: FabricEnd): Promise<ReturnType<typeof parseIpLink>> 
  * its fixture), the interface's MTU and state over netlink.
  */
 async function portNow(end: FabricEnd, facts: ProgramRef, gidIndex: number): Promise<PortFacts> {
-  const base = end.fixture
-    ? end.port
-    : ((f: SparkNodeFacts) => portFacts(end.node, f, liveRdma(f), end.rail, gidIndex))(
-        await liveFacts(end, facts),
-      );
-  return withIface(base, await ifaceOf(end));
+  const [f, iface] = await allInOrder([
+    end.fixture ? Promise.resolve(null) : liveFacts(end, facts),
+    ifaceOf(end),
+  ] as const);
+  const base = f === null ? end.port : portFacts(end.node, f, liveRdma(f), end.rail, gidIndex);
+  return withIface(base, iface);
 }
 
-async function portsNow(i: FabricLinkInputs): Promise<{ a: PortFacts; b: PortFacts }> {
-  const [a, b] = await Promise.all([
+type Ports = { a: PortFacts; b: PortFacts };
+
+async function portsNow(i: FabricLinkInputs): Promise<Ports> {
+  const [a, b] = await allInOrder([
     portNow(i.a, i.programs.facts, i.gidIndex),
     portNow(i.b, i.programs.facts, i.gidIndex),
-  ]);
+  ] as const);
   return { a, b };
+}
+
+/** The program's port facts (the SparkNode's) with both interfaces read again, now. */
+async function programPorts(i: FabricLinkInputs): Promise<Ports> {
+  const [a, b] = await allInOrder([ifaceOf(i.a), ifaceOf(i.b)] as const);
+  return { a: withIface(i.a.port, a), b: withIface(i.b.port, b) };
+}
+
+/**
+ * Promise.all over reads that run at once, except that it settles only when all of them have
+ * (no ssh read left running behind a failure) and throws the first failure in list order, so
+ * which error a broken node gives does not depend on which read finished first.
+ */
+async function allInOrder<T extends readonly unknown[]>(reads: {
+  readonly [K in keyof T]: Promise<T[K]>;
+}): Promise<T> {
+  const settled = await Promise.allSettled(reads);
+  for (const r of settled) if (r.status === "rejected") throw r.reason;
+  return settled.map((r) => (r as PromiseFulfilledResult<unknown>).value) as unknown as T;
 }
 
 async function measureLink(
   inputs: FabricLinkInputs,
-  ports: { a: PortFacts; b: PortFacts },
+  ports: Ports,
+  settings: ProbeSettings,
   freshReference: boolean,
 ): Promise<RailReading> {
   const label = `${inputs.link} rail ${inputs.rail}`;
@@ -174,7 +205,7 @@ async function measureLink(
       address: inputs.a.rail.address,
       cpus: inputs.a.cpus,
     },
-    inputs.probe,
+    settings,
   );
   const m: Measured = {
     error: p.error,
@@ -195,7 +226,7 @@ async function measureLink(
       const lo = await measureLoopback(
         probeText,
         { node: inputs.b.node, target: inputs.b.target, cpus: inputs.b.cpus },
-        inputs.probe,
+        settings,
         freshReference,
       );
       loopbackGbps = lo.throughput?.gbps ?? null;
@@ -214,19 +245,42 @@ async function measureLink(
   return { m, loopbackGbps, cls };
 }
 
+/**
+ * Measure a link. `full`: the configured probe, read again while not healthy (`up`); `burst`:
+ * a short burst first, at full length only when it is not healthy (refresh). The ports (however
+ * `portsRead` reads them), both management interfaces and perftest are read at once, and all of
+ * them before the probe: ssh commands on the nodes during a probe would share its cores.
+ */
 async function evaluate(
   inputs: FabricLinkInputs,
-  ports: { a: PortFacts; b: PortFacts },
+  portsRead: Promise<Ports>,
+  length: ReadingLength,
 ): Promise<FabricLinkOutputs> {
-  const reading = await bestReading((fresh) => measureLink(inputs, ports, fresh));
+  // An end with a fixture has fixture ports (no perftest to look for); a live end's fact sheet
+  // may be fixture-sourced too (a sim node without HCAs), known once its facts are read, so
+  // perftest is looked for beside them and its answer used only for sysfs ports.
+  const perftestRead =
+    inputs.a.fixture !== null || inputs.b.fixture !== null
+      ? Promise.resolve(false)
+      : allInOrder([
+          perftestPresent(inputs.a.target),
+          perftestPresent(inputs.b.target),
+        ] as const).then((present) => present.every(Boolean));
+  const [ports, mgmtA, mgmtB, perftestBoth] = await allInOrder([
+    portsRead,
+    mgmtIfaceOf(inputs.a),
+    mgmtIfaceOf(inputs.b),
+    perftestRead,
+  ] as const);
+  const measureAt = (l: ReadingLength, fresh: boolean) =>
+    measureLink(inputs, ports, l === "burst" ? burstSettings(inputs.probe) : inputs.probe, fresh);
+  const reading =
+    length === "burst"
+      ? await burstThenFull(measureAt)
+      : await bestReading((fresh) => measureAt("full", fresh));
   const { m, loopbackGbps, cls } = reading;
-  const [mgmtA, mgmtB] = await Promise.all([mgmtIfaceOf(inputs.a), mgmtIfaceOf(inputs.b)]);
   const fixture = ports.a.source === "fixture" || ports.b.source === "fixture";
-  const perftest = fixture
-    ? false
-    : (
-        await Promise.all([perftestPresent(inputs.a.target), perftestPresent(inputs.b.target)])
-      ).every(Boolean);
+  const perftest = !fixture && perftestBoth;
   const checks = [
     ...portChecks(ports.a, ports.b, inputs.thresholds),
     ...inputs.addressChecks,
@@ -269,24 +323,22 @@ export async function create(
   return {
     id: `${inputs.a.node}-${inputs.b.node}-rail${inputs.rail}`,
     // The program's port facts are the SparkNode's; the interfaces are read again, now.
-    outs: await evaluate(inputs, {
-      a: withIface(inputs.a.port, await ifaceOf(inputs.a)),
-      b: withIface(inputs.b.port, await ifaceOf(inputs.b)),
-    }),
+    outs: await evaluate(inputs, programPorts(inputs), "full"),
   };
 }
 
 /**
- * Refresh: re-read both ends' facts (the same facts.sh as SparkNode) and re-measure. The RTT
- * and throughput wander from run to run; they are kept from the last `up` unless a fact, the
- * class or a check's verdict changed, so `preview --refresh --expect-no-changes` holds on a
- * healthy fabric and fails on a real change.
+ * Refresh: re-read both ends' facts (the same facts.sh as SparkNode) and re-measure, with a short
+ * burst first (`probe.refreshSeconds`, at most 200 round trips) and at full length before a rail
+ * that is not healthy counts as such. The RTT and throughput wander from run to run; they are
+ * kept from the last `up` unless a fact, the class or a check's verdict changed, so
+ * `preview --refresh --expect-no-changes` holds on a healthy fabric and fails on a real change.
  */
 export async function read(
   id: string,
   props: FabricLinkOutputs,
 ): Promise<pulumi.dynamic.ReadResult<FabricLinkOutputs>> {
-  const fresh = await evaluate(props, await portsNow(props));
+  const fresh = await evaluate(props, portsNow(props), "burst");
   return { id, props: steadyReading(props, fresh, verdict) };
 }
 
@@ -322,7 +374,7 @@ export async function update(
   news: FabricLinkInputs,
 ): Promise<pulumi.dynamic.UpdateResult<FabricLinkOutputs>> {
   // `up` re-reads the ports too: the program's facts are the SparkNode's, which may predate a repair.
-  return { outs: await evaluate(news, await portsNow(news)) };
+  return { outs: await evaluate(news, portsNow(news), "full") };
 }
 
 /** The contract, checked at compile time; nothing to delete: a measurement leaves nothing behind. */

@@ -46,6 +46,17 @@ const withServer = (x: object) => ({
   model,
   server: x,
 });
+/** Both nodes on one fabric rail, with `x` set on `sparkform:fabric`. */
+const withFabric = (x: object) => ({
+  nodes,
+  fabric: {
+    rails: {
+      "spark-1": [{ rail: 0, iface: "fabric0", address: "10.214.7.1/24" }],
+      "spark-2": [{ rail: 0, iface: "fabric0", address: "10.214.7.2/24" }],
+    },
+    ...x,
+  },
+});
 /** The hostile inputs the table refused before issue 22's second hardening pass. */
 const REFUSED_BEFORE_ISSUE_22 = 112;
 const cases: [string, Record<string, unknown>, string][] = [
@@ -719,6 +730,17 @@ const cases: [string, Record<string, unknown>, string][] = [
     withServer({ smoke: { prompt: "x".repeat(200 * 1024) } }),
     "sparkform:server.smoke.prompt: is 204800 bytes, more than the 1024 a smoke prompt may have: it travels on the node's command line, where Linux refuses an argument over 128 KiB (E2BIG) only after the model has loaded; give a sentence, e.g. The capital of France is",
   ],
+  // Issue 25: a refresh's first burst is the short one.
+  [
+    "fabric probe refreshSeconds above seconds",
+    withFabric({ probe: { seconds: 1, refreshSeconds: 2 } }),
+    "sparkform:fabric.probe.refreshSeconds: is 2, longer than probe.seconds (1); a refresh's first burst is the short one: use 1 or less",
+  ],
+  [
+    "fabric probe refreshSeconds 0",
+    withFabric({ probe: { refreshSeconds: 0 } }),
+    "sparkform:fabric.probe.refreshSeconds: is 0, below the minimum; use 0.1 or more",
+  ],
   [
     "unknown key",
     { nodes, surprise: 1 },
@@ -748,7 +770,8 @@ describe("parseStackConfig: one exact line per bad input", () => {
       `hostile config inputs refused: ${REFUSED_BEFORE_ISSUE_22} before issue 22, ${cases.length} now (${keyed.length} naming their key)`,
     );
     expect(keyed.length).toBe(cases.length);
-    expect(cases.length).toBe(REFUSED_BEFORE_ISSUE_22 + 20);
+    // 20 from issue 22, 2 from issue 25 (fabric.probe.refreshSeconds).
+    expect(cases.length).toBe(REFUSED_BEFORE_ISSUE_22 + 22);
   });
 });
 
@@ -797,6 +820,21 @@ describe("parseStackConfig: defaults, set once", () => {
       nodes: ["spark-1", "spark-2"],
     });
     expect(c.diskPaths).toEqual(["~/models", "~/src/llama.cpp"]);
+  });
+
+  it("fills the fabric probe: 2000 round trips, 2 s, and a 0.2 s burst on refresh", () => {
+    expect(parseStackConfig(withFabric({})).fabric?.probe).toEqual({
+      count: 2000,
+      seconds: 2,
+      refreshSeconds: 0.2,
+    });
+    // The local stack's probe (sim/stack.ts) gets the same burst.
+    expect(
+      parseStackConfig(withFabric({ probe: { count: 500, seconds: 1 } })).fabric?.probe,
+    ).toEqual({ count: 500, seconds: 1, refreshSeconds: 0.2 });
+    expect(
+      parseStackConfig(withFabric({ probe: { seconds: 0.5, refreshSeconds: 0.5 } })).fabric?.probe,
+    ).toEqual({ count: 2000, seconds: 0.5, refreshSeconds: 0.5 });
   });
 
   it("keeps what is set: cacheFrom none, a source node, model nodes, a models dir", () => {

@@ -3,7 +3,14 @@
 // moment failed both rails however often the rails alone were read again.
 import { describe, expect, it } from "vitest";
 import { classify, DEFAULT_THRESHOLDS, type Measured } from "../../components/fabric/checks";
-import { bestReading, DEFAULT_GAPS_MS, type RailReading } from "../../components/fabric/readings";
+import {
+  bestReading,
+  burstSettings,
+  burstThenFull,
+  DEFAULT_GAPS_MS,
+  type RailReading,
+  type ReadingLength,
+} from "../../components/fabric/readings";
 
 const SIM = { ...DEFAULT_THRESHOLDS, healthyFraction: 0.25 };
 
@@ -76,5 +83,85 @@ describe("bestReading", () => {
     const best = await bestReading(r.measureOnce, { gapsMs: [0, 0] });
     expect(best.m.error).toBeNull();
     expect(best.m.throughputGbps).toBe(2);
+  });
+});
+
+/** A measurer for burstThenFull: replays `script`, recording each call's length and freshness. */
+function replayLengths(script: RailReading[]) {
+  const calls: [ReadingLength, boolean][] = [];
+  const measureOnce = async (length: ReadingLength, fresh: boolean) => {
+    calls.push([length, fresh]);
+    const next = script[calls.length - 1];
+    if (!next) throw new Error("measured more often than the test expected");
+    return next;
+  };
+  return { calls, measureOnce };
+}
+
+describe("burstThenFull (a refresh's reading)", () => {
+  it("a healthy burst is the only reading: no full-length probe", async () => {
+    const r = replayLengths([reading(4.2, 9.8)]);
+    const best = await burstThenFull(r.measureOnce, { gapsMs: [0, 0, 0] });
+    expect(r.calls).toEqual([["burst", false]]);
+    expect(best.cls.class).toBe("healthy");
+  });
+
+  it("a burst that dipped on a busy machine is read again at full length, with a fresh reference, and the full reading counts", async () => {
+    // The burst: 1.9 of 10.4 (18%, under the sim's 25%); at full length: 4.6 of 9.9 (46%).
+    const r = replayLengths([reading(1.9, 10.4), reading(4.6, 9.9)]);
+    const best = await burstThenFull(r.measureOnce, { gapsMs: [0, 0, 0] });
+    expect(r.calls).toEqual([
+      ["burst", false],
+      ["full", true],
+    ]);
+    expect(best.cls.class).toBe("healthy");
+    expect(best.m.throughputGbps).toBe(4.6);
+  });
+
+  it("a rail at a tenth of its reference is degraded after every full-length retry, judged on full readings only", async () => {
+    // The burst reads better than any full reading (a shaper's burst allowance): it is not kept.
+    const r = replayLengths([
+      reading(2.4, 10),
+      reading(1.0, 10.2),
+      reading(1.1, 9.9),
+      reading(0.9, 10.1),
+      reading(1.0, 10),
+    ]);
+    const best = await burstThenFull(r.measureOnce, { gapsMs: [0, 0, 0] });
+    expect(r.calls).toEqual([
+      ["burst", false],
+      ["full", true],
+      ["full", true],
+      ["full", true],
+      ["full", true],
+    ]);
+    expect(best.cls.class).toBe("degraded");
+    expect(best.m.throughputGbps).toBe(1.1);
+    expect(best.cls.message).toMatch(/degraded: 1\.1 Gbit\/s is 11% of 9\.9 Gbit\/s/);
+  });
+
+  it("a link that answers nothing to the burst is down without a full-length probe", async () => {
+    const r = replayLengths([reading(null, 10, "connect to 10.214.7.2:40000 timed out after 3 s")]);
+    const best = await burstThenFull(r.measureOnce, { gapsMs: [0, 0, 0] });
+    expect(r.calls).toEqual([["burst", false]]);
+    expect(best.cls.class).toBe("down");
+  });
+});
+
+describe("burstSettings", () => {
+  it("refreshSeconds of bulk send and at most 200 round trips", () => {
+    expect(burstSettings({ count: 500, seconds: 1, refreshSeconds: 0.2 })).toEqual({
+      count: 200,
+      seconds: 0.2,
+    });
+    expect(burstSettings({ count: 50, seconds: 2, refreshSeconds: 0.5 })).toEqual({
+      count: 50,
+      seconds: 0.5,
+    });
+  });
+
+  it("a state written before refreshSeconds existed gets the default, 0.2 s, never above seconds", () => {
+    expect(burstSettings({ count: 2000, seconds: 2 })).toEqual({ count: 200, seconds: 0.2 });
+    expect(burstSettings({ count: 2000, seconds: 0.2 })).toEqual({ count: 200, seconds: 0.2 });
   });
 });
