@@ -3,6 +3,7 @@
 // reads it through parseStackOutputs (cli/stack.ts) once, and its commands use the fields.
 import Ajv from "ajv";
 import type { Unwrap } from "@pulumi/pulumi";
+import { currentOutputs } from "./components/outputs";
 import type * as program from "./index";
 
 type Program = typeof program;
@@ -33,7 +34,11 @@ const SCHEMA = {
 
 let validate: ReturnType<Ajv["compile"]> | undefined;
 
-/** `pulumi stack output --json`'s value as StackOutputs; an error names the bad section. */
+/**
+ * `pulumi stack output --json`'s value as StackOutputs; an error names the bad section. Outputs
+ * written by an older program (full fact sheets, token ids, renderings) are cut to this
+ * program's shape (components/outputs.ts), so its stacks read as before.
+ */
 export function parseStackOutputs(value: unknown, stack = "the stack"): StackOutputs {
   validate ??= new Ajv({ strict: true, allErrors: false }).compile(SCHEMA);
   if (!validate(value)) {
@@ -42,5 +47,5 @@ export function parseStackOutputs(value: unknown, stack = "the stack"): StackOut
       `outputs of ${stack} are not sparkform's: ${e?.instancePath || "/"} ${e?.message ?? "is invalid"}`,
     );
   }
-  return value as StackOutputs;
+  return currentOutputs(value as Record<string, unknown>) as StackOutputs;
 }

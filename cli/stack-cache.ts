@@ -2,7 +2,8 @@
 // true: each entry is stored under a digest of everything its pulumi read depends on, and
 // used only while that digest is unchanged.
 //
-// - outputs (`pulumi stack output`): the stack's state file in the backend;
+// - outputs (`pulumi stack output`), and the evidence `status --json` reads from
+//   `pulumi stack export` (cli/evidence.ts): the stack's state file in the backend;
 // - configuration (`pulumi config`, parsed by the schema): the stack's file
 //   (stacks/Pulumi.<stack>.yaml), Pulumi.yaml (project config, stackConfigDir), and the CLI's
 //   own build, since the parse is the code's (bin/sparkform.js names the bundle it runs; from
@@ -86,8 +87,16 @@ function keyOf(stack: string, kind: string, parts: readonly string[]): CacheKey 
   return { file: path.join(stateDir(), "cache", `${kind}-${stack}.json`), key };
 }
 
-/** The key of `pulumi stack output` of `stack`, or undefined when it cannot be cached. */
-export function outputsKey(stack: string, projectDir = repoRoot): CacheKey | undefined {
+/**
+ * The key of `pulumi stack output` of `stack` (kind `evidence`: what `status --json` reads of
+ * `pulumi stack export`, which depends on the same state file), or undefined when it cannot be
+ * cached.
+ */
+export function outputsKey(
+  stack: string,
+  projectDir = repoRoot,
+  kind: "outputs" | "evidence" = "outputs",
+): CacheKey | undefined {
   const p = project(projectDir);
   const backend = backendDir();
   if (!p || !backend || !STACK_NAME.test(stack)) return undefined;
@@ -96,7 +105,7 @@ export function outputsKey(stack: string, projectDir = repoRoot): CacheKey | und
   const states = [path.join(stacks, p.name), stacks].flatMap((d) =>
     [".json", ".json.gz"].map((ext) => path.join(d, `${stack}${ext}`)),
   );
-  return keyOf(stack, "outputs", [p.dir, backend, ...states.map(signature)]);
+  return keyOf(stack, kind, [p.dir, backend, ...states.map(signature)]);
 }
 
 /** The key of `stack`'s parsed configuration, or undefined when it cannot be cached. */

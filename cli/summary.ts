@@ -4,6 +4,8 @@
 // are absent is left out, or said to be "not configured" where a reader would look for it.
 import { human } from "../components/bytes";
 import { railLinks } from "../components/fabric/config";
+import { servedModelPath } from "../components/outputs";
+import { renderLlamaCppEx } from "../components/serving/render";
 import { shQuote } from "../components/transport";
 import type { StackOutputs } from "../stack-outputs";
 
@@ -54,18 +56,17 @@ function agreement(values: readonly { node: string; value: string }[]): {
 
 function nodesSection(facts: Outputs["facts"]): string[] {
   const rows = Object.entries(facts).map(([node, f]) => {
-    const { distro, cpu } = f;
-    const perf = cpu.performanceCores ?? [];
-    const rdma = f.rdma.devices;
+    const perf = f.performanceCores;
+    const rdma = f.rdma;
     return [
       node,
       f.arch ?? "?",
-      distro.prettyName ?? `${distro.id ?? "?"} ${distro.versionId ?? ""}`.trim(),
+      f.os ?? "?",
       `kernel ${f.kernel ?? "?"}`,
-      `${cpu.count ?? "?"} CPUs${perf.length ? ` (${perf.length} performance)` : ""}`,
-      `${bytes(f.memory.totalBytes ?? undefined)} RAM`,
-      `CUDA ${f.cuda.version ?? "-"}`,
-      `driver ${f.nvidiaDriver.version ?? "-"}`,
+      `${f.cpus ?? "?"} CPUs${perf ? ` (performance ${perf})` : ""}`,
+      `${bytes(f.memoryBytes ?? undefined)} RAM`,
+      `CUDA ${f.cuda ?? "-"}`,
+      `driver ${f.driver ?? "-"}`,
       `RDMA ${rdma.length ? `${rdma.length} port${rdma.length === 1 ? "" : "s"}` : "-"}`,
     ];
   });
@@ -210,7 +211,11 @@ function workerSection(worker: Outputs["worker"] | undefined): string[] {
 }
 
 /** What the serving contract's `serving` output holds (SERVING-CONTRACT.md). */
-function servingSection(serving: Outputs["serving"] | undefined, stack: string): string[] {
+function servingSection(
+  serving: Outputs["serving"] | undefined,
+  model: Outputs["model"] | undefined,
+  stack: string,
+): string[] {
   if (!serving) return ["serving  not configured (sparkform:server)"];
   const { plan, server, smoke } = serving;
   const lines = [
@@ -226,11 +231,13 @@ function servingSection(serving: Outputs["serving"] | undefined, stack: string):
         .join(", ")}`,
     );
   }
-  const ex = serving.renderings.llamaCppEx;
+  // Rendered from the plan, as `up` renders it (the outputs keep the plan, not its renderings).
+  const modelPath = servedModelPath(serving, model);
+  const ex = modelPath && renderLlamaCppEx(plan, modelPath);
   if (ex) lines.push("  llama_cpp_ex options:", ...ex.split("\n").map((l) => `    ${l}`));
   lines.push(
     `  smoke  ${smoke.tokensPerSecond.toFixed(1)} tokens/s (one node alone: ${smoke.reference.tokensPerSecond.toFixed(1)}), ` +
-      `${smoke.tokens.length} tokens, ${smoke.identical ? "identical to the reference" : "NOT identical to the reference"}`,
+      `${smoke.tokenCount} tokens, ${smoke.identical ? "identical to the reference" : "NOT identical to the reference"}`,
   );
   const ends = smoke.fabricEnds ?? [];
   if (ends.length > 0)
@@ -256,7 +263,7 @@ export function summaryLines(outputs: StackOutputs, opts: SummaryOptions): strin
     modelSection(outputs.model),
     fabricSection(outputs.fabric, opts),
     workerSection(outputs.worker),
-    servingSection(outputs.serving, opts.stack),
+    servingSection(outputs.serving, outputs.model, opts.stack),
   ].filter((s) => s.length > 0);
   const header = `sparkform stack ${opts.stack}: ${Object.keys(facts).length} nodes`;
   return [header, "", ...sections.flatMap((s, i) => (i === 0 ? s : ["", ...s]))];

@@ -29,18 +29,7 @@ const ENV_NAME = /^[A-Za-z_][A-Za-z0-9_]*$/;
 /** ssh's own failures exit 255; every other status is the command's. */
 const COMMAND_EXIT_CODES = Array.from({ length: 255 }, (_, i) => i);
 
-/** `5,6,7,9` → `5-7,9`: the form taskset takes and the runbook writes. */
-export function cpuList(cpus: readonly number[]): string {
-  const sorted = [...new Set(cpus)].sort((a, b) => a - b);
-  const parts: string[] = [];
-  for (let i = 0; i < sorted.length;) {
-    let j = i;
-    while (j + 1 < sorted.length && (sorted[j + 1] as number) === (sorted[j] as number) + 1) j++;
-    parts.push(i === j ? `${sorted[i]}` : `${sorted[i]}-${sorted[j]}`);
-    i = j + 1;
-  }
-  return parts.join(",");
-}
+export { cpuList } from "../../components/outputs";
 
 const onNode = (p: string): string | { home: string } =>
   p.startsWith("~") ? { home: homeRelative(p) } : p;
@@ -53,14 +42,13 @@ interface RunRequest {
   readonly env: Readonly<Record<string, string>>;
 }
 
-/** The performance cores `node`'s fact sheet lists, or an error saying why there are none. */
-function performanceCores(view: StackView, node: string): number[] {
-  const facts = view.outputs.facts?.[node];
-  const cores = facts?.cpu.performanceCores;
-  if (!cores || cores.length === 0) {
+/** The performance cores `node`'s facts list (a CPU list), or an error saying there are none. */
+function performanceCores(view: StackView, node: string): string {
+  const cores = view.outputs.facts?.[node]?.performanceCores;
+  if (!cores) {
     throw new Error(
-      `--big-cores: ${node}'s fact sheet lists no performance cores` +
-        `${facts?.cpu.reason ? ` (${facts.cpu.reason})` : ""}; run without --big-cores`,
+      `--big-cores: ${node}'s fact sheet lists no performance cores ` +
+        `(\`npx sparkform status --json\` shows the sheet and why); run without --big-cores`,
     );
   }
   return cores;
@@ -101,7 +89,7 @@ export function runScript(view: StackView, req: RunRequest): RemoteScript {
   const env: Record<string, EnvValue> = {};
   for (const [k, v] of Object.entries({ ...contract.env, ...req.env })) env[k] = onNode(v);
   let argv = [...req.argv];
-  if (req.bigCores) argv = ["taskset", "-c", cpuList(performanceCores(view, req.node)), ...argv];
+  if (req.bigCores) argv = ["taskset", "-c", performanceCores(view, req.node), ...argv];
   if (req.login) argv = ["bash", "-l", "-c", 'exec "$@"', "sparkform-run", ...argv];
   const dir = onNode(tree.dest);
   return {

@@ -113,7 +113,7 @@ export async function run(argv: string[]): Promise<number> {
       `placement (log): ${describeSeen(seen)}`,
       ...(smoke
         ? [
-            `smoke: ${JSON.stringify(smoke.tokens)} at ${Number(smoke.tokensPerSecond).toFixed(1)} tokens/s; ` +
+            `smoke: ${smoke.tokenCount} tokens (sha256 ${smoke.tokensSha256.slice(0, 12)}) at ${Number(smoke.tokensPerSecond).toFixed(1)} tokens/s; ` +
               `identical to one node: ${String(smoke.identical)}; graph_compute ${String(smoke.graphCompute)}, graph_recompute ${String(smoke.graphRecompute)}`,
           ]
         : []),

@@ -6,14 +6,19 @@ import { existsSync } from "node:fs";
 import * as path from "node:path";
 import { parseArgs } from "node:util";
 import { pulumiBinary, pulumiEnv, repoRoot } from "../../setup/pulumi/env";
+import { stackResources } from "../engine";
 import { out } from "../errors";
+import { stateEvidence } from "../evidence";
 import { readOutputs } from "../stack";
-import { selectedStackName } from "../stack-cache";
+import { cached, outputsKey, selectedStackName } from "../stack-cache";
 import { summaryLines } from "../summary";
 
 export const usage = `usage: sparkform status [--stack S] [--json]
   --stack S   the stack (default: the selected one)
-  --json      the stack's outputs as JSON instead (what the summary is made from)`;
+  --json      the stack's outputs as JSON instead (what the summary is made from), with
+              \`evidence\`: what the outputs summarise, from the resources' state (each node's
+              whole fact sheet, the build's instruction counts, the server's whole plan, its
+              renderings and the smoke's token ids)`;
 
 /** The selected stack's name, for the commands the summary names. */
 function selectedStack(): string {
@@ -58,7 +63,12 @@ export function run(argv: string[]): Promise<number> {
   });
   const stack = values.stack ?? selectedStack();
   if (values.json) {
-    out(JSON.stringify(readOutputs(stack), null, 2));
+    // The outputs (cached), then `pulumi stack export` for what they leave to the state.
+    const outputs = readOutputs(stack);
+    const evidence = cached(outputsKey(stack, repoRoot, "evidence"), () =>
+      stateEvidence(stackResources(stack)),
+    );
+    out(JSON.stringify({ ...outputs, evidence }, null, 2));
   } else {
     out(stackSummary(stack).join("\n"));
   }

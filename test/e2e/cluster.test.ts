@@ -19,7 +19,7 @@ import { tmpdir } from "node:os";
 import * as path from "node:path";
 import { execa } from "execa";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { parseFacts } from "../../components/node/facts";
+import type { NodeFactsOutput } from "../../components/outputs";
 import { localTreeDigest, nodeTreeDigestCacheFile } from "../../components/tree/digest";
 import { repoRoot } from "../../setup/pulumi/env";
 import { policyPackArgs } from "../../setup/pulumi/policy";
@@ -154,7 +154,7 @@ describe.skipIf(!isRoot)("sparkform on a simulated pair (real pulumi CLI)", () =
   it("up: facts from both nodes, the toolchain copied node to node, the tree proven on both", async () => {
     await cli.run(["up", "--yes", "-s", stack, ...policyPackArgs(stack)], withAgent());
     const out = JSON.parse((await cli.run(["stack", "output", "--json", "-s", stack])).output) as {
-      facts: Record<string, unknown>;
+      facts: Record<string, NodeFactsOutput>;
       toolchain: Record<string, { digest: string; probe: string; copiedBy: string }>;
       tree: {
         expected: { digest: string; files: number };
@@ -162,9 +162,10 @@ describe.skipIf(!isRoot)("sparkform on a simulated pair (real pulumi CLI)", () =
       };
     };
     for (const node of ["spark-1", "spark-2"]) {
-      const facts = parseFacts(JSON.stringify(out.facts[node]), node); // schema-valid
-      expect(facts.hostname).toBe(node);
-      expect(facts.memory.totalBytes).toBeGreaterThan(0);
+      // The facts `up` prints (components/outputs.ts); the whole sheet stays in the state.
+      const facts = out.facts[node];
+      expect(facts?.arch).toBeTruthy();
+      expect(facts?.memoryBytes).toBeGreaterThan(0);
     }
     expect(out.toolchain["spark-1"]).toMatchObject({
       copiedBy: "present",

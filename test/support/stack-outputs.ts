@@ -4,6 +4,7 @@
 // states that field and the rest is what a real stack holds, not a cast over a partial object.
 import { readFileSync } from "node:fs";
 import * as path from "node:path";
+import { tokensSha256 } from "../../components/outputs";
 import { parseStackOutputs, type StackOutputs } from "../../stack-outputs";
 
 type Outputs = { [K in keyof StackOutputs]-?: NonNullable<StackOutputs[K]> };
@@ -71,16 +72,6 @@ export const SERVING: ServingOutput = {
     context: 256,
     parallel: 1,
     cacheType: "f16",
-    layers: [],
-    perNode: [],
-    totals: { weightsBytes: 2500608, kvBytes: 65536, marginBytes: 0 },
-  },
-  renderings: {
-    llamaCppEx:
-      'model_path: "/home/spark/models/m.gguf",\nn_gpu_layers: 4,\nrpc_servers: "10.214.194.2:50052"',
-    llamaServer: ["-m", "/home/spark/models/m.gguf"],
-    llamaCli: [],
-    json: "{}",
   },
   server: {
     node: "spark-1",
@@ -93,10 +84,11 @@ export const SERVING: ServingOutput = {
     { device: "RPC0", layers: 4, modelBufferMiB: 1.2 },
   ],
   smoke: {
-    tokens: [1, 2, 3, 4],
+    tokenCount: 4,
+    tokensSha256: tokensSha256([1, 2, 3, 4]),
     tokensPerSecond: 412.5,
     chat: { completionTokens: 4, finishReason: "length", characters: 12 },
-    reference: { tokens: [1, 2, 3, 4], tokensPerSecond: 530.25 },
+    reference: { tokenCount: 4, tokensSha256: tokensSha256([1, 2, 3, 4]), tokensPerSecond: 530.25 },
     identical: true,
     graphCompute: 4,
     graphRecompute: 0,

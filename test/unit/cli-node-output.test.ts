@@ -95,6 +95,7 @@ describe("a node's output through a pipe, from a real CLI process (issue 22 item
   // ~1.2 MB of lines, the last without a newline of its own.
   const lines = Array.from({ length: 20_000 }, (_, i) => `line ${i} ${"x".repeat(50)}`);
   const outputs = { facts: {}, big: "y".repeat(1_000_000) };
+  const evidence = { facts: {}, build: {}, serving: {} };
 
   beforeAll(async () => {
     // eslint-disable-next-line @typescript-eslint/no-require-imports -- bin/ is CommonJS
@@ -116,6 +117,7 @@ describe("a node's output through a pipe, from a real CLI process (issue 22 item
         privateKey: false,
       }));
       cached(outputsKey(stack), () => outputs);
+      cached(outputsKey(stack, undefined, "evidence"), () => evidence);
     } finally {
       setCliBuild(undefined);
       process.env.SPARKFORM_STATE_DIR = saved;
@@ -146,10 +148,10 @@ describe("a node's output through a pipe, from a real CLI process (issue 22 item
     expect(r.status).toBe(0);
   });
 
-  it("`status --json`: the outputs arrive whole", () => {
+  it("`status --json`: the outputs and the state's evidence arrive whole", () => {
     const r = throughPipe(["status", "--json", "--stack", stack]);
     expect(r.stderr).toBe("");
-    expect(r.piped.toString()).toBe(`${JSON.stringify(outputs, null, 2)}\n`);
+    expect(r.piped.toString()).toBe(`${JSON.stringify({ ...outputs, evidence }, null, 2)}\n`);
     expect(r.status).toBe(0);
   });
 });

@@ -43,7 +43,7 @@ function view(performanceCores: number[] | null): StackView {
       facts: {
         "spark-1": {
           ...facts,
-          cpu: { ...facts.cpu, performanceCores, reason: performanceCores ? null : "no clusters" },
+          performanceCores: performanceCores ? cpuList(performanceCores) : null,
         },
       },
       model: modelOutput({ "spark-2": { dir: "~/models/org/model/0123456789abcdef" } }),
@@ -101,7 +101,7 @@ describe("sparkform run", () => {
 
   it("--big-cores is refused, with why, where the fact sheet lists no performance cores", () => {
     expect(() => runScript(view(null), req({ bigCores: true }))).toThrow(
-      "--big-cores: spark-1's fact sheet lists no performance cores (no clusters); run without --big-cores",
+      "--big-cores: spark-1's fact sheet lists no performance cores (`npx sparkform status --json` shows the sheet and why); run without --big-cores",
     );
   });
 

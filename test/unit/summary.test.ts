@@ -95,8 +95,11 @@ describe("summaryLines with the serving output of the contract", () => {
       "plan  devices RPC0, split layer 1,1, n_gpu_layers 4, ctx 256, rpc 10.214.194.2:50052",
     );
     expect(s).toContain("placed  CPU 4 layers 1.2 MiB, RPC0 4 layers 1.2 MiB");
-    expect(s).toContain("  llama_cpp_ex options:\n    model_path:");
-    expect(s).toContain("    n_gpu_layers: 4,");
+    // Rendered from the plan and the client's model copy (the outputs keep no renderings).
+    expect(s).toContain(
+      '  llama_cpp_ex options:\n    LlamaCppEx.Server.start_link(\n      model_path: Path.expand("~/models/',
+    );
+    expect(s).toContain("      n_gpu_layers: 4,");
   });
 
   it("gives the smoke's tokens/s against one node alone", () => {
