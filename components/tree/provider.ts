@@ -93,18 +93,31 @@ export async function syncTree(inputs: TreeSyncInputs): Promise<TreeSyncOutputs>
   // inside the home (or an absolute one away from it), not through a symlink (node-dir.ts).
   await prepareDir(node, inputs.dest, { step: "create tree directory" });
   const start = Date.now();
-  await node.rsync(
-    `${inputs.source.replace(/\/+$/, "")}/`,
-    { remote: `${inputs.dest}/` },
-    {
-      step: "rsync tree",
-      delete: true,
-      compress: true,
-      excludes: rsyncExcludes(inputs.exclude),
-    },
-  );
+  const rsync = (checksum: boolean) =>
+    node.rsync(
+      `${inputs.source.replace(/\/+$/, "")}/`,
+      { remote: `${inputs.dest}/` },
+      {
+        step: checksum ? "rsync tree (by checksum)" : "rsync tree",
+        delete: true,
+        compress: true,
+        excludes: rsyncExcludes(inputs.exclude),
+        ...(checksum ? { extraArgs: ["--checksum"] } : {}),
+      },
+    );
+  await rsync(false);
   await progress(`[${inputs.target.name}] tree ${inputs.dest}: rsync done in ${since(start)}`);
-  const got = await remoteDigest(inputs, false);
+  let got = await remoteDigest(inputs, false);
+  if (got?.digest !== inputs.expectedDigest) {
+    // rsync's quick check skips a file whose size and mtime match: one edited in place on the
+    // node with its mtime put back. The digest saw it (its ctime moved); compare every file's
+    // content once, which sends exactly those.
+    await rsync(true);
+    await progress(
+      `[${inputs.target.name}] tree ${inputs.dest}: the copy differed after the quick check; rsync by checksum done in ${since(start)}`,
+    );
+    got = await remoteDigest(inputs, false);
+  }
   await progress(
     `[${inputs.target.name}] tree ${inputs.dest}: ${got?.files ?? 0} files, ` +
       `${((got?.bytes ?? 0) / 1e6).toFixed(1)} MB, digest ${got?.digest.slice(0, 12) ?? "(missing)"} ` +
