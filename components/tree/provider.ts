@@ -160,13 +160,19 @@ export async function read(
   props: TreeSyncOutputs,
 ): Promise<pulumi.dynamic.ReadResult<TreeSyncOutputs>> {
   const got = await remoteDigest(props, false);
-  let expectedDigest = props.expectedDigest;
-  if (got && got.digest !== props.expectedDigest) {
-    if ((await controlDigest(props.source, props.exclude)) === got.digest) {
-      expectedDigest = got.digest;
-    }
+  if (
+    got &&
+    got.digest !== props.expectedDigest &&
+    (await controlDigest(props.source, props.exclude)) === got.digest
+  ) {
+    // The recorded inputs move with it: the engine checks a refreshed resource against them
+    // (its Diff), and keeps their secret markers on what comes back (a target's private key).
+    const { digest: _d, files: _f, bytes: _b, ...inputs } = props;
+    const synced = { ...inputs, expectedDigest: got.digest };
+    // (ReadResult types `inputs` as the outputs type; the engine stores what is given.)
+    return { id, props: outputs(synced, got), inputs: synced as TreeSyncOutputs };
   }
-  return { id, props: outputs({ ...props, expectedDigest }, got) };
+  return { id, props: outputs(props, got) };
 }
 
 export async function diff(

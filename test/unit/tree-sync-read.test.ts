@@ -64,6 +64,10 @@ describe("TreeSync read", () => {
     const after = localTreeDigest(source, []).digest;
     const r = await read("id", state(before, before));
     expect([r.props?.digest, r.props?.expectedDigest]).toEqual([after, after]);
+    // The recorded inputs move too (the engine diffs a refreshed resource against them), and
+    // carry no measurement.
+    expect(r.inputs?.expectedDigest).toBe(after);
+    expect(Object.keys(r.inputs ?? {})).not.toContain("digest");
     // The node computes it with its own file-hash cache, outside the tree.
     expect(runs[0]).toContain("--cache");
   });
@@ -74,6 +78,7 @@ describe("TreeSync read", () => {
     const r = await read("id", state(d, d));
     expect(r.props?.expectedDigest).toBe(d);
     expect(r.props?.digest).not.toBe(d);
+    expect(r.inputs).toBeUndefined();
   });
 
   it("changes nothing when only the control node's tree was edited (preview's business)", async () => {
