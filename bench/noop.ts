@@ -14,7 +14,11 @@ import { stackResources } from "./stack-state";
 import { fmt, load1, rotation, summarize, type Summary } from "./stats";
 import { policyPackArgs } from "../setup/pulumi/policy";
 
-export const COMMANDS = ["preview", "refresh", "up"] as const;
+/**
+ * `refresh-once` is `refresh --skip-preview`: the nodes measured once, where plain `refresh --yes`
+ * measures twice (its preview, then the refresh).
+ */
+export const COMMANDS = ["preview", "refresh", "refresh-once", "up"] as const;
 export type NoopCommand = (typeof COMMANDS)[number];
 
 export interface Sample {
@@ -46,13 +50,13 @@ export interface NoopResult {
 function pulumiArgs(cmd: NoopCommand, stack: string, policy: boolean): string[] {
   const pack = policyPackArgs(stack);
   return [
-    cmd,
+    ...(cmd === "refresh-once" ? ["refresh", "--skip-preview"] : [cmd]),
     ...(cmd === "preview" ? [] : ["--yes"]),
     "--stack",
     stack,
     "--expect-no-changes",
     "--non-interactive",
-    ...(policy && cmd !== "refresh" ? pack : []),
+    ...(policy && !cmd.startsWith("refresh") ? pack : []),
   ];
 }
 
@@ -266,7 +270,8 @@ export function noopMarkdown(r: NoopResult, base?: string): string {
   const hand = r.summary["hand check"]!;
   out.push(
     `Stack \`${r.stack}\`, ${r.runs} interleaved rounds (variant order rotated each round). ` +
-      `Goal: each command ≤ 1.5 × (floor + hand check).` +
+      "Goal: ≤ 1.5 × (floor + hand check) (issue 16); issue 25 keeps that for `refresh --skip-preview` " +
+      "(`refresh-once`) and asks `preview` for ≤ 2 ×." +
       (base
         ? ` "base" = the checkout in \`${base}\`, run on the same stack in the same rounds.`
         : ""),
@@ -280,8 +285,9 @@ export function noopMarkdown(r: NoopResult, base?: string): string {
     const cmd = name.split(/[ ,]/)[0]!;
     const floor = r.summary[`${cmd} floor`]!;
     const ratio = r.summary[name]!.median / (floor.median + hand.median);
+    const goal = cmd === "preview" ? 2 : 1.5;
     out.push(
-      `| \`${name}\` | ${fmt(r.summary[name]!)} | ${fmt(floor)} | ${(floor.median + hand.median).toFixed(2)} s | ${ratio.toFixed(2)}× | ${ratio <= 1.5 ? "yes" : "no"} |`,
+      `| \`${name}\` | ${fmt(r.summary[name]!)} | ${fmt(floor)} | ${(floor.median + hand.median).toFixed(2)} s | ${ratio.toFixed(2)}× | ${ratio <= goal ? "yes" : "no"} (≤ ${goal}×) |`,
     );
   }
   out.push(`| hand check | ${fmt(hand)} | | | | |`, "");
