@@ -10,4 +10,9 @@
 /* global require, module */
 /* eslint-disable @typescript-eslint/no-require-imports -- CommonJS: this file is what loads TypeScript */
 require("./components/ts/require").register();
+// cmd/run installed ts-node's source-map-support as Error.prepareStackTrace. It maps only what
+// ts-node compiled (nothing: require.js compiles the TypeScript), and it ran for every stack the
+// SDK records (a stack per promise and resource: ~0.3 s of a preview's construction). Node's own
+// source maps, enabled by require.js, map the esbuild output's inline maps to TypeScript lines.
+Error.prepareStackTrace = undefined;
 module.exports = require("./index.ts");

@@ -43,8 +43,53 @@ function transformOptions(version) {
   };
 }
 
+// Modules that @pulumi/pulumi loads eagerly and that no sparkform process uses: the Automation
+// API (`pulumi.automation`, with its gRPC server and workspace code) and @npmcli/arborist (only
+// `runtime.computeCodePaths`, for packaging function code, calls it). Loading them cost every
+// program and policy-pack start ~0.3–0.5 s on 2 cores. Each is bound lazily where the SDK asks
+// for it: an ES-module-shaped stand-in that loads the real module on first use, so
+// `pulumi.automation.LocalWorkspace` or a computeCodePaths call still work as before. Other
+// requesters get the module itself.
+const LAZY = [
+  { request: "./automation", from: /[\\/]@pulumi[\\/]pulumi[\\/]index\.js$/ },
+  {
+    request: "@npmcli/arborist",
+    from: /[\\/]@pulumi[\\/]pulumi[\\/]runtime[\\/]closure[\\/]codePaths\.js$/,
+  },
+];
+
+function lazyModule(load) {
+  let real;
+  const mod = () => (real ??= load());
+  // `__esModule` answered without loading: the SDK's __importStar then keeps this object as it
+  // is instead of copying (and so reading) every export.
+  return new Proxy(
+    {},
+    {
+      get: (_, key) => (key === "__esModule" ? true : mod()[key]),
+      has: (_, key) => key === "__esModule" || key in mod(),
+      ownKeys: () => Reflect.ownKeys(mod()),
+      getOwnPropertyDescriptor: (_, key) => {
+        const d = Object.getOwnPropertyDescriptor(mod(), key);
+        return d && { ...d, configurable: true };
+      },
+    },
+  );
+}
+
+function registerLazy() {
+  const load = Module._load;
+  Module._load = function sparkformLoad(request, parent, isMain) {
+    const lazy =
+      parent?.filename && LAZY.find((l) => l.request === request && l.from.test(parent.filename));
+    if (lazy) return lazyModule(() => load.call(this, request, parent, isMain));
+    return load.call(this, request, parent, isMain);
+  };
+}
+
 function register() {
   if (globalThis[KEY]) return;
+  registerLazy();
   // esbuild itself only on a cache miss: a converged run compiles nothing.
   const { version, options } = transformOptions(require("esbuild/package.json").version);
   const dir = cacheDir();
