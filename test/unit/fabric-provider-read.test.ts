@@ -92,7 +92,8 @@ vi.mock("../../components/fabric/readings", async (importOriginal) => {
   return {
     ...m,
     bestReading: (f: Parameters<typeof m.bestReading>[0]) => m.bestReading(f, { gapsMs }),
-    burstThenFull: (f: Parameters<typeof m.burstThenFull>[0]) => m.burstThenFull(f, { gapsMs }),
+    burstThenFull: (f: Parameters<typeof m.burstThenFull>[0]) =>
+      m.burstThenFull(f, { gapsMs, burstGapMs: 0 }),
   };
 });
 
@@ -195,6 +196,8 @@ describe("FabricLink read (refresh): a short burst first", () => {
     expect(probes).toEqual([
       { kind: "rail", count: 200, seconds: 0.2 },
       { kind: "loopback", count: 200, seconds: 0.2 },
+      { kind: "rail", count: 200, seconds: 0.2 },
+      { kind: "loopback", count: 200, seconds: 0.2 },
       { kind: "rail", count: 500, seconds: 1 },
       { kind: "loopback", count: 200, seconds: 1 },
     ]);
@@ -207,11 +210,12 @@ describe("FabricLink read (refresh): a short burst first", () => {
     const r = await read("id", state);
     expect(probes.filter((p) => p.kind === "rail")).toEqual([
       { kind: "rail", count: 200, seconds: 0.2 },
+      { kind: "rail", count: 200, seconds: 0.2 },
       ...Array(4).fill({ kind: "rail", count: 500, seconds: 1 }),
     ]);
-    // Each full-length rail reading has its own reference beside it, at full length.
+    // Each rail reading after the first has its own reference beside it, at its own length.
     expect(probes.filter((p) => p.kind === "loopback").map((p) => p.seconds)).toEqual([
-      0.2, 1, 1, 1, 1,
+      0.2, 0.2, 1, 1, 1, 1,
     ]);
     expect(r.props?.class).toBe("degraded");
     expect(r.props?.healthy).toBe(false);
