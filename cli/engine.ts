@@ -12,6 +12,7 @@ import { UsageError } from "./errors";
 export interface StateResource {
   urn: string;
   type: string;
+  id?: string;
   outputs?: Record<string, unknown> & { kind?: string; target?: Partial<SshTarget> };
 }
 

@@ -18,9 +18,12 @@ export const usage = `usage: sparkform sync [--stack S]
 
 type TreeState = Partial<TreeSyncOutputs>;
 
+// The node from the resource's id (`<node>:<dest>`): a stack with a private key keeps `target`
+// encrypted in state, and `stack export` shows it as ciphertext.
 const treesOf = (stack: string) =>
   resourcesOfKind(stackResources(stack), "TreeSync").map((r) => ({
     urn: r.urn,
+    node: r.id?.split(":")[0] ?? r.urn,
     o: (r.outputs ?? {}) as TreeState,
   }));
 
@@ -44,7 +47,7 @@ export async function run(argv: string[]): Promise<number> {
   const view = readStack(stack);
   const tree = view.config.tree;
   const layout = { source: tree?.source, dest: tree?.dest, exclude: tree?.exclude ?? [] };
-  const stateNodes = trees.map((t) => t.o.target?.name ?? t.urn).sort();
+  const stateNodes = trees.map((t) => t.node).sort();
   const configNodes = view.config.nodes.map((n) => n.name).sort();
   const moved = trees.find(
     ({ o }) => !isEqual({ source: o.source, dest: o.dest, exclude: o.exclude ?? [] }, layout),
@@ -60,10 +63,10 @@ export async function run(argv: string[]): Promise<number> {
   const control = localTreeDigest(tree.source, tree.exclude);
   // Every node at once: each rsync and digest is the node's own work (and its own link).
   const synced = await Promise.all(
-    trees.map(({ o }) =>
+    trees.map(({ o, node }) =>
       syncTree({
         ...(o as TreeSyncOutputs),
-        target: view.target(o.target?.name ?? ""),
+        target: view.target(node),
         expectedDigest: control.digest,
       }),
     ),
@@ -89,7 +92,7 @@ export async function run(argv: string[]): Promise<number> {
   }
   // The proof, from state: every node's digest is the control node's, and recorded as expected.
   let ok = true;
-  const after = new Map(treesOf(stack).map((t) => [t.o.target?.name, t.o]));
+  const after = new Map(treesOf(stack).map((t) => [t.node, t.o]));
   for (const s of synced) {
     const o = after.get(s.target.name) ?? {};
     const same = o.digest === control.digest && o.expectedDigest === control.digest;

@@ -321,6 +321,24 @@ describe.skipIf(!isRoot)("sparkform on a simulated pair (real pulumi CLI)", () =
     expect(up.output).not.toContain(keyBody);
     const tree = (await resources()).find((r) => r.urn.endsWith(`::${stack}-tree-spark-2`));
     expect(JSON.stringify(tree?.outputs?.target)).toContain("4dabf18193072939515e22adb298388d"); // the secret sig
+    // sync on this stack: its targets are ciphertext in the exported state; the refresh that
+    // records the synced tree writes the tree's inputs again, and they stay encrypted.
+    const edited = path.join(treeDir, "src/secret-key-sync.c");
+    writeFileSync(edited, "/* synced with a secret key */\n");
+    try {
+      const synced = await sparkform(["sync", "--stack", stack]);
+      expect(synced.exitCode).toBe(0);
+      expect(synced.stdout).toMatch(/^spark-2: .* = the control node's, recorded$/m);
+      const after = (await cli.run(["stack", "export", "-s", stack])).output;
+      expect(after).not.toContain(keyBody);
+      const recorded = (await resources()).find((r) => r.urn.endsWith(`::${stack}-tree-spark-2`));
+      expect(JSON.stringify(recorded?.outputs?.target)).toContain(
+        "4dabf18193072939515e22adb298388d",
+      );
+      await cli.run(["refresh", "--yes", "--expect-no-changes", "-s", stack]);
+    } finally {
+      rmSync(edited, { force: true });
+    }
     // Back to the key file for the tests that follow.
     writeStackConfig(stack);
     await cli.run(["up", "--yes", "-s", stack]);
