@@ -5,7 +5,7 @@ import { execFileSync } from "node:child_process";
 import { mkdirSync, writeFileSync } from "node:fs";
 import * as path from "node:path";
 import { parseArgs } from "node:util";
-import { format } from "prettier";
+import { format, resolveConfig } from "prettier";
 import { pulumiBinary, pulumiEnv, repoRoot } from "../setup/pulumi/env";
 import { CLI_ITEMS, cliMarkdown, runCli } from "./cli";
 import { COMMANDS, type NoopCommand, noopMarkdown, runNoop } from "./noop";
@@ -158,8 +158,10 @@ async function main(): Promise<number> {
       `Load average (1 min) ${loadStart} at the start, ${loadEnd} at the end: the machine is shared, so read the ratios (same rounds) rather than the absolute times.`,
     "",
   ];
-  // Formatted as the repository's formatter would (npm run lint checks committed results).
-  const text = await format([...header, ...md].join("\n"), { parser: "markdown" });
+  // Formatted as the repository's formatter would, with its config (npm run lint checks
+  // committed results: a short array fits on one line at the project's width).
+  const style = (await resolveConfig(path.join(values.out, `${name}.json`))) ?? {};
+  const text = await format([...header, ...md].join("\n"), { ...style, parser: "markdown" });
   writeFileSync(path.join(values.out, `${name}.md`), text);
   writeFileSync(
     path.join(values.out, `${name}.json`),
@@ -174,7 +176,7 @@ async function main(): Promise<number> {
         loadEnd,
         results,
       }),
-      { parser: "json" },
+      { ...style, parser: "json" },
     ),
   );
   log(`wrote ${path.join(values.out, name)}.{md,json}`);
