@@ -432,6 +432,9 @@ describe.skipIf(!haveTools)("transport hardening against a local sshd", () => {
       const saved = { ...process.env };
       process.env.SSH_AUTH_SOCK = agent.socket;
       process.env.PATH = `${bin}:${process.env.PATH ?? ""}`;
+      // The control digest runs the system's python3 by its path, not PATH's (pyenv shims):
+      // point it at the recording wrapper the documented way.
+      process.env.SPARKFORM_PYTHON = path.join(bin, "python3");
       process.env.PULUMI_CONFIG = JSON.stringify({
         "sparkform:privateKey": `-----BEGIN OPENSSH PRIVATE KEY-----${CANARY}`,
         "sparkform:hfToken": `hf_${CANARY}`,
