@@ -215,7 +215,8 @@ export async function deleteTree(_id: string, props: TreeSyncOutputs): Promise<v
   // And the node's file hashes for it (tree-digest.py --cache), which only this resource wrote.
   await node.run(
     {
-      script: 'rm -f -- "$HOME/$1"',
+      // Its directory too when no other tree's hashes are in it (rmdir refuses a non-empty one).
+      script: 'rm -f -- "$HOME/$1" && { rmdir -- "$(dirname -- "$HOME/$1")" 2>/dev/null || true; }',
       args: [homeRelative(nodeTreeDigestCacheFile(props.dest, props.exclude ?? []))],
       display: `rm -f ${nodeTreeDigestCacheFile(props.dest, props.exclude ?? [])}`,
     },
