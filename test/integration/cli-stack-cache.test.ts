@@ -59,8 +59,12 @@ describe.skipIf(!hasPulumi)("the CLI's stack cache, with the real pulumi CLI", (
   it("reads through pulumi once, then from the cache while nothing changed", () => {
     const first = readStack(stack, project);
     expect(first.target("spark-1")).toMatchObject({ host: "10.0.0.1", user: "spark", port: 22 });
+    // The outputs are read when a command first asks for them (sync never does).
+    expect(fs.existsSync(cacheFile("outputs"))).toBe(false);
+    expect(first.outputs).toEqual({});
     const ids = [entryId("config"), entryId("outputs")];
     const again = readStack(stack, project);
+    expect(again.outputs).toEqual(first.outputs);
     expect([entryId("config"), entryId("outputs")]).toEqual(ids);
     expect(again.config).toEqual(first.config);
     expect(again.target("spark-1")).toEqual(first.target("spark-1"));
