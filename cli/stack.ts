@@ -48,6 +48,14 @@ export function pulumiJson(args: string[], what: string, cwd = repoRoot): unknow
   return JSON.parse(r.stdout) as unknown;
 }
 
+/**
+ * The Pulumi project whose stacks the commands read: this checkout, unless
+ * SPARKFORM_PROJECT_DIR names another (a project of your own that uses sparkform's components).
+ */
+export function projectRoot(): string {
+  return process.env.SPARKFORM_PROJECT_DIR || repoRoot;
+}
+
 function isDirectory(p: string): boolean {
   try {
     return statSync(p).isDirectory();
@@ -81,7 +89,7 @@ function readConfig(name: string | undefined, projectDir: string): ConfigRead {
   const { parseStackConfig, sshTarget } =
     // eslint-disable-next-line @typescript-eslint/no-require-imports -- loaded on demand
     require("../components/stack-config") as typeof import("../components/stack-config");
-  const config = parseStackConfig(raw, { projectDir: repoRoot });
+  const config = parseStackConfig(raw, { projectDir });
   return {
     config,
     targets: Object.fromEntries(config.nodes.map((n) => [n.name, sshTarget(n, config)])),
@@ -102,7 +110,7 @@ function readPrivateKey(name: string | undefined, projectDir: string): string {
 }
 
 /** `pulumi stack output --json` of stack `name` (default: the selected one), cached. */
-export function readOutputs(name: string | undefined, projectDir = repoRoot): StackOutputs {
+export function readOutputs(name: string | undefined, projectDir = projectRoot()): StackOutputs {
   const stack = name ?? selectedStackName(projectDir);
   const read = () =>
     pulumiJson(["stack", "output", ...(stack ? ["-s", stack] : [])], "outputs", projectDir);
@@ -114,7 +122,7 @@ export function readOutputs(name: string | undefined, projectDir = repoRoot): St
  * Read stack `name` (default: the selected stack) from the project's backend; `projectDir` is
  * the Pulumi project's directory (default: this checkout).
  */
-export function readStack(name: string | undefined, projectDir = repoRoot): StackView {
+export function readStack(name: string | undefined, projectDir = projectRoot()): StackView {
   const stack = name ?? selectedStackName(projectDir);
   const readC = () => readConfig(stack, projectDir);
   let read = stack ? cached(configKey(stack, projectDir), readC) : readC();

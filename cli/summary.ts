@@ -220,6 +220,14 @@ function servingSection(
   const { plan, server, smoke } = serving;
   const lines = [
     `serving  ${server.url} on ${server.node} (${server.unit}, health ${server.health})`,
+    ...(serving.topologyReason ? [`  topology  ${serving.topologyReason}`] : []),
+    ...(serving.endpoint
+      ? [
+          `  endpoint  ${serving.endpoint} on ${server.node}, the router in front of ` +
+            `${(serving.servers ?? []).map((x) => `${x.node} ${x.url}`).join(", ") || "the server"}` +
+            ` (on this machine: npx sparkform endpoint --stack ${stack})`,
+        ]
+      : []),
     `  plan  devices ${plan.devices.join(",") || "?"}, split ${plan.splitMode} ${plan.tensorSplit.join(",")}, ` +
       `n_gpu_layers ${plan.nGpuLayers}, ctx ${plan.context}` +
       `${plan.rpcServers.length ? `, rpc ${plan.rpcServers.join(",")}` : ""}`,
@@ -248,7 +256,7 @@ function servingSection(
     );
   const body = JSON.stringify({ prompt: "The capital of France is", n_predict: 16 });
   lines.push(
-    `try  npx sparkform run ${server.node} --stack ${stack} -- curl -s ${server.url}/completion -d ${shQuote(body)}`,
+    `try  npx sparkform run ${server.node} --stack ${stack} -- curl -s ${serving.endpoint || server.url}/completion -d ${shQuote(body)}`,
   );
   return lines;
 }

@@ -150,6 +150,8 @@ export interface KindEvidence extends Record<Kind, object> {
     | "unit"
     | "rssLimitPercent"
     | "status"
+    | "standby"
+    | "topology"
   >;
   ServingDrain: Pick<ServingDrainOutputs, "target">;
 }

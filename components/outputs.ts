@@ -154,6 +154,12 @@ export function planSummary(p: ServingPlan | PlanSummary): PlanSummary {
 
 /** The stack output `serving`. */
 export interface ServingOutput {
+  /** Absent in outputs written before topologies (those served layer-split). */
+  topology?: ServingSummary["topology"];
+  topologyReason?: string;
+  /** The router's URL on the client node (absent before the router). */
+  endpoint?: string;
+  servers?: ServingSummary["servers"];
   plan: PlanSummary;
   server: ServingSummary["server"];
   placement: ServingSummary["placement"];
@@ -164,6 +170,10 @@ export function servingOutput(
   s: ServingSummary | ServingOutput | (ServingOutput & { renderings?: unknown }),
 ): ServingOutput {
   return {
+    ...(s.topology !== undefined ? { topology: s.topology } : {}),
+    ...(s.topologyReason !== undefined ? { topologyReason: s.topologyReason } : {}),
+    ...(s.endpoint !== undefined ? { endpoint: s.endpoint } : {}),
+    ...(s.servers !== undefined ? { servers: s.servers } : {}),
     plan: planSummary(s.plan),
     server: s.server,
     placement: s.placement,

@@ -115,6 +115,8 @@ const FIELDS: { [K in Kind]: { [F in keyof KindEvidence[K]]-?: (v: unknown) => b
     unit: isString,
     rssLimitPercent: (v) => typeof v === "number",
     status: isObject,
+    standby: (v) => v === undefined || typeof v === "boolean",
+    topology: (v) => v === undefined || isObject(v),
   },
   ServingDrain: { target: isObject },
 };

@@ -6,7 +6,13 @@ import { fabricHealthy, rdmaTransport } from "./fabric";
 import { modelPinned } from "./model";
 import { hostKeyPinned } from "./node";
 import { rpcBoundToFabric, rssGuardOn, workerVersionMatch } from "./rpc";
-import { devicesNamed, layerSplitAcrossHosts, modelFits, servingCheckedAtUp } from "./serving";
+import {
+  devicesNamed,
+  layerSplitAcrossHosts,
+  layerSplitFitsOneNode,
+  modelFits,
+  servingCheckedAtUp,
+} from "./serving";
 import { toolchainsIdentical } from "./toolchain";
 import { treesIdentical } from "./tree";
 
@@ -27,5 +33,6 @@ new PolicyPack("sparkform", {
     devicesNamed,
     layerSplitAcrossHosts,
     servingCheckedAtUp,
+    layerSplitFitsOneNode,
   ],
 });

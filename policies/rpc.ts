@@ -163,7 +163,8 @@ export const rssGuardOn: ResourceValidationPolicy = {
     const w = asKind(args, "RpcWorker");
     if (w) checkRssGuard(w.node, w.props).forEach((m) => reportViolation(m));
     const s = asKind(args, "LlamaServer");
-    if (s) checkRssGuard(s.node, s.props, "server").forEach((m) => reportViolation(m));
+    if (s && (s.props as { standby?: unknown }).standby !== true)
+      checkRssGuard(s.node, s.props, "server").forEach((m) => reportViolation(m));
   },
 };
 export const workerVersionMatch = workerPolicy(

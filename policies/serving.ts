@@ -112,7 +112,7 @@ const serverPolicy = (
   validateResource: (args, reportViolation) => {
     const s = asKind(args, "LlamaServer");
     const plan = s?.props.plan;
-    if (s && plan) check(s.node, plan).forEach((m) => reportViolation(m));
+    if (s && plan && !isStandby(s.props)) check(s.node, plan).forEach((m) => reportViolation(m));
   },
 });
 
@@ -140,6 +140,44 @@ export const servingCheckedAtUp: ResourceValidationPolicy = {
   enforcementLevel: "advisory",
   validateResource: (args, reportViolation) => {
     const s = asKind(args, "LlamaServer");
-    if (s) checkedAtUp(s).forEach((m) => reportViolation(m));
+    if (s && !isStandby(s.props)) checkedAtUp(s).forEach((m) => reportViolation(m));
+  },
+};
+
+/**
+ * A replica the plan keeps on standby (auto chose a layer split): nothing runs, so the plan's
+ * memory (the whole model on that node, which may not fit) is not judged.
+ */
+export function isStandby(props: { standby?: unknown }): boolean {
+  return props.standby === true;
+}
+
+/**
+ * Advisory: a layer split of a model that fits the client alone, asked for explicitly. It
+ * buys capacity the model does not need, not speed (pipeline parallelism is off with an RPC
+ * device), and costs load time and a node's loss (llama.cpp #25938).
+ */
+export function checkLayerSplitFitsOneNode(props: { topology?: unknown }): string[] {
+  const t = props.topology as
+    { topology?: string; fitsEach?: unknown[]; reason?: string } | undefined;
+  if (t?.topology !== "layer-split" || t.fitsEach?.[0] !== true) return [];
+  return [
+    `The model fits the client node alone, yet it is split by layer: ${t.reason ?? ""}. ` +
+      "A layer split buys capacity, not speed: the nodes compute one after the other (no pipeline " +
+      "parallelism with an RPC device), the load sends the weights over the fabric, and a worker " +
+      "lost aborts the server (llama.cpp #25938). Leave sparkform:server.topology out (auto) for " +
+      "a replica per node behind the router, or keep layer-split to measure the split.",
+  ];
+}
+
+export const layerSplitFitsOneNode: ResourceValidationPolicy = {
+  name: "layer-split-fits-one-node",
+  description:
+    "A model that fits one node is served whole on each node (replicas), not split by layer: the split costs load time and a node's loss, and buys no speed.",
+  enforcementLevel: "advisory",
+  validateResource: (args, reportViolation) => {
+    const s = asKind(args, "LlamaServer");
+    if (s && !isStandby(s.props))
+      checkLayerSplitFitsOneNode(s.props).forEach((m) => reportViolation(m));
   },
 };

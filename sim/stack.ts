@@ -147,9 +147,12 @@ export function renderLocalSettings(c: SimCluster | undefined): string {
     "  sparkform:worker:",
     '    nodes: ["spark-2"]',
     // llama-server on spark-1 (the worker stage's client), on loopback, the model split across
-    // the pair by the placement plan; the tiny model was trained on 256 tokens of context.
+    // the pair by the placement plan; the tiny model was trained on 256 tokens of context. It
+    // fits each node, so `auto` would run a replica per node: this stack asks for the layer
+    // split, to show the RPC worker (the advisory layer-split-fits-one-node says so).
     "  sparkform:server:",
     "    context: 256",
+    "    topology: layer-split",
     "",
   ].join("\n");
 }

@@ -12,24 +12,34 @@ import { readStack } from "../stack";
 export const summary = "the stack's OpenAI-compatible endpoint on this machine, through ssh";
 export const usage = `usage: sparkform endpoint [--stack S] [--port P]
   Forwards 127.0.0.1:P on this machine through the stack's pinned ssh connection to the
-  llama-server on the client node, prints the base URL for OpenAI clients
+  router on the client node (in front of the llama-server or its replicas), prints the base URL for OpenAI clients
   (http://127.0.0.1:P/v1), and stays until interrupted (Ctrl-C).
   --stack S   the stack (default: the selected one)
-  --port P    the local port (default: the server's own port)`;
+  --port P    the local port (default: the router's own port)`;
 
-/** The served endpoint as the stack's outputs record it: `serving.server`. */
+/**
+ * The served endpoint as the stack's outputs record it: the router (`serving.endpoint`, on the
+ * client node), else, for a stack made before the router, the server itself (`serving.server`).
+ */
 export function servedEndpoint(outputs: StackOutputs): {
   node: string;
   host: string;
   port: number;
+  what: "router" | "server";
 } {
   const server = outputs.serving?.server;
-  const m = /^http:\/\/\[?([^\]]+?)\]?:(\d+)$/.exec(server?.url ?? "");
+  const router = outputs.serving?.endpoint;
+  const m = /^http:\/\/\[?([^\]]+?)\]?:(\d+)$/.exec(router || server?.url || "");
   if (!server?.node || !m)
     throw new Error(
       "the stack serves nothing yet (no serving.server in its outputs): set sparkform:server and run `pulumi up`",
     );
-  return { node: server.node, host: m[1] as string, port: Number(m[2]) };
+  return {
+    node: server.node,
+    host: m[1] as string,
+    port: Number(m[2]),
+    what: router ? "router" : "server",
+  };
 }
 
 function portFree(port: number): Promise<boolean> {
@@ -77,7 +87,7 @@ export async function run(argv: string[]): Promise<number> {
   }
   out(`OpenAI-compatible endpoint: http://127.0.0.1:${port}/v1`);
   out(
-    `  through ssh to ${served.node}, where the server listens on ${served.host}:${served.port}; ` +
+    `  through ssh to ${served.node}, where the ${served.what} listens on ${served.host}:${served.port}; ` +
       "API key: the stack's sparkform:serverApiKey if it sets one (`pulumi config get sparkform:serverApiKey`), else any value",
   );
   out("  Ctrl-C to stop");

@@ -33,6 +33,12 @@ export const SERVER_CACHE_TYPE_DEFAULT = "f16";
 export const SERVER_COMPUTE_MARGIN_DEFAULT = 1024 ** 3;
 /** The runbook: "n_gpu_layers: 99, always. n_gpu_layers: 0 costs 57% of decode". */
 export const SERVER_GPU_LAYERS_DEFAULT = 99;
+/**
+ * The router's port on the client node: the one URL clients use (`sparkform endpoint`
+ * forwards to it), in front of every topology.
+ */
+export const ROUTER_PORT_DEFAULT = 8090;
+export const TOPOLOGY_REQUESTS = ["auto", "single", "replicas", "layer-split"] as const;
 export const SMOKE_DEFAULT = { prompt: "The capital of France is", tokens: 16, seed: 42 };
 
 /**
@@ -167,12 +173,40 @@ export const serverConfigSchema = z
     memory: z.record(z.string().min(1), z.number().int().positive()).optional(),
     smoke: smokeSchema.default(SMOKE_DEFAULT),
     /**
+     * How the nodes serve (components/serving/topology.ts): `auto` (default) splits by layer only
+     * a model that does not fit one node, runs a replica per node when it fits every node, and
+     * `single` on one node; the others force one (a layer split of a model that fits one node is
+     * allowed, and the advisory policy layer-split-fits-one-node says what it costs).
+     */
+    topology: z.enum(TOPOLOGY_REQUESTS).default("auto"),
+    /**
+     * The router on the client node (Caddy's reverse_proxy, components/router/): the one
+     * OpenAI-compatible URL in front of the server or the replicas. `port` default 8090; `bind`
+     * default 127.0.0.1 (any other address needs the secret sparkform:serverApiKey, which the
+     * servers behind it check).
+     */
+    router: z
+      .strictObject({
+        port: z.number().int().min(1024).max(65535).default(ROUTER_PORT_DEFAULT),
+        bind: bindAddress.default(SERVER_BIND_DEFAULT),
+      })
+      .default({ port: ROUTER_PORT_DEFAULT, bind: SERVER_BIND_DEFAULT }),
+    /**
      * The RSS guard beside llama-server (the worker's rule): the client node holds the largest
      * share of a split model, and an OOM there takes unrelated services with it.
      */
     ...rssGuardKeys("server"),
   })
   .superRefine((s, ctx) => {
+    for (const taken of [s.port, s.port + 1])
+      if (s.router.port === taken)
+        ctx.addIssue({
+          code: "custom",
+          path: ["router", "port"],
+          message:
+            `is ${taken}, which llama-server ${taken === s.port ? "listens on (server.port)" : "'s single-node reference uses (server.port + 1)"}; ` +
+            `give the router another port, e.g. ${ROUTER_PORT_DEFAULT === s.port || ROUTER_PORT_DEFAULT === s.port + 1 ? s.port + 10 : ROUTER_PORT_DEFAULT}`,
+        });
     if (s.devices && s.tensorSplit && s.devices.length !== s.tensorSplit.length)
       ctx.addIssue({
         code: "custom",
@@ -247,6 +281,28 @@ export function crossCheck(
         "llama-server has no authentication of its own without a key; set the secret with " +
         `\`${SERVER_API_KEY_FIX}\`, or bind 127.0.0.1 (the default)`,
     );
+  }
+  const routerBind = server.router?.bind;
+  if (
+    routerBind !== undefined &&
+    !isLoopbackAddress(routerBind) &&
+    !ctx.secrets.has("serverApiKey")
+  )
+    ctx.add(
+      ["server", "router", "bind"],
+      `${routerBind} is not loopback, so every host that reaches it could use the servers behind ` +
+        `it, which check no key unless one is set; set the secret with \`${SERVER_API_KEY_FIX}\`, ` +
+        "or bind 127.0.0.1 (the default; `npx sparkform endpoint` reaches it through ssh)",
+    );
+  if (server.topology === "replicas" && model?.nodes !== undefined && worker !== undefined) {
+    for (const w of worker.nodes ?? [])
+      if (!model.nodes.includes(w))
+        ctx.add(
+          ["server", "topology"],
+          `is replicas, so ${w} (a worker node) runs a llama-server with the whole model, but ` +
+            `${w} is not in sparkform:model.nodes (${model.nodes.join(", ")}); add it there, or ` +
+            "leave topology out (auto runs replicas on the nodes that have the model)",
+        );
   }
   if (build === undefined)
     ctx.add(

@@ -6,6 +6,7 @@ import { delegatingProvider } from "../providers/delegate";
 import { SparkformResource } from "../providers/resource";
 import type { SshTarget } from "../transport";
 import type { ServingPlan } from "./placement";
+import type { TopologyChoice } from "./topology";
 import type { LlamaServerOutputs, ServingEvidence, ServingWorker, SmokeOutput } from "./provider";
 import { SERVER_PROGRAMS, type SeenDevice } from "./server-plan";
 
@@ -37,6 +38,16 @@ export interface LlamaServerArgs {
   readonly modelPath: pulumi.Input<string>;
   readonly clientDevice: string;
   readonly smoke: { prompt: string; tokens: number; seed: number };
+  /**
+   * The topology the stage chose, with its reason (components/serving/topology.ts): the
+   * advisory policy layer-split-fits-one-node reads it.
+   */
+  readonly topology?: pulumi.Input<TopologyChoice>;
+  /**
+   * A replica that the chosen topology does not use (auto chose a layer split): nothing runs
+   * on its node, and the policies do not judge its plan. Default false.
+   */
+  readonly standby?: pulumi.Input<boolean>;
   /** The workers the plan uses: their debug logs show the decode fast path. */
   readonly workers: pulumi.Input<ServingWorker[]>;
   /** How long the model load may take before the server counts as not up (default 1800 s). */
@@ -103,6 +114,8 @@ export class LlamaServer extends SparkformResource<"LlamaServer", LlamaServerOut
         clientDevice: args.clientDevice,
         smokeRequest: args.smoke,
         workers: args.workers,
+        ...(args.topology ? { topology: args.topology } : {}),
+        standby: args.standby ?? false,
         healthTimeoutSeconds: args.healthTimeoutSeconds ?? 1800,
         rssLimitPercent: args.rssLimitPercent,
         rssIntervalSeconds: args.rssIntervalSeconds,

@@ -502,4 +502,8 @@ export interface LlamaServerGate {
   rssLimitPercent: number;
   /** Measured once the server runs: its guard unit's state (rss-guard-on reads it). */
   status?: { guard?: { ActiveState: string } };
+  /** A replica the chosen topology does not use: nothing runs, no policy judges its plan. */
+  standby?: boolean;
+  /** The stage's topology choice (layer-split-fits-one-node reads it). */
+  topology?: { topology: string; reason: string; fitsEach: (boolean | undefined)[] };
 }

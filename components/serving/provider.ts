@@ -12,6 +12,7 @@
 //   fast path  native/serving/worker-log.py on each worker: `[graph_recompute]` after the
 //              first `[graph_compute]` in the worker's GGML_RPC_DEBUG log
 import { createHash } from "node:crypto";
+import { isLoopbackAddress } from "../config/address";
 import type * as pulumi from "@pulumi/pulumi";
 import { programCommand, programFor, type ProgramRef } from "../native-script";
 import type { ProviderImpl } from "../providers/delegate";
@@ -27,6 +28,7 @@ import {
 import { unitStartCommand } from "../unit/commands";
 import { startedOf } from "../unit/status";
 import type { LlamaServerGate, ServingPlan } from "./placement";
+import type { TopologyChoice } from "./topology";
 import { parseServerStatus, parseSmoke, parseWorkerLog, parseWorkerLogSize } from "./node-output";
 import {
   describePlanned,
@@ -92,6 +94,10 @@ export interface LlamaServerInputs {
   /** The smoke generation: prompt, tokens to generate, seed. */
   smokeRequest: { prompt: string; tokens: number; seed: number };
   workers: ServingWorker[];
+  /** The stage's topology choice (absent in state written before topologies). */
+  topology?: TopologyChoice;
+  /** A replica the chosen topology does not use: nothing runs (absent = false). */
+  standby?: boolean;
   healthTimeoutSeconds: number;
   /** The RSS guard stops the server at this % of the node's RAM used; 0 = no guard. */
   rssLimitPercent: number;
@@ -214,6 +220,9 @@ export function startCommand(i: LlamaServerInputs): RemoteScript {
       rssLimitPercent: i.rssLimitPercent,
       rssIntervalSeconds: i.rssIntervalSeconds,
       what: "server",
+      // A replica bound to its fabric address without a key (the router reaches it there): the
+      // management network must not reach it (the worker's rule).
+      notOnManagement: !isLoopbackAddress(i.bind) && !i.apiKey,
       // Up is /health = 200 (the model is loaded), not a listening port.
       healthTimeoutSeconds: i.healthTimeoutSeconds,
       flags: serverArgv({ placement: i.flags, bind: i.bind, port: i.port }),
@@ -348,7 +357,34 @@ async function smoke(i: LlamaServerInputs): Promise<SmokeOutput> {
   return out;
 }
 
+/** A standby replica: whatever served on its port before is stopped; nothing is started. */
+async function standBy(i: LlamaServerInputs): Promise<LlamaServerOutputs> {
+  await stop(i);
+  const { apiKey, ...rest } = i;
+  await progress(`${tag(i.target)}: standby (${i.topology?.reason ?? "not in this topology"})`);
+  return {
+    ...rest,
+    apiKeySha256: keyDigest(apiKey),
+    url: "",
+    health: "standby",
+    placement: [],
+    smoke: {
+      tokens: [],
+      tokensPerSecond: 0,
+      chat: { completionTokens: 0, finishReason: "", characters: 0 },
+      reference: { tokens: [], tokensPerSecond: 0, skipped: "standby" },
+      identical: false,
+      graphCompute: 0,
+      graphRecompute: 0,
+    },
+    status: measured(await status(i)),
+    started: { invocationId: "", nRestarts: "" },
+    drift: [],
+  };
+}
+
 async function converge(i: LlamaServerInputs): Promise<LlamaServerOutputs> {
+  if (i.standby) return standBy(i);
   const who = tag(i.target);
   // Defense when the policy pack is not used: a plan that does not fit never starts.
   if (!i.plan.fits)
@@ -424,6 +460,7 @@ export async function read(
   id: string,
   props: LlamaServerOutputs,
 ): Promise<pulumi.dynamic.ReadResult<LlamaServerOutputs>> {
+  if (props.standby) return { id, props };
   const st = await status(props);
   const drift = serverDrift({
     status: st,
@@ -477,6 +514,8 @@ export async function diff(
   if (JSON.stringify(olds.evidence?.models) !== JSON.stringify(news.evidence.models))
     changed.push("evidence.models");
   if ((olds.apiKeySha256 ?? "") !== keyDigest(news.apiKey)) changed.push("apiKey");
+  // State from before topologies has no standby: a serving server, as `false` is.
+  if (Boolean(olds.standby) !== Boolean(news.standby)) changed.push("standby");
   const drifted = (olds.drift ?? []).length > 0;
   const all = [...changed, ...(drifted ? ["drift"] : [])];
   return { changes: all.length > 0, replaces: [], ...(all.length > 0 ? { diffs: all } : {}) };

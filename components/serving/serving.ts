@@ -17,9 +17,19 @@ import { LlamaServer } from "./llama-server";
 import type { ServingEvidence, SmokeOutput } from "./provider";
 import type { SeenDevice } from "./server-plan";
 import { serverUnit } from "./server-plan";
+import { chooseTopology, type Topology, type TopologyChoice, unavailableText } from "./topology";
+import { Router } from "../router/router";
 
 /** The stack output `serving` (SERVING-CONTRACT.md). */
 export interface ServingSummary {
+  /** single, replicas or layer-split (components/serving/topology.ts). */
+  topology: Topology;
+  /** Why, with the numbers: the model with its KV cache against each node's usable memory. */
+  topologyReason: string;
+  /** The router's URL on the client node: the one URL clients use (`sparkform endpoint`). */
+  endpoint: string;
+  /** Every llama-server behind the router (replicas: one per node; else the client's). */
+  servers: { node: string; url: string; health: string; tokensPerSecond: number }[];
   plan: ServingPlan;
   renderings: { llamaCppEx: string; llamaServer: string[]; llamaCli: string[]; json: string };
   server: { node: string; url: string; unit: string; health: string };
@@ -66,7 +76,12 @@ function knownOr<T>(o: pulumi.Input<T>, fallback: T): pulumi.Output<T> {
 
 export class Serving extends pulumi.ComponentResource {
   readonly plan: pulumi.Output<ServingPlan>;
+  readonly topology: pulumi.Output<TopologyChoice>;
+  /** The client node's llama-server (every topology has one). */
   readonly server: LlamaServer;
+  /** The other nodes' replicas (topology replicas or auto; standby when auto splits). */
+  readonly replicas: LlamaServer[];
+  readonly router: Router;
   readonly summary: pulumi.Output<ServingSummary>;
 
   constructor(name: string, args: ServingArgs, opts?: pulumi.ComponentResourceOptions) {
@@ -124,26 +139,60 @@ export class Serving extends pulumi.ComponentResource {
       fs.filter((f) => f.path.endsWith(".gguf")).reduce((a, f) => a + f.size, 0),
     );
     const ggufFile = model.files.apply((fs) => fs.find((f) => f.path.endsWith(".gguf"))?.path);
-    this.plan = pulumi
-      .all([model.gguf, fileBytes, clientNode, pulumi.all(workerNodes)])
-      .apply(([gguf, bytes, c, ws]) => {
-        if (!gguf)
-          fail(
-            "sparkform:model has no .gguf file: the placement plan reads the GGUF header; list the model's .gguf in sparkform:model.files",
-          );
-        return planPlacement({
-          model: { ...(gguf as NonNullable<typeof gguf>), fileBytes: bytes },
-          nodes: [c, ...ws],
+    const placementModel = pulumi.all([model.gguf, fileBytes]).apply(([gguf, bytes]) => {
+      if (!gguf)
+        fail(
+          "sparkform:model has no .gguf file: the placement plan reads the GGUF header; list the model's .gguf in sparkform:model.files",
+        );
+      return { ...(gguf as NonNullable<typeof gguf>), fileBytes: bytes };
+    });
+    // The layer split: the client and every worker as RPC devices.
+    const splitPlan = pulumi
+      .all([placementModel, clientNode, pulumi.all(workerNodes)])
+      .apply(([m, c, ws]) => planPlacement({ model: m, nodes: [c, ...ws], server: cfg }));
+    // The whole model on one node (single, or a replica): its own device, no RPC.
+    const wholePlan = (n: pulumi.Output<PlacementNode>) =>
+      pulumi.all([placementModel, n]).apply(([m, p]) =>
+        planPlacement({
+          model: m,
+          nodes: [{ ...p, role: "client", device: clientDevice }],
+          server: { ...cfg, splitMode: "none", tensorSplit: undefined, devices: undefined },
+        }),
+      );
+
+    // Replicas run on the workers that hold a copy of the model, beside the (idle) RPC worker.
+    // The resources exist for `replicas` and `auto` alike (auto decides at up, from the
+    // measured memory; a replica it does not use stays on standby), never for an explicit
+    // layer-split or single, so those stacks keep exactly the resources they had.
+    const replicaNodes = args.workers.endpoints.filter(({ node: w }) => model.names.includes(w));
+    const withReplicas = cfg.topology === "replicas" || cfg.topology === "auto";
+    const candidates = withReplicas ? replicaNodes : [];
+    this.topology = pulumi
+      .all([placementModel, clientNode, pulumi.all(workerNodes)])
+      .apply(([m, c, ws]) =>
+        chooseTopology({
+          requested: cfg.topology,
+          model: m,
+          nodes: [c, ...ws.filter((w) => candidates.some((r) => r.node === w.node))].map((n) => ({
+            node: n.node,
+            ...(n.usableBytes !== undefined ? { usableBytes: n.usableBytes } : {}),
+          })),
           server: cfg,
-        });
-      });
-    const replica = model.of(client);
-    const modelPath = pulumi
-      .all([replica.dir, ggufFile])
-      .apply(([dir, f]) => `${dir.replace(/\/$/, "")}/${f ?? ""}`);
+        }),
+      );
+    const clientWhole = wholePlan(clientNode);
+    this.plan = pulumi
+      .all([this.topology, splitPlan, clientWhole])
+      .apply(([t, split, whole]) => (t.topology === "layer-split" ? split : whole));
+    const modelPathOn = (n: string) =>
+      pulumi
+        .all([model.of(n).dir, ggufFile])
+        .apply(([dir, f]) => `${dir.replace(/\/$/, "")}/${f ?? ""}`);
+    const modelPath = modelPathOn(client);
     const rendered = pulumi
       .all([this.plan, modelPath])
       .apply(([p, m]) => renderings(p, m, { bind: cfg.bind, port: cfg.port }));
+    const replica = model.of(client);
 
     const evidence = pulumi.output({
       builds: gatherByNode(nodes.names, (n) => {
@@ -174,40 +223,46 @@ export class Serving extends pulumi.ComponentResource {
     }) as unknown as pulumi.Output<ServingEvidence>;
 
     const unit = serverUnit(cfg.port);
+    const workerList = pulumi.all(
+      args.workers.endpoints.map(({ node: w, device, endpoint }) =>
+        pulumi.all([nodes.target(w), args.workers.of(w).started]).apply(([target, started]) => ({
+          node: w,
+          device,
+          endpoint,
+          port: args.workers.port,
+          target,
+          // The worker unit's invocation: a worker that `up` (re)started is a new one, and
+          // the server's connections to the old one are gone, so the server restarts too.
+          invocationId: started?.invocationId ?? "",
+        })),
+      ),
+    );
+    const common = {
+      port: cfg.port,
+      unit,
+      ...(args.apiKey ? { apiKey: args.apiKey } : {}),
+      evidence,
+      topology: this.topology,
+      clientDevice,
+      smoke: cfg.smoke,
+      rssLimitPercent: cfg.rssLimitPercent,
+      rssIntervalSeconds: cfg.rssIntervalSeconds,
+    };
     this.server = new LlamaServer(
       `${name}-server`,
       {
+        ...common,
         target: nodes.target(client),
         node: client,
         bind: cfg.bind,
-        port: cfg.port,
-        unit,
-        ...(args.apiKey ? { apiKey: args.apiKey } : {}),
         plan: this.plan,
-        evidence,
         flags: rendered.apply((r) => r.llamaServer),
         build: { installDir: builds.of(client).installDir, artifacts: builds.of(client).artifacts },
         modelPath,
-        clientDevice,
-        smoke: cfg.smoke,
-        rssLimitPercent: cfg.rssLimitPercent,
-        rssIntervalSeconds: cfg.rssIntervalSeconds,
-        workers: pulumi.all(
-          args.workers.endpoints.map(({ node: w, device, endpoint }) =>
-            pulumi
-              .all([nodes.target(w), args.workers.of(w).started])
-              .apply(([target, started]) => ({
-                node: w,
-                device,
-                endpoint,
-                port: args.workers.port,
-                target,
-                // The worker unit's invocation: a worker that `up` (re)started is a new one, and
-                // the server's connections to the old one are gone, so the server restarts too.
-                invocationId: started?.invocationId ?? "",
-              })),
-          ),
-        ),
+        // Only a layer split talks to the workers.
+        workers: pulumi
+          .all([this.topology, workerList])
+          .apply(([t, ws]) => (t.topology === "layer-split" ? ws : [])),
       },
       nodes.childOpts(
         {
@@ -218,8 +273,77 @@ export class Serving extends pulumi.ComponentResource {
         ["target", "workers"],
       ),
     );
+    // A replica binds its node's fabric address (the worker's: node to node only), where the
+    // router on the client reaches it; with a key configured, the servers check it.
+    this.replicas = candidates.map(({ node: r, endpoint }) => {
+      const bind = endpoint.replace(/:\d+$/, "");
+      const own = workerNodes[args.workers.endpoints.findIndex((e) => e.node === r)];
+      const plan = wholePlan(own as pulumi.Output<PlacementNode>);
+      const path = modelPathOn(r);
+      return new LlamaServer(
+        `${name}-server-${r}`,
+        {
+          ...common,
+          target: nodes.target(r),
+          node: r,
+          bind,
+          plan,
+          flags: pulumi
+            .all([plan, path])
+            .apply(([p, m]) => renderings(p, m, { bind, port: cfg.port }).llamaServer),
+          build: { installDir: builds.of(r).installDir, artifacts: builds.of(r).artifacts },
+          modelPath: path,
+          workers: [],
+          standby: this.topology.apply((t) => t.topology !== "replicas"),
+        },
+        nodes.childOpts(
+          { parent: this, dependsOn: [model.of(r), builds.of(r), ...args.workers.ready] },
+          ["target"],
+        ),
+      );
+    });
+
+    const active = [this.server, ...this.replicas];
+    const upstreams = pulumi
+      .all([this.topology, pulumi.all(active.map((x) => pulumi.all([x.url, x.health])))])
+      .apply(([t, xs]) =>
+        xs
+          .map(([url], k) => ({ node: k === 0 ? client : (candidates[k - 1]?.node ?? ""), url }))
+          .filter((u, k) => (k === 0 || t.topology === "replicas") && u.url !== ""),
+      );
+    const r = cfg.router;
+    this.router = new Router(
+      `${name}-router`,
+      {
+        target: nodes.target(client),
+        node: client,
+        bind: r.bind,
+        port: r.port,
+        arch: nodes.of(client).facts.apply((f) => f?.arch ?? ""),
+        upstreams,
+        topology: this.topology.apply((t) => t.topology),
+        unavailable: this.topology.apply((t) => unavailableText(t, client)),
+      },
+      nodes.childOpts({ parent: this, dependsOn: active }, ["target"]),
+    );
+
     const s = this.server;
     this.summary = pulumi.output({
+      topology: this.topology.apply((t) => t.topology),
+      topologyReason: this.topology.apply((t) => t.reason),
+      endpoint: this.router.url,
+      servers: pulumi
+        .all([this.topology, pulumi.all(active.map((x) => pulumi.all([x.url, x.health, x.smoke])))])
+        .apply(([t, xs]) =>
+          xs
+            .map(([url, health, smoke], k) => ({
+              node: k === 0 ? client : (candidates[k - 1]?.node ?? ""),
+              url,
+              health,
+              tokensPerSecond: smoke?.tokensPerSecond ?? 0,
+            }))
+            .filter((_, k) => k === 0 || t.topology === "replicas"),
+        ),
       plan: this.plan,
       renderings: rendered,
       server: { node: client, url: s.url, unit: s.unit, health: s.health },

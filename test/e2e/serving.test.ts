@@ -18,6 +18,8 @@ import {
 } from "node:fs";
 import { tmpdir } from "node:os";
 import * as path from "node:path";
+import { execa, type ResultPromise } from "execa";
+import OpenAI from "openai";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import {
   type HfEndpoint,
@@ -26,7 +28,7 @@ import {
   startHfEndpoint,
 } from "../../sim/hub";
 import { extractLlamaSource } from "../../sim/llama/index";
-import { simDown, simUp } from "../../sim/index";
+import { simDown, simStart, simStop, simUp } from "../../sim/index";
 import { renderStackConfig } from "../../sim/stack";
 import type { SimCluster } from "../../sim/state";
 import { type PulumiCli, pulumiCli } from "../support/pulumi-cli";
@@ -48,6 +50,12 @@ const UNIT = `sparkform-llama-server-${PORT}`;
 /** The RSS guard beside the server (issue 22 item 14): the client holds most of a split model. */
 const SERVER_GUARD = `sparkform-llama-guard-${PORT}`;
 const SERVER_LOG = `/home/spark/.cache/sparkform/serving/server-${PORT}.log`;
+/** The router in front of every topology (sparkform:server.router.port's default). */
+const ROUTER_PORT = 8090;
+const ROUTER_UNIT = `sparkform-router-${ROUTER_PORT}`;
+/** `sparkform endpoint`'s port on this machine. */
+const LOCAL_PORT = 18090;
+const API_KEY = "e2e-serving-key-0123456789abcdef";
 const warmCache = process.env.SPARKFORM_E2E_NODE_CCACHE;
 /** A cold llama.cpp build (llama-server included) on a simulated node sharing 2 busy cores. */
 const COLD_BUILD_MS = 60 * 60_000;
@@ -63,7 +71,17 @@ let ep: HfEndpoint;
 let pub: PublishedRepo & { model: { path: string } };
 
 interface ServingOut {
-  plan: { fits: boolean; known: boolean; devices: string[]; layers: { device: string }[] };
+  topology: string;
+  topologyReason: string;
+  endpoint: string;
+  servers: { node: string; url: string; health: string; tokensPerSecond: number }[];
+  plan: {
+    fits: boolean;
+    known: boolean;
+    devices: string[];
+    layers: { device: string }[];
+    rpcServers: string[];
+  };
   renderings: { llamaCppEx: string; llamaServer: string[]; llamaCli: string[]; json: string };
   server: { node: string; url: string; unit: string; health: string };
   placement: { device: string; layers: number; modelBufferMiB: number }[];
@@ -110,6 +128,8 @@ function writeStackConfig(server: string[] = []): void {
     `    port: ${PORT}`,
     "    context: 256",
     `    smoke: {prompt: ${JSON.stringify(SMOKE.prompt)}, tokens: ${SMOKE.tokens}, seed: ${SMOKE.seed}}`,
+    // The split first (the worker's tests); the topology tests set auto.
+    ...(server.some((l) => l.trim().startsWith("topology:")) ? [] : ["    topology: layer-split"]),
     ...server,
   ];
   writeFileSync(
@@ -187,6 +207,7 @@ describe.skipIf(!isRoot)("serving on a simulated pair (real pulumi CLI, policy p
   }, STEP_MS);
 
   afterAll(async () => {
+    if (endpoint?.pid) process.kill(-endpoint.pid, "SIGINT");
     if (cli) {
       await cli.run(["destroy", "--yes", "-s", stack]).catch(() => undefined);
       await cli.run(["stack", "rm", "--yes", "--force", "-s", stack]).catch(() => undefined);
@@ -362,6 +383,226 @@ describe.skipIf(!isRoot)("serving on a simulated pair (real pulumi CLI, policy p
       const s = await stackOutput<ServingOut>("serving");
       expect(s.smoke.identical).toBe(true);
       expect(s.smoke.graphRecompute).toBeGreaterThan(0);
+    },
+    STEP_MS,
+  );
+
+  let endpoint: ResultPromise | undefined;
+
+  /** `npx sparkform endpoint` on this stack, as a user starts it; resolves once it printed /v1. */
+  async function startEndpoint(): Promise<string> {
+    endpoint = execa(
+      "node",
+      [
+        path.join(__dirname, "..", "..", "bin", "sparkform.js"),
+        "endpoint",
+        "--stack",
+        stack,
+        "--port",
+        String(LOCAL_PORT),
+      ],
+      {
+        env: { ...cli.env, SPARKFORM_PROJECT_DIR: projectDir },
+        all: true,
+        reject: false,
+        detached: true,
+      },
+    );
+    let said = "";
+    endpoint.all?.on("data", (d: Buffer) => (said += d.toString()));
+    for (let i = 0; i < 600 && !said.includes("/v1"); i++)
+      await new Promise((r) => setTimeout(r, 100));
+    expect(said).toContain(`http://127.0.0.1:${LOCAL_PORT}/v1`);
+    return said;
+  }
+
+  async function stopEndpoint(): Promise<void> {
+    if (endpoint?.pid) process.kill(-endpoint.pid, "SIGINT");
+    await endpoint?.catch(() => undefined);
+    endpoint = undefined;
+  }
+
+  const openai = (apiKey: string) =>
+    new OpenAI({
+      baseURL: `http://127.0.0.1:${LOCAL_PORT}/v1`,
+      apiKey,
+      maxRetries: 0,
+      timeout: 60_000,
+    });
+
+  /** What OpenAI clients do: list the models, chat, stream a chat. Returns the chat's text. */
+  async function traffic(client: OpenAI): Promise<string> {
+    const models = await client.models.list();
+    expect(models.data.length).toBeGreaterThan(0);
+    const model = models.data[0]?.id ?? "local";
+    const chat = await client.chat.completions.create({
+      model,
+      messages: [{ role: "user", content: SMOKE.prompt }],
+      max_tokens: 6,
+    });
+    const text = chat.choices[0]?.message.content ?? "";
+    expect(chat.usage?.completion_tokens).toBeGreaterThan(0);
+    const stream = await client.chat.completions.create({
+      model,
+      messages: [{ role: "user", content: SMOKE.prompt }],
+      max_tokens: 6,
+      stream: true,
+    });
+    let chunks = 0;
+    for await (const c of stream) if (c.choices[0]?.delta?.content) chunks++;
+    expect(chunks).toBeGreaterThan(0);
+    return text;
+  }
+
+  it(
+    "auto: the demo model fits each node, so a replica per node behind the router, and the outputs say why",
+    async () => {
+      writeStackConfig(["    topology: auto"]);
+      await up();
+      const s = await stackOutput<ServingOut>("serving");
+      log(JSON.stringify({ topology: s.topology, reason: s.topologyReason, servers: s.servers }));
+      expect(s.topology).toBe("replicas");
+      expect(s.topologyReason).toMatch(
+        /^replicas: the whole model needs [\d.]+ GB weights \+ [\d.]+ GB KV .* every serving node has room \(spark-1 [\d.]+ GB, spark-2 [\d.]+ GB usable\)/,
+      );
+      expect(s.endpoint).toBe(`http://127.0.0.1:${ROUTER_PORT}`);
+      const fabric2 = cluster.nodes.find((n) => n.name === "spark-2")?.fabricAddress;
+      expect(s.servers.map((x) => [x.node, x.url])).toEqual([
+        ["spark-1", `http://127.0.0.1:${PORT}`],
+        ["spark-2", `http://${fabric2}:${PORT}`],
+      ]);
+      // The client's server holds the whole model now: no RPC device, no worker in its plan.
+      expect(s.plan.rpcServers).toEqual([]);
+      expect(s.plan.devices).toEqual(["CPU"]);
+      for (const n of ["spark-1", "spark-2"])
+        expect(await unitState(n, UNIT)).toBe("active/running");
+      expect(await unitState("spark-1", ROUTER_UNIT)).toBe("active/running");
+      // spark-2's replica listens on its fabric address only, never on the management network.
+      const exec2 = await asUser("spark-2", `systemctl --user show -p ExecStart --value ${UNIT}`);
+      expect(exec2).toContain(`--host ${fabric2}`);
+      expect(exec2).not.toContain("--rpc");
+      await cli.run(["refresh", "--yes", "--expect-no-changes", "-s", stack]);
+    },
+    STEP_MS,
+  );
+
+  it(
+    "the official OpenAI SDK through `sparkform endpoint`: models, chat, streamed chat; with a key set, a wrong key is refused",
+    async () => {
+      await startEndpoint();
+      log(`chat said ${JSON.stringify(await traffic(openai("none")))}`);
+      await stopEndpoint();
+      await cli.run(["config", "set", "--secret", "sparkform:serverApiKey", "-s", stack], {
+        stdin: API_KEY,
+      });
+      await up();
+      await startEndpoint();
+      const refused = await openai("not-the-key")
+        .models.list()
+        .then(
+          () => undefined,
+          (e: unknown) => e,
+        );
+      const chatRefused = await openai("not-the-key")
+        .chat.completions.create({ model: "m", messages: [{ role: "user", content: "hi" }] })
+        .then(
+          () => undefined,
+          (e: unknown) => e,
+        );
+      log(`wrong key: ${String(refused)} / ${String(chatRefused)}`);
+      expect(chatRefused).toBeInstanceOf(OpenAI.AuthenticationError);
+      await traffic(openai(API_KEY));
+      const state = await cli.run(["stack", "export", "--show-secrets", "-s", stack]);
+      expect(state.output).not.toContain(SMOKE.prompt);
+    },
+    STEP_MS,
+  );
+
+  it(
+    "a node lost: spark-2 powered off while a client talks, the endpoint keeps answering from spark-1; after sim start and up --refresh, spark-2 serves again",
+    async () => {
+      if (!endpoint) await startEndpoint();
+      const client = openai(API_KEY);
+      const ask = () =>
+        client.chat.completions.create({
+          model: "m",
+          messages: [{ role: "user", content: SMOKE.prompt }],
+          max_tokens: 4,
+        });
+      for (let i = 0; i < 3; i++) await ask();
+      const stoppedAt = Date.now();
+      const stopping = simStop("spark-2");
+      const results: { at: number; ok: boolean; error?: string }[] = [];
+      while (Date.now() - stoppedAt < 25_000) {
+        const at = Date.now();
+        const r = await ask().then(
+          () => ({ at, ok: true }),
+          (e: unknown) => ({ at, ok: false, error: String(e) }),
+        );
+        results.push(r);
+      }
+      await stopping;
+      const failed = results.filter((r) => !r.ok);
+      const lastFailure = failed.length ? (failed[failed.length - 1]?.at ?? stoppedAt) : stoppedAt;
+      const backAfter =
+        ((results.find((r) => r.ok && r.at >= lastFailure)?.at ?? Date.now()) - stoppedAt) / 1000;
+      log(
+        `node loss: ${results.length} requests in 25 s, ${failed.length} failed (${failed.map((f) => f.error).join(" | ")}), answering again ${backAfter.toFixed(1)} s after the power-off`,
+      );
+      expect(failed.length).toBeLessThanOrEqual(2);
+      expect(backAfter).toBeLessThan(10);
+      expect(results.slice(-5).every((r) => r.ok)).toBe(true);
+
+      await simStart("spark-2");
+      await up(["--refresh"]);
+      expect(await unitState("spark-2", UNIT)).toBe("active/running");
+      // spark-2 is back in rotation: with spark-1's server stopped, the endpoint still answers.
+      await asUser("spark-1", `systemctl --user stop ${UNIT}`);
+      for (let i = 0; i < 3; i++) await ask();
+      await up(["--refresh"]);
+      expect(await unitState("spark-1", UNIT)).toBe("active/running");
+    },
+    STEP_MS,
+  );
+
+  it(
+    "layer split: a worker lost, the endpoint answers 503 at once with the reason; up --refresh brings the pair back",
+    async () => {
+      writeStackConfig();
+      await up();
+      const s = await stackOutput<ServingOut>("serving");
+      expect(s.topology).toBe("layer-split");
+      expect(s.servers.map((x) => x.node)).toEqual(["spark-1"]);
+      // The replica went with the topology: nothing of it on spark-2 but the worker.
+      expect(await listeningPorts("spark-2")).not.toContain(PORT);
+      if (!endpoint) await startEndpoint();
+      const client = openai(API_KEY);
+      await traffic(client);
+      await asUser("spark-2", `systemctl --user stop sparkform-rpc-worker-${WORKER_PORT}`);
+      const answers: { status: number; ms: number; body: string }[] = [];
+      for (let i = 0; i < 4; i++) {
+        const t = Date.now();
+        const res = await fetch(`http://127.0.0.1:${LOCAL_PORT}/v1/chat/completions`, {
+          method: "POST",
+          headers: { "content-type": "application/json", authorization: `Bearer ${API_KEY}` },
+          body: JSON.stringify({
+            model: "m",
+            messages: [{ role: "user", content: "hi" }],
+            max_tokens: 4,
+          }),
+        }).catch((e: unknown) => ({ status: 0, text: async () => String(e) }));
+        answers.push({ status: res.status, ms: Date.now() - t, body: await res.text() });
+        await new Promise((r) => setTimeout(r, 1000));
+      }
+      log(`worker lost: ${JSON.stringify(answers.map((a) => [a.status, a.ms]))}`);
+      const last = answers[answers.length - 1];
+      expect(last?.status).toBe(503);
+      expect(last?.body).toContain("llama.cpp #25938");
+      expect(last?.ms).toBeLessThan(3000);
+      for (const a of answers) expect(a.status).not.toBe(0);
+      await up(["--refresh"]);
+      await traffic(client);
+      await stopEndpoint();
     },
     STEP_MS,
   );

@@ -51,6 +51,8 @@ describe("sparkform:server", () => {
       splitMode: "layer",
       gpuLayers: 99,
       smoke: { prompt: "The capital of France is", tokens: 16, seed: 42 },
+      topology: "auto",
+      router: { port: 8090, bind: "127.0.0.1" },
       rssLimitPercent: 92,
       rssIntervalSeconds: 2,
     });

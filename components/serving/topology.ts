@@ -1,0 +1,161 @@
+// How the cluster serves a model: one llama-server alone, one per node with the whole model
+// (replicas, behind the router), or one llama-server with the other nodes' GPUs as RPC devices
+// (layer split). Pure: the model's size, each serving node's usable memory and
+// `sparkform:server.topology` in; the topology, the nodes that run a llama-server and the
+// reason with the numbers out.
+//
+// The runbook's verdict: "if your model fits in 130 GB, one Spark is the answer". A layer split
+// buys capacity, not speed (pipeline parallelism is off with an RPC device: the nodes compute
+// one after the other), and a lost worker aborts the client (llama.cpp #25938). So `auto`
+// splits only a model that does not fit one node; a model that fits every node gets a replica
+// on each (aggregate throughput, and a node loss survived), one that fits one node alone gets
+// `single`.
+import type { StackServer } from "./config";
+import { gb, kvBytesPerLayer, type PlacementModel } from "./placement";
+
+export const TOPOLOGIES = ["single", "replicas", "layer-split"] as const;
+export type Topology = (typeof TOPOLOGIES)[number];
+export type TopologyRequest = "auto" | Topology;
+
+/** A node that could run a llama-server: the RPC client first, then the workers. */
+export interface TopologyNode {
+  node: string;
+  /** Usable bytes (declared, facts, or the worker's free memory); undefined = not known yet. */
+  usableBytes?: number;
+}
+
+export interface TopologyInput {
+  requested: TopologyRequest;
+  model: PlacementModel;
+  /** The client first (it runs the server in every topology), then the other serving nodes. */
+  nodes: readonly TopologyNode[];
+  server: Pick<StackServer, "context" | "parallel" | "cacheType" | "computeMarginBytes">;
+}
+
+export interface TopologyChoice {
+  topology: Topology;
+  /** Why, with the numbers: the stack output `serving.topologyReason`. */
+  reason: string;
+  /** false while a node's usable memory is unknown (preview before the nodes exist). */
+  known: boolean;
+  /** The nodes that run a llama-server, the client first. */
+  servers: string[];
+  /** What one node needs to hold the whole model: weights + KV + compute margin, bytes. */
+  oneNodeBytes: number;
+  /** Whether the whole model fits each node (same order as the input; undefined = unknown). */
+  fitsEach: (boolean | undefined)[];
+}
+
+/** Weights + KV cache of every layer + the compute margin: the whole model on one node. */
+export function oneNodeBytes(
+  model: PlacementModel,
+  server: TopologyInput["server"],
+): { weights: number; kv: number; margin: number; total: number } {
+  const weights = model.fileBytes;
+  const kv = model.blockCount * kvBytesPerLayer(model, server);
+  const margin = server.computeMarginBytes;
+  return { weights, kv, margin, total: weights + kv + margin };
+}
+
+/** The topology for `input` (see the top of this file). Never throws. */
+export function chooseTopology(input: TopologyInput): TopologyChoice {
+  const { requested, nodes } = input;
+  const need = oneNodeBytes(input.model, input.server);
+  const fitsEach = nodes.map((n) =>
+    n.usableBytes === undefined ? undefined : need.total <= n.usableBytes,
+  );
+  const known = fitsEach.every((f) => f !== undefined);
+  const client = nodes[0]?.node ?? "";
+  const needText =
+    `the whole model needs ${gb(need.weights)} weights + ${gb(need.kv)} KV ` +
+    `(${input.server.context} tokens × ${input.server.parallel} slot${input.server.parallel === 1 ? "" : "s"}, ` +
+    `${input.server.cacheType}) + ${gb(need.margin)} margin = ${gb(need.total)} on one node`;
+  const usableText = nodes
+    .map((n) => `${n.node} ${n.usableBytes === undefined ? "unknown" : gb(n.usableBytes)}`)
+    .join(", ");
+  const all = nodes.map((n) => n.node);
+  const choice = (topology: Topology, servers: string[], why: string): TopologyChoice => ({
+    topology,
+    reason: `${topology}: ${why}`,
+    known,
+    servers,
+    oneNodeBytes: need.total,
+    fitsEach,
+  });
+  const fitsEvery = known && fitsEach.every(Boolean);
+  const fitsClient = fitsEach[0] === true;
+
+  if (requested === "layer-split")
+    return choice(
+      "layer-split",
+      [client],
+      fitsClient
+        ? `asked for (sparkform:server.topology), though ${needText} and ${client} has ` +
+            `${gb(nodes[0]?.usableBytes ?? 0)} usable: two nodes buy capacity, not speed, and the ` +
+            "split costs load time and a node's loss (the advisory layer-split-fits-one-node)"
+        : `asked for (sparkform:server.topology): ${needText}; usable: ${usableText}`,
+    );
+  if (requested === "single")
+    return choice(
+      "single",
+      [client],
+      `asked for (sparkform:server.topology): ${needText}; usable: ${usableText}`,
+    );
+  if (requested === "replicas")
+    return choice(
+      "replicas",
+      all,
+      `asked for (sparkform:server.topology): one llama-server per node behind the router; ${needText}; usable: ${usableText}`,
+    );
+
+  // auto
+  if (!known)
+    return choice(
+      nodes.length > 1 ? "layer-split" : "single",
+      [client],
+      `decided at up, when every node's usable memory is measured (${usableText}); ${needText}`,
+    );
+  if (fitsEvery)
+    return nodes.length > 1
+      ? choice(
+          "replicas",
+          all,
+          `${needText}, and every serving node has room (${usableText} usable): one llama-server ` +
+            "per node behind the router, for aggregate throughput and a node loss survived " +
+            "(a layer split would buy capacity the model does not need, not speed)",
+        )
+      : choice("single", [client], `${needText}, and ${client} has room (${usableText} usable)`);
+  if (nodes.length > 1)
+    return choice(
+      "layer-split",
+      [client],
+      `${needText}, more than ${fitsEach.filter((f) => f === false).length === nodes.length ? "any node has" : "some serving node has"} ` +
+        `(${usableText} usable): one llama-server on ${client} with the other nodes' memory as RPC devices`,
+    );
+  return choice(
+    "single",
+    [client],
+    `${needText}, more than ${client}'s ${usableText} usable, and there is no other node to split it with`,
+  );
+}
+
+/**
+ * The router's answer (503, at once) when no server behind it is healthy: what happened, why,
+ * what to do.
+ */
+export function unavailableText(
+  t: Pick<TopologyChoice, "topology" | "servers">,
+  client: string,
+): string {
+  if (t.topology === "layer-split")
+    return (
+      `The model is split by layer across the nodes, and the server on ${client} is down or ` +
+      "restarting: llama-server aborts when an RPC worker is lost (upstream llama.cpp #25938), " +
+      "and systemd restarts it once every worker answers again. Nothing serves until then. " +
+      "Run `npx sparkform server status`; after a node came back, `pulumi up` restarts the pair.\n"
+    );
+  return (
+    `No llama-server behind the router answers /health (${t.servers.join(", ")}): every replica ` +
+    "is down or loading. Run `npx sparkform server status`, and `pulumi up` to restart them.\n"
+  );
+}
