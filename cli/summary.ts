@@ -247,6 +247,12 @@ function servingSection(
     `  smoke  ${smoke.tokensPerSecond.toFixed(1)} tokens/s (one node alone: ${smoke.reference.tokensPerSecond.toFixed(1)}), ` +
       `${smoke.tokenCount} tokens, ${smoke.identical ? "identical to the reference" : "NOT identical to the reference"}`,
   );
+  const ready = smoke.readiness;
+  if (ready)
+    lines.push(
+      `  ready  first token in ${ready.firstTokenSeconds.toFixed(2)} s (TTFT, streamed chat); ` +
+        `port open ${ready.portOpenSeconds.toFixed(1)} s, /health 200 ${ready.healthSeconds.toFixed(1)} s after the unit's start`,
+    );
   const ends = smoke.fabricEnds ?? [];
   if (ends.length > 0)
     lines.push(

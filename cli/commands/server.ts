@@ -117,6 +117,12 @@ export async function run(argv: string[]): Promise<number> {
               `identical to one node: ${String(smoke.identical)}; graph_compute ${String(smoke.graphCompute)}, graph_recompute ${String(smoke.graphRecompute)}`,
           ]
         : []),
+      ...(smoke?.readiness
+        ? [
+            `ready at its last start: first token in ${smoke.readiness.firstTokenSeconds.toFixed(2)} s (TTFT, streamed chat); ` +
+              `port open ${smoke.readiness.portOpenSeconds.toFixed(1)} s, /health 200 ${smoke.readiness.healthSeconds.toFixed(1)} s after the unit's start`,
+          ]
+        : []),
     ].join("\n"),
   );
   return u.ActiveState === "active" && st.health.status === 200 ? 0 : 1;

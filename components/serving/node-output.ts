@@ -71,6 +71,7 @@ export const parseSmoke = nodeJsonParser<SmokeRun>(
       rxBytes: { type: "integer" },
       txBytes: { type: "integer" },
     }),
+    stream: obj({ firstTokenSeconds: NUM, tokenEvents: INT }),
   }),
   fail("smoke generation (native/serving/smoke.py)"),
 );

@@ -7,8 +7,9 @@
 //              beside the server (native/unit/rss-guard.py); waits for GET /health = 200
 //   placement  native/unit/status.py: the log's `load_tensors:` lines, against plan.layers;
 //              a device without its model buffer or a layer elsewhere fails the create
-//   smoke      native/serving/smoke.py on the client: /completion (greedy, token ids), then the
-//              same on a reference llama-server without --rpc, stopped afterwards
+//   smoke      native/serving/smoke.py on the client: a streamed chat timed to its first token
+//              (readiness, with start.sh's seconds to port and /health), /completion (greedy,
+//              token ids), then the same on a reference llama-server without --rpc, stopped afterwards
 //   fast path  native/serving/worker-log.py on each worker: `[graph_recompute]` after the
 //              first `[graph_compute]` in the worker's GGML_RPC_DEBUG log
 import { createHash } from "node:crypto";
@@ -25,7 +26,7 @@ import {
   type RemoteScript,
   type SshTarget,
 } from "../transport";
-import { unitStartCommand } from "../unit/commands";
+import { parseUnitStartTimings, unitStartCommand } from "../unit/commands";
 import { startedOf } from "../unit/status";
 import type { LlamaServerGate, ServingPlan } from "./placement";
 import type { TopologyChoice } from "./topology";
@@ -124,6 +125,22 @@ export interface SmokeOutput {
   fabricBytes?: number;
   /** Each end of the proof: the client's interfaces, each worker's fabric interface. */
   fabricEnds?: WireEnd[];
+  /**
+   * How soon the server was ready, at create (absent in state written before it was measured).
+   * Kept from create on: a refresh does not measure it again.
+   */
+  readiness?: Readiness;
+}
+
+/**
+ * Seconds from the unit's start (start.sh's systemd-run) to its port listening and to GET
+ * /health = 200 (start.sh), and the time to first token of the server's first request, a
+ * streamed chat completion (smoke.py; from the request, not from the unit's start).
+ */
+export interface Readiness {
+  portOpenSeconds: number;
+  healthSeconds: number;
+  firstTokenSeconds: number;
 }
 
 export interface LlamaServerOutputs extends Omit<LlamaServerInputs, "apiKey"> {
@@ -237,13 +254,17 @@ export function startCommand(i: LlamaServerInputs): RemoteScript {
   );
 }
 
-async function start(i: LlamaServerInputs): Promise<void> {
+/** start.sh's timings: seconds from the unit's start to its port listening and to /health = 200. */
+type StartTimings = Pick<Readiness, "portOpenSeconds" | "healthSeconds">;
+
+async function start(i: LlamaServerInputs): Promise<StartTimings> {
   const who = tag(i.target);
+  let stdout: string;
   try {
-    await openNode(i.target).run(startCommand(i), {
+    ({ stdout } = await openNode(i.target).run(startCommand(i), {
       step: "llama-server start",
       timeoutMs: (i.healthTimeoutSeconds + 120) * 1000,
-    });
+    }));
   } catch (err) {
     if (!(err instanceof RemoteCommandError)) throw err;
     if (err.exitCode === 7)
@@ -269,9 +290,17 @@ async function start(i: LlamaServerInputs): Promise<void> {
     }
     throw err;
   }
+  try {
+    const t = parseUnitStartTimings(stdout, i.target.name, true);
+    return { portOpenSeconds: t.portOpenSeconds, healthSeconds: t.healthSeconds ?? 0 };
+  } catch (err) {
+    // A start.sh that did not say when the server came up is not the program sent: stop it.
+    await stop(i).catch(() => undefined);
+    throw err;
+  }
 }
 
-async function smoke(i: LlamaServerInputs): Promise<SmokeOutput> {
+async function smoke(i: LlamaServerInputs, started: StartTimings): Promise<SmokeOutput> {
   const who = tag(i.target);
   const sizes = await Promise.all(i.workers.map((w) => workerLogSize(w, i.programs)));
   const skip = referenceFits(i.plan);
@@ -298,7 +327,7 @@ async function smoke(i: LlamaServerInputs): Promise<SmokeOutput> {
             })),
       ],
       ...secretEnv(i.apiKey),
-      display: `smoke: POST ${serverUrl(i)}/completion and /v1/chat/completions (${i.smokeRequest.tokens} tokens, seed ${i.smokeRequest.seed}), then a single-node reference on 127.0.0.1:${refPort}`,
+      display: `smoke: POST ${serverUrl(i)}/v1/chat/completions streamed (time to first token), /completion and /v1/chat/completions (${i.smokeRequest.tokens} tokens, seed ${i.smokeRequest.seed}), then a single-node reference on 127.0.0.1:${refPort}`,
     }),
     { step: "llama-server smoke", timeoutMs: (i.healthTimeoutSeconds + 600) * 1000 },
   );
@@ -330,6 +359,7 @@ async function smoke(i: LlamaServerInputs): Promise<SmokeOutput> {
     graphRecompute: counts.reduce((a, c) => a + c.graphRecompute, 0),
     fabricBytes: i.workers.length ? client.bytes : 0,
     fabricEnds: i.workers.length ? [client, ...workerEnds] : [],
+    readiness: { ...started, firstTokenSeconds: run.stream.firstTokenSeconds },
   };
   const offWire = wireProofFailure(client, workerEnds);
   if (offWire) throw new Error(`${who}: ${offWire}`);
@@ -396,7 +426,7 @@ async function converge(i: LlamaServerInputs): Promise<LlamaServerOutputs> {
       `${who}: not started: the placement is not known at up (some node's usable memory is missing). ` +
         "Run `pulumi up --refresh`, or declare it in sparkform:server.memory.",
     );
-  await start(i);
+  const started = await start(i);
   let st = await status(i);
   const seen = parsePlacement(st.log);
   const wrong = placementMismatch(i.plan, seen);
@@ -411,7 +441,7 @@ async function converge(i: LlamaServerInputs): Promise<LlamaServerOutputs> {
   await progress(`${who}: ${describeSeen(seen)}`);
   let smokeOut: SmokeOutput;
   try {
-    smokeOut = await smoke(i);
+    smokeOut = await smoke(i, started);
   } catch (err) {
     // The server's own account first (its log), then stop it: it must not serve.
     const tail = await status(i)
@@ -423,6 +453,7 @@ async function converge(i: LlamaServerInputs): Promise<LlamaServerOutputs> {
       { cause: err },
     );
   }
+  const ready = smokeOut.readiness;
   await progress(
     `${who}: smoke ${smokeOut.tokens.length} tokens at ${smokeOut.tokensPerSecond.toFixed(1)} tokens/s` +
       `, chat ${smokeOut.chat.completionTokens} tokens (${smokeOut.chat.finishReason})` +
@@ -432,6 +463,9 @@ async function converge(i: LlamaServerInputs): Promise<LlamaServerOutputs> {
       `; worker graph_compute ${smokeOut.graphCompute}, graph_recompute ${smokeOut.graphRecompute}` +
       (smokeOut.fabricEnds?.length
         ? `; over the fabric: ${smokeOut.fabricEnds.map((e) => `${e.node} ${e.iface} ${e.bytes} B`).join(", ")}`
+        : "") +
+      (ready
+        ? `; first token (TTFT, streamed chat) in ${ready.firstTokenSeconds.toFixed(2)} s, port open ${ready.portOpenSeconds.toFixed(1)} s and /health 200 ${ready.healthSeconds.toFixed(1)} s after the unit's start`
         : ""),
   );
   st = await status(i);

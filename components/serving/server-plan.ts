@@ -419,6 +419,11 @@ export interface SmokeRun {
   reference: { tokens: number[]; tokensPerSecond: number } | { skipped: string };
   /** The client end of the fabric proof: the interfaces routing to the workers, bytes moved. */
   fabric: { ifaces: string[]; rxBytes: number; txBytes: number };
+  /**
+   * The server's first request, a streamed chat completion: seconds to its first event with
+   * generated text (TTFT), and how many such events came.
+   */
+  stream: { firstTokenSeconds: number; tokenEvents: number };
 }
 
 /** One end of the client↔worker rail, and the bytes it carried during the smoke (rx + tx). */

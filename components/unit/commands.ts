@@ -5,6 +5,7 @@
 // names recorded in state moved here, and programFor runs this checkout's program for a name
 // that is gone (components/native-script.ts).
 import { nativeProgram, programCommand, programFor, type ProgramRef } from "../native-script";
+import { NodeOutputError } from "../schema/node-json";
 import { homeRelative, type EnvValue, type RemoteScript } from "../transport";
 import { guardUnitName, UNIT_ROLES, type UnitRole, unitName } from "./names";
 
@@ -82,6 +83,52 @@ export function unitStartCommand(
     ...(call.env ? { env: call.env } : {}),
     display: call.display,
   });
+}
+
+/**
+ * start.sh's readiness lines (`portOpenSeconds=1.52`, with --health `healthSeconds=41.07`):
+ * seconds from the unit's start to its port listening and to GET /health = 200.
+ */
+export interface UnitStartTimings {
+  readonly portOpenSeconds: number;
+  /** Only when start.sh waited for /health. */
+  readonly healthSeconds?: number;
+}
+
+const TIMING = /^(portOpenSeconds|healthSeconds)=(\d{1,9}(?:\.\d{1,9})?)$/;
+
+/**
+ * The timings among start.sh's `key=value` lines; a line start.sh must have printed (the port's
+ * always, /health's when `health`) that is absent or not a number of seconds is refused.
+ */
+export function parseUnitStartTimings(
+  stdout: string,
+  node: string,
+  health: boolean,
+): UnitStartTimings {
+  const seen = new Map<string, number>();
+  for (const line of stdout.split("\n")) {
+    const l = line.trim();
+    const m = TIMING.exec(l);
+    if (m?.[1] && m[2]) seen.set(m[1], Number(m[2]));
+    else if (/^(portOpenSeconds|healthSeconds)=/.test(l))
+      throw new NodeOutputError(
+        "unit start (native/unit/start.sh)",
+        node,
+        `/${l.slice(0, l.indexOf("="))}`,
+        `${JSON.stringify(l.slice(0, 80))} is not a number of seconds`,
+      );
+  }
+  const need = (k: string): number => {
+    const v = seen.get(k);
+    if (v === undefined)
+      throw new NodeOutputError("unit start (native/unit/start.sh)", node, `/${k}`, "is missing");
+    return v;
+  };
+  return {
+    portOpenSeconds: need("portOpenSeconds"),
+    ...(health ? { healthSeconds: need("healthSeconds") } : {}),
+  };
 }
 
 /**

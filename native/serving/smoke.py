@@ -1,4 +1,6 @@
-# Runs on the client node: the smoke generation through the server's native /completion
+# Runs on the client node: first a streamed chat completion (the server's first request, timed
+# to its first token event: the time to first token), then the smoke generation through the
+# server's native /completion
 # endpoint (greedy: temperature 0, top_k 1, fixed seed and prompt, N tokens, token ids
 # returned), then a chat completion through its OpenAI-compatible /v1/chat/completions (what
 # clients call: it must answer 200 with a message), then the /completion request against a
@@ -74,6 +76,62 @@ def chat(url, prompt, tokens, seed, key):
         "finishReason": str(choice.get("finish_reason") or ""),
         "characters": len(content),
     }
+
+
+def streamed(url, prompt, tokens, seed, key):
+    """A streamed chat completion (server-sent events), timed from the request to the first
+    event that carries generated text (a delta's content or reasoning_content; the role-only
+    first chunk is not a token). Only the timing and counts are kept, never the text."""
+    body = {
+        "messages": [{"role": "user", "content": prompt}],
+        "max_tokens": tokens,
+        "seed": seed,
+        "temperature": 0,
+        "stream": True,
+        # The first token of a fresh prompt, not of one an earlier request left in the slot.
+        "cache_prompt": False,
+    }
+    req = urllib.request.Request(
+        url + "/v1/chat/completions",
+        data=json.dumps(body).encode(),
+        headers={"Content-Type": "application/json", **({"Authorization": f"Bearer {key}"} if key else {})},
+    )
+    where = f"the streamed POST {url}/v1/chat/completions"
+    t0 = time.monotonic()
+    first = None
+    events = 0
+    done = False
+    try:
+        with urllib.request.urlopen(req, timeout=600) as r:
+            for raw in r:
+                line = raw.decode("utf-8", "replace").strip()
+                if line.startswith("error:"):
+                    raise SystemExit(f"{where} answered an error event: {line[:2000]}")
+                if not line.startswith("data:"):
+                    continue
+                data = line[5:].strip()
+                if data == "[DONE]":
+                    done = True
+                    break
+                try:
+                    chunk = json.loads(data)
+                except ValueError:
+                    raise SystemExit(f"{where} sent an event that is not JSON ({len(data)} characters)") from None
+                if not isinstance(chunk, dict):
+                    raise SystemExit(f"{where} sent an event that is not a JSON object")
+                if "error" in chunk:
+                    raise SystemExit(f"{where} answered an error event: {json.dumps(chunk['error'])[:2000]}")
+                for choice in chunk.get("choices") or []:
+                    delta = choice.get("delta") or {}
+                    if any(isinstance(delta.get(k), str) and delta.get(k) for k in ("content", "reasoning_content")):
+                        if first is None:
+                            first = time.monotonic() - t0
+                        events += 1
+    except urllib.error.HTTPError as e:
+        raise SystemExit(f"{where} answered {e.code}: {e.read(4000).decode('utf-8', 'replace')}")
+    if first is None:
+        raise SystemExit(f"{where} sent no token before {'its [DONE]' if done else 'the stream closed'}")
+    return {"firstTokenSeconds": round(first, 4), "tokenEvents": events}
 
 
 def route_devs(addrs):
@@ -178,8 +236,11 @@ def main(argv):
     os.environ.setdefault("XDG_RUNTIME_DIR", f"/run/user/{os.getuid()}")
     devs = route_devs(workers)
     rx0, tx0 = devs_bytes(devs)
+    # The server's first request: what a client that arrives as it turns healthy waits for.
+    stream = streamed(url, prompt, tokens, seed, key)
     out = completion(url, prompt, tokens, seed, key)
     out["chat"] = chat(url, prompt, tokens, seed, key)
+    out["stream"] = stream
     rx1, tx1 = devs_bytes(devs)
     out["fabric"] = {"ifaces": devs, "rxBytes": rx1 - rx0, "txBytes": tx1 - tx0}
     if ref_flags:

@@ -21,7 +21,8 @@
 # Exit codes: 2 bad argument, 3 binary missing, 4 BIND not an address of this node, 5 port
 # taken by something else, 6 unit did not come up, 7 binary digest is not the expected, 8 no
 # user manager, 9 BIND on the interface that carries the management ssh session. stdout:
-# key=value lines.
+# key=value lines; portOpenSeconds= (and with --health, healthSeconds=) are the seconds from
+# the unit's start to its port listening (to GET /health = 200), read from /proc/uptime.
 set -eu
 . "$(dirname -- "$0")/../lib/user-unit.sh"
 KEY_TEXT=${SPARKFORM_API_KEY:-}
@@ -211,6 +212,10 @@ EOF
 # block-buffered without it), then its flags.
 set -- "$BIN" "$@"
 [ -z "$STDBUF" ] || set -- /usr/bin/stdbuf -oL -eL "$@"
+# The readiness timings count from here (seconds since boot, 10 ms steps).
+now_s() { cut -d' ' -f1 /proc/uptime; }
+since() { awk -v a="$1" -v b="$(now_s)" 'BEGIN { printf "%.2f\n", b - a }'; }
+T0=$(now_s)
 # Restart=on-failure with NRestarts read on refresh: a crash hidden by a restart is still seen
 # (and a client's unit restarts when a peer failure aborts it).
 old_ifs=$IFS
@@ -254,7 +259,9 @@ except Exception:
   case $BIND in *:*) host="[$BIND]" ;; esac
   i=0
   limit=$((HEALTH_TIMEOUT * 2))
+  PORT_OPEN=""
   until health "$host" "$PORT"; do
+    if [ -z "$PORT_OPEN" ] && port_listening "$PORT"; then PORT_OPEN=$(since "$T0"); fi
     i=$((i + 1))
     state=$(systemctl --user show -p ActiveState --value "$UNIT.service")
     restarts=$(systemctl --user show -p NRestarts --value "$UNIT.service")
@@ -263,6 +270,9 @@ except Exception:
     fi
     sleep 0.5
   done
+  HEALTHY=$(since "$T0")
+  echo "portOpenSeconds=${PORT_OPEN:-$HEALTHY}"
+  echo "healthSeconds=$HEALTHY"
 else
   # Up = listening on the port; a server that exits (bad device, bad address) fails the unit.
   i=0
@@ -274,6 +284,7 @@ else
     fi
     sleep 0.5
   done
+  echo "portOpenSeconds=$(since "$T0")"
 fi
 echo "unit=$UNIT"
 if [ "$GUARD_PERCENT" != 0 ]; then echo "guard=$GUARD"; fi

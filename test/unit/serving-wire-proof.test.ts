@@ -23,6 +23,14 @@ beforeAll(async () => {
     let body = "";
     req.on("data", (c: Buffer) => (body += c.toString()));
     req.on("end", () => {
+      if ((JSON.parse(body) as { stream?: boolean }).stream) {
+        // The smoke's streamed chat (its time to first token): one token event, then the end.
+        res.setHeader("Content-Type", "text/event-stream");
+        res.end(
+          `data: ${JSON.stringify({ choices: [{ delta: { content: "a" } }] })}\n\ndata: [DONE]\n\n`,
+        );
+        return;
+      }
       res.setHeader("Content-Type", "application/json");
       if (req.url === "/completion")
         res.end(JSON.stringify({ tokens: [5, 6, 7], timings: { predicted_per_second: 12.5 } }));
@@ -65,7 +73,7 @@ describe("smoke.py's wire counters", () => {
     const run = parseSmoke(r.stdout, "spark-1");
     expect(run.tokens).toEqual([5, 6, 7]);
     expect(run.fabric.ifaces).toEqual(["lo"]);
-    // Its own two requests and their answers crossed lo: on loopback each byte is sent and received.
+    // Its own three requests and their answers crossed lo: on loopback each byte is sent and received.
     expect(run.fabric.txBytes).toBeGreaterThan(200);
     expect(run.fabric.rxBytes).toBeGreaterThan(200);
   });

@@ -110,6 +110,15 @@ describe("summaryLines with the serving output of the contract", () => {
     expect(text({ ...real, serving: o })).toContain("NOT identical to the reference");
   });
 
+  it("gives the server's readiness: first token, port open, /health (state without it: no line)", () => {
+    expect(s).not.toContain("ready  ");
+    const readiness = { portOpenSeconds: 1.52, healthSeconds: 41.07, firstTokenSeconds: 0.314 };
+    const o = { ...serving, smoke: { ...serving.smoke, readiness } };
+    expect(text({ ...real, serving: o })).toContain(
+      "  ready  first token in 0.31 s (TTFT, streamed chat); port open 1.5 s, /health 200 41.1 s after the unit's start",
+    );
+  });
+
   it("says what the smoke's split carried over the fabric, on each end", () => {
     expect(s).not.toContain("wire  ");
     const ends = [
