@@ -11,17 +11,27 @@ import { CLI_ITEMS, cliMarkdown, runCli } from "./cli";
 import { COMMANDS, type NoopCommand, noopMarkdown, runNoop } from "./noop";
 import { byRole, peakRss } from "./memory";
 import { modelBytesMarkdown, runModelBytes } from "./model-bytes";
+import { routerMarkdown, runRouter } from "./router";
 import { runServingLoad, servingLoadMarkdown } from "./serving-load";
 import { load1, machine } from "./stats";
 import { SIM_ITEMS, runSimItems } from "./sim-items";
 import { policyPackArgs } from "../setup/pulumi/policy";
 
-const ITEMS = ["noop", "memory", "model-bytes", "serving", ...SIM_ITEMS, ...CLI_ITEMS] as const;
+const ITEMS = [
+  "noop",
+  "memory",
+  "model-bytes",
+  "serving",
+  "router",
+  ...SIM_ITEMS,
+  ...CLI_ITEMS,
+] as const;
 const USAGE = `usage: npm run bench -- [--only ${ITEMS.join(",")}] [--runs N] [--stack S] [--node N] [--base DIR] [--commands preview,refresh,up]
   --only      items to run (default: all)
   --runs      interleaved rounds per item (default 5)
   --stack     the converged stack to measure (default local; npm run local makes it)
-  --node      the node \`run\` and the fresh ssh go to (cli, run; default spark-1)
+  --node      the node \`run\` and the fresh ssh go to (cli, run), where the load runs (router:
+              the client node, whose loopback the router listens on; default spark-1)
   --base      a checkout of the code before a change, run on the same stack in the same rounds
   --edit-file also time preview right after appending a comment to this file (e.g. components/stage.ts)
   --out       results directory (default bench/results)`;
@@ -119,6 +129,11 @@ async function main(): Promise<number> {
     const r = runServingLoad({ stack: values.stack, runs, log });
     results.serving = r;
     md.push("## 7. Serving: model load and smoke", "", servingLoadMarkdown(r));
+  }
+  if (only.includes("router")) {
+    const r = await runRouter({ stack: values.stack, node: values.node, runs, log });
+    results.router = r;
+    md.push("## 9. Router: its cost, replicas, TTFT", "", routerMarkdown(r));
   }
   if (only.some((i) => (SIM_ITEMS as readonly string[]).includes(i))) {
     const prefix = `${started.toISOString().slice(0, 10)}-${m.hostname}${values.only ? `-${only.join("+")}` : ""}`;
