@@ -177,3 +177,39 @@ describe("the Router provider's pure parts", () => {
     });
   });
 });
+
+describe("the router's unit (native/unit/start.sh's arguments)", () => {
+  it("runs the checked binary with `run --config`, no guard, Caddy's dirs its own, up = /health", async () => {
+    const { startCommand } = await import("../../components/router/provider");
+    const { programRef } = await import("../../components/native-script");
+    const programs = {
+      start: programRef("unit/start.sh"),
+      stop: programRef("unit/stop.sh"),
+      status: programRef("unit/status.py"),
+      files: programRef("router/files.sh"),
+    };
+    const s = startCommand(
+      { bind: "127.0.0.1", port: 8000, programs, healthTimeoutSeconds: 60 },
+      "~/.cache/sparkform/router/caddy-0123456789abcdef",
+      "d".repeat(64),
+    );
+    const args = [...s.args];
+    const opt = (o: string) => args[args.indexOf(o) + 1];
+    expect(opt("--unit")).toBe("sparkform-router-8000");
+    expect(opt("--bin")).toBe(".cache/sparkform/router/caddy-0123456789abcdef");
+    expect(opt("--sha")).toBe("d".repeat(64));
+    expect(opt("--guard-percent")).toBe("0");
+    expect(opt("--guard-text")).toBe("");
+    expect(opt("--health")).toBe("60");
+    expect(opt("--state")).toBe("~/.cache/sparkform/router");
+    expect(args.filter((a, i) => args[i - 1] === "--env")).toEqual([
+      "XDG_DATA_HOME=~/.cache/sparkform/router/data-8000",
+      "XDG_CONFIG_HOME=~/.cache/sparkform/router/data-8000",
+    ]);
+    expect(args.slice(args.indexOf("--") + 1)).toEqual([
+      "run",
+      "--config",
+      "~/.cache/sparkform/router/router-8000.json",
+    ]);
+  });
+});
