@@ -66,7 +66,8 @@ router_prebuild() {
     return 0
   fi
   say "router: caddy for $(uname -m) (cached, else built from setup/router: minutes on 2 cores)"
-  PATH="/usr/local/go/bin:$PATH" "$repo/node_modules/.bin/tsx" "$tools/router/prebuild.ts"
+  PATH="/usr/local/go/bin:$PATH" "$repo/node_modules/.bin/tsx" "$tools/router/prebuild.ts" ||
+    say "warning: router (Caddy) not built (the error is above); \`up\` tries again when it needs it"
 }
 finish() {
   router_prebuild

@@ -193,7 +193,7 @@ describe("the router's unit (native/unit/start.sh's arguments)", () => {
       "~/.cache/sparkform/router/caddy-0123456789abcdef",
       "d".repeat(64),
     );
-    const args = [...s.args];
+    const args = [...(s.args ?? [])];
     const opt = (o: string) => args[args.indexOf(o) + 1];
     expect(opt("--unit")).toBe("sparkform-router-8000");
     expect(opt("--bin")).toBe(".cache/sparkform/router/caddy-0123456789abcdef");
