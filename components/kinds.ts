@@ -13,6 +13,7 @@ import type { LlamaServerGate } from "./serving/placement";
 import type { BuildInputs } from "./build/difference";
 import type { FabricLinkOutputs } from "./fabric/provider";
 import type { ServingDrainOutputs } from "./serving/drain-provider";
+import type { RouterOutputs } from "./router/provider";
 
 /** Each kind's state as its provider writes it: the inputs plus what it measured. */
 export interface KindOutputs {
@@ -28,6 +29,8 @@ export interface KindOutputs {
   LlamaServer: LlamaServerGate & { target: Target };
   /** Where `up` stops the server before a changed build reaches it. */
   ServingDrain: ServingDrainOutputs;
+  /** The router (Caddy) in front of the llama-server(s) on the client node. */
+  Router: RouterOutputs;
 }
 
 /** A sparkform resource kind: `SparkNode`, `FabricLink`, `TreeSync`, … (KINDS lists them). */
@@ -35,7 +38,7 @@ export type Kind = keyof KindOutputs;
 
 /**
  * Every kind, in stage order (nodes → fabric → toolchain → tree → build → model → drain → worker
- * → server).
+ * → server → router).
  */
 export const KINDS = [
   "SparkNode",
@@ -47,6 +50,7 @@ export const KINDS = [
   "ServingDrain",
   "RpcWorker",
   "LlamaServer",
+  "Router",
 ] as const satisfies readonly Kind[];
 // The list names every kind: a kind added to KindOutputs and not here fails to compile.
 type _AllKindsListed = Assert<
@@ -154,6 +158,7 @@ export interface KindEvidence extends Record<Kind, object> {
     | "topology"
   >;
   ServingDrain: Pick<ServingDrainOutputs, "target">;
+  Router: Pick<RouterOutputs, "target" | "bind" | "port" | "binaryDigest">;
 }
 
 /** The evidence of one kind. */

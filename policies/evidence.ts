@@ -119,6 +119,12 @@ const FIELDS: { [K in Kind]: { [F in keyof KindEvidence[K]]-?: (v: unknown) => b
     topology: (v) => v === undefined || isObject(v),
   },
   ServingDrain: { target: isObject },
+  Router: {
+    target: isObject,
+    bind: isString,
+    port: (v) => typeof v === "number",
+    binaryDigest: (v) => isString(v) && SHA256_OR_EMPTY.test(v),
+  },
 };
 
 /** Whether `kind` names a sparkform kind. */

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # npm run setup: make a Pulumi CLI, its Node.js language host and the Node launchers available
-# to `npm run pulumi` and the tests, offline.
+# to `npm run pulumi` and the tests, offline; and build the router (Caddy) for this machine.
 #
 # A user's own `pulumi` (>= the pinned SDK version, with its language host beside it) is used
 # as it is. Otherwise the CLI and language host are built from their Go modules through the Go
@@ -52,13 +52,35 @@ if [ -n "$missing" ]; then
   fi
 fi
 
+# The router (Caddy, components/router/) for this machine's architecture, built from its Go
+# modules (setup/router/) into "$cache/router" by the same code `up` uses, so the key is the one
+# `up` computes. Run whichever way the Pulumi CLI was found; without Go it is only a warning (a
+# node's `up` needs Go then).
+router_prebuild() {
+  if ! PATH="/usr/local/go/bin:$PATH" command -v go >/dev/null 2>&1; then
+    say "warning: router (Caddy) not built: Go is missing (install Go >= 1.21; \`up\` builds it then)"
+    return 0
+  fi
+  if [ ! -x "$repo/node_modules/.bin/tsx" ]; then
+    say "warning: router (Caddy) not built: run npm install first"
+    return 0
+  fi
+  say "router: caddy for $(uname -m) (cached, else built from setup/router: minutes on 2 cores)"
+  PATH="/usr/local/go/bin:$PATH" "$repo/node_modules/.bin/tsx" "$tools/router/prebuild.ts" ||
+    say "warning: router (Caddy) not built (the error is above); \`up\` tries again when it needs it"
+}
+finish() {
+  router_prebuild
+  exit 0
+}
+
 # 1. A suitable CLI already on PATH?
 if [ -z "${SPARKFORM_BUILD_PULUMI:-}" ] && user_pulumi=$(command -v pulumi 2>/dev/null); then
   user_version=$(pulumi version 2>/dev/null || true)
   user_dir=$(dirname "$(readlink -f "$user_pulumi")")
   if version_ge "$user_version" "$PULUMI_VERSION" && [ -x "$user_dir/pulumi-language-nodejs" ]; then
     record user "$user_dir" "${user_version#v}"
-    exit 0
+    finish
   fi
   say "ignoring $user_pulumi ($user_version): need >= v$PULUMI_VERSION with pulumi-language-nodejs beside it"
 fi
@@ -83,7 +105,7 @@ bin="$cache/pulumi/v$PULUMI_VERSION-$key/bin"
 if [ -x "$bin/pulumi" ] && [ -x "$bin/pulumi-language-nodejs" ]; then
   say "cached build reused"
   record built "$bin" "$PULUMI_VERSION"
-  exit 0
+  finish
 fi
 
 work=$(mktemp -d "$cache/pulumi/.build-XXXXXX" 2>/dev/null || { mkdir -p "$cache/pulumi" && mktemp -d "$cache/pulumi/.build-XXXXXX"; })
@@ -106,3 +128,4 @@ rm -rf "$bin"
 mv "$work" "$bin"
 trap - EXIT
 record built "$bin" "$PULUMI_VERSION"
+finish

@@ -1,5 +1,5 @@
 // The names a supervised unit has on a node: its systemd unit, its RSS guard's unit, its state
-// directory and log. The worker and the server are two roles of one kind of unit
+// directory and log. The worker, the server and the router are roles of one kind of unit
 // (native/unit/), and the names are what the node, the stack's outputs and `sparkform doctor`
 // must agree on, so they are written here once.
 
@@ -16,6 +16,13 @@ export const UNIT_ROLES = {
     guard: "sparkform-llama-guard",
     state: "~/.cache/sparkform/serving",
     log: "server",
+  },
+  /** The router in front of the server(s): Caddy (components/router/), no RSS guard. */
+  router: {
+    unit: "sparkform-router",
+    guard: "sparkform-router-guard",
+    state: "~/.cache/sparkform/router",
+    log: "router",
   },
 } as const;
 

@@ -52,6 +52,7 @@ describe("every program in native/", () => {
       "fabric/tcp-rtt.py",
       "model/model-fetch.py",
       "node/facts.sh",
+      "router/files.sh",
       "rpc-worker/prewarm.py",
       "rpc-worker/probe.py",
       "serving/smoke.py",

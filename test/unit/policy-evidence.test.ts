@@ -35,6 +35,7 @@ describe("type tokens", () => {
       "pulumi-nodejs:dynamic/sparkform:ServingDrain",
       "pulumi-nodejs:dynamic/sparkform:RpcWorker",
       "pulumi-nodejs:dynamic/sparkform:LlamaServer",
+      "pulumi-nodejs:dynamic/sparkform:Router",
     ]);
     expect(LEGACY_TYPE).toBe("pulumi-nodejs:dynamic:Resource");
   });

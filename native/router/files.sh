@@ -1,0 +1,96 @@
+#!/bin/sh
+# Runs on a node: the router's files in its state directory (components/router/provider.ts).
+# The binary arrives by rsync as DIR/.NAME.tmp; this program checks its sha256, makes it
+# executable and renames it into place, writes the Caddy config (temp name, then rename) and
+# records which binary the port's router runs, so a delete removes a binary only when no other
+# router's record names it. Arguments ("$@"):
+#   check DIR NAME SHA256           have=1 when DIR/NAME exists with SHA256 (else have=0);
+#                                   makes DIR (0700)
+#   install DIR NAME SHA256 PORT CONFIG_TEXT
+#                                   binary from DIR/.NAME.tmp unless DIR/NAME has SHA256; config
+#                                   DIR/router-PORT.json; record DIR/router-PORT.binary
+#   digest DIR PORT                 the config's sha256 and the recorded binary's name
+#   remove DIR PORT                 the config, the record, DIR/data-PORT, binaries no record names
+# DIR may start with "~/". stdout: key=value lines. Exit 2 bad argument, 7 a binary whose sha256
+# is not SHA256 (it is removed; nothing was installed), 97 DIR not one sparkform may delete from.
+set -eu
+# guard_path (inlined here when this program is sent to a node).
+. "$(dirname -- "$0")/../lib/guard.sh"
+usage() {
+  echo "files.sh: $1; it takes check DIR NAME SHA256 | install DIR NAME SHA256 PORT CONFIG | digest DIR PORT | remove DIR PORT" >&2
+  exit 2
+}
+[ $# -ge 3 ] || usage "too few arguments"
+MODE=$1 DIR=$2
+case $DIR in "~/"*) DIR="$HOME/${DIR#"~/"}" ;; /*) ;; *) usage "DIR $DIR is not absolute or ~/…" ;; esac
+name_ok() { # caddy-<16 hex digits>
+  _r=${1#caddy-}
+  [ "$_r" != "$1" ] && [ ${#_r} -eq 16 ] && case $_r in *[!0-9a-f]*) false ;; *) true ;; esac
+}
+port_ok() { case $1 in '' | *[!0-9]*) usage "PORT $1 is not a port number" ;; esac; }
+sha_of() { sha256sum "$1" 2>/dev/null | cut -d' ' -f1; }
+
+case $MODE in
+check)
+  [ $# -eq 4 ] || usage "check takes DIR NAME SHA256"
+  name_ok "$3" || usage "NAME $3 is not caddy-…"
+  (umask 077 && mkdir -p "$DIR")
+  if [ -f "$DIR/$3" ] && [ "$(sha_of "$DIR/$3")" = "$4" ]; then echo "have=1"; else echo "have=0"; fi
+  ;;
+install)
+  [ $# -eq 6 ] || usage "install takes DIR NAME SHA256 PORT CONFIG"
+  NAME=$3 SHA=$4 PORT=$5 CONFIG=$6
+  name_ok "$NAME" || usage "NAME $NAME is not caddy-…"
+  port_ok "$PORT"
+  (umask 077 && mkdir -p "$DIR")
+  if ! { [ -f "$DIR/$NAME" ] && [ "$(sha_of "$DIR/$NAME")" = "$SHA" ]; }; then
+    TMP="$DIR/.$NAME.tmp"
+    [ -f "$TMP" ] || { echo "$TMP did not arrive; nothing was installed" >&2; exit 7; }
+    GOT=$(sha_of "$TMP")
+    if [ "$GOT" != "$SHA" ]; then
+      rm -f "$TMP"
+      echo "the router binary that arrived has sha256 $GOT, expected $SHA (the control node's build); it was removed and nothing was installed" >&2
+      exit 7
+    fi
+    chmod 755 "$TMP"
+    mv -f "$TMP" "$DIR/$NAME"
+  fi
+  rm -f "$DIR/.$NAME.tmp"
+  (umask 077 && printf '%s' "$CONFIG" > "$DIR/router-$PORT.json.tmp" && mv -f "$DIR/router-$PORT.json.tmp" "$DIR/router-$PORT.json")
+  (umask 077 && printf '%s\n' "$NAME" > "$DIR/router-$PORT.binary.tmp" && mv -f "$DIR/router-$PORT.binary.tmp" "$DIR/router-$PORT.binary")
+  echo "binary=$DIR/$NAME"
+  echo "config=$DIR/router-$PORT.json"
+  echo "configDigest=$(sha_of "$DIR/router-$PORT.json")"
+  ;;
+digest)
+  [ $# -eq 3 ] || usage "digest takes DIR PORT"
+  port_ok "$3"
+  echo "configDigest=$(sha_of "$DIR/router-$3.json" || true)"
+  echo "binary=$(cat "$DIR/router-$3.binary" 2>/dev/null || true)"
+  ;;
+remove)
+  [ $# -eq 3 ] || usage "remove takes DIR PORT"
+  PORT=$3
+  port_ok "$PORT"
+  [ -d "$DIR" ] || exit 0
+  guard_path "clean up" "$DIR"
+  DIR=$GUARD_PATH
+  rm -f -- "$DIR/router-$PORT.json" "$DIR/router-$PORT.json.tmp" "$DIR/router-$PORT.binary" "$DIR/router-$PORT.binary.tmp"
+  if [ -e "$DIR/data-$PORT" ]; then
+    guard_path "remove" "$DIR/data-$PORT"
+    rm -rf -- "$GUARD_PATH"
+  fi
+  for b in "$DIR"/caddy-* "$DIR"/.caddy-*.tmp; do
+    [ -e "$b" ] || continue
+    n=$(basename -- "$b")
+    n=${n#.}
+    n=${n%.tmp}
+    if ! cat "$DIR"/router-*.binary 2>/dev/null | grep -qxF "$n"; then
+      rm -f -- "$b"
+      echo "removed=$(basename -- "$b")"
+    fi
+  done
+  rmdir -- "$DIR" 2>/dev/null || true
+  ;;
+*) usage "$MODE is not a mode" ;;
+esac

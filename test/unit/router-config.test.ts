@@ -1,0 +1,160 @@
+// The router's Caddy JSON (components/router/caddy-config.ts), read as Caddy v2.11.9 reads it:
+// the field names and value shapes of its structs (reverseproxy/healthchecks.go, reverseproxy.go,
+// caddyhttp/server.go, staticresp.go, admin.go, logging.go).
+import { describe, expect, it } from "vitest";
+import {
+  dialOf,
+  listenAddress,
+  RETRY_AFTER_SECONDS,
+  renderRouterConfig,
+  routerConfig,
+} from "../../components/router/caddy-config";
+
+const two = [
+  { node: "spark-1", dial: "10.0.0.1:8080" },
+  { node: "spark-2", dial: "10.0.0.2:8080" },
+];
+type J = Record<string, any>; // eslint-disable-line @typescript-eslint/no-explicit-any
+const cfg = (over: Partial<Parameters<typeof routerConfig>[0]> = {}): J =>
+  routerConfig({
+    bind: "127.0.0.1",
+    port: 8000,
+    upstreams: two,
+    unavailable: "no replica is up",
+    ...over,
+  }) as J;
+const server = (c: J): J => c.apps.http.servers.router;
+const proxy = (c: J): J => server(c).routes[0].handle[0];
+const goDuration = /^\d+(ms|s)$/;
+const ms = (d: string) =>
+  d.endsWith("ms") ? Number(d.slice(0, -2)) : Number(d.slice(0, -1)) * 1000;
+
+describe("routerConfig", () => {
+  it("turns the admin endpoint, config autosave and automatic HTTPS off", () => {
+    const c = cfg();
+    expect(c.admin).toEqual({ disabled: true, config: { persist: false } });
+    expect(server(c).automatic_https).toEqual({ disable: true });
+  });
+
+  it("listens on bind:port only (IPv6 bracketed)", () => {
+    expect(server(cfg()).listen).toEqual(["127.0.0.1:8000"]);
+    expect(server(cfg({ bind: "::1" })).listen).toEqual(["[::1]:8000"]);
+    expect(listenAddress("10.0.0.1", 1)).toBe("10.0.0.1:1");
+  });
+
+  it("proxies every request to the upstreams with least_conn", () => {
+    const p = proxy(cfg());
+    expect(p.handler).toBe("reverse_proxy");
+    expect(server(cfg()).routes[0].match).toBeUndefined();
+    expect(p.upstreams).toEqual([{ dial: "10.0.0.1:8080" }, { dial: "10.0.0.2:8080" }]);
+    expect(p.load_balancing.selection_policy).toEqual({ policy: "least_conn" });
+  });
+
+  it("checks GET /health about every second with a shorter timeout", () => {
+    const a = proxy(cfg()).health_checks.active;
+    expect(a.uri).toBe("/health");
+    expect(a.path).toBeUndefined(); // deprecated in 2.11
+    expect(a.method).toBe("GET");
+    expect(a.expect_status).toBe(200);
+    expect(a.interval).toMatch(goDuration);
+    expect(a.timeout).toMatch(goDuration);
+    expect(ms(a.interval)).toBe(1000);
+    expect(ms(a.timeout)).toBeLessThan(ms(a.interval));
+    expect(a.fails).toBe(1);
+    expect(a.passes).toBe(1);
+    expect(ms(proxy(cfg({ healthIntervalSeconds: 3 })).health_checks.active.interval)).toBe(3000);
+  });
+
+  it("takes an upstream out for seconds after a failed request (passive)", () => {
+    const p = proxy(cfg()).health_checks.passive;
+    expect(p.fail_duration).toMatch(goDuration);
+    expect(ms(p.fail_duration)).toBeGreaterThan(0);
+    expect(p.max_fails).toBe(1);
+    expect(p.unhealthy_status).toContain(503);
+  });
+
+  it("retries another upstream within a short try_duration, and gives up well under a second", () => {
+    const lb = proxy(cfg()).load_balancing;
+    expect(lb.retries).toBe(2);
+    expect(lb.try_duration).toMatch(goDuration);
+    expect(lb.try_interval).toMatch(goDuration);
+    expect(ms(lb.try_duration)).toBeLessThanOrEqual(600);
+    expect(lb.retries * ms(lb.try_interval)).toBeLessThan(1000);
+  });
+
+  it("flushes responses as they arrive and buffers nothing", () => {
+    const p = proxy(cfg());
+    expect(p.flush_interval).toBe(-1);
+    expect(p.request_buffers).toBeUndefined();
+    expect(p.response_buffers).toBeUndefined();
+  });
+
+  it("passes headers (Authorization) through untouched", () => {
+    expect(proxy(cfg()).headers).toBeUndefined();
+  });
+
+  it("writes no access log and excludes the request-bearing loggers", () => {
+    const c = cfg();
+    expect(server(c).logs).toBeUndefined();
+    expect(c.logging.logs.default.exclude).toEqual([
+      "http.log.access",
+      "http.log.error",
+      "http.handlers",
+    ]);
+    // The health checker's own lines, sampled: an interval in nanoseconds (time.Duration).
+    expect(c.logging.logs.health.include).toEqual(["http.handlers.reverse_proxy.health_checker"]);
+    expect(c.logging.logs.health.sampling).toEqual({
+      interval: 60_000_000_000,
+      first: 5,
+      thereafter: 60,
+    });
+    expect(JSON.stringify(c)).not.toMatch(/should_log_credentials|log_credentials/);
+  });
+
+  it("answers any proxy error with 503, the unavailable text, Retry-After, plain text", () => {
+    const r = server(cfg()).errors.routes;
+    expect(r).toHaveLength(1);
+    expect(r[0].match).toBeUndefined();
+    const h = r[0].handle[0];
+    expect(h.handler).toBe("static_response");
+    expect(h.status_code).toBe(503);
+    expect(h.body).toBe("no replica is up\n");
+    expect(h.headers["Retry-After"]).toEqual([String(RETRY_AFTER_SECONDS)]);
+    expect(h.headers["Content-Type"]).toEqual(["text/plain; charset=utf-8"]);
+  });
+
+  it("keeps Caddy's storage in the given directory", () => {
+    expect(cfg().storage).toBeUndefined();
+    expect(cfg({ dataDir: "/x/data" }).storage).toEqual({ module: "file_system", root: "/x/data" });
+  });
+
+  it("refuses no upstreams and a bad port", () => {
+    expect(() => cfg({ upstreams: [] })).toThrow(/no upstreams/);
+    expect(() => cfg({ port: 0 })).toThrow(/1–65535/);
+  });
+
+  it("renders stable JSON with one trailing newline", () => {
+    const a = renderRouterConfig({ bind: "127.0.0.1", port: 1, upstreams: two, unavailable: "x" });
+    expect(a).toBe(
+      renderRouterConfig({ bind: "127.0.0.1", port: 1, upstreams: two, unavailable: "x" }),
+    );
+    expect(a.endsWith("}\n")).toBe(true);
+    expect(JSON.parse(a)).toEqual(
+      routerConfig({ bind: "127.0.0.1", port: 1, upstreams: two, unavailable: "x" }),
+    );
+  });
+});
+
+describe("dialOf", () => {
+  it("takes host:port from an http URL", () => {
+    expect(dialOf("http://10.0.0.2:8080")).toBe("10.0.0.2:8080");
+    expect(dialOf("http://10.0.0.2:8080/")).toBe("10.0.0.2:8080");
+    expect(dialOf("10.0.0.2:8080")).toBe("10.0.0.2:8080");
+    expect(dialOf("http://[::1]:8080")).toBe("[::1]:8080");
+    expect(dialOf("http://spark-2")).toBe("spark-2:80");
+  });
+  it("refuses https and paths", () => {
+    expect(() => dialOf("https://10.0.0.2:8080")).toThrow(/only http/);
+    expect(() => dialOf("http://10.0.0.2:8080/v1")).toThrow(/path/);
+  });
+});
