@@ -35,6 +35,11 @@ export interface Prewarm {
   written: number;
   reused: number;
   pruned: number;
+  /**
+   * With a cache bound: entries sparkform created that no model references any more, kept
+   * for prune.py's least-recently-used order (absent without a bound: they were pruned).
+   */
+  retained?: number;
   bytes: number;
   /** The first 16 tensors not pre-warmed and why, then "... and N more tensors skipped". */
   skipped: string[];
@@ -56,6 +61,7 @@ export const parsePrewarm = nodeJsonParser<Prewarm | { error: string }>(
           written: COUNT,
           reused: COUNT,
           pruned: COUNT,
+          retained: COUNT,
           bytes: COUNT,
           skipped: { type: "array", items: { type: "string", maxLength: 256 }, maxItems: 17 },
         },

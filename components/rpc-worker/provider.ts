@@ -164,14 +164,18 @@ async function stopClients(
 /**
  * Write the cache entries of the configured model files (verified by SHA-256 on the node) and
  * remove the entries sparkform wrote that no configured file references; no files = prune all.
+ * With `retain` (a cache bound in force), those entries stay, unreferenced, for prune.py's
+ * least-recently-used order under the bound.
  */
 async function prewarm(
   i: Pick<RpcWorkerInputs, "target" | "port" | "programs">,
   files: RpcWorkerInputs["prewarm"],
+  retain = false,
 ): Promise<Prewarm> {
   const r = await openNode(i.target).run(
     programCommand(programFor(i.programs.prewarm, RPC_PROGRAMS.prewarm), {
       args: [
+        ...(retain ? ["--retain"] : []),
         homeRelative(CACHE_DIR),
         homeRelative(prewarmManifest(i.port)),
         String(HASH_THRESHOLD),
@@ -194,7 +198,7 @@ async function prewarm(
  */
 async function prune(
   i: Pick<RpcWorkerInputs, "target" | "port" | "programs">,
-  bound: number | "auto",
+  bound: number | "auto" | "all",
   check = false,
 ): Promise<CachePrune> {
   const r = await openNode(i.target).run(
@@ -205,7 +209,7 @@ async function prune(
         String(bound),
         ...(check ? ["--check"] : []),
       ],
-      display: `${check ? "check" : "prune"} ${CACHE_DIR} against ${bound === "auto" ? "its derived bound" : `${bound} bytes`}`,
+      display: `${check ? "check" : "prune"} ${CACHE_DIR} against ${bound === "auto" ? "its derived bound" : bound === "all" ? "nothing kept (destroy)" : `${bound} bytes`}`,
     }),
     { step: "rpc-worker cache prune", timeoutMs: 10 * 60_000, okExitCodes: [0, 3] },
   );
@@ -222,6 +226,14 @@ export function tensorCacheOf(p: CachePrune): TensorCache {
     drift: cacheDrift(p, p.derived ? "derived" : "configured"),
   };
 }
+
+const retainedNote = (p: Prewarm) =>
+  p.retained
+    ? `, ${p.retained} no longer needed left to the bound's least-recently-used order`
+    : "";
+
+/** A bound is in force (configured, or derived when absent): entries no model needs may stay. */
+const bounded = (i: Pick<RpcWorkerInputs, "cacheMaxBytes">) => i.cacheMaxBytes !== 0;
 
 /** After a pre-warm, on `up`: the cache held under its bound; null with the cache off. */
 async function bound(i: RpcWorkerInputs): Promise<TensorCache | null> {
@@ -287,11 +299,11 @@ async function converge(i: RpcWorkerInputs): Promise<RpcWorkerOutputs> {
     );
   }
   // Before the server starts, so the first load already finds every entry.
-  const prewarmed = i.cache ? await prewarm(i, i.prewarm) : null;
+  const prewarmed = i.cache ? await prewarm(i, i.prewarm, bounded(i)) : null;
   const tensorCache = await bound(i);
   if (prewarmed && prewarmed.entries > 0)
     await progress(
-      `${who}: tensor cache pre-warmed: ${prewarmed.entries} entries (${Math.round(prewarmed.bytes / 2 ** 20)} MiB; ${prewarmed.written} written, ${prewarmed.reused} kept, ${prewarmed.pruned} pruned)`,
+      `${who}: tensor cache pre-warmed: ${prewarmed.entries} entries (${Math.round(prewarmed.bytes / 2 ** 20)} MiB; ${prewarmed.written} written, ${prewarmed.reused} kept, ${prewarmed.pruned} pruned${retainedNote(prewarmed)})`,
     );
   await stopClients(
     i,
@@ -503,11 +515,11 @@ export async function update(
   news: RpcWorkerInputs,
 ): Promise<pulumi.dynamic.UpdateResult<RpcWorkerOutputs>> {
   if (updateKind(olds, news) !== "restart") {
-    const prewarmed = news.cache ? await prewarm(news, news.prewarm) : null;
+    const prewarmed = news.cache ? await prewarm(news, news.prewarm, bounded(news)) : null;
     const tensorCache = await bound(news);
     await progress(
       `${tag(news.target)}: tensor cache re-warmed and bounded beside the running worker ` +
-        `(${prewarmed ? `${prewarmed.entries} entries; ${prewarmed.written} written, ${prewarmed.reused} kept, ${prewarmed.pruned} pruned` : "cache off"}); unit not restarted`,
+        `(${prewarmed ? `${prewarmed.entries} entries; ${prewarmed.written} written, ${prewarmed.reused} kept, ${prewarmed.pruned} pruned${retainedNote(prewarmed)}` : "cache off"}); unit not restarted`,
     );
     // A bound removed from config is gone from state too (not kept from `olds`).
     const { cacheMaxBytes: _bound, ...kept } = olds;
@@ -525,8 +537,10 @@ export async function update(
 
 /** Destroy stops worker and guard and waits until nothing listens on the port. */
 async function deleteWorker(_id: string, props: RpcWorkerOutputs): Promise<void> {
-  // The cache entries sparkform wrote go too (the server's own stay: they are the user's).
+  // The cache entries sparkform wrote go too (the server's own stay: they are the user's), and
+  // those a bound kept with no reference (prewarm.py --retain).
   if (props.programs?.prewarm) await prewarm(props, []);
+  if (props.programs?.prune) await prune(props, "all");
   await stopClients(props, "the worker is deleted");
   await stop(props);
 }

@@ -20,8 +20,9 @@
 # manifest's bytes plus half of the room the rest of the cache may have (its other entries plus
 # the free space of the cache's filesystem, after the staged models, which are on disk before
 # this runs), floored to a GiB: the unneeded entries may take at most as much as stays free.
+# `all`: delete every entry the rule allows (destroy: what prewarm.py --retain kept goes too).
 # --check: say what a prune would do, delete nothing (refresh).
-# Arguments: CACHE_DIR MANIFEST MAX_BYTES|auto [--check]
+# Arguments: CACHE_DIR MANIFEST MAX_BYTES|auto|all [--check]
 # Output: one JSON line, the summary, or {"error": …} with exit 3 (nothing deleted).
 import fcntl
 import hashlib
@@ -29,6 +30,7 @@ import json
 import os
 import re
 import sys
+from contextlib import nullcontext
 
 NAME = re.compile(r"[0-9a-f]{16}")
 MANIFEST = re.compile(r"prewarm-[0-9]+\.json")
@@ -95,17 +97,18 @@ def clock(path):
 
 def main(argv):
     if len(argv) not in (3, 4) or (len(argv) == 4 and argv[3] != "--check"):
-        return {"error": "usage: prune.py CACHE_DIR MANIFEST MAX_BYTES|auto [--check]"}
+        return {"error": "usage: prune.py CACHE_DIR MANIFEST MAX_BYTES|auto|all [--check]"}
     cache, manifest, bound_arg = os.path.expanduser(argv[0]), os.path.expanduser(argv[1]), argv[2]
     check = len(argv) == 4
-    if bound_arg != "auto" and not re.fullmatch(r"[0-9]{1,20}", bound_arg):
-        return {"error": f"MAX_BYTES {bound_arg[:40]!r} is not a number of bytes or 'auto'"}
-    if not os.path.isdir(cache):
-        os.makedirs(cache, exist_ok=True)
+    if bound_arg not in ("auto", "all") and not re.fullmatch(r"[0-9]{1,20}", bound_arg):
+        return {"error": f"MAX_BYTES {bound_arg[:40]!r} is not a number of bytes, 'auto' or 'all'"}
+    # No cache directory (the cache off, or never used): nothing to delete, and none is made.
+    present = os.path.isdir(cache)
     cache = os.path.realpath(cache)
-    # prewarm.py's lock: a prune never interleaves with a pre-warm's references.
-    lock = os.open(cache, os.O_RDONLY | os.O_DIRECTORY)
-    fcntl.flock(lock, fcntl.LOCK_EX)
+    if present:
+        # prewarm.py's lock: a prune never interleaves with a pre-warm's references.
+        lock = os.open(cache, os.O_RDONLY | os.O_DIRECTORY)
+        fcntl.flock(lock, fcntl.LOCK_EX)
 
     need = listed(manifest)
     state = os.path.dirname(os.path.abspath(manifest))
@@ -117,7 +120,7 @@ def main(argv):
                 others |= listed(p)
 
     entries, total, needed, foreign, count = [], 0, 0, 0, 0
-    with os.scandir(cache) as it:
+    with os.scandir(cache) if present else nullcontext([]) as it:
         for e in it:
             try:
                 st = e.stat(follow_symlinks=False)
@@ -138,18 +141,23 @@ def main(argv):
                 foreign += st.st_size
 
     if bound_arg == "auto":
-        vfs = os.statvfs(cache)
+        where = cache
+        while not os.path.isdir(where):
+            where = os.path.dirname(where)
+        vfs = os.statvfs(where)
         free = vfs.f_bavail * vfs.f_frsize
         bound = (needed + (free + total - needed) // 2) // GIB * GIB
         bound = max(bound, needed)
+    elif bound_arg == "all":
+        bound = 0
     else:
         bound = int(bound_arg)
 
     deleted, freed, after = 0, 0, total
     reclaimable = sum(s for _, _, s in entries)
-    if bound > 0 and total > bound:
+    if bound_arg == "all" or (bound > 0 and total > bound):
         for _, name, size in sorted(entries):
-            if after <= bound:
+            if bound > 0 and after <= bound:
                 break
             if not check:
                 try:

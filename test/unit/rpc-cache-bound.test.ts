@@ -21,11 +21,15 @@ let answers: Record<string, object> = {};
 vi.mock("../../components/transport", async (importOriginal) => ({
   ...(await importOriginal<typeof import("../../components/transport")>()),
   openNode: () => ({
-    run: async (script: { display?: string; args?: string[] }) => {
-      const d = script.display ?? "";
-      ran.push(`${d.split(" ")[0]}${script.args?.includes("--check") ? " --check" : ""}`);
-      const key = Object.keys(answers).find((k) => d.startsWith(k));
-      if (!key) throw new Error(`unexpected command: ${d}`);
+    run: async (script: { display?: string; args?: string[]; stdin?: string }) => {
+      const { allPrograms, nativeProgram } = await import("../../components/native-script");
+      const program = allPrograms().find((n) => nativeProgram(n).text === script.stdin) ?? "?";
+      // The program and its arguments but paths and digests: what ran, with which bound.
+      const args = (script.args ?? []).filter((a) => !a.includes("/") && !/^[0-9a-f]{64}$/.test(a));
+      const what = [program, ...args].join(" ");
+      ran.push(what);
+      const key = Object.keys(answers).find((k) => what.startsWith(k));
+      if (!key) throw new Error(`unexpected command: ${what} (${script.display})`);
       return { stdout: JSON.stringify(answers[key]), stderr: "", exitCode: 0 };
     },
   }),
@@ -58,7 +62,10 @@ const state = (i: RpcWorkerInputs, tensorCache: unknown = within): RpcWorkerOutp
 
 beforeEach(() => {
   ran.length = 0;
-  answers = { "pre-warm": summary, prune: reading(), check: reading({ check: true }) };
+  answers = {
+    "rpc-worker/prewarm.py": summary,
+    "rpc-worker/prune.py": reading(),
+  };
 });
 
 describe("sparkform:worker.cacheMaxBytes", () => {
@@ -114,7 +121,7 @@ describe("what `up` runs for the cache", () => {
   it("a changed bound re-bounds the cache beside the running worker (no restart)", async () => {
     const news = workerInputs({ cacheMaxBytes: 100 * GB });
     expect(updateKind(state(workerInputs()), news)).toBe("prewarm");
-    answers.prune = reading({
+    answers["rpc-worker/prune.py"] = reading({
       maxBytes: 100 * GB,
       over: true,
       deleted: 3,
@@ -122,8 +129,12 @@ describe("what `up` runs for the cache", () => {
       bytesAfter: 99 * GB,
     });
     const { outs } = await update("id", state(workerInputs()), news);
-    // prewarm.py first (the manifest is the staged model's), then prune.py with the bound.
-    expect(ran).toEqual(["pre-warm", "prune"]);
+    // prewarm.py first (the manifest is the staged model's; what it no longer needs is left to
+    // the bound), then prune.py with the bound.
+    expect(ran).toEqual([
+      "rpc-worker/prewarm.py --retain 10485760",
+      "rpc-worker/prune.py 100000000000",
+    ]);
     // The verdict as `up` left it: under the bound, no byte count recorded.
     expect(outs?.tensorCache).toEqual({ maxBytes: 100 * GB, derived: false, drift: [] });
     expect(outs?.cacheMaxBytes).toBe(100 * GB);
@@ -131,7 +142,7 @@ describe("what `up` runs for the cache", () => {
 
   it("a bound removed from config leaves state (the derived bound comes back)", async () => {
     const olds = state(workerInputs({ cacheMaxBytes: 100 * GB }));
-    answers.prune = reading({ maxBytes: 1800 * GB, derived: true });
+    answers["rpc-worker/prune.py"] = reading({ maxBytes: 1800 * GB, derived: true });
     const { outs } = await update("id", olds, workerInputs());
     expect(outs).not.toHaveProperty("cacheMaxBytes");
     expect(outs?.tensorCache).toEqual({ maxBytes: 1800 * GB, derived: true, drift: [] });
@@ -140,7 +151,22 @@ describe("what `up` runs for the cache", () => {
   it("the model changed: pre-warm, then prune (the old model's entries are no longer needed)", async () => {
     const news = workerInputs({ prewarm: [{ path: "~/m/b.gguf", sha256: "2".repeat(64) }] });
     await update("id", state(workerInputs()), news);
-    expect(ran).toEqual(["pre-warm", "prune"]);
+    expect(ran).toEqual(["rpc-worker/prewarm.py --retain 10485760", "rpc-worker/prune.py auto"]);
+  });
+
+  it("no bound (0): the old model's entries are pruned by prewarm.py at once, as before", async () => {
+    const i = workerInputs({ cacheMaxBytes: 0 });
+    answers["rpc-worker/prune.py"] = reading({ maxBytes: 0 });
+    await update("id", state(i), { ...i, prewarm: [] });
+    expect(ran).toEqual(["rpc-worker/prewarm.py 10485760", "rpc-worker/prune.py 0"]);
+  });
+
+  it("destroy: sparkform's entries go, and those the bound kept unreferenced too", async () => {
+    const { delete: del } = await import("../../components/rpc-worker/provider");
+    answers["serving/stop-worker-clients.sh"] = {};
+    answers["unit/stop.sh"] = {};
+    await del("id", state(workerInputs()));
+    expect(ran.slice(0, 2)).toEqual(["rpc-worker/prewarm.py 10485760", "rpc-worker/prune.py all"]);
   });
 
   it("over its bound in state: diff says so and `up` prunes without a restart", async () => {
@@ -259,14 +285,18 @@ describe("refresh", () => {
     transport: { transport: "unknown" },
   } as unknown as RpcWorkerOutputs;
   const refresh = async (check: Partial<CachePrune>) => {
-    answers = { "rpc-worker status": status, check: reading({ check: true, ...check }) };
+    answers = {
+      "unit/status.py": status,
+      "rpc-worker/prune.py": reading({ check: true, ...check }),
+    };
     return (await read("id", props)).props;
   };
 
   it("checks the cache against the bound `up` recorded, deleting nothing", async () => {
     await refresh({});
-    expect(ran).toContain("check --check");
-    expect(ran).not.toContain("prune");
+    expect(ran.filter((r) => r.startsWith("rpc-worker/prune.py"))).toEqual([
+      "rpc-worker/prune.py 200000000000 --check",
+    ]);
   });
 
   it("a cache within its bound that grew records nothing new (a quiet refresh stays quiet)", async () => {

@@ -34,8 +34,9 @@ const pruned = {
 vi.mock("../../components/transport", async (importOriginal) => ({
   ...(await importOriginal<typeof import("../../components/transport")>()),
   openNode: () => ({
-    run: async (s: { display?: string }) =>
-      s.display?.startsWith("prune ")
+    run: async (s: { stdin?: string }) =>
+      s.stdin ===
+      (await import("../../components/native-script")).nativeProgram("rpc-worker/prune.py").text
         ? { stdout: JSON.stringify(pruned), stderr: "", exitCode: 0 }
         : reply,
   }),
