@@ -19,7 +19,8 @@
 # The bound: MAX_BYTES > 0 is it; 0 = no bound (nothing is deleted, never over); `auto` = the
 # manifest's bytes plus half of the room the rest of the cache may have (its other entries plus
 # the free space of the cache's filesystem, after the staged models, which are on disk before
-# this runs), floored to a GiB: the unneeded entries may take at most as much as stays free.
+# this runs), floored to a GiB and at least 1 GiB: the unneeded entries may take at most as
+# much as stays free.
 # `all`: delete every entry the rule allows (destroy: what prewarm.py --retain kept goes too).
 # --check: say what a prune would do, delete nothing (refresh).
 # Arguments: CACHE_DIR MANIFEST MAX_BYTES|auto|all [--check]
@@ -147,7 +148,8 @@ def main(argv):
         vfs = os.statvfs(where)
         free = vfs.f_bavail * vfs.f_frsize
         bound = (needed + (free + total - needed) // 2) // GIB * GIB
-        bound = max(bound, needed)
+        # Never below what the model needs, nor below 1 GiB (the config's floor): never 0, "none".
+        bound = max(bound, needed, GIB)
     elif bound_arg == "all":
         bound = 0
     else:

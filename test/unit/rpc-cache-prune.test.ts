@@ -230,6 +230,9 @@ describe("prune.py: the tensor cache under its bound", () => {
     const { out } = prune(n, "auto", true);
     expect(out.derived).toBe(true);
     expect(out.maxBytes).toBeGreaterThanOrEqual(out.neededBytes);
+    // A whole number of GiB, never 0 (which would read as "no bound").
+    expect(out.maxBytes % 2 ** 30).toBe(0);
+    expect(out.maxBytes).toBeGreaterThanOrEqual(2 ** 30);
   });
 
   it("a bound that is not bytes is refused (exit 3), nothing deleted", () => {
