@@ -4,11 +4,15 @@
 // that a worker may bind (ggml-rpc-server has no authentication).
 import { isIP } from "node:net";
 import { z } from "zod";
+import { shown } from "../config/errors";
 import { rssGuardKeys } from "../config/rss-guard";
 import type { CheckContext, Salvaged } from "../config/section";
 import type { BuildConfig } from "../build/config";
 import { type NodeConfig, nodeNameSchema } from "../node/config";
 import { DEFAULT_PORT, unsafeBind } from "./plan";
+
+/** The smallest tensor-cache bound (`worker.cacheMaxBytes`) other than 0: 1 GiB. */
+export const CACHE_MAX_BYTES_FLOOR = 2 ** 30;
 
 /** The workers' port unless the section says otherwise. */
 export const WORKER_PORT_DEFAULT = DEFAULT_PORT;
@@ -27,6 +31,30 @@ export const workerSchema = z.strictObject({
     .default([]),
   /** The tensor cache (`-c`, ~/.cache/llama.cpp/rpc). */
   cache: z.boolean().default(true),
+  /**
+   * The tensor cache's bound, in bytes (an integer: 200000000000 is 200 GB). Absent: derived at
+   * `up` on the node (native/rpc-worker/prune.py: the staged model's entries plus half of the
+   * room the rest may have); 0: no bound (upstream's cache, which never evicts). Else at least
+   * CACHE_MAX_BYTES_FLOOR.
+   */
+  cacheMaxBytes: z
+    .number({
+      error: (iss) =>
+        `is ${shown(iss.input)}; give the tensor cache's bound as a number of bytes (e.g. ` +
+        "200000000000 for 200 GB), 0 for no bound, or leave it out for the derived default",
+    })
+    .refine((n) => Number.isSafeInteger(n) && n >= 0, {
+      error: (iss) =>
+        `is ${shown(iss.input)}, not a whole number of bytes; give e.g. 200000000000 for 200 GB, ` +
+        "0 for no bound, or leave it out for the derived default",
+    })
+    .refine((n) => n <= 0 || n >= CACHE_MAX_BYTES_FLOOR, {
+      error: (iss) =>
+        `is ${shown(iss.input)} bytes, below 1 GiB (${CACHE_MAX_BYTES_FLOOR}): the unit is bytes, ` +
+        "not GB, and one 10 MiB tensor is an entry; give e.g. 200000000000 for 200 GB, 0 for no " +
+        "bound, or leave it out for the derived default",
+    })
+    .optional(),
   /** GGML_RPC_DEBUG=1 (the transport evidence needs it on real fabrics). */
   debug: z.boolean().default(true),
   /** The RSS guard beside the worker (components/config/rss-guard.ts). */
@@ -74,6 +102,13 @@ export function crossCheck(
     ctx.add(
       ["worker"],
       "runs the build's ggml-rpc-server, but sparkform:build is not set; set sparkform:build too",
+    );
+  }
+  if (worker.cache === false && (worker.cacheMaxBytes ?? 0) > 0) {
+    ctx.add(
+      ["worker", "cacheMaxBytes"],
+      `bounds the tensor cache, and sparkform:worker.cache is false (the server runs without -c, ` +
+        "so there is no cache to bound); remove cacheMaxBytes, or set worker.cache: true",
     );
   }
   addressChecks(worker, client, ctx);

@@ -20,6 +20,8 @@ export const RPC_PROGRAMS = {
   ...UNIT_PROGRAMS,
   probe: "rpc-worker/probe.py",
   prewarm: "rpc-worker/prewarm.py",
+  /** The tensor cache held under its bound (after prewarm.py), or checked against it. */
+  prune: "rpc-worker/prune.py",
   /** On the client node: stop the servers that use this worker before it restarts or stops. */
   stopClients: "serving/stop-worker-clients.sh",
 } as const;
@@ -33,6 +35,11 @@ export interface Prewarm {
   written: number;
   reused: number;
   pruned: number;
+  /**
+   * With a cache bound: entries sparkform created that no model references any more, kept
+   * for prune.py's least-recently-used order (absent without a bound: they were pruned).
+   */
+  retained?: number;
   bytes: number;
   /** The first 16 tensors not pre-warmed and why, then "... and N more tensors skipped". */
   skipped: string[];
@@ -54,6 +61,7 @@ export const parsePrewarm = nodeJsonParser<Prewarm | { error: string }>(
           written: COUNT,
           reused: COUNT,
           pruned: COUNT,
+          retained: COUNT,
           bytes: COUNT,
           skipped: { type: "array", items: { type: "string", maxLength: 256 }, maxItems: 17 },
         },
@@ -71,6 +79,122 @@ export const parsePrewarm = nodeJsonParser<Prewarm | { error: string }>(
   (node, path, detail) =>
     new NodeOutputError("pre-warm (native/rpc-worker/prewarm.py)", node, path, detail),
 );
+
+/** What native/rpc-worker/prune.py did (or, with --check, would do) to the tensor cache. */
+export interface CachePrune {
+  /** Entries (16 hex digits) left. */
+  entries: number;
+  /** The bound it held the cache to, bytes: configured, or derived on the node (`derived`). */
+  maxBytes: number;
+  derived: boolean;
+  /** Every file in the cache directory, before and after (what fills the disk). */
+  bytesBefore: number;
+  bytesAfter: number;
+  deleted: number;
+  deletedBytes: number;
+  /** The worker's manifest entries: kept whatever the bound. */
+  neededBytes: number;
+  /** Entries kept that no model of this worker needs: the server's own, other manifests'. */
+  keptBytes: number;
+  /** Entries left that sparkform created and nothing references (a later prune may delete). */
+  reclaimableBytes: number;
+  /** Over the bound as found; still over after the prune. */
+  over: boolean;
+  stillOver: boolean;
+  /** What "least recently used" was read from: atime, or mtime on a noatime mount. */
+  clock: "atime" | "mtime";
+  check: boolean;
+}
+
+/**
+ * The tensor cache as state records it: the bound and the verdict, never the byte count (which
+ * moves as the server writes), so a refresh of a cache under its bound records nothing new.
+ */
+export interface TensorCache {
+  /** The bound `up` held the cache to, bytes (0 = none); refresh checks against this one. */
+  maxBytes: number;
+  /** Derived on the node (sparkform:worker.cacheMaxBytes absent), not configured. */
+  derived: boolean;
+  /** Over the bound: what it holds, the bound and what `up` does ([] = within it). */
+  drift: string[];
+}
+
+/** prune.py's one JSON line, or its refusal (exit 3). */
+export const parseCachePrune = nodeJsonParser<CachePrune | { error: string }>(
+  {
+    oneOf: [
+      {
+        type: "object",
+        properties: {
+          entries: COUNT,
+          maxBytes: COUNT,
+          derived: { type: "boolean" },
+          bytesBefore: COUNT,
+          bytesAfter: COUNT,
+          deleted: COUNT,
+          deletedBytes: COUNT,
+          neededBytes: COUNT,
+          keptBytes: COUNT,
+          reclaimableBytes: COUNT,
+          over: { type: "boolean" },
+          stillOver: { type: "boolean" },
+          clock: { enum: ["atime", "mtime"] },
+          check: { type: "boolean" },
+        },
+        required: [
+          "entries",
+          "maxBytes",
+          "derived",
+          "bytesBefore",
+          "bytesAfter",
+          "deleted",
+          "deletedBytes",
+          "neededBytes",
+          "keptBytes",
+          "reclaimableBytes",
+          "over",
+          "stillOver",
+          "clock",
+          "check",
+        ],
+        additionalProperties: false,
+      },
+      {
+        type: "object",
+        properties: { error: { type: "string", maxLength: 16_384 } },
+        required: ["error"],
+        additionalProperties: false,
+      },
+    ],
+  },
+  (node, path, detail) =>
+    new NodeOutputError("tensor-cache prune (native/rpc-worker/prune.py)", node, path, detail),
+);
+
+const gb = (b: number) => `${(b / 1e9).toFixed(b < 1e9 ? 3 : 1)} GB`;
+
+/**
+ * The drift line of a cache over its bound (prune.py --check's reading), with both numbers and
+ * what `up` will do; [] within the bound. What `up` cannot delete (the server's own entries,
+ * other workers', the staged model's) is named with the two ways out.
+ */
+export function cacheDrift(p: CachePrune, configured: "derived" | "configured"): string[] {
+  if (!p.over) return [];
+  const where = `the tensor cache (${CACHE_DIR})`;
+  const bound = `its bound ${gb(p.maxBytes)} (${p.maxBytes} bytes, sparkform:worker.cacheMaxBytes${configured === "derived" ? ", derived at the last `up`" : ""})`;
+  const does =
+    p.deleted > 0
+      ? `\`up\` deletes ${p.deleted} least-recently-used entries sparkform created that nothing references (${gb(p.deletedBytes)}, by ${p.clock})`
+      : "`up` can delete nothing: no entry sparkform created is unreferenced";
+  const rest = p.stillOver
+    ? `; the cache stays over by ${gb(p.bytesAfter - p.maxBytes)}: ${gb(p.neededBytes)} are the staged model's and ` +
+      `${gb(p.keptBytes)} are ggml-rpc-server's own entries or other workers', which sparkform never deletes: ` +
+      "raise sparkform:worker.cacheMaxBytes (0 = no bound), or delete unused entries by hand"
+    : `, which brings it to ${gb(p.bytesAfter)}`;
+  return [
+    `${where} holds ${gb(p.bytesBefore)} (${p.bytesBefore} bytes), over ${bound}: ${does}${rest}`,
+  ];
+}
 
 /** The installed server, relative to NativeBuild's installDir (its default artifact). */
 export const SERVER_ARTIFACT = "bin/ggml-rpc-server";

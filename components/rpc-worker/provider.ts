@@ -31,6 +31,8 @@ import {
   unitName,
 } from "./commands";
 import {
+  cacheDrift,
+  type CachePrune,
   driftReasons,
   type Health,
   identityMismatch,
@@ -39,11 +41,13 @@ import {
   CACHE_DIR,
   HASH_THRESHOLD,
   type Prewarm,
+  parseCachePrune,
   parsePrewarm,
   prewarmManifest,
   type ProbeResult,
   RPC_PROGRAMS,
   type Started,
+  type TensorCache,
   type WorkerStatus,
   workerTransport,
 } from "./plan";
@@ -65,6 +69,11 @@ export interface RpcWorkerInputs {
   threads: number;
   devices: string[];
   cache: boolean;
+  /**
+   * The tensor cache's bound in bytes (sparkform:worker.cacheMaxBytes); absent = derived on
+   * the node at each `up` (prune.py `auto`), 0 = none.
+   */
+  cacheMaxBytes?: number;
   debug: boolean;
   /** Stop the worker at this % of RAM used; 0 = no guard (the policy rejects it). */
   rssLimitPercent: number;
@@ -99,6 +108,11 @@ export interface RpcWorkerOutputs extends RpcWorkerInputs {
   transport: RpcTransport;
   /** The last pre-warm of the tensor cache (null with the cache off). */
   prewarmed: Prewarm | null;
+  /**
+   * The tensor cache's bound and verdict (null with the cache off; absent in state written
+   * before the bound existed): refresh checks the cache against the bound `up` recorded.
+   */
+  tensorCache?: TensorCache | null;
   /** Why the measured worker differs from the one started ([] = none): drift on refresh. */
   drift: string[];
 }
@@ -150,14 +164,18 @@ async function stopClients(
 /**
  * Write the cache entries of the configured model files (verified by SHA-256 on the node) and
  * remove the entries sparkform wrote that no configured file references; no files = prune all.
+ * With `retain` (a cache bound in force), those entries stay, unreferenced, for prune.py's
+ * least-recently-used order under the bound.
  */
 async function prewarm(
   i: Pick<RpcWorkerInputs, "target" | "port" | "programs">,
   files: RpcWorkerInputs["prewarm"],
+  retain = false,
 ): Promise<Prewarm> {
   const r = await openNode(i.target).run(
     programCommand(programFor(i.programs.prewarm, RPC_PROGRAMS.prewarm), {
       args: [
+        ...(retain ? ["--retain"] : []),
         homeRelative(CACHE_DIR),
         homeRelative(prewarmManifest(i.port)),
         String(HASH_THRESHOLD),
@@ -172,6 +190,63 @@ async function prewarm(
   const out = parsePrewarm(r.stdout, i.target.name);
   if ("error" in out) throw new Error(`${tag(i.target)}: pre-warm refused: ${out.error}`);
   return out;
+}
+
+/**
+ * prune.py on the worker: hold the tensor cache under `bound` (after a pre-warm, so the staged
+ * model's entries are the manifest's), or with `check` only say what a prune would do.
+ */
+async function prune(
+  i: Pick<RpcWorkerInputs, "target" | "port" | "programs">,
+  bound: number | "auto" | "all",
+  check = false,
+): Promise<CachePrune> {
+  const r = await openNode(i.target).run(
+    programCommand(programFor(i.programs.prune, RPC_PROGRAMS.prune), {
+      args: [
+        homeRelative(CACHE_DIR),
+        homeRelative(prewarmManifest(i.port)),
+        String(bound),
+        ...(check ? ["--check"] : []),
+      ],
+      display: `${check ? "check" : "prune"} ${CACHE_DIR} against ${bound === "auto" ? "its derived bound" : bound === "all" ? "nothing kept (destroy)" : `${bound} bytes`}`,
+    }),
+    { step: "rpc-worker cache prune", timeoutMs: 10 * 60_000, okExitCodes: [0, 3] },
+  );
+  const out = parseCachePrune(r.stdout, i.target.name);
+  if ("error" in out) throw new Error(`${tag(i.target)}: tensor-cache prune refused: ${out.error}`);
+  return out;
+}
+
+/** The verdict state keeps from a prune (or a check): the bound and the drift, not the bytes. */
+export function tensorCacheOf(p: CachePrune): TensorCache {
+  return {
+    maxBytes: p.maxBytes,
+    derived: p.derived,
+    drift: cacheDrift(p, p.derived ? "derived" : "configured"),
+  };
+}
+
+const retainedNote = (p: Prewarm) =>
+  p.retained
+    ? `, ${p.retained} no longer needed left to the bound's least-recently-used order`
+    : "";
+
+/** A bound is in force (configured, or derived when absent): entries no model needs may stay. */
+const bounded = (i: Pick<RpcWorkerInputs, "cacheMaxBytes">) => i.cacheMaxBytes !== 0;
+
+/** After a pre-warm, on `up`: the cache held under its bound; null with the cache off. */
+async function bound(i: RpcWorkerInputs): Promise<TensorCache | null> {
+  if (!i.cache) return null;
+  const p = await prune(i, i.cacheMaxBytes ?? "auto");
+  if (p.deleted > 0 || p.over)
+    await progress(
+      `${tag(i.target)}: tensor cache ${Math.round(p.bytesBefore / 2 ** 20)} MiB, bound ${Math.round(p.maxBytes / 2 ** 20)} MiB` +
+        `${p.derived ? " (derived)" : ""}: ${p.deleted} least-recently-used entries sparkform created deleted (${Math.round(p.deletedBytes / 2 ** 20)} MiB, by ${p.clock})` +
+        `${p.stillOver ? `; still over: ${Math.round(p.keptBytes / 2 ** 20)} MiB are entries sparkform never deletes (the server's own, other workers')` : ""}`,
+    );
+  // Recorded as `up` left it: the prune's own result, so a cache it brought under is no drift.
+  return tensorCacheOf({ ...p, over: p.stillOver, bytesBefore: p.bytesAfter, deleted: 0 });
 }
 
 function measured(
@@ -224,10 +299,11 @@ async function converge(i: RpcWorkerInputs): Promise<RpcWorkerOutputs> {
     );
   }
   // Before the server starts, so the first load already finds every entry.
-  const prewarmed = i.cache ? await prewarm(i, i.prewarm) : null;
+  const prewarmed = i.cache ? await prewarm(i, i.prewarm, bounded(i)) : null;
+  const tensorCache = await bound(i);
   if (prewarmed && prewarmed.entries > 0)
     await progress(
-      `${who}: tensor cache pre-warmed: ${prewarmed.entries} entries (${Math.round(prewarmed.bytes / 2 ** 20)} MiB; ${prewarmed.written} written, ${prewarmed.reused} kept, ${prewarmed.pruned} pruned)`,
+      `${who}: tensor cache pre-warmed: ${prewarmed.entries} entries (${Math.round(prewarmed.bytes / 2 ** 20)} MiB; ${prewarmed.written} written, ${prewarmed.reused} kept, ${prewarmed.pruned} pruned${retainedNote(prewarmed)})`,
     );
   await stopClients(
     i,
@@ -293,6 +369,7 @@ async function converge(i: RpcWorkerInputs): Promise<RpcWorkerOutputs> {
     started: startedOf(st.worker),
     ...m,
     prewarmed,
+    tensorCache,
     drift: [],
   };
 }
@@ -332,7 +409,19 @@ export async function read(
   });
   if (p && !p.ok && judgeHealth(p, st, props.client.fabricAddress).state === "down")
     drift.push(`no HELLO answer: ${p.error ?? p.state}`);
-  const fresh = { ...props, status: st, ...measured(props, st, p, props), drift };
+  // The cache against the bound `up` recorded (a derived bound is not derived again here).
+  const tc = props.tensorCache;
+  const tensorCache =
+    props.cache && tc && tc.maxBytes > 0 && props.programs?.prune
+      ? tensorCacheOf(await prune(props, tc.maxBytes, true))
+      : tc;
+  const fresh = {
+    ...props,
+    status: st,
+    ...measured(props, st, p, props),
+    drift,
+    ...(tensorCache === undefined ? {} : { tensorCache }),
+  };
   return { id, props: steadyReading(props, fresh, workerVerdict) };
 }
 
@@ -352,10 +441,11 @@ export function workerVerdict(o: RpcWorkerOutputs) {
     health: o.health.state,
     transport: o.transport,
     drift: o.drift,
+    tensorCache: o.tensorCache ?? null,
   };
 }
 
-/** Inputs whose change is an update; all but `prewarm` restart the worker. */
+/** Inputs whose change is an update; all but PREWARM_KEYS restart the worker. */
 export const DIFF_KEYS = [
   "providerVersion",
   "target",
@@ -365,6 +455,7 @@ export const DIFF_KEYS = [
   "threads",
   "devices",
   "cache",
+  "cacheMaxBytes",
   "debug",
   "rssLimitPercent",
   "rssIntervalSeconds",
@@ -375,18 +466,32 @@ export const DIFF_KEYS = [
   "prewarm",
 ] as const;
 
+/** Inputs whose change re-warms and re-bounds the cache beside the running worker. */
+export const PREWARM_KEYS: readonly string[] = ["prewarm", "cacheMaxBytes"];
+
+/**
+ * The cache needs `up` without a restart: over its bound, or on with no bound recorded yet
+ * (state written before the bound existed).
+ */
+export function cacheDrifted(olds: RpcWorkerOutputs, news: RpcWorkerInputs): boolean {
+  if (!news.cache || !olds.cache) return false;
+  return olds.tensorCache == null || olds.tensorCache.drift.length > 0;
+}
+
 /** What `up` does to a worker whose state is `olds` for the inputs `news`. */
 export type UpdateKind = "restart" | "prewarm" | "none";
 
 /**
- * Only the model changed (the pre-warm input): re-warm the cache beside the running server,
- * which reads entries from disk per SET_TENSOR_HASH, so the unit, its loaded state and the
- * entries of unchanged tensors stay (issue 13). A drifted worker is restarted whatever changed.
+ * Only the model or the cache's bound changed, or the cache is over its bound: re-warm and
+ * prune the cache beside the running server, which reads entries from disk per
+ * SET_TENSOR_HASH, so the unit, its loaded state and the entries of unchanged tensors stay
+ * (issue 13). A drifted worker is restarted whatever changed.
  */
 export function updateKind(olds: RpcWorkerOutputs, news: RpcWorkerInputs): UpdateKind {
   const changed = changedKeys(olds, news, DIFF_KEYS);
-  if ((olds.drift ?? []).length > 0 || changed.some((k) => k !== "prewarm")) return "restart";
-  return changed.length > 0 ? "prewarm" : "none";
+  if ((olds.drift ?? []).length > 0 || changed.some((k) => !PREWARM_KEYS.includes(k)))
+    return "restart";
+  return changed.length > 0 || cacheDrifted(olds, news) ? "prewarm" : "none";
 }
 
 export async function diff(
@@ -396,7 +501,11 @@ export async function diff(
 ): Promise<pulumi.dynamic.DiffResult> {
   const changed: string[] = changedKeys(olds, news, DIFF_KEYS);
   const drifted = (olds.drift ?? []).length > 0;
-  const all = [...changed, ...(drifted ? ["drift"] : [])];
+  const all = [
+    ...changed,
+    ...(drifted ? ["drift"] : []),
+    ...(cacheDrifted(olds, news) ? ["tensorCache"] : []),
+  ];
   return { changes: all.length > 0, replaces: [], ...(all.length > 0 ? { diffs: all } : {}) };
 }
 
@@ -406,12 +515,15 @@ export async function update(
   news: RpcWorkerInputs,
 ): Promise<pulumi.dynamic.UpdateResult<RpcWorkerOutputs>> {
   if (updateKind(olds, news) !== "restart") {
-    const prewarmed = news.cache ? await prewarm(news, news.prewarm) : null;
+    const prewarmed = news.cache ? await prewarm(news, news.prewarm, bounded(news)) : null;
+    const tensorCache = await bound(news);
     await progress(
-      `${tag(news.target)}: the model changed: tensor cache re-warmed beside the running worker ` +
-        `(${prewarmed ? `${prewarmed.entries} entries; ${prewarmed.written} written, ${prewarmed.reused} kept, ${prewarmed.pruned} pruned` : "cache off"}); unit not restarted`,
+      `${tag(news.target)}: tensor cache re-warmed and bounded beside the running worker ` +
+        `(${prewarmed ? `${prewarmed.entries} entries; ${prewarmed.written} written, ${prewarmed.reused} kept, ${prewarmed.pruned} pruned${retainedNote(prewarmed)}` : "cache off"}); unit not restarted`,
     );
-    return { outs: { ...olds, ...news, prewarmed } };
+    // A bound removed from config is gone from state too (not kept from `olds`).
+    const { cacheMaxBytes: _bound, ...kept } = olds;
+    return { outs: { ...kept, ...news, prewarmed, tensorCache } };
   }
   // A new port or node leaves the old unit behind: stop it first.
   if (olds.port !== news.port || olds.target.name !== news.target.name) {
@@ -425,8 +537,10 @@ export async function update(
 
 /** Destroy stops worker and guard and waits until nothing listens on the port. */
 async function deleteWorker(_id: string, props: RpcWorkerOutputs): Promise<void> {
-  // The cache entries sparkform wrote go too (the server's own stay: they are the user's).
+  // The cache entries sparkform wrote go too (the server's own stay: they are the user's), and
+  // those a bound kept with no reference (prewarm.py --retain).
   if (props.programs?.prewarm) await prewarm(props, []);
+  if (props.programs?.prune) await prune(props, "all");
   await stopClients(props, "the worker is deleted");
   await stop(props);
 }

@@ -31,6 +31,8 @@ export interface RpcWorkerArgs {
   readonly devices: readonly string[];
   /** The tensor cache (`-c`, ~/.cache/llama.cpp/rpc). */
   readonly cache: boolean;
+  /** The cache's bound in bytes; absent = derived on the node at `up`; 0 = none. */
+  readonly cacheMaxBytes?: number;
   /** GGML_RPC_DEBUG=1: per-command log lines and the RDMA lines the transport is read from. */
   readonly debug: boolean;
   /** The RSS guard stops the worker at this % of the node's RAM used (0 = no guard). */
@@ -80,6 +82,8 @@ export class RpcWorker extends SparkformResource<"RpcWorker", RpcWorkerOutputs> 
   declare readonly unit: pulumi.Output<string>;
   declare readonly guardUnit: pulumi.Output<string>;
   declare readonly prewarmed: pulumi.Output<import("./plan").Prewarm | null>;
+  /** The cache's bound and whether it is over it (drift); null with the cache off. */
+  declare readonly tensorCache: pulumi.Output<import("./plan").TensorCache | null>;
   declare readonly drift: pulumi.Output<string[]>;
   /** The unit's identity when `up` started it: a new invocation restarts the servers using it. */
   declare readonly started: pulumi.Output<import("./plan").Started>;
@@ -119,6 +123,7 @@ export class RpcWorker extends SparkformResource<"RpcWorker", RpcWorkerOutputs> 
           "health",
           "transport",
           "prewarmed",
+          "tensorCache",
           "drift",
         ],
       },
@@ -133,6 +138,7 @@ export class RpcWorker extends SparkformResource<"RpcWorker", RpcWorkerOutputs> 
         threads: args.threads,
         devices: [...args.devices],
         cache: args.cache,
+        ...(args.cacheMaxBytes === undefined ? {} : { cacheMaxBytes: args.cacheMaxBytes }),
         debug: args.debug,
         rssLimitPercent: args.rssLimitPercent,
         rssIntervalSeconds: args.rssIntervalSeconds,

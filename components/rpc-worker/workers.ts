@@ -56,7 +56,8 @@ export interface RpcWorkersArgs {
    * components/rpc-worker/config.ts): `client` (the node that runs llama-server / --rpc;
    * default the first node), `nodes` (the worker nodes, never the client), `port` (TCP, default
    * 50052), `threads` (0: the server's default), `devices` (`-d`; default all accelerators),
-   * `cache` (the tensor cache, default on), `debug` (GGML_RPC_DEBUG, default on), and the RSS
+   * `cache` (the tensor cache, default on), `cacheMaxBytes` (its bound in bytes; absent =
+   * derived on the node at `up`, 0 = none), `debug` (GGML_RPC_DEBUG, default on), and the RSS
    * guard's `rssLimitPercent` (of the node's memory) and `rssIntervalSeconds`.
    */
   readonly config: StackWorker;
@@ -135,6 +136,7 @@ export class RpcWorkers extends pulumi.ComponentResource implements Stage<Worker
           threads: wc.threads,
           devices: wc.devices,
           cache: wc.cache,
+          ...(wc.cacheMaxBytes === undefined ? {} : { cacheMaxBytes: wc.cacheMaxBytes }),
           debug: wc.debug,
           rssLimitPercent: wc.rssLimitPercent,
           rssIntervalSeconds: wc.rssIntervalSeconds,

@@ -32,7 +32,11 @@
 # first, with their entries referenced, so none is orphaned by the upgrade.
 # FNV-1a is a byte-serial chain, so a small C helper (compiled on first use with the node's cc)
 # hashes and copies each range.
-# Arguments: CACHE_DIR MANIFEST THRESHOLD [FILE SHA256]...
+# --retain (under a cache bound): an entry sparkform created that this run's prune leaves with no
+# reference is kept, recorded as created and unreferenced, for prune.py to delete least recently
+# used first when the cache is over its bound (a swap back to that model finds it); without it,
+# it is deleted here (destroy, no bound).
+# Arguments: [--retain] CACHE_DIR MANIFEST THRESHOLD [FILE SHA256]...
 # Output: one JSON line, the summary, or {"error": …} with exit 3 (nothing written or pruned).
 import fcntl
 import hashlib
@@ -305,8 +309,9 @@ def ref_add(entry, token, created):
     open(os.path.join(d, f"ref-{token}"), "a").close()
 
 
-def ref_drop(entry, token):
-    """Drop token's reference: (references left, sparkform created the entry)."""
+def ref_drop(entry, token, retain=False):
+    """Drop token's reference: (references left, sparkform created the entry). With `retain`,
+    an entry sparkform created keeps its record (`path`, `created`) with no reference left."""
     d = refs_dir(entry)
     try:
         os.unlink(os.path.join(d, f"ref-{token}"))
@@ -317,7 +322,7 @@ def ref_drop(entry, token):
     except FileNotFoundError:
         return 0, False
     created = os.path.exists(os.path.join(d, "created"))
-    if left == 0:
+    if left == 0 and not (retain and created):
         for n in ("path", "created"):
             try:
                 os.unlink(os.path.join(d, n))
@@ -396,6 +401,8 @@ def migrate(state, cache):
 
 
 def main(argv):
+    retain = bool(argv) and argv[0] == "--retain"
+    argv = argv[1:] if retain else argv
     cache, manifest_path, threshold = os.path.expanduser(argv[0]), os.path.expanduser(argv[1]), int(argv[2])
     pairs = list(zip(argv[3::2], argv[4::2]))
     os.makedirs(cache, exist_ok=True)
@@ -460,12 +467,14 @@ def main(argv):
         save_manifest(manifest_path, {**old, **entries})
         raise
 
-    pruned = 0
+    pruned, retained = 0, 0
     for h in old:
         if h in entries:
             continue
-        left, created = ref_drop(os.path.join(cache, h), token)
-        if left == 0 and created:
+        left, created = ref_drop(os.path.join(cache, h), token, retain)
+        if left == 0 and created and retain:
+            retained += 1
+        elif left == 0 and created:
             try:
                 os.unlink(os.path.join(cache, h))
                 pruned += 1
@@ -489,7 +498,10 @@ def main(argv):
                 pass
     if len(skipped) > MAX_SKIPPED:
         skipped = skipped[:MAX_SKIPPED] + [f"... and {len(skipped) - MAX_SKIPPED} more tensors skipped"]
-    return {"entries": len(entries), "written": written, "reused": reused, "pruned": pruned, "bytes": byts, "skipped": skipped}
+    out = {"entries": len(entries), "written": written, "reused": reused, "pruned": pruned, "bytes": byts, "skipped": skipped}
+    if retain:
+        out["retained"] = retained
+    return out
 
 
 if __name__ == "__main__":

@@ -55,6 +55,7 @@ describe("every program in native/", () => {
       "router/files.sh",
       "rpc-worker/prewarm.py",
       "rpc-worker/probe.py",
+      "rpc-worker/prune.py",
       "serving/smoke.py",
       "serving/stop-worker-clients.sh",
       "serving/worker-log.py",

@@ -14,16 +14,43 @@ import {
 import { workerInputs } from "../support/rpc-worker-inputs";
 
 let reply: { stdout: string; stderr: string; exitCode: number };
+/** prune.py's answer (after every pre-warm, the cache is held under its bound). */
+const pruned = {
+  entries: 3,
+  maxBytes: 2 ** 40,
+  derived: true,
+  bytesBefore: 3 << 20,
+  bytesAfter: 3 << 20,
+  deleted: 0,
+  deletedBytes: 0,
+  neededBytes: 3 << 20,
+  keptBytes: 0,
+  reclaimableBytes: 0,
+  over: false,
+  stillOver: false,
+  clock: "atime",
+  check: false,
+};
 vi.mock("../../components/transport", async (importOriginal) => ({
   ...(await importOriginal<typeof import("../../components/transport")>()),
-  openNode: () => ({ run: async () => reply }),
+  openNode: () => ({
+    run: async (s: { stdin?: string }) =>
+      s.stdin ===
+      (await import("../../components/native-script")).nativeProgram("rpc-worker/prune.py").text
+        ? { stdout: JSON.stringify(pruned), stderr: "", exitCode: 0 }
+        : reply,
+  }),
 }));
 vi.mock("../../components/providers/progress", () => ({ progress: async () => undefined }));
 
 const inputs = workerInputs;
 
 const state = (i: RpcWorkerInputs, drift: string[] = []): RpcWorkerOutputs =>
-  ({ ...i, drift }) as unknown as RpcWorkerOutputs;
+  ({
+    ...i,
+    drift,
+    tensorCache: { maxBytes: 2 ** 40, derived: true, drift: [] },
+  }) as unknown as RpcWorkerOutputs;
 
 describe("RpcWorker update", () => {
   it("only the model changed: the cache is re-warmed, the unit keeps running", () => {

@@ -29,6 +29,17 @@ vi.mock("../../components/transport", async (orig) => ({
       if (what.includes("unit/start.sh")) throw new Error("stop here");
       if (what.includes("stop-worker-clients"))
         return { stdout: "stopped=sparkform-llama-server-8080\n", stderr: "", exitCode: 0 };
+      // Destroy's prune of what a cache bound kept (prune.py `all`): nothing there.
+      if (what.includes("rpc-worker/prune.py"))
+        return {
+          stdout: JSON.stringify({
+            ...{ entries: 0, maxBytes: 0, derived: false, bytesBefore: 0, bytesAfter: 0 },
+            ...{ deleted: 0, deletedBytes: 0, neededBytes: 0, keptBytes: 0, reclaimableBytes: 0 },
+            ...{ over: false, stillOver: false, clock: "atime", check: false },
+          }),
+          stderr: "",
+          exitCode: 0,
+        };
       return {
         stdout: '{"entries":0,"bytes":0,"written":0,"reused":0,"pruned":0,"skipped":[]}',
         stderr: "",
