@@ -32,6 +32,13 @@ export const RETRY_AFTER_SECONDS = 2;
 /** Caddy's LogSampling.interval is a Go time.Duration in JSON: nanoseconds. 60 s. */
 export const HEALTH_LOG_SAMPLING_NS = 60_000_000_000;
 
+/**
+ * How long a dial to an upstream may take (Caddy's default is 3 s): the servers are on the
+ * client's loopback or across the fabric, where a connection takes microseconds, so a second
+ * means the node is gone.
+ */
+export const DIAL_TIMEOUT_MS = 1000;
+
 /** Caddy's duration strings (caddy.Duration accepts Go's time.ParseDuration syntax). */
 const ms = (n: number): string => `${Math.round(n)}ms`;
 
@@ -84,9 +91,11 @@ export function routerConfig(c: RouterConfigInput): Record<string, unknown> {
   // Less than the interval, so a hung upstream cannot stretch the checks' period.
   const timeoutMs = Math.max(200, Math.min(intervalMs * 0.8, 2000));
   const tryIntervalMs = 100;
-  // One try per upstream, bounded in time: a request finds a live replica, and one with none
-  // left gets its 503 within well under a second.
-  const tryDurationMs = Math.max(500, (c.upstreams.length + 1) * tryIntervalMs);
+  // One try per upstream, bounded in time. With several, long enough for one dial to a node
+  // that vanished (power off: no RST, the dial times out) and a try on the next; with one (a
+  // layer split) nothing else can answer, so the 503 comes within half a second.
+  const tryDurationMs =
+    c.upstreams.length > 1 ? DIAL_TIMEOUT_MS + 500 : Math.max(500, 2 * tryIntervalMs);
   const unavailable = c.unavailable.endsWith("\n") ? c.unavailable : `${c.unavailable}\n`;
   return {
     admin: { disabled: true, config: { persist: false } },
@@ -144,6 +153,7 @@ export function routerConfig(c: RouterConfigInput): Record<string, unknown> {
                         unhealthy_status: [502, 503, 504],
                       },
                     },
+                    transport: { protocol: "http", dial_timeout: ms(DIAL_TIMEOUT_MS) },
                     flush_interval: -1,
                   },
                 ],

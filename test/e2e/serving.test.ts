@@ -522,7 +522,14 @@ describe.skipIf(!isRoot)("serving on a simulated pair (real pulumi CLI, policy p
     "a node lost: spark-2 powered off while a client talks, the endpoint keeps answering from spark-1; after sim start and up --refresh, spark-2 serves again",
     async () => {
       if (!endpoint) await startEndpoint();
-      const client = openai(API_KEY);
+      // A client's own timeout: a request in flight on spark-2 when it loses power hangs (no RST
+      // comes back), as with any proxy; the client gives up on it and goes on.
+      const client = new OpenAI({
+        baseURL: `http://127.0.0.1:${LOCAL_PORT}/v1`,
+        apiKey: API_KEY,
+        maxRetries: 0,
+        timeout: 8_000,
+      });
       const ask = () =>
         client.chat.completions.create({
           model: "m",
@@ -532,26 +539,41 @@ describe.skipIf(!isRoot)("serving on a simulated pair (real pulumi CLI, policy p
       for (let i = 0; i < 3; i++) await ask();
       const stoppedAt = Date.now();
       const stopping = simStop("spark-2");
-      const results: { at: number; ok: boolean; error?: string }[] = [];
-      while (Date.now() - stoppedAt < 25_000) {
-        const at = Date.now();
-        const r = await ask().then(
-          () => ({ at, ok: true }),
-          (e: unknown) => ({ at, ok: false, error: String(e) }),
-        );
-        results.push(r);
-      }
+      // Two clients, each sending one request after another, for 25 s after the power-off.
+      const results: { start: number; end: number; ok: boolean; error?: string }[] = [];
+      await Promise.all(
+        [0, 1].map(async () => {
+          while (Date.now() - stoppedAt < 25_000) {
+            const start = Date.now();
+            const ok = await ask().then(
+              () => undefined,
+              (e: unknown) => String(e),
+            );
+            results.push({
+              start,
+              end: Date.now(),
+              ok: ok === undefined,
+              ...(ok ? { error: ok } : {}),
+            });
+          }
+        }),
+      );
       await stopping;
       const failed = results.filter((r) => !r.ok);
-      const lastFailure = failed.length ? (failed[failed.length - 1]?.at ?? stoppedAt) : stoppedAt;
-      const backAfter =
-        ((results.find((r) => r.ok && r.at >= lastFailure)?.at ?? Date.now()) - stoppedAt) / 1000;
+      // Answering again: the first request sent after the last one that failed was sent, done.
+      const lastFailedStart = Math.max(stoppedAt, ...failed.map((f) => f.start));
+      const again = results
+        .filter((r) => r.ok && r.start >= lastFailedStart)
+        .sort((a, b) => a.end - b.end)[0];
+      const backAfter = ((again?.end ?? Date.now()) - stoppedAt) / 1000;
       log(
-        `node loss: ${results.length} requests in 25 s, ${failed.length} failed (${failed.map((f) => f.error).join(" | ")}), answering again ${backAfter.toFixed(1)} s after the power-off`,
+        `node loss: ${results.length} requests in 25 s from 2 clients, ${failed.length} failed ` +
+          `(${failed.map((f) => f.error).join(" | ")}), answering again ${backAfter.toFixed(1)} s after the power-off`,
       );
-      expect(failed.length).toBeLessThanOrEqual(2);
-      expect(backAfter).toBeLessThan(10);
-      expect(results.slice(-5).every((r) => r.ok)).toBe(true);
+      expect(failed.length).toBeLessThanOrEqual(3);
+      expect(backAfter).toBeLessThan(12);
+      expect(results.filter((r) => r.start > stoppedAt + 12_000).every((r) => r.ok)).toBe(true);
+      expect(results.filter((r) => r.ok).length).toBeGreaterThan(10);
 
       await simStart("spark-2");
       await up(["--refresh"]);

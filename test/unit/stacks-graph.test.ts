@@ -18,11 +18,16 @@ import * as path from "node:path";
 import * as pulumi from "@pulumi/pulumi";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { ServingPlan } from "../../components/serving/placement";
+import type { TopologyChoice } from "../../components/serving/topology";
 import { filled, removeScratch, SHARDS, stackConfig } from "../support/real-stacks";
 
 const work = mkdtempSync(path.join(tmpdir(), "sf-stacks-graph-"));
 const REPO = "unsloth/Qwen3-235B-A22B-GGUF";
-const SIZES = [47_400_000_000, 47_400_000_000, 47_300_000_000]; // 142.1 GB in all
+const SIZES_235B = [47_400_000_000, 47_400_000_000, 47_300_000_000]; // 142.1 GB in all
+/** The same shards published at 63.4 GB in all: a model that fits one Spark. */
+const SIZES_63 = [21_200_000_000, 21_100_000_000, 21_100_000_000];
+/** What the hub publishes now (a describe switches it before it builds its graph). */
+let SIZES = SIZES_235B;
 const GB10_AVAILABLE = 130.0e9;
 /** What the Fabric and Serving stages read of a Spark's fact sheet (the rest left out). */
 const GB10_FACTS = {
@@ -58,7 +63,6 @@ function shardsOf(raw: Record<string, unknown>) {
 
 beforeAll(async () => {
   const raw = stackConfig("spark-pair");
-  const shards = shardsOf(raw);
   const commit = (filled(raw).model as { revision: string }).revision;
   hub = http.createServer((req, res) => {
     hubLog.push(`${req.method} ${req.url}`);
@@ -75,7 +79,7 @@ beforeAll(async () => {
       req.on("end", () => {
         const asked = (JSON.parse(body) as { paths: string[] }).paths;
         json(
-          shards
+          shardsOf(raw)
             .filter((s) => asked.includes(s.path))
             .map((s) => ({
               type: "file",
@@ -98,27 +102,32 @@ beforeAll(async () => {
   process.env.SPARKFORM_CACHE_DIR = path.join(work, "cache");
   const headers = path.join(work, "xdg", "sparkform", "gguf-headers");
   mkdirSync(headers, { recursive: true });
-  const key = createHash("sha256")
-    .update(shards.map((s) => `${s.sha256} ${s.size}\n`).join(""))
-    .digest("hex");
-  writeFileSync(
-    path.join(headers, `${key}.json`),
-    JSON.stringify({
-      architecture: "qwen3moe",
-      blockCount: 94,
-      contextLength: 40960,
-      embeddingLength: 4096,
-      headCount: 64,
-      headCountKv: 4,
-      keyLength: 128,
-      valueLength: 128,
-      quantization: "MOSTLY_Q4_K_M",
-      tensorCount: 1131,
-      tensorDataBytes: 142.09e9,
-      parameterCount: 235e9,
-      shards: 3,
-    }),
-  );
+  for (const sizes of [SIZES_235B, SIZES_63]) {
+    SIZES = sizes;
+    const published = shardsOf(raw);
+    const key = createHash("sha256")
+      .update(published.map((s) => `${s.sha256} ${s.size}\n`).join(""))
+      .digest("hex");
+    writeFileSync(
+      path.join(headers, `${key}.json`),
+      JSON.stringify({
+        architecture: "qwen3moe",
+        blockCount: 94,
+        contextLength: 40960,
+        embeddingLength: 4096,
+        headCount: 64,
+        headCountKv: 4,
+        keyLength: 128,
+        valueLength: 128,
+        quantization: "MOSTLY_Q4_K_M",
+        tensorCount: 1131,
+        tensorDataBytes: published.reduce((a, x) => a + x.size, 0) - 10e6,
+        parameterCount: 235e9,
+        shards: 3,
+      }),
+    );
+  }
+  SIZES = SIZES_235B;
   // The llama_cpp_ex tree the stacks sync (tree.source ../llama_cpp_ex from the project).
   mkdirSync(path.join(work, "llama_cpp_ex"), { recursive: true });
   writeFileSync(
@@ -194,6 +203,8 @@ describe.each([
 ])("the %s graph under mocks", (stack, n) => {
   let plan: ServingPlan;
   let server: Registered | undefined;
+  let replicas: Registered[] = [];
+  let topology: TopologyChoice;
   const types = () => registered.map((r) => r.type.replace("pulumi-nodejs:dynamic/sparkform:", ""));
 
   beforeAll(async () => {
@@ -208,11 +219,17 @@ describe.each([
     const c = new SparkCluster(stack, { config, projectDir: path.join(work, "project") });
     if (!c.servingStage) throw new Error("no Serving stage");
     plan = await value(c.servingStage.plan);
+    topology = await value(c.servingStage.topology);
     await value(c.servingStage.server.urn);
-    server = registered.find((r) => r.type.endsWith(":LlamaServer"));
+    await Promise.all(c.servingStage.replicas.map((r) => value(r.urn)));
+    await value(c.servingStage.router.urn);
+    server = registered.find((r) => r.name === `${stack}-serving-server`);
+    replicas = registered.filter(
+      (r) => r.type.endsWith(":LlamaServer") && r.name !== `${stack}-serving-server`,
+    );
   });
 
-  it("registers every stage's resources: a fact sheet, build and model copy per node, a worker per worker node, one server", () => {
+  it("registers every stage's resources: a fact sheet, build and model copy per node, a worker per worker node, a server and a standby replica per worker node, the router", () => {
     const count = (k: string) => types().filter((t) => t === k).length;
     expect(count("SparkNode")).toBe(n);
     expect(count("NativeBuild")).toBe(n);
@@ -220,13 +237,24 @@ describe.each([
     expect(count("TreeSync")).toBe(n);
     expect(count("Toolchain")).toBe(n);
     expect(count("RpcWorker")).toBe(n - 1);
-    expect(count("LlamaServer")).toBe(1);
+    // topology auto (the stacks' default): a replica per worker node, on standby while the
+    // plan splits by layer; one router.
+    expect(count("LlamaServer")).toBe(n);
+    expect(replicas.map((r) => [r.inputs.node, r.inputs.standby])).toEqual(
+      Array.from({ length: n - 1 }, (_, k) => [`spark-${k + 2}`, true]),
+    );
+    expect(count("Router")).toBe(1);
     expect(server?.name).toBe(`${stack}-serving-server`);
+    expect(server?.inputs.standby).toBe(false);
     expect(server?.inputs.node).toBe("spark-1");
     expect(server?.inputs.bind).toBe("127.0.0.1");
   });
 
   it("plans the 142.1 GB model on >= 2 nodes: layer split, devices named, the workers' fabric endpoints", () => {
+    expect(topology.topology).toBe("layer-split");
+    expect(topology.reason).toMatch(
+      /^layer-split: the whole model needs 142\.1 GB weights \+ [\d.]+ GB KV .* more than any node has \(spark-1 130\.0 GB/,
+    );
     expect(plan.known).toBe(true);
     expect(plan.fits).toBe(true);
     expect(plan.totals.weightsBytes).toBe(142.1e9);
@@ -254,5 +282,55 @@ describe.each([
     expect(
       hubLog.every((l) => l.startsWith("GET /api/models/") || l.startsWith("POST /api/models/")),
     ).toBe(true);
+  });
+});
+
+describe("a 63.4 GB model on the spark-pair graph under mocks", () => {
+  let topology: TopologyChoice;
+  let servers: Registered[] = [];
+  let router: Registered | undefined;
+
+  beforeAll(async () => {
+    const { SparkCluster } = await import("../../components/cluster");
+    const { parseStackConfig } = await import("../../components/stack-config");
+    registered.length = 0;
+    SIZES = SIZES_63;
+    const raw = filled(stackConfig("spark-pair"));
+    const config = parseStackConfig(
+      { ...raw, model: { ...(raw.model as object), endpoint: hubUrl } },
+      { projectDir: path.join(work, "project") },
+    );
+    const c = new SparkCluster("spark-pair-63", { config, projectDir: path.join(work, "project") });
+    if (!c.servingStage) throw new Error("no Serving stage");
+    topology = await value(c.servingStage.topology);
+    await value(c.servingStage.server.urn);
+    await Promise.all(c.servingStage.replicas.map((r) => value(r.urn)));
+    await value(c.servingStage.router.urn);
+    servers = registered.filter((r) => r.type.endsWith(":LlamaServer"));
+    router = registered.find((r) => r.type.endsWith(":Router"));
+    SIZES = SIZES_235B;
+  });
+
+  it("plans replicas: a llama-server with the whole model on each node, both behind the router", () => {
+    expect(topology.topology).toBe("replicas");
+    expect(topology.reason).toMatch(
+      /^replicas: the whole model needs 63\.4 GB weights \+ [\d.]+ GB KV .* every serving node has room \(spark-1 130\.0 GB, spark-2 130\.0 GB usable\)/,
+    );
+    expect(servers.map((r) => [r.inputs.node, r.inputs.standby]).sort()).toEqual([
+      ["spark-1", false],
+      ["spark-2", false],
+    ]);
+    for (const r of servers) {
+      const plan = r.inputs.plan as ServingPlan;
+      expect(plan.fits).toBe(true);
+      expect(plan.rpcServers).toEqual([]);
+      expect(plan.devices).toEqual(["CUDA0"]);
+      expect(r.inputs.flags as string[]).not.toContain("--rpc");
+    }
+    // spark-2's replica on its fabric address, where the router reaches it.
+    expect(servers.find((r) => r.inputs.node === "spark-2")?.inputs.bind).toBe("10.100.64.2");
+    expect(
+      (router?.inputs.upstreams as { node: string; url: string }[]).map((u) => u.node),
+    ).toEqual(["spark-1", "spark-2"]);
   });
 });
