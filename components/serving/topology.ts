@@ -13,6 +13,10 @@
 import type { StackServer } from "./config";
 import { gb, kvBytesPerLayer, type PlacementModel } from "./placement";
 
+/** Bytes as the runbook writes them (142.1 GB), in MB below a GB so a small model reads. */
+const size = (bytes: number): string =>
+  bytes >= 1e9 ? gb(bytes) : `${(bytes / 1e6).toFixed(1)} MB`;
+
 export const TOPOLOGIES = ["single", "replicas", "layer-split"] as const;
 export type Topology = (typeof TOPOLOGIES)[number];
 export type TopologyRequest = "auto" | Topology;
@@ -67,11 +71,11 @@ export function chooseTopology(input: TopologyInput): TopologyChoice {
   const known = fitsEach.every((f) => f !== undefined);
   const client = nodes[0]?.node ?? "";
   const needText =
-    `the whole model needs ${gb(need.weights)} weights + ${gb(need.kv)} KV ` +
+    `the whole model needs ${size(need.weights)} weights + ${size(need.kv)} KV ` +
     `(${input.server.context} tokens × ${input.server.parallel} slot${input.server.parallel === 1 ? "" : "s"}, ` +
-    `${input.server.cacheType}) + ${gb(need.margin)} margin = ${gb(need.total)} on one node`;
+    `${input.server.cacheType}) + ${size(need.margin)} margin = ${size(need.total)} on one node`;
   const usableText = nodes
-    .map((n) => `${n.node} ${n.usableBytes === undefined ? "unknown" : gb(n.usableBytes)}`)
+    .map((n) => `${n.node} ${n.usableBytes === undefined ? "unknown" : size(n.usableBytes)}`)
     .join(", ");
   const all = nodes.map((n) => n.node);
   const choice = (topology: Topology, servers: string[], why: string): TopologyChoice => ({
@@ -91,7 +95,7 @@ export function chooseTopology(input: TopologyInput): TopologyChoice {
       [client],
       fitsClient
         ? `asked for (sparkform:server.topology), though ${needText} and ${client} has ` +
-            `${gb(nodes[0]?.usableBytes ?? 0)} usable: two nodes buy capacity, not speed, and the ` +
+            `${size(nodes[0]?.usableBytes ?? 0)} usable: two nodes buy capacity, not speed, and the ` +
             "split costs load time and a node's loss (the advisory layer-split-fits-one-node)"
         : `asked for (sparkform:server.topology): ${needText}; usable: ${usableText}`,
     );

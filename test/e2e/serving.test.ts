@@ -56,6 +56,8 @@ const ROUTER_UNIT = `sparkform-router-${ROUTER_PORT}`;
 /** `sparkform endpoint`'s port on this machine. */
 const LOCAL_PORT = 18090;
 const API_KEY = "e2e-serving-key-0123456789abcdef";
+/** What the OpenAI client sends (not the smoke's prompt, which is configuration in state). */
+const CLIENT_PROMPT = "e2e client: the capital of Italy is";
 const warmCache = process.env.SPARKFORM_E2E_NODE_CCACHE;
 /** A cold llama.cpp build (llama-server included) on a simulated node sharing 2 busy cores. */
 const COLD_BUILD_MS = 60 * 60_000;
@@ -333,7 +335,8 @@ describe.skipIf(!isRoot)("serving on a simulated pair (real pulumi CLI, policy p
     "the worker stopped before the server starts: the create fails naming RPC0, nothing serves on one node",
     async () => {
       const server = await urnOf("pulumi-nodejs:dynamic/sparkform:LlamaServer");
-      await cli.run(["destroy", "--yes", "-s", stack, "--target", server]);
+      // The router in front depends on the server: it goes with it (`--target-dependents`).
+      await cli.run(["destroy", "--yes", "-s", stack, "--target", server, "--target-dependents"]);
       await asUser("spark-2", `systemctl --user stop sparkform-rpc-worker-${WORKER_PORT}`);
       const failed = await up(["--target", server], { expectFailure: true });
       expect(failed.output).toMatch(/RPC0 \(spark-2, [\d.]+:50052\) was not reached/);
@@ -437,14 +440,14 @@ describe.skipIf(!isRoot)("serving on a simulated pair (real pulumi CLI, policy p
     const model = models.data[0]?.id ?? "local";
     const chat = await client.chat.completions.create({
       model,
-      messages: [{ role: "user", content: SMOKE.prompt }],
+      messages: [{ role: "user", content: CLIENT_PROMPT }],
       max_tokens: 6,
     });
     const text = chat.choices[0]?.message.content ?? "";
     expect(chat.usage?.completion_tokens).toBeGreaterThan(0);
     const stream = await client.chat.completions.create({
       model,
-      messages: [{ role: "user", content: SMOKE.prompt }],
+      messages: [{ role: "user", content: CLIENT_PROMPT }],
       max_tokens: 6,
       stream: true,
     });
@@ -463,7 +466,7 @@ describe.skipIf(!isRoot)("serving on a simulated pair (real pulumi CLI, policy p
       log(JSON.stringify({ topology: s.topology, reason: s.topologyReason, servers: s.servers }));
       expect(s.topology).toBe("replicas");
       expect(s.topologyReason).toMatch(
-        /^replicas: the whole model needs [\d.]+ GB weights \+ [\d.]+ GB KV .* every serving node has room \(spark-1 [\d.]+ GB, spark-2 [\d.]+ GB usable\)/,
+        /^replicas: the whole model needs [\d.]+ [MG]B weights \+ [\d.]+ [MG]B KV .* every serving node has room \(spark-1 [\d.]+ GB, spark-2 [\d.]+ GB usable\)/,
       );
       expect(s.endpoint).toBe(`http://127.0.0.1:${ROUTER_PORT}`);
       const fabric2 = cluster.nodes.find((n) => n.name === "spark-2")?.fabricAddress;
@@ -513,7 +516,7 @@ describe.skipIf(!isRoot)("serving on a simulated pair (real pulumi CLI, policy p
       expect(chatRefused).toBeInstanceOf(OpenAI.AuthenticationError);
       await traffic(openai(API_KEY));
       const state = await cli.run(["stack", "export", "--show-secrets", "-s", stack]);
-      expect(state.output).not.toContain(SMOKE.prompt);
+      expect(state.output).not.toContain(CLIENT_PROMPT);
     },
     STEP_MS,
   );
@@ -533,7 +536,7 @@ describe.skipIf(!isRoot)("serving on a simulated pair (real pulumi CLI, policy p
       const ask = () =>
         client.chat.completions.create({
           model: "m",
-          messages: [{ role: "user", content: SMOKE.prompt }],
+          messages: [{ role: "user", content: CLIENT_PROMPT }],
           max_tokens: 4,
         });
       for (let i = 0; i < 3; i++) await ask();
