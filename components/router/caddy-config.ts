@@ -26,6 +26,11 @@ export interface RouterConfigInput {
   readonly dataDir?: string;
 }
 
+/** How long one active /health check may take (see routerConfig). */
+export const HEALTH_TIMEOUT_MS = 10_000;
+/** Consecutive failed checks that take an upstream out (a refused connection fails at once). */
+export const HEALTH_FAILS = 2;
+
 /** The Retry-After the 503 carries, seconds: about two health-check rounds. */
 export const RETRY_AFTER_SECONDS = 2;
 
@@ -62,9 +67,10 @@ export function dialOf(url: string): string {
  * Caddy's JSON for the router: one HTTP server on bind:port proxying every request to the
  * upstreams (least_conn), with
  *
- * - active health checks: GET /health on each upstream every `healthIntervalSeconds` (timeout
- *   less than the interval); llama-server answers 200 when its model is loaded, 503 while it
- *   loads; one failure takes an upstream out, one pass puts it back;
+ * - active health checks: GET /health on each upstream every `healthIntervalSeconds`, each
+ *   waiting up to 10 s (a busy server answers it after requests); llama-server answers 200
+ *   when its model is loaded, 503 while it loads; two failures in a row take an upstream out,
+ *   one pass puts it back;
  * - passive health: a failed proxied request (or a 5xx from the upstream) takes that upstream
  *   out for a few seconds (fail_duration), until the next active check says otherwise;
  * - retries: a request whose upstream cannot be dialled (a dead replica) goes to the next one,
@@ -88,8 +94,13 @@ export function routerConfig(c: RouterConfigInput): Record<string, unknown> {
   const interval = c.healthIntervalSeconds ?? 1;
   if (!(interval > 0)) throw new Error(`router healthIntervalSeconds ${interval} must be > 0`);
   const intervalMs = interval * 1000;
-  // Less than the interval, so a hung upstream cannot stretch the checks' period.
-  const timeoutMs = Math.max(200, Math.min(intervalMs * 0.8, 2000));
+  // llama-server answers /health on the same HTTP threads as the requests (cpp-httplib's pool,
+  // max(parallel + 2, cores - 1) threads), so under load a check waits behind them: a short
+  // timeout took a busy, healthy server out of rotation (the router bench on 2 cores, 8
+  // clients: a one-upstream layer split answered 503 for a second). A server that is gone
+  // refuses the connection at once, which fails the check (and the request, passively) at once;
+  // the timeout only has to catch one that hangs.
+  const timeoutMs = HEALTH_TIMEOUT_MS;
   const tryIntervalMs = 100;
   // One try per upstream, bounded in time. With several, long enough for one dial to a node
   // that vanished (power off: no RST, the dial times out) and a try on the next; with one (a
@@ -144,16 +155,30 @@ export function routerConfig(c: RouterConfigInput): Record<string, unknown> {
                         timeout: ms(timeoutMs),
                         expect_status: 200,
                         passes: 1,
-                        fails: 1,
+                        fails: HEALTH_FAILS,
                         max_size: 4096,
                       },
-                      passive: {
-                        fail_duration: "5s",
-                        max_fails: 1,
-                        unhealthy_status: [502, 503, 504],
-                      },
+                      // With one server nothing else can take its requests: a failed one
+                      // must not take it out (the error route answers for a dead one).
+                      ...(c.upstreams.length > 1
+                        ? {
+                            passive: {
+                              fail_duration: "5s",
+                              max_fails: 1,
+                              unhealthy_status: [502, 503, 504],
+                            },
+                          }
+                        : {}),
                     },
-                    transport: { protocol: "http", dial_timeout: ms(DIAL_TIMEOUT_MS) },
+                    // A new connection per request: llama-server closes a connection whose
+                    // client went away mid-stream, and a POST sent on such a kept-alive one
+                    // fails (it is not retried); on loopback or the fabric a dial costs
+                    // microseconds. Seen in the router bench: a closed stream, then 503s.
+                    transport: {
+                      protocol: "http",
+                      dial_timeout: ms(DIAL_TIMEOUT_MS),
+                      keep_alive: { enabled: false },
+                    },
                     flush_interval: -1,
                   },
                 ],
