@@ -304,13 +304,19 @@ export class Serving extends pulumi.ComponentResource {
     });
 
     const active = [this.server, ...this.replicas];
-    const upstreams = pulumi
-      .all([this.topology, pulumi.all(active.map((x) => pulumi.all([x.url, x.health])))])
-      .apply(([t, xs]) =>
-        xs
-          .map(([url], k) => ({ node: k === 0 ? client : (candidates[k - 1]?.node ?? ""), url }))
-          .filter((u, k) => (k === 0 || t.topology === "replicas") && u.url !== ""),
-      );
+    // Where each server listens is configuration (its bind and port), so the router's upstreams
+    // are known at preview: a server's update does not show the router changing.
+    const urlOf = (bind: string) => `http://${bind.includes(":") ? `[${bind}]` : bind}:${cfg.port}`;
+    const everyServer = [
+      { node: client, url: urlOf(cfg.bind) },
+      ...candidates.map(({ node: n, endpoint }) => ({
+        node: n,
+        url: urlOf(endpoint.replace(/:\d+$/, "")),
+      })),
+    ];
+    const upstreams = this.topology.apply((t) =>
+      everyServer.filter((_, k) => k === 0 || t.topology === "replicas"),
+    );
     const r = cfg.router;
     this.router = new Router(
       `${name}-router`,

@@ -82,12 +82,14 @@ describe.skipIf(!isRoot)("acceptance: the local stack on a simulated pair", () =
       expected["RpcWorker worker-spark-2"] = "create";
       expected["ServingDrain serving-drain"] = "create";
       expected["LlamaServer serving-server"] = "create";
+      expected["Router serving-router"] = "create";
       expect(ops).toEqual(expected);
       // On the nodes: llama-server and its RSS guard on spark-1 (the client); the worker and its
       // guard on spark-2, listening on the worker port.
       expect(await sparkformUnits("spark-1")).toEqual([
         "sparkform-llama-guard-8080.service",
         "sparkform-llama-server-8080.service",
+        "sparkform-router-8090.service",
       ]);
       expect(await sparkformUnits("spark-2")).toEqual([`${GUARD}.service`, `${UNIT}.service`]);
       expect(await listeningPorts("spark-2")).toContain(WORKER_PORT);
@@ -288,7 +290,7 @@ describe.skipIf(!isRoot)("acceptance: the local stack on a simulated pair", () =
     async () => {
       const r = await acc.destroy();
       const ops = Object.values(opsByResource(r.events, acc.stack));
-      expect(ops.length).toBe(15); // every dynamic resource of the stack
+      expect(ops.length).toBe(16); // every dynamic resource of the stack
       expect(new Set(ops)).toEqual(new Set(["delete"]));
       for (const n of NODES) {
         expect(await sparkformUnits(n)).toEqual([]);
