@@ -47,6 +47,7 @@ import {
   serverArgv,
   serverStatusCommand,
   serverStopCommand,
+  serverUrl,
   type ServerStarted,
   type ServerStatus,
   serverDrift,
@@ -166,9 +167,7 @@ const keyDigest = (k: string | undefined) =>
 const secretEnv = (k: string | undefined) =>
   k ? { env: { SPARKFORM_API_KEY: { secret: k } } } : {};
 
-export function serverUrl(i: Pick<LlamaServerInputs, "bind" | "port">): string {
-  return `http://${i.bind.includes(":") ? `[${i.bind}]` : i.bind}:${i.port}`;
-}
+export { serverUrl };
 
 async function status(i: Omit<LlamaServerInputs, "apiKey">): Promise<ServerStatus> {
   const r = await openNode(i.target).run(serverStatusCommand(i, i.programs), {

@@ -500,3 +500,8 @@ export function referenceFits(plan: Pick<ServingPlan, "perNode" | "totals">): st
     return `the model needs ${Math.round(need / 2 ** 20)} MiB on one node and ${client.node} has ${Math.round(client.usableBytes / 2 ** 20)} MiB usable`;
   return undefined;
 }
+
+/** Where a llama-server answers: `http://<bind>:<port>` (an IPv6 bind in brackets). */
+export function serverUrl(i: { bind: string; port: number }): string {
+  return `http://${i.bind.includes(":") ? `[${i.bind}]` : i.bind}:${i.port}`;
+}

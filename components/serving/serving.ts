@@ -16,7 +16,10 @@ import { renderings } from "./render";
 import { LlamaServer } from "./llama-server";
 import type { ServingEvidence, SmokeOutput } from "./provider";
 import type { SeenDevice } from "./server-plan";
-import { serverUnit } from "./server-plan";
+import { serverUnit, serverUrl } from "./server-plan";
+
+/** A worker endpoint's host (`10.0.0.2:50052` → `10.0.0.2`): workers are IPv4 only. */
+const fabricHost = (endpoint: string) => endpoint.replace(/:\d+$/, "");
 import { chooseTopology, type Topology, type TopologyChoice, unavailableText } from "./topology";
 import { Router } from "../router/router";
 
@@ -276,7 +279,7 @@ export class Serving extends pulumi.ComponentResource {
     // A replica binds its node's fabric address (the worker's: node to node only), where the
     // router on the client reaches it; with a key configured, the servers check it.
     this.replicas = candidates.map(({ node: r, endpoint }) => {
-      const bind = endpoint.replace(/:\d+$/, "");
+      const bind = fabricHost(endpoint);
       const own = workerNodes[args.workers.endpoints.findIndex((e) => e.node === r)];
       const plan = wholePlan(own as pulumi.Output<PlacementNode>);
       const path = modelPathOn(r);
@@ -306,12 +309,11 @@ export class Serving extends pulumi.ComponentResource {
     const active = [this.server, ...this.replicas];
     // Where each server listens is configuration (its bind and port), so the router's upstreams
     // are known at preview: a server's update does not show the router changing.
-    const urlOf = (bind: string) => `http://${bind.includes(":") ? `[${bind}]` : bind}:${cfg.port}`;
     const everyServer = [
-      { node: client, url: urlOf(cfg.bind) },
+      { node: client, url: serverUrl({ bind: cfg.bind, port: cfg.port }) },
       ...candidates.map(({ node: n, endpoint }) => ({
         node: n,
-        url: urlOf(endpoint.replace(/:\d+$/, "")),
+        url: serverUrl({ bind: fabricHost(endpoint), port: cfg.port }),
       })),
     ];
     const upstreams = this.topology.apply((t) =>
