@@ -9,6 +9,7 @@ import {
   servingOutput,
   workerOutput,
 } from "./components/outputs";
+import type { Model } from "./components/model/model";
 import { stackCluster } from "./components/stack";
 
 const cluster = stackCluster(__dirname);
@@ -24,12 +25,17 @@ export const toolchain = cluster.toolchain;
 export const tree = cluster.tree;
 export const build = cluster.build?.apply(each(buildOutput));
 export const worker = cluster.worker?.apply(each(workerOutput));
-export const model = cluster.model
-  ? {
-      commit: cluster.model.commit,
-      files: cluster.model.files,
-      gguf: cluster.model.gguf,
-      nodes: cluster.model.nodes.apply(each(modelNodeOutput)),
-    }
-  : undefined;
+const modelOutput = (m: Model) => ({
+  commit: m.commit,
+  files: m.files,
+  gguf: m.gguf,
+  nodes: m.nodes.apply(each(modelNodeOutput)),
+});
+
+export const model = cluster.model ? modelOutput(cluster.model) : undefined;
+/** The models staged beside it (sparkform:models), by name; absent when none is. */
+export const models =
+  Object.keys(cluster.staged).length > 0
+    ? Object.fromEntries(Object.entries(cluster.staged).map(([k, m]) => [k, modelOutput(m)]))
+    : undefined;
 export const serving = cluster.serving?.apply(servingOutput);

@@ -28,6 +28,7 @@ const SCHEMA = {
     build: section,
     worker: section,
     model: section,
+    models: section,
     serving: section,
   } satisfies Record<keyof Program, unknown>,
 };

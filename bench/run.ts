@@ -13,6 +13,7 @@ import { byRole, peakRss } from "./memory";
 import { modelBytesMarkdown, runModelBytes } from "./model-bytes";
 import { routerMarkdown, runRouter } from "./router";
 import { runServingLoad, servingLoadMarkdown } from "./serving-load";
+import { runSwap, swapMarkdown } from "./swap";
 import { load1, machine } from "./stats";
 import { SIM_ITEMS, runSimItems } from "./sim-items";
 import { policyPackArgs } from "../setup/pulumi/policy";
@@ -23,6 +24,7 @@ const ITEMS = [
   "model-bytes",
   "serving",
   "router",
+  "swap",
   ...SIM_ITEMS,
   ...CLI_ITEMS,
 ] as const;
@@ -134,6 +136,11 @@ async function main(): Promise<number> {
     const r = await runRouter({ stack: values.stack, node: values.node, runs, log });
     results.router = r;
     md.push("## 9. Router: its cost, replicas, TTFT", "", routerMarkdown(r));
+  }
+  if (only.includes("swap")) {
+    const r = runSwap({ stack: values.stack, runs, log });
+    results.swap = r;
+    md.push("## 10. Hot swap against a cold load", "", swapMarkdown(r));
   }
   if (only.some((i) => (SIM_ITEMS as readonly string[]).includes(i))) {
     const prefix = `${started.toISOString().slice(0, 10)}-${m.hostname}${values.only ? `-${only.join("+")}` : ""}`;

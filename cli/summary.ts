@@ -149,7 +149,7 @@ function buildEvidence(build: Outputs["build"] | undefined): string[] {
   return [...lines, ...columns(rows)];
 }
 
-function modelSection(model: Outputs["model"] | undefined): string[] {
+function modelSection(model: Outputs["model"] | undefined, label = "model"): string[] {
   if (!model) return [];
   const { files, gguf } = model;
   const total = files.reduce((s, f) => s + f.size, 0);
@@ -157,7 +157,7 @@ function modelSection(model: Outputs["model"] | undefined): string[] {
     ? [gguf.architecture, `${gguf.blockCount} layers`, gguf.quantization].filter(Boolean).join(", ")
     : "";
   const lines = [
-    `model  ${files.map((f) => f.path).join(", ")} @ ${short(model.commit)}, ${bytes(total)}${what ? ` (${what})` : ""}`,
+    `${label}  ${files.map((f) => f.path).join(", ")} @ ${short(model.commit)}, ${bytes(total)}${what ? ` (${what})` : ""}`,
   ];
   const rows = Object.entries(model.nodes).map(([node, n]) => {
     const ok = n.files.length > 0 && n.files.every((f) => f.present);
@@ -220,6 +220,12 @@ function servingSection(
   const { plan, server, smoke } = serving;
   const lines = [
     `serving  ${server.url} on ${server.node} (${server.unit}, health ${server.health})`,
+    ...(serving.models && serving.models.staged.length > 1
+      ? [
+          `  model  ${serving.models.live} live (${serving.models.path}); staged ${serving.models.staged.join(", ")}` +
+            ` (switch: pulumi config set sparkform:server.model <name>, then pulumi up: the workers keep running)`,
+        ]
+      : []),
     ...(serving.topologyReason ? [`  topology  ${serving.topologyReason}`] : []),
     ...(serving.endpoint
       ? [
@@ -275,6 +281,7 @@ export function summaryLines(outputs: StackOutputs, opts: SummaryOptions): strin
     digestsSection(outputs),
     buildEvidence(outputs.build),
     modelSection(outputs.model),
+    ...Object.entries(outputs.models ?? {}).map(([k, m]) => modelSection(m, `models.${k}`)),
     fabricSection(outputs.fabric, opts),
     workerSection(outputs.worker),
     servingSection(outputs.serving, outputs.model, opts.stack),

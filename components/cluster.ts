@@ -7,6 +7,7 @@ import type { PreStageLayout } from "./aliases";
 import { type BuildSummary, Builds } from "./build/builds";
 import type { StackConfig } from "./stack-config";
 import { Fabric, type FabricNodeSummary } from "./fabric/fabric";
+import { stagedKey } from "./model/config";
 import { Model } from "./model/model";
 import type { SparkNodeFacts } from "./node/facts";
 import { Nodes } from "./node/nodes";
@@ -40,6 +41,8 @@ export class SparkCluster extends pulumi.ComponentResource {
   readonly trees?: Trees;
   readonly builds?: Builds;
   readonly model?: Model;
+  /** The models staged beside `model` (sparkform:models), by name. */
+  readonly staged: Record<string, Model>;
   readonly workers?: RpcWorkers;
   /** Per worker node: endpoint, version, binary digest, device memory, health, transport, unit. */
   readonly worker?: pulumi.Output<Record<string, WorkerSummary>>;
@@ -132,6 +135,21 @@ export class SparkCluster extends pulumi.ComponentResource {
         child,
       );
     this.model = model;
+    // More models staged beside it (sparkform:models), each fetched and verified the same way;
+    // `server.model` picks the one served. Named `<stack>-models-<name>`, apart from the model's.
+    this.staged = Object.fromEntries(
+      model
+        ? Object.entries(config.models ?? {}).map(([key, m]) => [
+            key,
+            new Model(
+              `${name}-models-${key}`,
+              { nodes, config: m, ...(config.hfToken ? { token: config.hfToken } : {}) },
+              child,
+            ),
+          ])
+        : [],
+    );
+    const everyModel = model ? [model, ...Object.values(this.staged)] : [];
 
     // The drain first: the workers wait for it, so a changed build stops the server before
     // any worker restarts with it.
@@ -154,7 +172,7 @@ export class SparkCluster extends pulumi.ComponentResource {
               nodes,
               builds,
               trees: tree,
-              ...(model ? { model } : {}),
+              models: everyModel,
               ...(fabric ? { fabric } : {}),
               ...(drain ? { after: [drain] } : {}),
               config: config.worker,
@@ -167,12 +185,23 @@ export class SparkCluster extends pulumi.ComponentResource {
 
     // llama-server on the client node: it needs the model, the builds and the workers.
     if (server && drain && builds && model && workers) {
+      const selected = server.model;
+      const served = selected === undefined ? model : this.staged[selected];
+      if (!served)
+        throw new pulumi.ResourceError(
+          `sparkform:server.model ${JSON.stringify(selected)} is not staged in sparkform:models`,
+          this,
+        );
       this.servingStage = new Serving(
         `${name}-serving`,
         {
           nodes,
           builds,
-          model,
+          model: served,
+          models: {
+            live: stagedKey(selected),
+            staged: [stagedKey(undefined), ...Object.keys(this.staged).map(stagedKey)],
+          },
           workers,
           ...(fabric ? { fabric } : {}),
           config: server,

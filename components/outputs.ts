@@ -160,6 +160,8 @@ export interface ServingOutput {
   /** The router's URL on the client node (absent before the router). */
   endpoint?: string;
   servers?: ServingSummary["servers"];
+  /** The live model and the staged ones (absent before staging: `model` was served). */
+  models?: ServingSummary["models"];
   plan: PlanSummary;
   server: ServingSummary["server"];
   placement: ServingSummary["placement"];
@@ -174,6 +176,7 @@ export function servingOutput(
     ...(s.topologyReason !== undefined ? { topologyReason: s.topologyReason } : {}),
     ...(s.endpoint !== undefined ? { endpoint: s.endpoint } : {}),
     ...(s.servers !== undefined ? { servers: s.servers } : {}),
+    ...(s.models !== undefined ? { models: s.models } : {}),
     plan: planSummary(s.plan),
     server: s.server,
     placement: s.placement,
@@ -183,9 +186,10 @@ export function servingOutput(
 
 /** The model file the server loads: the client node's copy of the model's .gguf. */
 export function servedModelPath(
-  serving: { server: { node: string } },
+  serving: { server: { node: string }; models?: { path: string } },
   model: { files: { path: string }[]; nodes: Record<string, { dir: string }> } | undefined,
 ): string | undefined {
+  if (serving.models?.path) return serving.models.path;
   const dir = model?.nodes[serving.server.node]?.dir;
   const gguf = model?.files.find((f) => f.path.endsWith(".gguf"))?.path;
   return dir && gguf ? `${dir.replace(/\/$/, "")}/${gguf}` : undefined;

@@ -56,6 +56,8 @@ const SECTIONS = {
   build: { schema: build.buildConfigSchema.optional(), structured: true },
   fabric: { schema: fabric.fabricConfigSchema.optional(), structured: true },
   model: { schema: model.modelConfigSchema.optional(), structured: true },
+  /** More models staged beside `model`; `server.model` selects the served one. */
+  models: { schema: model.modelsConfigSchema.optional(), structured: true },
   worker: { schema: worker.workerSchema.optional(), structured: true },
   server: { schema: server.serverConfigSchema.optional(), structured: true },
 } as const;
@@ -77,6 +79,7 @@ const CHECKS: { [K in Key]?: Check<K> } = {
   toolchain: toolchain.crossCheck,
   build: build.crossCheck,
   model: model.crossCheck,
+  models: model.crossCheckStaged,
   fabric: fabric.crossCheck,
   worker: worker.crossCheck,
   server: server.crossCheck,
@@ -87,7 +90,7 @@ const CHECKS: { [K in Key]?: Check<K> } = {
 export const secretConfigKeys = ["privateKey", "hfToken", "serverApiKey"] as const;
 /** The config keys the cluster part reads (all under the `sparkform:` namespace). */
 export const configKeys = (Object.keys(SECTIONS) as Key[]).filter(
-  (k) => k !== "model" && k !== "worker" && k !== "server",
+  (k) => k !== "model" && k !== "models" && k !== "worker" && k !== "server",
 );
 /** Every key sparkform reads; any other `sparkform:` key is a typo or a leftover. */
 export const stackConfigKeys: readonly string[] = [...Object.keys(SECTIONS), ...secretConfigKeys];
@@ -132,6 +135,8 @@ export interface StackConfigData extends node.SshSettings {
   tree?: tree.TreeConfig;
   build?: build.StackBuild;
   model?: model.StackModel;
+  /** Staged models by name (sorted), each with its nodes resolved (default: the model's nodes). */
+  models?: Record<string, model.StackModel>;
   fabric?: fabric.FabricConfig;
   worker?: worker.StackWorker;
   server?: server.StackServer;
@@ -195,6 +200,16 @@ function crossChecks(
     { key: ["tree", "dest"], path: s.tree?.dest },
     { key: ["model", "modelsDir"], path: s.model?.modelsDir },
   ]);
+  // Staged models may share the model's directory (each lives under <repo>/<commit>), but not
+  // the toolchain's, the tree's or sparkform's cache.
+  for (const [k, m] of Object.entries(s.models ?? {}))
+    overlaps.push(
+      ...nodePathOverlaps([
+        { key: ["toolchain", "path"], path: s.toolchain?.path },
+        { key: ["tree", "dest"], path: s.tree?.dest },
+        { key: ["models", k, "modelsDir"], path: m?.modelsDir },
+      ]).filter((o) => o.key[0] === "models"),
+    );
   for (const o of overlaps) add(o.key, o.message);
   return lines;
 }
@@ -204,6 +219,7 @@ function resolve(c: Parsed, opts: ParseOptions): StackConfigData {
   const all = c.nodes.map((n) => n.name);
   const first = all[0] as string;
   const w = c.worker ? worker.resolve(c.worker, first) : undefined;
+  const m = c.model ? model.resolve(c.model, all) : undefined;
   return {
     nodes: c.nodes,
     ...(c.sshKeyPath !== undefined ? { sshKeyPath: c.sshKeyPath } : {}),
@@ -211,7 +227,8 @@ function resolve(c: Parsed, opts: ParseOptions): StackConfigData {
     ...(c.toolchain ? { toolchain: toolchain.resolve(c.toolchain, first) } : {}),
     ...(c.tree ? { tree: tree.resolve(c.tree, opts.projectDir) } : {}),
     ...(c.build ? { build: build.resolve(c.build, first) } : {}),
-    ...(c.model ? { model: model.resolve(c.model, all) } : {}),
+    ...(m ? { model: m } : {}),
+    ...(c.models && m ? { models: model.resolveStaged(c.models, m.nodes) } : {}),
     ...(c.fabric ? { fabric: c.fabric } : {}),
     ...(w ? { worker: w } : {}),
     ...(c.server ? { server: server.resolve(c.server, w, first) } : {}),

@@ -39,7 +39,12 @@ export function configIssueLines(
   issues: readonly z.core.$ZodIssue[],
   prefix: readonly PropertyKey[] = [],
 ): string[] {
-  return issues.map((i) => `${configKeyPath([...prefix, ...i.path])}: ${i.message}`);
+  return issues.flatMap((i) =>
+    // A record key that its key schema refused: that schema's own words, at the key.
+    i.code === "invalid_key"
+      ? configIssueLines(i.issues, [...prefix, ...i.path])
+      : [`${configKeyPath([...prefix, ...i.path])}: ${i.message}`],
+  );
 }
 
 /** A value as a message may quote it: short, on one line (JSON escapes control characters). */

@@ -51,6 +51,11 @@ export function salvage(schema: z.ZodType, raw: unknown): unknown {
   if (inner instanceof z.ZodArray) {
     return Array.isArray(raw) ? raw.map((e) => salvage(inner.element as z.ZodType, e)) : [];
   }
+  if (inner instanceof z.ZodRecord) {
+    if (!isMap(raw)) return {};
+    const value = inner.valueType as z.ZodType;
+    return Object.fromEntries(Object.entries(raw).map(([k, v]) => [k, salvage(value, v)]));
+  }
   if (inner instanceof z.ZodObject) {
     if (!isMap(raw)) return {};
     const out: Record<string, unknown> = {};

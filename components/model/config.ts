@@ -175,3 +175,81 @@ export function crossCheck(model: Salvaged<ModelConfig>, ctx: CheckContext): voi
 export function resolve(model: ModelConfig, all: readonly string[]): StackModel {
   return { ...model, nodes: model.nodes ?? [...all] };
 }
+
+/**
+ * A staged model's name: its key under `sparkform:models`, what `sparkform:server.model`
+ * selects, and part of its resources' names (so it stays short and boring).
+ */
+export const stagedNameSchema = z
+  .string()
+  .regex(
+    /^[a-z0-9](?:[a-z0-9-]{0,30}[a-z0-9])?$/,
+    "must be a short name of lowercase letters, digits and '-' (1–32, e.g. qwen3-30b); it names the model's resources",
+  );
+
+/**
+ * `sparkform:models`: more pinned models staged on the nodes beside `sparkform:model`, each
+ * verified as that one is (same fields, same defaults), so `sparkform:server.model` can switch
+ * the served one without a download and without restarting a worker.
+ */
+export const modelsConfigSchema = z.record(stagedNameSchema, modelConfigSchema);
+
+export type ModelsConfig = z.infer<typeof modelsConfigSchema>;
+
+/** How the summaries name a model: its config key (`model`, or `models.<name>`). */
+export function stagedKey(name: string | undefined): string {
+  return name === undefined ? "model" : `models.${name}`;
+}
+
+/**
+ * Each staged model's nodes are configured nodes, sparkform:model is set beside them (it stays
+ * the default served model), and no revision is staged twice: two resources would own one
+ * directory, and deleting either would take the other's files.
+ */
+export function crossCheckStaged(
+  models: Salvaged<ModelsConfig>,
+  ctx: CheckContext<{ model?: Salvaged<ModelConfig> }>,
+): void {
+  const primary = ctx.sections.model;
+  if (primary === undefined)
+    ctx.add(
+      ["models"],
+      "stages models beside sparkform:model, which is not set; set sparkform:model (the model " +
+        "served unless sparkform:server.model names one of these)",
+    );
+  const seen = new Map<string, string>();
+  if (primary?.repo !== undefined && primary.revision !== undefined)
+    seen.set(`${primary.repo}@${primary.revision}`, "sparkform:model");
+  for (const [name, m] of Object.entries(models)) {
+    if (m === undefined) continue;
+    for (const [i, n] of (m.nodes ?? []).entries())
+      if (!ctx.isNode(n))
+        ctx.add(
+          ["models", name, "nodes", i],
+          `${JSON.stringify(n)} is not one of sparkform:nodes (${ctx.list}); name one of them, or ` +
+            "leave nodes out for all nodes",
+        );
+    if (m.repo === undefined || m.revision === undefined) continue;
+    const id = `${m.repo}@${m.revision}`;
+    const twice = seen.get(id);
+    if (twice !== undefined)
+      ctx.add(
+        ["models", name],
+        `is ${m.repo} at ${m.revision}, which ${twice} already stages; stage each revision ` +
+          "once (both would own one directory on the nodes), and select it with sparkform:server.model",
+      );
+    else seen.set(id, `sparkform:models.${name}`);
+  }
+}
+
+/** Every staged model with its nodes resolved, in name order (resource and pre-warm order). */
+export function resolveStaged(
+  models: ModelsConfig,
+  all: readonly string[],
+): Record<string, StackModel> {
+  return Object.fromEntries(
+    Object.keys(models)
+      .sort()
+      .map((k) => [k, resolve(models[k] as ModelConfig, all)]),
+  );
+}

@@ -40,10 +40,12 @@ export interface RpcWorkersArgs {
   /** The tree stage: the client's ggml-rpc.h, for the protocol version. */
   readonly trees: Trees;
   /**
-   * The Model stage: on a worker node that holds the model, its verified copy pre-warms the
-   * tensor cache (with `config.cache` on). Default: no pre-warm.
+   * Every staged model (sparkform:model, then sparkform:models by name): on a worker node, each
+   * verified copy it holds pre-warms the tensor cache (with `config.cache` on), whichever one is
+   * served, so switching the served model changes nothing here and restarts no worker.
+   * Default: none (no pre-warm).
    */
-  readonly model?: Model;
+  readonly models?: readonly Model[];
   /**
    * The Fabric stage: the workers start after its links are measured, and each may bind only
    * its node's rail addresses. Default: each binds its node's fabricAddress.
@@ -108,6 +110,8 @@ export class RpcWorkers extends pulumi.ComponentResource implements Stage<Worker
           builtOn,
         }));
     };
+    // The staged models a node holds a copy of.
+    const held = (node: string) => (args.models ?? []).filter((m) => m.names.includes(node));
     const entries = wc.nodes.map((node) => {
       if (!nodes.has(node))
         fail(
@@ -153,16 +157,16 @@ export class RpcWorkers extends pulumi.ComponentResource implements Stage<Worker
             worker: w,
             client: c,
           })),
-          ...(wc.cache && args.model?.names.includes(node)
+          ...(wc.cache && held(node).length > 0
             ? {
-                prewarm: (() => {
-                  const r = args.model.of(node);
-                  return pulumi
-                    .all([r.dir, r.nodeFiles])
-                    .apply(([dir, files]) => [
-                      { dir, files: files.map((f) => ({ path: f.path, sha256: f.sha256 })) },
-                    ]);
-                })(),
+                prewarm: pulumi.all(
+                  held(node).map((m) =>
+                    pulumi.all([m.of(node).dir, m.of(node).nodeFiles]).apply(([dir, files]) => ({
+                      dir,
+                      files: files.map((f) => ({ path: f.path, sha256: f.sha256 })),
+                    })),
+                  ),
+                ),
               }
             : {}),
         },
@@ -172,7 +176,7 @@ export class RpcWorkers extends pulumi.ComponentResource implements Stage<Worker
             dependsOn: [
               builds.of(node),
               builds.of(wc.client),
-              ...(args.model?.names.includes(node) ? [args.model.of(node)] : []),
+              ...held(node).map((m) => m.of(node)),
               ...(args.after ?? []),
             ],
           },

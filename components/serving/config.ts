@@ -13,7 +13,7 @@ import { isLoopbackAddress } from "../config/address";
 import { shown } from "../config/errors";
 import { rssGuardKeys } from "../config/rss-guard";
 import type { CheckContext, Salvaged } from "../config/section";
-import type { ModelConfig } from "../model/config";
+import { type ModelConfig, type ModelsConfig, stagedNameSchema } from "../model/config";
 import type { WorkerConfig } from "../rpc-worker/config";
 
 /** llama-server's port unless `sparkform:server.port` says otherwise. */
@@ -180,6 +180,12 @@ export const serverConfigSchema = z
      */
     topology: z.enum(TOPOLOGY_REQUESTS).default("auto"),
     /**
+     * Which staged model the servers load: a name under `sparkform:models`; absent:
+     * `sparkform:model`. Changing it restarts only the llama-server(s): the workers keep
+     * running, their tensor caches already warm for every staged model.
+     */
+    model: stagedNameSchema.optional(),
+    /**
      * The router on the client node (Caddy's reverse_proxy, components/router/): the one
      * OpenAI-compatible URL in front of the server or the replicas. `port` default 8090; `bind`
      * default 127.0.0.1 (any other address needs the secret sparkform:serverApiKey, which the
@@ -244,6 +250,7 @@ export type StackServer = ServerConfig & { node: string };
 export type ServerCheckSections = {
   build?: object;
   model?: Salvaged<ModelConfig>;
+  models?: Salvaged<ModelsConfig>;
   worker?: Salvaged<WorkerConfig>;
 };
 
@@ -255,8 +262,23 @@ export function crossCheck(
   server: Salvaged<ServerConfig>,
   ctx: CheckContext<ServerCheckSections>,
 ): void {
-  const { build, model, worker } = ctx.sections;
+  const { build, worker, models } = ctx.sections;
   const named = server.node;
+  // The served model: the one server.model selects, else sparkform:model. A staged model's
+  // nodes default to sparkform:model's.
+  const selected = server.model;
+  const staged = selected === undefined ? undefined : models?.[selected];
+  if (selected !== undefined && staged === undefined)
+    ctx.add(
+      ["server", "model"],
+      `${JSON.stringify(selected)} is not staged: ${models && Object.keys(models).length > 0 ? `sparkform:models has ${Object.keys(models).sort().join(", ")}` : "sparkform:models is not set"}; ` +
+        "stage it there first (its files are fetched and verified at up), or leave server.model out to serve sparkform:model",
+    );
+  const model =
+    ctx.sections.model && staged
+      ? { ...staged, nodes: staged.nodes ?? ctx.sections.model.nodes }
+      : ctx.sections.model;
+  const modelKey = staged ? `sparkform:models.${selected}.nodes` : "sparkform:model.nodes";
   const node = named ?? worker?.client ?? ctx.first;
   if (named !== undefined && !ctx.isNode(named)) {
     ctx.add(
@@ -300,7 +322,7 @@ export function crossCheck(
         ctx.add(
           ["server", "topology"],
           `is replicas, so ${w} (a worker node) runs a llama-server with the whole model, but ` +
-            `${w} is not in sparkform:model.nodes (${model.nodes.join(", ")}); add it there, or ` +
+            `${w} is not in ${modelKey} (${model.nodes.join(", ")}); add it there, or ` +
             "leave topology out (auto runs replicas on the nodes that have the model)",
         );
   }
@@ -314,7 +336,7 @@ export function crossCheck(
   } else if (node !== undefined && model.nodes !== undefined && !model.nodes.includes(node)) {
     ctx.add(
       ["server"],
-      `runs on ${node}, which is not in sparkform:model.nodes (${model.nodes.join(", ")}); ` +
+      `runs on ${node}, which is not in ${modelKey} (${model.nodes.join(", ")}); ` +
         `add ${node} there (llama-server loads the model from its own disk)`,
     );
   }

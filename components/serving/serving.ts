@@ -31,6 +31,12 @@ export interface ServingSummary {
   topologyReason: string;
   /** The router's URL on the client node: the one URL clients use (`sparkform endpoint`). */
   endpoint: string;
+  /**
+   * The model served (`model`, or `models.<name>` when sparkform:server.model selects a staged
+   * one), the file the client's server loads, and every staged model (absent: written before
+   * staging).
+   */
+  models: { live: string; path: string; staged: string[] };
   /** Every llama-server behind the router (replicas: one per node; else the client's). */
   servers: { node: string; url: string; health: string; tokensPerSecond: number }[];
   plan: ServingPlan;
@@ -45,8 +51,13 @@ export interface ServingArgs {
   readonly nodes: Nodes;
   /** The build stage: llama-server from the client node's verified build. */
   readonly builds: Builds;
-  /** The Model stage: the client's verified copy is what the server loads. */
+  /** The served Model stage: the client's verified copy is what the server loads. */
   readonly model: Model;
+  /**
+   * How the summary names the served model and every staged one (`model`, `models.<name>`).
+   * Default: `model`, the only one.
+   */
+  readonly models?: { readonly live: string; readonly staged: readonly string[] };
   /** The worker stage: its endpoints (in rpcServers order) and each worker's state. */
   readonly workers: RpcWorkers;
   /** The Fabric stage: its per-node summary goes into the serving summary. Default: none. */
@@ -340,6 +351,11 @@ export class Serving extends pulumi.ComponentResource {
       topology: this.topology.apply((t) => t.topology),
       topologyReason: this.topology.apply((t) => t.reason),
       endpoint: this.router.url,
+      models: modelPath.apply((path) => ({
+        live: args.models?.live ?? "model",
+        path,
+        staged: [...(args.models?.staged ?? ["model"])],
+      })),
       servers: pulumi
         .all([this.topology, pulumi.all(active.map((x) => pulumi.all([x.url, x.health, x.smoke])))])
         .apply(([t, xs]) =>

@@ -5,7 +5,7 @@
 // The token is read from a file (or $HF_ENDPOINT_TOKEN), never from the command line.
 import * as fs from "node:fs";
 import { parseArgs } from "node:util";
-import { publishTestModel } from "./repo";
+import { publishStagedTestModel, publishTestModel } from "./repo";
 import { HfFaultsSchema, startHfEndpoint } from "./server";
 
 async function main(): Promise<void> {
@@ -30,6 +30,8 @@ async function main(): Promise<void> {
     ? fs.readFileSync(values["token-file"], "utf8").trim()
     : process.env.HF_ENDPOINT_TOKEN || undefined;
   const published = values["publish-test-model"] ? publishTestModel(values.root) : undefined;
+  // The second model beside it, for a stack that stages two (sparkform:models).
+  if (published) publishStagedTestModel(values.root);
   const endpoint = await startHfEndpoint({
     root: values.root,
     host: values.host,

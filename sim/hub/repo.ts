@@ -7,7 +7,7 @@
 import { createHash } from "node:crypto";
 import * as fs from "node:fs";
 import * as path from "node:path";
-import { makeTinyLlamaGguf } from "../gguf/tiny-llama";
+import { makeTinyLlamaGguf, TINY_LLAMA_SEED } from "../gguf/tiny-llama";
 
 export const REFS_FILE = "refs.json";
 export const COMMITS_DIR = "commits";
@@ -143,4 +143,24 @@ export function publishTestModel(
   const model = published.files.find((f) => f.path.endsWith(".gguf"));
   if (!model) throw new Error("publishTestModel: no .gguf file among the files");
   return { ...published, model };
+}
+
+/** A second tiny model (other weights, other name): what a stack stages beside the first. */
+export const STAGED_TEST_MODEL = {
+  repo: "sparkform/tiny-llama-b",
+  file: "tiny-llama-b-f16.gguf",
+  seed: TINY_LLAMA_SEED + 1,
+} as const;
+
+/** Publish STAGED_TEST_MODEL: the test bed's second model, for hot swaps. */
+export function publishStagedTestModel(root: string): PublishedRepo & { model: PublishedFile } {
+  return publishTestModel(root, {
+    repo: STAGED_TEST_MODEL.repo,
+    files: [
+      {
+        path: STAGED_TEST_MODEL.file,
+        bytes: makeTinyLlamaGguf({ seed: STAGED_TEST_MODEL.seed }),
+      },
+    ],
+  });
 }

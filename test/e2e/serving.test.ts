@@ -24,6 +24,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import {
   type HfEndpoint,
   type PublishedRepo,
+  publishStagedTestModel,
   publishTestModel,
   startHfEndpoint,
 } from "../../sim/hub";
@@ -71,6 +72,10 @@ let agent: TestAgent | undefined;
 let cli: PulumiCli;
 let ep: HfEndpoint;
 let pub: PublishedRepo & { model: { path: string } };
+/** The second model (other weights), published beside the first for the hot swap. */
+let pubB: PublishedRepo & { model: { path: string; sha256: string } };
+/** Whether the stack stages pubB under sparkform:models.b (from the swap test on). */
+let stageB = false;
 
 interface ServingOut {
   topology: string;
@@ -86,8 +91,10 @@ interface ServingOut {
   };
   renderings: { llamaCppEx: string; llamaServer: string[]; llamaCli: string[]; json: string };
   server: { node: string; url: string; unit: string; health: string };
+  models: { live: string; path: string; staged: string[] };
   placement: { device: string; layers: number; modelBufferMiB: number }[];
   smoke: {
+    readiness?: { portOpenSeconds: number; healthSeconds: number; firstTokenSeconds: number };
     tokens: number[];
     tokensPerSecond: number;
     chat: { completionTokens: number; finishReason: string };
@@ -99,6 +106,15 @@ interface ServingOut {
     fabricEnds: { node: string; iface: string; bytes: number }[];
   };
 }
+
+/** A published model's keys under sparkform:model or sparkform:models.<name>. */
+const modelLines = (indent: string, p: PublishedRepo & { model: { path: string } }) =>
+  [
+    `repo: ${JSON.stringify(p.repo)}`,
+    `revision: ${JSON.stringify(p.commit)}`,
+    `files: [${JSON.stringify(p.model.path)}]`,
+    `endpoint: ${JSON.stringify(ep.url)}`,
+  ].map((l) => indent + l);
 
 /** The stack file: the sim's nodes (no fabric stage), tree, build, model, worker, server. */
 function writeStackConfig(server: string[] = []): void {
@@ -118,11 +134,10 @@ function writeStackConfig(server: string[] = []): void {
     "  sparkform:build:",
     "    preset: sim",
     "  sparkform:model:",
-    `    repo: ${JSON.stringify(pub.repo)}`,
-    `    revision: ${JSON.stringify(pub.commit)}`,
-    `    files: [${JSON.stringify(pub.model.path)}]`,
-    `    endpoint: ${JSON.stringify(ep.url)}`,
+    ...modelLines("    ", pub),
     "    retries: 0",
+    // As the swap test's `pulumi config set --path` commands stage it.
+    ...(stageB ? ["  sparkform:models:", "    b:", ...modelLines("      ", pubB)] : []),
     "  sparkform:worker:",
     "    nodes: [spark-2]",
     `    port: ${WORKER_PORT}`,
@@ -192,6 +207,7 @@ describe.skipIf(!isRoot)("serving on a simulated pair (real pulumi CLI, policy p
     cluster = await simUp({ nodes: 2 });
     extractLlamaSource(treeDir);
     pub = publishTestModel(path.join(work, "hub"));
+    pubB = publishStagedTestModel(path.join(work, "hub"));
     ep = await startHfEndpoint({
       root: path.join(work, "hub"),
       host: cluster.controlAddress,
@@ -386,6 +402,99 @@ describe.skipIf(!isRoot)("serving on a simulated pair (real pulumi CLI, policy p
       const s = await stackOutput<ServingOut>("serving");
       expect(s.smoke.identical).toBe(true);
       expect(s.smoke.graphRecompute).toBeGreaterThan(0);
+    },
+    STEP_MS,
+  );
+
+  it(
+    "hot swap: a second model staged (the worker pre-warms it, not restarted), then served: only llama-server restarts, the worker's PID unchanged; and back",
+    async () => {
+      const workerUnit = `sparkform-rpc-worker-${WORKER_PORT}`;
+      const workerPid = async () =>
+        Number(await asUser("spark-2", `systemctl --user show -p MainPID --value ${workerUnit}`));
+      const pid = await workerPid();
+      expect(pid).toBeGreaterThan(0);
+      const first = await stackOutput<ServingOut>("serving");
+      /** The resource types an `up --json` updated, created, replaced or deleted. */
+      const touched = (output: string) =>
+        output
+          .split("\n")
+          .filter((l) => l.startsWith('{"sequence"'))
+          .flatMap((l) => {
+            const m = (
+              JSON.parse(l) as { resOutputsEvent?: { metadata: { type: string; op: string } } }
+            ).resOutputsEvent?.metadata;
+            // The resources sparkform's providers act on (components only group them).
+            return m && m.op !== "same" && m.type.startsWith("pulumi-nodejs:dynamic/")
+              ? [`${m.op} ${m.type.replace(/^.*:/, "")}`]
+              : [];
+          })
+          .sort();
+
+      // Staged as the README says it (each `pulumi config set` on this stack): b's copies
+      // fetched and verified on both nodes, the worker pre-warms them in place.
+      const readme = async (line: string) => cli.run([...line.split(" ").slice(1), "-s", stack]);
+      await readme("pulumi config set --path sparkform:models.b.repo sparkform/tiny-llama-b");
+      expect(pubB.repo).toBe("sparkform/tiny-llama-b");
+      await readme(`pulumi config set --path sparkform:models.b.revision ${pubB.commit}`);
+      await readme(`pulumi config set --path sparkform:models.b.files[0] ${pubB.model.path}`);
+      await readme(`pulumi config set --path sparkform:models.b.endpoint ${ep.url}`);
+      // (what writeStackConfig writes from now on, for the tests after this one)
+      stageB = true;
+      let t = Date.now();
+      const staging = touched((await up(["--json"])).output);
+      const stagingSeconds = (Date.now() - t) / 1000;
+      expect(staging).toEqual(["create ModelReplica", "create ModelReplica", "update RpcWorker"]);
+      expect(await workerPid()).toBe(pid);
+      const staged = await stackOutput<ServingOut>("serving");
+      expect(staged.models).toEqual({
+        live: "model",
+        path: first.models.path,
+        staged: ["model", "models.b"],
+      });
+      for (const n of ["spark-1", "spark-2"])
+        expect(
+          await asUser(n, `sha256sum ~/models/${pubB.repo}/${pubB.commit}/${pubB.model.path}`),
+        ).toContain(pubB.model.sha256);
+
+      // The swap: only the client's llama-server is updated; the worker keeps its process.
+      await readme("pulumi config set sparkform:server.model b");
+      t = Date.now();
+      const swap = touched((await up(["--json"])).output);
+      const swapSeconds = (Date.now() - t) / 1000;
+      expect(swap).toEqual(["update LlamaServer"]);
+      expect(await workerPid()).toBe(pid);
+      expect(await unitState("spark-2", workerUnit)).toBe("active/running");
+      const b = await stackOutput<ServingOut>("serving");
+      expect(b.models.live).toBe("models.b");
+      expect(b.models.path).toBe(`~/models/${pubB.repo}/${pubB.commit}/${pubB.model.path}`);
+      expect(b.smoke.identical).toBe(true);
+      expect(b.smoke.fabricBytes).toBeGreaterThan(0);
+      // Other weights, other tokens: the server answers from b, split across the pair.
+      expect(b.smoke.tokens).not.toEqual(first.smoke.tokens);
+      expect((await completionOnSpark1()).tokens).toEqual(b.smoke.tokens);
+      const listed = await asUser("spark-1", `curl -sS http://127.0.0.1:${PORT}/v1/models`);
+      expect(listed).toContain(pubB.model.path);
+      await cli.run(["refresh", "--yes", "--expect-no-changes", "-s", stack]);
+
+      // And back to sparkform:model: the same one resource, the same worker.
+      await readme("pulumi config rm sparkform:server.model");
+      t = Date.now();
+      const back = touched((await up(["--json"])).output);
+      const backSeconds = (Date.now() - t) / 1000;
+      expect(back).toEqual(["update LlamaServer"]);
+      expect(await workerPid()).toBe(pid);
+      const a = await stackOutput<ServingOut>("serving");
+      expect(a.models.live).toBe("model");
+      expect(a.smoke.tokens).toEqual(first.smoke.tokens);
+      log(
+        JSON.stringify({
+          stagingSeconds,
+          swapSeconds,
+          backSeconds,
+          readiness: { b: b.smoke.readiness, a: a.smoke.readiness },
+        }),
+      );
     },
     STEP_MS,
   );

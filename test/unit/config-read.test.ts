@@ -77,7 +77,7 @@ describe("readStackConfig", () => {
     expect(read).toThrow(
       "unknown stack configuration sparkform:hftoken, sparkform:nodez: sparkform reads " +
         "sparkform:nodes, sparkform:sshKeyPath, sparkform:sshConfigPath, sparkform:toolchain, " +
-        "sparkform:tree, sparkform:build, sparkform:fabric, sparkform:model, sparkform:worker, sparkform:server, sparkform:privateKey, sparkform:hfToken, sparkform:serverApiKey. " +
+        "sparkform:tree, sparkform:build, sparkform:fabric, sparkform:model, sparkform:models, sparkform:worker, sparkform:server, sparkform:privateKey, sparkform:hfToken, sparkform:serverApiKey. " +
         "Fix the name, or remove it with `pulumi config rm`.",
     );
     expect(() => read()).not.toThrow(TOKEN);

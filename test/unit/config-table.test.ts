@@ -744,7 +744,7 @@ const cases: [string, Record<string, unknown>, string][] = [
   [
     "unknown key",
     { nodes, surprise: 1 },
-    "unknown stack configuration sparkform:surprise: sparkform reads sparkform:nodes, sparkform:sshKeyPath, sparkform:sshConfigPath, sparkform:toolchain, sparkform:tree, sparkform:build, sparkform:fabric, sparkform:model, sparkform:worker, sparkform:server, sparkform:privateKey, sparkform:hfToken, sparkform:serverApiKey. Fix the name, or remove it with `pulumi config rm`.",
+    "unknown stack configuration sparkform:surprise: sparkform reads sparkform:nodes, sparkform:sshKeyPath, sparkform:sshConfigPath, sparkform:toolchain, sparkform:tree, sparkform:build, sparkform:fabric, sparkform:model, sparkform:models, sparkform:worker, sparkform:server, sparkform:privateKey, sparkform:hfToken, sparkform:serverApiKey. Fix the name, or remove it with `pulumi config rm`.",
   ],
 ];
 

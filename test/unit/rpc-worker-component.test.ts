@@ -94,7 +94,7 @@ function stages(config: ReturnType<typeof parseStackConfig>) {
     names: ["spark-1", "spark-2"],
     of: (n: string) => new TestReplica(`${config.nodes.length}-${n}-${registered.length}`),
   } as unknown as Model;
-  return { nodes, builds, trees, model };
+  return { nodes, builds, trees, models: [model] };
 }
 
 /** The worker stage as SparkCluster makes it: the stages it reads, plus its own section. */

@@ -119,6 +119,24 @@ describe("summaryLines with the serving output of the contract", () => {
     );
   });
 
+  it("says which model is live and which are staged, and each staged model's copies", () => {
+    expect(s).not.toContain("  model  ");
+    const models = {
+      live: "models.b",
+      path: "~/models/sparkform/tiny-llama-b/eaa3/tiny-llama-b-f16.gguf",
+      staged: ["model", "models.b"],
+    };
+    const { model } = clone();
+    const out = text({ ...real, serving: { ...serving, models }, models: { b: model } });
+    expect(out).toContain(
+      "  model  models.b live (~/models/sparkform/tiny-llama-b/eaa3/tiny-llama-b-f16.gguf); staged model, models.b " +
+        "(switch: pulumi config set sparkform:server.model <name>, then pulumi up: the workers keep running)",
+    );
+    expect(out).toMatch(/^models\.b  tiny-llama-f16\.gguf @ /m);
+    // The llama_cpp_ex options name the live model's file.
+    expect(out).toContain("tiny-llama-b-f16.gguf");
+  });
+
   it("says what the smoke's split carried over the fabric, on each end", () => {
     expect(s).not.toContain("wire  ");
     const ends = [
