@@ -132,7 +132,7 @@ describe("summaryLines with the serving output of the contract", () => {
       "  model  models.b live (~/models/sparkform/tiny-llama-b/eaa3/tiny-llama-b-f16.gguf); staged model, models.b " +
         "(switch: pulumi config set sparkform:server.model <name>, then pulumi up: the workers keep running)",
     );
-    expect(out).toMatch(/^models\.b  tiny-llama-f16\.gguf @ /m);
+    expect(out).toMatch(/^models\.b {2}tiny-llama-f16\.gguf @ /m);
     // The llama_cpp_ex options name the live model's file.
     expect(out).toContain("tiny-llama-b-f16.gguf");
   });
