@@ -74,8 +74,14 @@ export function chooseTopology(input: TopologyInput): TopologyChoice {
     `the whole model needs ${size(need.weights)} weights + ${size(need.kv)} KV ` +
     `(${input.server.context} tokens × ${input.server.parallel} slot${input.server.parallel === 1 ? "" : "s"}, ` +
     `${input.server.cacheType}) + ${size(need.margin)} margin = ${size(need.total)} on one node`;
+  // Each node's verdict, not its usable bytes: those are re-measured at every `up` and move a
+  // little each time, and a stack output that moves on its own reads as drift. The bytes stay
+  // in the plan (the LlamaServer's `plan.perNode`).
   const usableText = nodes
-    .map((n) => `${n.node} ${n.usableBytes === undefined ? "unknown" : size(n.usableBytes)}`)
+    .map(
+      (n) =>
+        `${n.node} ${n.usableBytes === undefined ? "unknown" : need.total <= n.usableBytes ? "has room" : "has not"}`,
+    )
     .join(", ");
   const all = nodes.map((n) => n.node);
   const choice = (topology: Topology, servers: string[], why: string): TopologyChoice => ({
@@ -94,22 +100,22 @@ export function chooseTopology(input: TopologyInput): TopologyChoice {
       "layer-split",
       [client],
       fitsClient
-        ? `asked for (sparkform:server.topology), though ${needText} and ${client} has ` +
-            `${size(nodes[0]?.usableBytes ?? 0)} usable: two nodes buy capacity, not speed, and the ` +
+        ? `asked for (sparkform:server.topology), though ${needText} and ${client} has room ` +
+            "for it: two nodes buy capacity, not speed, and the " +
             "split costs load time and a node's loss (the advisory layer-split-fits-one-node)"
-        : `asked for (sparkform:server.topology): ${needText}; usable: ${usableText}`,
+        : `asked for (sparkform:server.topology): ${needText}; usable memory: ${usableText}`,
     );
   if (requested === "single")
     return choice(
       "single",
       [client],
-      `asked for (sparkform:server.topology): ${needText}; usable: ${usableText}`,
+      `asked for (sparkform:server.topology): ${needText}; usable memory: ${usableText}`,
     );
   if (requested === "replicas")
     return choice(
       "replicas",
       all,
-      `asked for (sparkform:server.topology): one llama-server per node behind the router; ${needText}; usable: ${usableText}`,
+      `asked for (sparkform:server.topology): one llama-server per node behind the router; ${needText}; usable memory: ${usableText}`,
     );
 
   // auto
@@ -124,22 +130,22 @@ export function chooseTopology(input: TopologyInput): TopologyChoice {
       ? choice(
           "replicas",
           all,
-          `${needText}, and every serving node has room (${usableText} usable): one llama-server ` +
+          `${needText}, and every serving node has room for it (${all.join(", ")}): one llama-server ` +
             "per node behind the router, for aggregate throughput and a node loss survived " +
             "(a layer split would buy capacity the model does not need, not speed)",
         )
-      : choice("single", [client], `${needText}, and ${client} has room (${usableText} usable)`);
+      : choice("single", [client], `${needText}, and ${client} has room for it`);
   if (nodes.length > 1)
     return choice(
       "layer-split",
       [client],
       `${needText}, more than ${fitsEach.filter((f) => f === false).length === nodes.length ? "any node has" : "some serving node has"} ` +
-        `(${usableText} usable): one llama-server on ${client} with the other nodes' memory as RPC devices`,
+        `(usable memory: ${usableText}): one llama-server on ${client} with the other nodes' memory as RPC devices`,
     );
   return choice(
     "single",
     [client],
-    `${needText}, more than ${client}'s ${usableText} usable, and there is no other node to split it with`,
+    `${needText}, more than ${client} has usable, and there is no other node to split it with`,
   );
 }
 

@@ -575,7 +575,7 @@ describe.skipIf(!isRoot)("serving on a simulated pair (real pulumi CLI, policy p
       log(JSON.stringify({ topology: s.topology, reason: s.topologyReason, servers: s.servers }));
       expect(s.topology).toBe("replicas");
       expect(s.topologyReason).toMatch(
-        /^replicas: the whole model needs [\d.]+ [MG]B weights \+ [\d.]+ [MG]B KV .* every serving node has room \(spark-1 [\d.]+ GB, spark-2 [\d.]+ GB usable\)/,
+        /^replicas: the whole model needs [\d.]+ [MG]B weights \+ [\d.]+ [MG]B KV .* every serving node has room for it \(spark-1, spark-2\)/,
       );
       expect(s.endpoint).toBe(`http://127.0.0.1:${ROUTER_PORT}`);
       const fabric2 = cluster.nodes.find((n) => n.name === "spark-2")?.fabricAddress;
