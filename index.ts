@@ -33,9 +33,8 @@ const modelOutput = (m: Model) => ({
 });
 
 export const model = cluster.model ? modelOutput(cluster.model) : undefined;
-/** The models staged beside it (sparkform:models), by name; absent when none is. */
-export const models =
-  Object.keys(cluster.staged).length > 0
-    ? Object.fromEntries(Object.entries(cluster.staged).map(([k, m]) => [k, modelOutput(m)]))
-    : undefined;
+/** The models staged beside it (sparkform:models), by name; {} when none is. */
+export const models = Object.fromEntries(
+  Object.entries(cluster.staged).map(([k, m]) => [k, modelOutput(m)]),
+);
 export const serving = cluster.serving?.apply(servingOutput);
