@@ -223,7 +223,7 @@ function servingSection(
     ...(serving.models && serving.models.staged.length > 1
       ? [
           `  model  ${serving.models.live} live (${serving.models.path}); staged ${serving.models.staged.join(", ")}` +
-            ` (switch: pulumi config set sparkform:server.model <name>, then pulumi up: the workers keep running)`,
+            ` (switch: pulumi config set --path sparkform:server.model <name>, then pulumi up: the workers keep running)`,
         ]
       : []),
     ...(serving.topologyReason ? [`  topology  ${serving.topologyReason}`] : []),

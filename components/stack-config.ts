@@ -238,10 +238,16 @@ function resolve(c: Parsed, opts: ParseOptions): StackConfigData {
 
 /** The line for `sparkform:` keys this program does not read (the message index.ts had). */
 function unknownKeysLine(unknown: readonly string[]): string {
+  // `pulumi config set sparkform:server.model b` (no --path) makes a key with a dot in its name.
+  const dotted = unknown.filter((k) => stackConfigKeys.includes(k.split(".")[0] ?? ""));
   return (
     `unknown stack configuration ${unknown.map((k) => `sparkform:${k}`).join(", ")}: sparkform reads ` +
     `${stackConfigKeys.map((k) => `sparkform:${k}`).join(", ")}. ` +
-    "Fix the name, or remove it with `pulumi config rm`."
+    (dotted.length > 0
+      ? `${dotted.map((k) => `sparkform:${k}`).join(", ")} ${dotted.length === 1 ? "is a key" : "are keys"} with a dot in ` +
+        `the name, set without --path: remove with \`pulumi config rm sparkform:${dotted[0]}\` and set it again with ` +
+        `\`pulumi config set --path sparkform:${dotted[0]} <value>\`.`
+      : "Fix the name, or remove it with `pulumi config rm`.")
   );
 }
 

@@ -458,7 +458,7 @@ describe.skipIf(!isRoot)("serving on a simulated pair (real pulumi CLI, policy p
         ).toContain(pubB.model.sha256);
 
       // The swap: only the client's llama-server is updated; the worker keeps its process.
-      await readme("pulumi config set sparkform:server.model b");
+      await readme("pulumi config set --path sparkform:server.model b");
       t = Date.now();
       const swap = touched((await up(["--json"])).output);
       const swapSeconds = (Date.now() - t) / 1000;
@@ -478,7 +478,7 @@ describe.skipIf(!isRoot)("serving on a simulated pair (real pulumi CLI, policy p
       await cli.run(["refresh", "--yes", "--expect-no-changes", "-s", stack]);
 
       // And back to sparkform:model: the same one resource, the same worker.
-      await readme("pulumi config rm sparkform:server.model");
+      await readme("pulumi config rm --path sparkform:server.model");
       t = Date.now();
       const back = touched((await up(["--json"])).output);
       const backSeconds = (Date.now() - t) / 1000;

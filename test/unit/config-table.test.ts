@@ -746,6 +746,12 @@ const cases: [string, Record<string, unknown>, string][] = [
     { nodes, surprise: 1 },
     "unknown stack configuration sparkform:surprise: sparkform reads sparkform:nodes, sparkform:sshKeyPath, sparkform:sshConfigPath, sparkform:toolchain, sparkform:tree, sparkform:build, sparkform:fabric, sparkform:model, sparkform:models, sparkform:worker, sparkform:server, sparkform:privateKey, sparkform:hfToken, sparkform:serverApiKey. Fix the name, or remove it with `pulumi config rm`.",
   ],
+  [
+    // What `pulumi config set sparkform:server.model b` makes, without --path.
+    "dotted key set without --path",
+    { nodes, "server.model": "b" },
+    "unknown stack configuration sparkform:server.model: sparkform reads sparkform:nodes, sparkform:sshKeyPath, sparkform:sshConfigPath, sparkform:toolchain, sparkform:tree, sparkform:build, sparkform:fabric, sparkform:model, sparkform:models, sparkform:worker, sparkform:server, sparkform:privateKey, sparkform:hfToken, sparkform:serverApiKey. sparkform:server.model is a key with a dot in the name, set without --path: remove with `pulumi config rm sparkform:server.model` and set it again with `pulumi config set --path sparkform:server.model <value>`.",
+  ],
 ];
 
 function linesOf(raw: Record<string, unknown>): readonly string[] {
@@ -770,8 +776,9 @@ describe("parseStackConfig: one exact line per bad input", () => {
       `hostile config inputs refused: ${REFUSED_BEFORE_ISSUE_22} before issue 22, ${cases.length} now (${keyed.length} naming their key)`,
     );
     expect(keyed.length).toBe(cases.length);
-    // 20 from issue 22, 2 from issue 25 (fabric.probe.refreshSeconds).
-    expect(cases.length).toBe(REFUSED_BEFORE_ISSUE_22 + 22);
+    // 20 from issue 22, 2 from issue 25 (fabric.probe.refreshSeconds), 1 from issue 24 (a
+    // dotted key set without --path).
+    expect(cases.length).toBe(REFUSED_BEFORE_ISSUE_22 + 23);
   });
 });
 

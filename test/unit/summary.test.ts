@@ -130,7 +130,7 @@ describe("summaryLines with the serving output of the contract", () => {
     const out = text({ ...real, serving: { ...serving, models }, models: { b: model } });
     expect(out).toContain(
       "  model  models.b live (~/models/sparkform/tiny-llama-b/eaa3/tiny-llama-b-f16.gguf); staged model, models.b " +
-        "(switch: pulumi config set sparkform:server.model <name>, then pulumi up: the workers keep running)",
+        "(switch: pulumi config set --path sparkform:server.model <name>, then pulumi up: the workers keep running)",
     );
     expect(out).toMatch(/^models\.b {2}tiny-llama-f16\.gguf @ /m);
     // The llama_cpp_ex options name the live model's file.
