@@ -71,15 +71,16 @@ function pulumi(args: string[], what: string): void {
     throw new Error(`${what}: pulumi ${args.join(" ")} exited ${r.status}\n${r.stdout}${r.stderr}`);
 }
 
-/** The model's `sparkform:` config as `--path` keys → values (files[0] only: one file each). */
+/** A model's `sparkform:` config as `--path` keys → values (one file each, its SHA-256 pinned). */
 function modelKeys(
   prefix: string,
-  m: { repo: string; commit: string; file: string; endpoint: string },
+  m: { repo: string; commit: string; file: string; sha256: string; endpoint: string },
 ) {
   return [
     `${prefix}.repo=${m.repo}`,
     `${prefix}.revision=${m.commit}`,
     `${prefix}.files[0]=${m.file}`,
+    `${prefix}.sha256["${m.file}"]=${m.sha256}`,
     `${prefix}.endpoint=${m.endpoint}`,
   ];
 }
@@ -117,12 +118,20 @@ export function runSwap(opts: SwapOptions): SwapResult {
     repo: b.repo,
     commit: b.commit,
     file: b.model.path,
+    sha256: b.model.sha256,
     endpoint: primary.endpoint,
   };
+  const firstFile = primary.files[0] as string;
+  const firstSha = primary.sha256[firstFile];
+  if (primary.files.length !== 1 || !firstSha)
+    throw new Error(
+      `stack ${stack}'s sparkform:model is not one file with its sha256 pinned (the local stack's is)`,
+    );
   const first = {
     repo: primary.repo,
     commit: primary.revision,
-    file: primary.files[0] as string,
+    file: firstFile,
+    sha256: firstSha,
     endpoint: primary.endpoint,
   };
   const stackFile = path.join(repoRoot, "stacks", `Pulumi.${stack}.yaml`);
@@ -194,8 +203,10 @@ export function runSwap(opts: SwapOptions): SwapResult {
           rm("sparkform:models");
           up("unstage the second model");
         } else {
+          rm("sparkform:model.sha256");
           setAll(modelKeys("sparkform:model", second));
           timed("cold", round, "to");
+          rm("sparkform:model.sha256");
           setAll(modelKeys("sparkform:model", first));
           timed("cold", round, "back");
         }
