@@ -216,17 +216,6 @@ export function runSwap(opts: SwapOptions): SwapResult {
     fs.writeFileSync(stackFile, saved);
     up("restore the stack");
   }
-  const of = (v: SwapVariant) => samples.filter((s) => s.variant === v);
-  const ratios = samples
-    .filter((s) => s.variant === "hot")
-    .flatMap((h) => {
-      const c = samples.find(
-        (s) => s.variant === "cold" && s.round === h.round && s.direction === h.direction,
-      );
-      return c ? [h.seconds / c.seconds] : [];
-    });
-  const firstToken = (v: SwapVariant) =>
-    summarize(of(v).flatMap((s) => (s.readiness ? [s.readiness.firstTokenSeconds] : [])));
   return {
     stack,
     runs: opts.runs,
@@ -238,9 +227,29 @@ export function runSwap(opts: SwapOptions): SwapResult {
         .join(" ")} && pulumi ${upArgs.join(" ")}`,
     },
     samples,
-    ratio: summarize(ratios),
-    hot: summarize(of("hot").map((s) => s.seconds)),
-    cold: summarize(of("cold").map((s) => s.seconds)),
+    ...analyzeSwap(samples),
+  };
+}
+
+/** Each variant's `up` seconds and first token, and hot ÷ cold paired per round and direction. */
+export function analyzeSwap(
+  samples: readonly SwapSample[],
+): Pick<SwapResult, "ratio" | "hot" | "cold" | "hotFirstToken" | "coldFirstToken"> {
+  const of = (v: SwapVariant) => samples.filter((s) => s.variant === v);
+  const ratios = of("hot").flatMap((h) => {
+    const c = samples.find(
+      (s) => s.variant === "cold" && s.round === h.round && s.direction === h.direction,
+    );
+    return c ? [h.seconds / c.seconds] : [];
+  });
+  const summary = (xs: number[]): Summary =>
+    xs.length ? summarize(xs) : { n: 0, median: NaN, min: NaN, max: NaN };
+  const firstToken = (v: SwapVariant) =>
+    summary(of(v).flatMap((s) => (s.readiness ? [s.readiness.firstTokenSeconds] : [])));
+  return {
+    ratio: summary(ratios),
+    hot: summary(of("hot").map((s) => s.seconds)),
+    cold: summary(of("cold").map((s) => s.seconds)),
     hotFirstToken: firstToken("hot"),
     coldFirstToken: firstToken("cold"),
   };
