@@ -158,17 +158,30 @@ export function parseModelConfig(raw: unknown): ModelConfig {
 /** `sparkform:model`, with `nodes` resolved (default: all nodes, in their order). */
 export type StackModel = ModelConfig & { nodes: string[] };
 
-/** Each node the model goes to is a configured node. */
-export function crossCheck(model: Salvaged<ModelConfig>, ctx: CheckContext): void {
-  for (const [i, n] of (model.nodes ?? []).entries()) {
+/**
+ * Each node a model goes to is a configured node. `key` is where its section is, `leaveOut` what
+ * leaving `nodes` out gives (the message's fix).
+ */
+function checkNodes(
+  nodes: readonly string[] | undefined,
+  key: readonly PropertyKey[],
+  leaveOut: string,
+  ctx: CheckContext,
+): void {
+  for (const [i, n] of (nodes ?? []).entries()) {
     if (!ctx.isNode(n)) {
       ctx.add(
-        ["model", "nodes", i],
+        [...key, "nodes", i],
         `${JSON.stringify(n)} is not one of sparkform:nodes (${ctx.list}); name one of them, or leave ` +
-          "model.nodes out for all nodes",
+          leaveOut,
       );
     }
   }
+}
+
+/** Each node the model goes to is a configured node. */
+export function crossCheck(model: Salvaged<ModelConfig>, ctx: CheckContext): void {
+  checkNodes(model.nodes, ["model"], "model.nodes out for all nodes", ctx);
 }
 
 /** Every node gets the model unless the section names some. */
@@ -222,13 +235,12 @@ export function crossCheckStaged(
     seen.set(`${primary.repo}@${primary.revision}`, "sparkform:model");
   for (const [name, m] of Object.entries(models)) {
     if (m === undefined) continue;
-    for (const [i, n] of (m.nodes ?? []).entries())
-      if (!ctx.isNode(n))
-        ctx.add(
-          ["models", name, "nodes", i],
-          `${JSON.stringify(n)} is not one of sparkform:nodes (${ctx.list}); name one of them, or ` +
-            "leave nodes out for all nodes",
-        );
+    checkNodes(
+      m.nodes,
+      ["models", name],
+      `sparkform:models.${name}.nodes out for sparkform:model's nodes`,
+      ctx,
+    );
     if (m.repo === undefined || m.revision === undefined) continue;
     const id = `${m.repo}@${m.revision}`;
     const twice = seen.get(id);

@@ -209,6 +209,15 @@ describe("sparkform:models refused before anything runs", () => {
     expect(await parse(bad)).toThrow(/sparkform:models\.Qwen 3.*lowercase letters, digits and '-'/);
   });
 
+  it("a staged model's unknown node names the key and the default it falls back to", async () => {
+    const c = config();
+    c.models = { b: { ...c.models.b, nodes: ["spark-9"] } } as typeof c.models;
+    expect(await parse(c)).toThrow(
+      'sparkform:models.b.nodes[0]: "spark-9" is not one of sparkform:nodes (spark-1, spark-2); ' +
+        "name one of them, or leave sparkform:models.b.nodes out for sparkform:model's nodes",
+    );
+  });
+
   it("a staged model's nodes default to sparkform:model's", async () => {
     const { parseStackConfig } = await import("../../components/stack-config");
     const c = config();
