@@ -110,9 +110,9 @@ export class RpcWorkers extends pulumi.ComponentResource implements Stage<Worker
           builtOn,
         }));
     };
-    // The staged models a node holds a copy of.
-    const held = (node: string) => (args.models ?? []).filter((m) => m.names.includes(node));
     const entries = wc.nodes.map((node) => {
+      // The staged models this node holds a copy of.
+      const mine = (args.models ?? []).filter((m) => m.names.includes(node));
       if (!nodes.has(node))
         fail(
           `sparkform:worker.nodes: ${JSON.stringify(node)} is not one of the nodes (${nodes.names.join(", ")})`,
@@ -157,10 +157,10 @@ export class RpcWorkers extends pulumi.ComponentResource implements Stage<Worker
             worker: w,
             client: c,
           })),
-          ...(wc.cache && held(node).length > 0
+          ...(wc.cache && mine.length > 0
             ? {
                 prewarm: pulumi.all(
-                  held(node).map((m) =>
+                  mine.map((m) =>
                     pulumi.all([m.of(node).dir, m.of(node).nodeFiles]).apply(([dir, files]) => ({
                       dir,
                       files: files.map((f) => ({ path: f.path, sha256: f.sha256 })),
@@ -176,7 +176,7 @@ export class RpcWorkers extends pulumi.ComponentResource implements Stage<Worker
             dependsOn: [
               builds.of(node),
               builds.of(wc.client),
-              ...held(node).map((m) => m.of(node)),
+              ...mine.map((m) => m.of(node)),
               ...(args.after ?? []),
             ],
           },

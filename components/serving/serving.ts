@@ -17,11 +17,11 @@ import { LlamaServer } from "./llama-server";
 import type { ServingEvidence, SmokeOutput } from "./provider";
 import type { SeenDevice } from "./server-plan";
 import { serverUnit, serverUrl } from "./server-plan";
+import { chooseTopology, type Topology, type TopologyChoice, unavailableText } from "./topology";
+import { Router } from "../router/router";
 
 /** A worker endpoint's host (`10.0.0.2:50052` → `10.0.0.2`): workers are IPv4 only. */
 const fabricHost = (endpoint: string) => endpoint.replace(/:\d+$/, "");
-import { chooseTopology, type Topology, type TopologyChoice, unavailableText } from "./topology";
-import { Router } from "../router/router";
 
 /** The stack output `serving` (SERVING-CONTRACT.md). */
 export interface ServingSummary {

@@ -78,10 +78,10 @@ export function chooseTopology(input: TopologyInput): TopologyChoice {
   // little each time, and a stack output that moves on its own reads as drift. The bytes stay
   // in the plan (the LlamaServer's `plan.perNode`).
   const usableText = nodes
-    .map(
-      (n) =>
-        `${n.node} ${n.usableBytes === undefined ? "unknown" : need.total <= n.usableBytes ? "has room" : "has not"}`,
-    )
+    .map((n, i) => {
+      const fits = fitsEach[i];
+      return `${n.node} ${fits === undefined ? "unknown" : fits ? "has room" : "has not"}`;
+    })
     .join(", ");
   const all = nodes.map((n) => n.node);
   const choice = (topology: Topology, servers: string[], why: string): TopologyChoice => ({
