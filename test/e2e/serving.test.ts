@@ -415,7 +415,12 @@ describe.skipIf(!isRoot)("serving on a simulated pair (real pulumi CLI, policy p
       const pid = await workerPid();
       expect(pid).toBeGreaterThan(0);
       const first = await stackOutput<ServingOut>("serving");
-      /** The resource types an `up --json` updated, created, replaced or deleted. */
+      /** An `up --json`: the resource types it updated, created, replaced or deleted, and its seconds. */
+      const upTouched = async () => {
+        const t = Date.now();
+        const { output } = await up(["--json"]);
+        return { touched: touched(output), seconds: (Date.now() - t) / 1000 };
+      };
       const touched = (output: string) =>
         output
           .split("\n")
@@ -441,10 +446,12 @@ describe.skipIf(!isRoot)("serving on a simulated pair (real pulumi CLI, policy p
       await readme(`pulumi config set --path sparkform:models.b.endpoint ${ep.url}`);
       // (what writeStackConfig writes from now on, for the tests after this one)
       stageB = true;
-      let t = Date.now();
-      const staging = touched((await up(["--json"])).output);
-      const stagingSeconds = (Date.now() - t) / 1000;
-      expect(staging).toEqual(["create ModelReplica", "create ModelReplica", "update RpcWorker"]);
+      const staging = await upTouched();
+      expect(staging.touched).toEqual([
+        "create ModelReplica",
+        "create ModelReplica",
+        "update RpcWorker",
+      ]);
       expect(await workerPid()).toBe(pid);
       const staged = await stackOutput<ServingOut>("serving");
       expect(staged.models).toEqual({
@@ -459,10 +466,8 @@ describe.skipIf(!isRoot)("serving on a simulated pair (real pulumi CLI, policy p
 
       // The swap: only the client's llama-server is updated; the worker keeps its process.
       await readme("pulumi config set --path sparkform:server.model b");
-      t = Date.now();
-      const swap = touched((await up(["--json"])).output);
-      const swapSeconds = (Date.now() - t) / 1000;
-      expect(swap).toEqual(["update LlamaServer"]);
+      const swap = await upTouched();
+      expect(swap.touched).toEqual(["update LlamaServer"]);
       expect(await workerPid()).toBe(pid);
       expect(await unitState("spark-2", workerUnit)).toBe("active/running");
       const b = await stackOutput<ServingOut>("serving");
@@ -479,19 +484,17 @@ describe.skipIf(!isRoot)("serving on a simulated pair (real pulumi CLI, policy p
 
       // And back to sparkform:model: the same one resource, the same worker.
       await readme("pulumi config rm --path sparkform:server.model");
-      t = Date.now();
-      const back = touched((await up(["--json"])).output);
-      const backSeconds = (Date.now() - t) / 1000;
-      expect(back).toEqual(["update LlamaServer"]);
+      const back = await upTouched();
+      expect(back.touched).toEqual(["update LlamaServer"]);
       expect(await workerPid()).toBe(pid);
       const a = await stackOutput<ServingOut>("serving");
       expect(a.models.live).toBe("model");
       expect(a.smoke.tokens).toEqual(first.smoke.tokens);
       log(
         JSON.stringify({
-          stagingSeconds,
-          swapSeconds,
-          backSeconds,
+          stagingSeconds: staging.seconds,
+          swapSeconds: swap.seconds,
+          backSeconds: back.seconds,
           readiness: { b: b.smoke.readiness, a: a.smoke.readiness },
         }),
       );
