@@ -19,6 +19,8 @@ import {
   mgmtHost,
   railSubnets,
   setFabricLink,
+  shapeRail,
+  shapeRails,
 } from "./network";
 import {
   execIn,
@@ -40,6 +42,7 @@ import {
 import {
   ensureDir,
   fabricIface,
+  fabricLineMbit,
   fabricMtu,
   mgmtIface,
   railIface,
@@ -126,6 +129,9 @@ export async function simUp(opts: SimUpOptions = {}): Promise<SimCluster> {
             `sim: already up with ${existing.nodeCount} nodes (run ${existing.runId}); run \`sim down\` first to change that`,
           );
         }
+        // A cluster made before its rails had a line rate gets it now (`replace`: idempotent),
+        // before the stack file below says so.
+        await shapeRails(existing);
         // The stack file is rewritten every time: its settings may be newer than the run.
         writeStackFile(path.join(existing.stateDir, "Pulumi.local.yaml"), c);
         if (c.stackConfigPath !== path.join(existing.stateDir, "Pulumi.local.yaml")) {
@@ -706,6 +712,29 @@ export async function simLink(
     const { s } = loadReady();
     await setFabricLink(s, a, b, state, rail);
     writeState(s);
+  });
+}
+
+/**
+ * Shapes a node's end of a rail to `mbit` Mbit/s (a slow or badly seated port), or back to the
+ * line rate (`mbit` undefined). Every rail unless `rail` is given.
+ */
+export async function simRate(
+  node: string,
+  mbit: number | undefined,
+  rail?: number,
+): Promise<void> {
+  requireRoot();
+  await withLock(lockPath(), "sim state", async () => {
+    const { s } = loadReady();
+    const n = findNode(s, node);
+    const count = railSubnets(s).length;
+    if (rail !== undefined && (!Number.isInteger(rail) || rail < 0 || rail >= count)) {
+      throw new Error(`sim: --rail must be 0..${count - 1} (got ${String(rail)})`);
+    }
+    for (const r of rail === undefined ? [...Array(count).keys()] : [rail]) {
+      await shapeRail(n.netns, r, mbit ?? fabricLineMbit);
+    }
   });
 }
 

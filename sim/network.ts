@@ -5,7 +5,15 @@
 // only an `unreachable` route, so that trying fails at once instead of leaking to a gateway.
 import * as fs from "node:fs";
 import { ipJson, run, runRaw } from "./exec";
-import { fabricMtu, fabricRails, mgmtIface, names, railIface, routeProto } from "./paths";
+import {
+  fabricLineMbit,
+  fabricMtu,
+  fabricRails,
+  mgmtIface,
+  names,
+  railIface,
+  routeProto,
+} from "./paths";
 import type { SimState } from "./state";
 import { readRegistry } from "./state";
 
@@ -201,8 +209,69 @@ async function createRail(s: SimState, rail: number, subnet: string): Promise<vo
   for (const n of s.nodes) {
     if (s.nodes.length < 2) break;
     await ipn(n.netns, "addr", "add", `${hostIn(subnet, fabricHost(n.index))}/24`, "dev", iface);
+    await shapeRail(n.netns, rail, fabricLineMbit);
     await ipn(n.netns, "link", "set", iface, "up");
   }
+}
+
+/**
+ * The qdisc that gives a node's end of a rail its rate: a token bucket (tbf) at `mbit`, its
+ * bucket large enough for the rate at the kernel's timer (1 MB at 1 Gbit/s; a bucket under
+ * rate/HZ caps the rate below the line), and at least 256 kB for slow rates.
+ */
+export function railQdisc(mbit: number): string[] {
+  if (!Number.isFinite(mbit) || mbit <= 0)
+    throw new Error(`sim: a rail's rate must be > 0 Mbit/s (got ${mbit})`);
+  const burstKb = Math.max(256, Math.ceil(mbit));
+  return ["root", "tbf", "rate", `${mbit}mbit`, "burst", `${burstKb}kb`, "latency", "50ms"];
+}
+
+/**
+ * Shapes a node's end of `rail` (its egress; every pair's traffic leaves through one shaped end,
+ * so the rail's rate is the slower end's). `tc qdisc replace`: the same call sets the line
+ * rate, slows a rail for a test, and restores it.
+ */
+export async function shapeRail(netns: string, rail: number, mbit: number): Promise<void> {
+  await run("ip", [
+    "netns",
+    "exec",
+    netns,
+    "tc",
+    "qdisc",
+    "replace",
+    "dev",
+    railIface(rail),
+    ...railQdisc(mbit),
+  ]);
+}
+
+/** Every node's end of every rail at the line rate (a cluster made before rails were shaped gets it too). */
+export async function shapeRails(s: SimState): Promise<void> {
+  if (s.nodes.length < 2) return;
+  for (const n of s.nodes) {
+    for (const [rail] of railSubnets(s).entries()) await shapeRail(n.netns, rail, fabricLineMbit);
+  }
+}
+
+/** The rate a node's end of a rail is shaped to, Mbit/s (null: not shaped). */
+export async function railRateMbit(netns: string, rail: number): Promise<number | null> {
+  const r = await runRaw("ip", [
+    "netns",
+    "exec",
+    netns,
+    "tc",
+    "-j",
+    "qdisc",
+    "show",
+    "dev",
+    railIface(rail),
+    "root",
+  ]);
+  if (r.exitCode !== 0 || !r.stdout.trim()) return null;
+  const [q] = JSON.parse(r.stdout) as { kind?: string; options?: { rate?: number } }[];
+  if (q?.kind !== "tbf") return null;
+  const rate = q.options?.rate; // bytes per second
+  return typeof rate === "number" ? (rate * 8) / 1e6 : null;
 }
 
 export const switchPort = (index: number) => `port${index}`;

@@ -59,5 +59,14 @@ export const fabricRails = 2;
 /** The interface of rail `r` inside every node: fabric0, fabric1. */
 export const railIface = (r: number) => `fabric${r}`;
 export const fabricMtu = 9000;
+/**
+ * Each rail's line rate, Mbit/s: every node's end of every rail is shaped to it with tc (tbf),
+ * so a rail has a known, fixed rate to be judged against, as a Spark's port has its link speed
+ * (the local stack's `fabric.referenceGbps`). 1 Gbit/s is well under what one TCP stream does
+ * over an unshaped veth on this 2-core machine under load (3.0-5.9 Gbit/s seen), so a busy host
+ * still reads the line (0.99-1.03 measured with a build running), and a rail shaped to a tenth
+ * reads 0.1.
+ */
+export const fabricLineMbit = 1000;
 /** Routing protocol number tagging the host's `unreachable` routes for fabric subnets. */
 export const routeProto = 245;

@@ -1,7 +1,7 @@
 // The `local` stack's config (stacks/Pulumi.local.yaml), rendered from the sim's cluster.json.
 import * as fs from "node:fs";
 import * as path from "node:path";
-import { repoRoot } from "./paths";
+import { fabricLineMbit, repoRoot } from "./paths";
 import type { SimCluster } from "./state";
 
 /**
@@ -70,18 +70,14 @@ export function renderStackConfig(c: SimCluster | undefined): string {
  * node's fabricAddress), the topology, and where the RDMA facts come from — the containers have
  * no RDMA devices, so a sysfs fixture tree made from the reference figures (labelled as such).
  */
-/** The local stack's healthy fraction of the loopback reference (see renderFabric). */
-export const SIM_HEALTHY_FRACTION = 0.25;
-
 export function renderFabric(c: SimCluster): string[] {
   const lines = [
     "  sparkform:fabric:",
     `    topology: ${q(c.fabricTopology)}`,
     `    rdmaFixture: ${q("sysfs-spark")}`,
-    // One TCP stream over a veth on a shared host measures 40-65% of the same probe over
-    // loopback (the reference); a rail shaped to a tenth stays far below this.
-    "    thresholds:",
-    `      healthyFraction: ${SIM_HEALTHY_FRACTION}`,
+    // Each rail's line rate (sim/paths.ts: every end shaped with tc), what a rail is judged
+    // against, as a Spark's port against its link speed; healthy from half of it (the default).
+    `    referenceGbps: ${fabricLineMbit / 1000}`,
     // Short probes: the sim's nodes share the host's few cores with everything else.
     "    probe: {count: 500, seconds: 1}",
     "    rails:",

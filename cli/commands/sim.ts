@@ -5,6 +5,7 @@ import {
   simDown,
   simExec,
   simLink,
+  simRate,
   simStart,
   simStatus,
   simStop,
@@ -12,10 +13,12 @@ import {
   type SimCluster,
   type SimStatus,
 } from "../../sim/index";
+import { fabricLineMbit } from "../../sim/paths";
 import { clusterPath } from "../../sim/state";
 import { out, UsageError } from "../errors";
 
-export const summary = "the simulated cluster: up, status, down, stop, start, link, exec, info";
+export const summary =
+  "the simulated cluster: up, status, down, stop, start, link, rate, exec, info";
 
 export const usage = `usage: sparkform sim <verb> (as root)
   up [--nodes N] [--json]        bring the cluster up (N = 2..4, default 2); prints the stack values
@@ -24,6 +27,8 @@ export const usage = `usage: sparkform sim <verb> (as root)
   stop <node> | start <node>     power a node off / on
   link <a> <b> up|down [--rail R]  cut or restore the fabric between two nodes (N > 2: <node> switch),
                                  on one rail (0, 1) or on both
+  rate <node> <Mbit/s>|line [--rail R]  shape a node's end of a rail (a slow port), or give it
+                                 back its line rate (${fabricLineMbit} Mbit/s); one rail or both
   exec <node> [--user U] -- cmd  run a command inside a node (root unless --user)
   info [--json]                  print the recorded cluster description (no checks)
 state: $SPARKFORM_STATE_DIR (default <repo>/.sparkform)/sim; image cache: $SPARKFORM_CACHE_DIR/images`;
@@ -167,6 +172,21 @@ export async function run(argv: string[]): Promise<number> {
       const rail = values.rail === undefined ? undefined : Number(values.rail);
       await simLink(a, b, state, rail);
       out(`fabric ${a} <-> ${b}${rail === undefined ? "" : ` rail ${rail}`} ${state}`);
+      return 0;
+    }
+    case "rate": {
+      const { positionals, values } = verbArgs(args, { rail: { type: "string" } }, 2);
+      const [node, rate] = positionals as [string, string];
+      if (rate !== "line" && !/^\d+(\.\d+)?$/.test(rate))
+        throw new UsageError("rate needs <node> <Mbit/s>|line, like `rate spark-1 100 --rail 0`");
+      if (values.rail !== undefined && !/^\d+$/.test(values.rail))
+        throw new UsageError("--rail takes a rail number (0 or 1)");
+      const rail = values.rail === undefined ? undefined : Number(values.rail);
+      const mbit = rate === "line" ? undefined : Number(rate);
+      await simRate(node, mbit, rail);
+      out(
+        `fabric ${node}${rail === undefined ? "" : ` rail ${rail}`} at ${mbit ?? fabricLineMbit} Mbit/s${mbit === undefined ? " (line rate)" : ""}`,
+      );
       return 0;
     }
     case "exec": {

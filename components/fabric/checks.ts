@@ -17,6 +17,14 @@ export interface FabricThresholds {
   /** Healthy when measured throughput ≥ this fraction of the reference. Default 0.5. */
   readonly healthyFraction: number;
   /**
+   * What one TCP stream of the probe is expected to carry of the port ceiling, where no
+   * `referenceGbps` is set: the reference is then ceiling × this. Default 0.2 (25 Gbit/s of a
+   * Spark port's 126 Gbit/s; healthy from 12.6 Gbit/s, which a 10 GbE fallback or a port
+   * trained at x1 cannot reach). A fixed share, never a reading of the node's own loopback,
+   * which moves threefold with the host's load. RDMA measurements are judged on the ceiling.
+   */
+  readonly tcpShare: number;
+  /**
    * The stale-initialization band, Gbit/s: a link that negotiated ≥ `staleMinLinkGbps` but
    * delivers within it (~13 Gbit/s; ib_write_bw at 8–25 Gbit/s on a 200G port). Default 8–25.
    */
@@ -31,6 +39,7 @@ export const DEFAULT_THRESHOLDS: FabricThresholds = {
   gidType: "RoCE v2",
   minPcieWidth: 4,
   healthyFraction: 0.5,
+  tcpShare: 0.2,
   staleBandGbps: { min: 8, max: 25 },
   staleMinLinkGbps: 200,
 };

@@ -52,8 +52,9 @@ export const fabricConfigSchema = z.strictObject({
   /** The GID index RDMA uses (Spark: 3, RoCE v2 over IPv4). */
   gidIndex: z.number().int().min(0).max(255).default(DEFAULT_THRESHOLDS.gidIndex),
   /**
-   * What a rail's throughput is classed against, Gbit/s. Default: the port ceiling
-   * (min(wire, PCIe)), for TCP capped by the same probe over the node's loopback.
+   * What a rail's throughput is classed against, Gbit/s: the rail's line rate, a fixed fact (the
+   * simulated cluster's rails are shaped to it). Default: the port ceiling (min(wire, PCIe)), for
+   * the TCP probe times `thresholds.tcpShare`. Never a reading that moves with the host's load.
    */
   referenceGbps: z.number().positive().optional(),
   /** How each rail is probed (native/fabric/probe.py); `up` always runs the full probe. */
@@ -65,7 +66,7 @@ export const fabricConfigSchema = z.strictObject({
       seconds: z.number().min(0.2).max(30).default(DEFAULT_PROBE.seconds),
       /**
        * Seconds of bulk send of a refresh's first reading, at most `seconds`; default 0.2. A
-       * refresh probes each rail (and its loopback reference) with this short burst and
+       * refresh probes each rail with this short burst and
        * min(`count`, 200) round trips; a burst that is not healthy is measured again at the
        * full `seconds` and `count` before the rail counts as degraded.
        */
@@ -86,6 +87,7 @@ export const fabricConfigSchema = z.strictObject({
       gidType: z.string().min(1).optional(),
       minPcieWidth: z.number().int().min(1).max(32).optional(),
       healthyFraction: z.number().gt(0).max(1).optional(),
+      tcpShare: z.number().gt(0).max(1).optional(),
       staleBandGbps: z.strictObject({ min: z.number().min(0), max: z.number().min(0) }).optional(),
       staleMinLinkGbps: z.number().positive().optional(),
     })

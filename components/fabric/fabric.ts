@@ -46,7 +46,6 @@ export class FabricLink extends SparkformResource<"FabricLink", FabricLinkOutput
   declare readonly rttP50Us: pulumi.Output<number | null>;
   declare readonly rttP99Us: pulumi.Output<number | null>;
   declare readonly throughputGbps: pulumi.Output<number | null>;
-  declare readonly loopbackGbps: pulumi.Output<number | null>;
   declare readonly classReferenceGbps: pulumi.Output<number | null>;
   declare readonly class: pulumi.Output<BandwidthClass>;
   declare readonly checks: pulumi.Output<CheckResult[]>;
@@ -68,7 +67,6 @@ export class FabricLink extends SparkformResource<"FabricLink", FabricLinkOutput
           "rttP50Us",
           "rttP99Us",
           "throughputGbps",
-          "loopbackGbps",
           "classReferenceGbps",
           "class",
           "checks",

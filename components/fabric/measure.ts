@@ -9,7 +9,7 @@ import { clientArgs, parseListening, parseProbe, serverArgs, type ProbeResult } 
 export interface ProbeEnd {
   readonly node: string;
   readonly target: SshTarget;
-  /** The address the probe binds on this end (the rail's, or 127.0.0.1 for loopback). */
+  /** The address the probe binds on this end (the rail's). */
   readonly address: string;
   readonly cpus: readonly number[] | null;
 }
@@ -124,43 +124,6 @@ export function measure(
   o: ProbeSettings,
 ): Promise<ProbeResult> {
   return serialized(() => probeOnce(script, server, client, o));
-}
-
-const loopbacks = new Map<string, Promise<ProbeResult>>();
-
-/**
- * The same probe over the node's loopback: what one TCP stream can do on this node's cores.
- * Measured once per node and settings in a provider process (one pulumi command), so both rails
- * of a pair class against the same node's reference; `fresh` measures it again (a rail's retry:
- * the reference beside the rail, at the same load) and keeps that one. A failed measurement is
- * not kept.
- */
-export function measureLoopback(
-  script: string,
-  end: Omit<ProbeEnd, "address">,
-  o: ProbeSettings,
-  fresh = false,
-): Promise<ProbeResult> {
-  const key = JSON.stringify([
-    end.node,
-    end.target.host,
-    end.target.port,
-    end.cpus,
-    o.count,
-    o.seconds,
-  ]);
-  let reading = fresh ? undefined : loopbacks.get(key);
-  if (!reading) {
-    const lo = { ...end, address: "127.0.0.1" };
-    reading = serialized(() =>
-      probeOnce(script, lo, lo, { count: Math.min(o.count, 200), seconds: o.seconds }),
-    );
-    loopbacks.set(key, reading);
-    const mine = reading;
-    const forget = () => loopbacks.get(key) === mine && loopbacks.delete(key);
-    reading.then((r) => r.error === null || forget(), forget);
-  }
-  return reading;
 }
 
 /** Whether perftest is installed on a node (ib_write_bw, ib_send_lat). */

@@ -1,8 +1,7 @@
-// Which of several readings of one rail counts. One TCP sample on a busy machine can dip under
-// the class threshold that the link itself meets: CI saw 22% of the loopback reference against
-// the sim's 25% (two simulated pairs on 2 cores), and a refresh reads every resource at once.
-// A real fault persists over readings seconds apart; a busy moment does not. CI saw a healthy
-// sim rail read under the line three times within 4 s, in a refresh of the whole local stack.
+// Which of several readings of one rail counts. Every reading is classed against the same fixed
+// reference (provider.ts classReference: the line rate or the port ceiling, never a reading), so
+// only the rail's own reading can dip, and a degraded verdict must be reproduced before it
+// counts: a real fault persists over readings seconds apart; a busy moment does not.
 //
 // A refresh reads every rail of the stack one after another (measure.ts serializes the probes),
 // so it starts with a short burst (`burstSettings`), a second one when the first is not healthy,
@@ -13,8 +12,6 @@ import type { ProbeSettings } from "./measure";
 
 export interface RailReading {
   readonly m: Measured;
-  /** The loopback reference this reading was classed against (TCP), when measured. */
-  readonly loopbackGbps: number | null;
   readonly cls: Classified;
 }
 
@@ -38,21 +35,18 @@ function score(r: RailReading): number {
 }
 
 /**
- * Measure until a reading is healthy, once more after each pause, and keep the best. A retry
- * measures the reference again too (`freshReference`): a loopback read at a quiet moment
- * against rails read at a busy one fails every rail of the node together, however often the
- * rails alone are measured again. A link that answered nothing is not retried: the probe's
- * own timeout already said so.
+ * Measure until a reading is healthy, once more after each pause, and keep the best. A link
+ * that answered nothing is not retried: the probe's own timeout already said so.
  */
 export async function bestReading(
-  measureOnce: (freshReference: boolean) => Promise<RailReading>,
+  measureOnce: () => Promise<RailReading>,
   policy: RetryPolicy = {},
 ): Promise<RailReading> {
-  let best = await measureOnce(false);
+  let best = await measureOnce();
   for (const gap of policy.gapsMs ?? DEFAULT_GAPS_MS) {
     if (best.cls.class === "healthy" || best.m.error !== null) break;
     await new Promise((r) => setTimeout(r, gap));
-    const again = await measureOnce(true);
+    const again = await measureOnce();
     if (again.m.error === null && score(again) > score(best)) best = again;
   }
   return best;
@@ -69,8 +63,7 @@ export async function bestReading(
 export const DEFAULT_REFRESH_SECONDS = 0.2;
 
 /**
- * A refresh's RTT round trips (at most `probe.count`): 200, what the loopback reference already
- * uses. No verdict depends on the RTT (the reachable check passes on any answer; the numbers are
+ * A refresh's RTT round trips (at most `probe.count`): 200. No verdict depends on the RTT (the reachable check passes on any answer; the numbers are
  * kept from `up`), so a p50 from 200 rounds is plenty, and 200 rounds of 64 bytes cost a few ms
  * on a 20-100 µs link.
  */
@@ -92,28 +85,26 @@ export function burstSettings(o: ProbeSettings): ProbeSettings {
 export type ReadingLength = "burst" | "full";
 
 /**
- * A refresh's reading: one short burst, with the reference measured at the same short settings
- * (the rail and its reference compare like with like). A healthy burst is the reading, and so
- * is a link that answered nothing (connecting does not depend on the burst's length). Anything
- * else is not judged on the burst: the rail is read again exactly as `up` reads it
- * (`bestReading` at full length, each time with a fresh full-length reference), and only those
- * readings count. So a burst that dipped on a busy machine costs a full reading, never a
- * drift, and a rail really degraded is degraded at full length too.
+ * A refresh's reading: one short burst. A healthy burst is the reading, and so is a link that
+ * answered nothing (connecting does not depend on the burst's length). Anything else is not
+ * judged on the burst: a second burst a moment later, then the rail read again exactly as `up`
+ * reads it (`bestReading` at full length), and only those readings count. So a burst that
+ * dipped on a busy machine costs another reading, never a drift, and a rail really degraded
+ * is degraded at full length too.
  */
 export async function burstThenFull(
-  measureOnce: (length: ReadingLength, freshReference: boolean) => Promise<RailReading>,
+  measureOnce: (length: ReadingLength) => Promise<RailReading>,
   policy: RetryPolicy & { burstGapMs?: number } = {},
 ): Promise<RailReading> {
-  const burst = await measureOnce("burst", false);
+  const burst = await measureOnce("burst");
   if (burst.cls.class === "healthy" || burst.m.error !== null) return burst;
   // A refresh reads every resource at once: a burst that overlapped the other reads' digests
-  // on the nodes' cores dips, and the next one, a moment later with its own short reference,
-  // does not. Two bursts cost ~0.7 s; the full-length path costs seconds (bench: a third of
-  // the refreshes on the 2-core sim took it). A rail that is really slow fails both.
+  // on the nodes' cores can dip, and the next one, a moment later, does not. A rail that is
+  // really slow fails both, and then the full-length readings.
   await new Promise((r) => setTimeout(r, policy.burstGapMs ?? BURST_GAP_MS));
-  const again = await measureOnce("burst", true);
+  const again = await measureOnce("burst");
   if (again.cls.class === "healthy") return again;
-  return bestReading(() => measureOnce("full", true), policy);
+  return bestReading(() => measureOnce("full"), policy);
 }
 
 /** The pause before a refresh's second burst, ms: past the reads that start with a refresh. */

@@ -1,7 +1,8 @@
 // The FabricLink provider against the simulated cluster (root): real nodes, real ssh, the real
 // probe between the rails' addresses, fixture RDMA facts mapped to the sim's rails. Create
 // measures and classes both rails; `sim link --rail 1 down` makes read fail rail 1 naming it and
-// the fix; a rail shaped with tc to a tenth is degraded; a RoCE v1 fixture fails the gid check.
+// the fix; every rail is shaped to its line rate and read at it; a rail shaped to a tenth is
+// degraded, and healthy again once restored; a RoCE v1 fixture fails the gid check.
 import * as fs from "node:fs";
 import * as os from "node:os";
 import * as path from "node:path";
@@ -23,8 +24,10 @@ import { svgToPng } from "../../cli/commands/report";
 import { programCommand, programRef } from "../../components/native-script";
 import { parseFacts } from "../../components/node/facts";
 import { close, run, type SshTarget } from "../../components/transport";
-import { simDown, simExec, simLink, simUp, type SimCluster } from "../../sim/index";
-import { SIM_HEALTHY_FRACTION } from "../../sim/stack";
+import { railRateMbit } from "../../sim/network";
+import { simDown, simLink, simRate, simUp, type SimCluster } from "../../sim/index";
+import { readState } from "../../sim/state";
+import { fabricLineMbit } from "../../sim/paths";
 
 const isRoot = process.getuid?.() === 0;
 const stateDir = isRoot ? fs.mkdtempSync(path.join(os.tmpdir(), "sparkform-fabric-test-")) : "";
@@ -81,10 +84,9 @@ async function inputs(rail: number, fixtureB = "sysfs-spark"): Promise<FabricLin
     a,
     b,
     gidIndex: 3,
-    // As the local stack sets it (sim/stack.ts): veth on this shared host measures 40-65% of
-    // the loopback reference; a tenth is still far below.
-    thresholds: { ...DEFAULT_THRESHOLDS, healthyFraction: SIM_HEALTHY_FRACTION },
-    referenceGbps: null,
+    // As the local stack sets it (sim/stack.ts): each rail judged against its line rate.
+    thresholds: DEFAULT_THRESHOLDS,
+    referenceGbps: fabricLineMbit / 1000,
     probe: { count: 300, seconds: 1 },
     addressChecks: [addr.get(`spark-1/${rail}`)!, addr.get(`spark-2/${rail}`)!],
     programs: { probe: programRef("fabric/probe.py"), facts: programRef("node/facts.sh") },
@@ -118,7 +120,7 @@ describe.skipIf(!isRoot)("fabric on the simulated cluster (root)", () => {
       measured.push(outs);
       expect(id).toBe(`spark-1-spark-2-rail${rail}`);
       console.info(
-        `rail ${rail}: p50 ${outs.rttP50Us} µs, p99 ${outs.rttP99Us} µs, ${outs.throughputGbps} Gbit/s (loopback ${outs.loopbackGbps}), ${outs.class}`,
+        `rail ${rail}: p50 ${outs.rttP50Us} µs, p99 ${outs.rttP99Us} µs, ${outs.throughputGbps} of ${outs.classReferenceGbps} Gbit/s, ${outs.class}`,
       );
       expect(outs.error).toBeNull();
       expect(outs.source).toBe("fixture");
@@ -126,7 +128,10 @@ describe.skipIf(!isRoot)("fabric on the simulated cluster (root)", () => {
       expect(outs.ports.a.ifaceMtu).toBe(9000);
       expect(outs.rttP50Us).toBeGreaterThan(0);
       expect(outs.rttP99Us).toBeGreaterThanOrEqual(outs.rttP50Us!);
-      expect(outs.throughputGbps).toBeGreaterThan(0);
+      // The rail reads its line rate: the tc shaper's, not the host's loopback.
+      expect(outs.classReferenceGbps).toBe(fabricLineMbit / 1000);
+      expect(outs.throughputGbps).toBeGreaterThan(0.5 * (fabricLineMbit / 1000));
+      expect(outs.throughputGbps).toBeLessThan(1.2 * (fabricLineMbit / 1000));
       expect(outs.rdma.reason).toMatch(/^RDMA facts are fixtures/);
       expect(failed(outs.checks)).toEqual([]);
       expect(outs.class).toBe("healthy");
@@ -181,40 +186,38 @@ describe.skipIf(!isRoot)("fabric on the simulated cluster (root)", () => {
     expect(failed(healed.props!.checks)).toEqual([]);
   });
 
-  it("a rail shaped with tc to a tenth of its throughput is degraded, with the fix", async () => {
-    const { id, outs } = await created(await inputs(0));
-    const base = outs.throughputGbps!;
-    const rate = `${Math.max(1, Math.floor((base * 1000) / 10))}mbit`;
-    const shape = await simExec("spark-1", [
-      "tc",
-      "qdisc",
-      "add",
-      "dev",
-      "fabric0",
-      "root",
-      "tbf",
-      "rate",
-      rate,
-      "burst",
-      "256kb",
-      "latency",
-      "50ms",
-    ]);
-    expect(shape.exitCode, shape.stderr).toBe(0);
+  it("every node's end of every rail is shaped to the line rate", async () => {
+    const s = readState()!;
+    for (const n of s.nodes) {
+      for (const rail of [0, 1]) expect(await railRateMbit(n.netns, rail)).toBe(fabricLineMbit);
+    }
+  });
+
+  it("a rail shaped to a tenth of its line is degraded, with the fix; restored, it is healthy and quiet", async () => {
+    const i = await inputs(0);
+    const { id, outs } = await created(i);
+    const tenth = fabricLineMbit / 10;
+    await simRate("spark-1", tenth, 0);
     try {
       const r = await read(id, outs);
       console.info(
-        `shaped to ${rate}: ${r.props?.throughputGbps} Gbit/s of ${r.props?.classReferenceGbps}`,
+        `shaped to ${tenth} Mbit/s: ${r.props?.throughputGbps} Gbit/s of ${r.props?.classReferenceGbps}`,
       );
       expect(r.props?.class).toBe("degraded");
       const bw = r.props!.checks.find((x) => x.check === "bandwidth")!;
       expect(bw.ok).toBe(false);
       expect(bw.message).toMatch(
-        /^spark-1↔spark-2 rail 0: degraded: .* Gbit\/s is \d+% of .* Gbit\/s \(healthy from 25%\): check the cable and re-seat it/,
+        /^spark-1↔spark-2 rail 0: degraded: .* Gbit\/s is \d+% of 1 Gbit\/s \(healthy from 50%\): check the cable and re-seat it/,
       );
+      expect((await diff(id, r.props!, i)).changes).toBe(true);
     } finally {
-      await simExec("spark-1", ["tc", "qdisc", "del", "dev", "fabric0", "root"]);
+      await simRate("spark-1", undefined, 0);
     }
+    // Restored: the next read is healthy, and the one after it records nothing new.
+    const healed = await read(id, outs);
+    expect(healed.props?.class).toBe("healthy");
+    expect(healed.props).toEqual(outs);
+    expect((await read(id, healed.props!)).props).toEqual(outs);
   });
 
   it("a RoCE v1 fixture on one end fails the gid check with its fix, the link still measured", async () => {
