@@ -89,8 +89,10 @@ export function checkedAtUp(
     ];
   const plan = found.props.plan;
   if (plan?.known === false) {
+    // A node's memory (its total, recorded in place of the usable bytes it reads) or its
+    // declared usable bytes: neither while its fact sheet or worker is not measured yet.
     const missing = (plan.perNode ?? [])
-      .filter((p) => p.usableBytes === undefined)
+      .filter((p) => p.usableBytes === undefined && p.memoryBytes === undefined)
       .map((p) => p.node);
     return [
       `model-fits: checked at up for ${where}: the usable memory of ${missing.join(", ") || "some node"} ` +

@@ -1,6 +1,14 @@
 // The serving plan: which device holds which layers, with what memory, before anything starts.
-// Pure: the GGUF header and file size (Model stage), each node's usable memory (declared,
-// fact sheet, or the worker's GET_DEVICE_MEMORY) and `sparkform:server` in; the plan out.
+// Pure: the GGUF header and file size (Model stage), each node's memory (declared, else its total
+// from the fact sheet or the worker's GET_DEVICE_MEMORY), its usable memory (declared, else the
+// fact sheet's MemAvailable or the worker's free bytes) and `sparkform:server` in; the plan out.
+//
+// The plan is a LlamaServer input, recorded in state and rendered into its flags, so it is made
+// only of values that do not move between two runs on an unchanged cluster (issue 32): the split
+// follows each node's memory (declared or total), and the plan records those bytes. Usable
+// memory is a reading (free memory moves with page cache, builds, other processes): it decides
+// the fit, a verdict, and the plan records its bytes only in the reason of a plan that does not
+// fit (which stops `up`).
 //
 // The layer → device assignment is llama.cpp 80fb11ac's own (src/llama-model.cpp,
 // llama_model_base::load_tensors), computed the same way so the server's log can be checked
@@ -41,8 +49,19 @@ export interface PlacementNode {
   device: string;
   /** worker only: fabric endpoint host:port */
   endpoint?: string;
-  /** usable bytes; undefined = not known yet (preview before the node exists) */
+  /**
+   * Usable bytes, what the fit is judged against: declared, else a reading (the fact sheet's
+   * MemAvailable, the worker's free device memory); undefined = not known yet (preview before
+   * the node exists).
+   */
   usableBytes?: number;
+  /**
+   * The node's memory as a fact that does not move (its total: the fact sheet's MemTotal, the
+   * worker's device total). Given, the split follows it and the plan records it instead of
+   * `usableBytes`, a reading, which then only decides the fit. Absent (declared memory), the
+   * split follows `usableBytes` and the plan records it.
+   */
+  memoryBytes?: number;
   source: "declared" | "facts" | "worker";
 }
 
@@ -57,7 +76,10 @@ export interface LayerRange {
 export interface NodeShare {
   node: string;
   device: string;
+  /** Declared usable bytes (PlacementNode.usableBytes with no `memoryBytes`). */
   usableBytes?: number;
+  /** The node's total memory the split followed (PlacementNode.memoryBytes): never a reading. */
+  memoryBytes?: number;
   weightsBytes: number;
   kvBytes: number;
   marginBytes: number;
@@ -88,6 +110,13 @@ export interface ServingPlan {
   layers: LayerRange[];
   perNode: NodeShare[];
   totals: { weightsBytes: number; kvBytes: number; marginBytes: number };
+  /**
+   * Whether the whole model (its weights, the KV cache of every layer, one margin) fits the
+   * client's usable memory alone: the single-node reference of the smoke runs only then
+   * (referenceFits). A verdict, set when perNode records the client's memory, not its usable
+   * bytes (which are a reading); absent when the client's usable memory is not known.
+   */
+  wholeFitsClient?: boolean;
 }
 
 /** What the plan reads of the model: the header summary and the bytes on disk (all shards). */
@@ -278,12 +307,13 @@ export function planPlacement(input: PlacementInput): ServingPlan {
         `${devices.length} devices [${devices.join(", ")}]: give one per device, in that order`,
     );
 
-  // The shares: as configured, else proportional to usable memory (equal while unknown).
-  const usable = devices.map((d) => byDevice.get(d)?.usableBytes);
+  // The shares: as configured, else proportional to each node's memory (equal while unknown):
+  // its total where known, which does not move, else its declared usable bytes.
+  const memory = devices.map((d) => memoryOf(byDevice.get(d)));
   const tensorSplit = server.tensorSplit
     ? [...server.tensorSplit]
     : proportional(
-        usable.every((u) => u !== undefined) ? (usable as number[]) : devices.map(() => 1),
+        memory.every((u) => u !== undefined) ? (memory as number[]) : devices.map(() => 1),
       );
 
   const mode = server.splitMode;
@@ -295,7 +325,7 @@ export function planPlacement(input: PlacementInput): ServingPlan {
   if (!tensorSplit.every((x) => Number.isFinite(x) && x >= 0) || !points.every(Number.isFinite))
     return problem(
       base,
-      `${server.tensorSplit ? "sparkform:server.tensorSplit" : "the split from the nodes' usable memory"} ` +
+      `${server.tensorSplit ? "sparkform:server.tensorSplit" : "the split from the nodes' memory"} ` +
         `[${tensorSplit.map(String).join(", ")}] gives split points [${points.map(String).join(", ")}] ` +
         "in float32, as llama.cpp sums them: every layer would land on no device; give shares " +
         `from ${SPLIT_SHARE_MIN} to ${SPLIT_SHARE_MAX}, e.g. [1, 1]`,
@@ -358,7 +388,12 @@ export function planPlacement(input: PlacementInput): ServingPlan {
     return {
       node: n.node,
       device: n.device,
-      ...(n.usableBytes !== undefined ? { usableBytes: n.usableBytes } : {}),
+      // The bytes that do not move: the node's total, else its declared usable memory.
+      ...(n.memoryBytes !== undefined
+        ? { memoryBytes: n.memoryBytes }
+        : n.usableBytes !== undefined
+          ? { usableBytes: n.usableBytes }
+          : {}),
       weightsBytes: Math.round(s.weights),
       kvBytes: Math.round(s.kvLayers * kvLayer),
       marginBytes: margin,
@@ -369,6 +404,14 @@ export function planPlacement(input: PlacementInput): ServingPlan {
     kvBytes: perNode.reduce((a, p) => a + p.kvBytes, 0),
     marginBytes: margin * nodes.length,
   };
+  // The fit is judged against usable memory, a reading where not declared: only its verdict
+  // is recorded (and its bytes in the reason of a plan that does not fit, which stops `up`).
+  const usable = new Map(nodes.map((n) => [n.node, n.usableBytes]));
+  const clientUsable = client.usableBytes;
+  const wholeFitsClient =
+    client.memoryBytes !== undefined && clientUsable !== undefined
+      ? { wholeFitsClient: model.fileBytes + totals.kvBytes + margin <= clientUsable }
+      : {};
   const plan: Omit<ServingPlan, "fits" | "reason"> = {
     ...base,
     tensorSplit,
@@ -376,30 +419,39 @@ export function planPlacement(input: PlacementInput): ServingPlan {
     layers,
     perNode,
     totals,
+    ...wholeFitsClient,
   };
-  const over = perNode.filter(
-    (p) =>
-      p.usableBytes !== undefined && p.weightsBytes + p.kvBytes + p.marginBytes > p.usableBytes,
-  );
+  const over = perNode.filter((p) => {
+    const u = usable.get(p.node);
+    return u !== undefined && p.weightsBytes + p.kvBytes + p.marginBytes > u;
+  });
   if (over.length === 0) return { ...plan, fits: true };
-  return { ...plan, fits: false, reason: misfitReason(plan, over) };
+  return { ...plan, fits: false, reason: misfitReason(plan, over, usable, configured) };
 }
+
+/** The bytes the split follows: the node's memory (total), else its declared usable bytes. */
+const memoryOf = (n: PlacementNode | undefined): number | undefined =>
+  n?.memoryBytes ?? n?.usableBytes;
 
 /** The hard error of a model that does not fit, with the numbers (runbook trap 4). */
 function misfitReason(
   plan: Omit<ServingPlan, "fits" | "reason">,
   over: readonly NodeShare[],
+  usable: ReadonlyMap<string, number | undefined>,
+  configured: ServingPlan["configured"],
 ): string {
   const { totals, perNode } = plan;
   const need = totals.weightsBytes + totals.kvBytes + totals.marginBytes;
-  const have = perNode.reduce((a, p) => a + (p.usableBytes ?? 0), 0);
+  const have = perNode.reduce((a, p) => a + (usable.get(p.node) ?? 0), 0);
   const each = perNode
-    .map(
-      (p) =>
+    .map((p) => {
+      const u = usable.get(p.node);
+      return (
         `${p.node} (${p.device}): ${gb(p.weightsBytes)} weights + ${gb(p.kvBytes)} KV + ` +
         `${gb(p.marginBytes)} margin = ${gb(p.weightsBytes + p.kvBytes + p.marginBytes)} of ` +
-        `${p.usableBytes === undefined ? "unknown" : gb(p.usableBytes)} usable`,
-    )
+        `${u === undefined ? "unknown" : gb(u)} usable`
+      );
+    })
     .join("; ");
   const fix =
     need > have
@@ -407,7 +459,11 @@ function misfitReason(
         "add a worker node (two nodes buy capacity, not speed: pipeline parallelism is off with an " +
         "RPC device), or choose a smaller quantization, or lower sparkform:server.context/parallel"
       : `${over.map((o) => o.node).join(", ")} would be over while the cluster has room: ` +
-        "leave sparkform:server.tensorSplit out (it follows usable memory) or shift the shares";
+        (configured.tensorSplit
+          ? "leave sparkform:server.tensorSplit out (it follows each node's memory) or shift the shares"
+          : "the split follows each node's total memory, not what is free now; shift the shares " +
+            "off it with sparkform:server.tensorSplit (and devices), or declare " +
+            "sparkform:server.memory, or free memory on it");
   return (
     `The model does not fit: ${gb(totals.weightsBytes)} weights + ${gb(totals.kvBytes)} KV ` +
     `(${plan.context} tokens × ${plan.parallel} slot${plan.parallel === 1 ? "" : "s"}, ${plan.cacheType}) + ${gb(totals.marginBytes)} ` +
@@ -436,17 +492,24 @@ export function assertFits(plan: Pick<ServingPlan, "fits" | "reason" | "known">)
 /**
  * A node's usable bytes by precedence: declared (`sparkform:server.memory`), else the fact
  * sheet's MemAvailable (nvidia-smi prints [N/A] on GB10's unified memory), else the worker's
- * GET_DEVICE_MEMORY free bytes; undefined while none is known.
+ * GET_DEVICE_MEMORY free bytes; undefined while none is known. Not declared, its memory too:
+ * the total from the same source (MemTotal, the device's total), which the split follows and
+ * the plan records, where the usable bytes, a reading, move between two runs.
  */
 export function usableMemory(o: {
   declared?: number;
   factsAvailable?: number | null;
+  factsTotal?: number | null;
   workerFree?: number;
-}): Pick<PlacementNode, "usableBytes" | "source"> {
+  workerTotal?: number;
+}): Pick<PlacementNode, "usableBytes" | "memoryBytes" | "source"> {
   if (o.declared !== undefined) return { usableBytes: o.declared, source: "declared" };
+  const total = (t: number | null | undefined) =>
+    t !== undefined && t !== null ? { memoryBytes: t } : {};
   if (o.factsAvailable !== undefined && o.factsAvailable !== null)
-    return { usableBytes: o.factsAvailable, source: "facts" };
-  if (o.workerFree !== undefined) return { usableBytes: o.workerFree, source: "worker" };
+    return { usableBytes: o.factsAvailable, ...total(o.factsTotal), source: "facts" };
+  if (o.workerFree !== undefined)
+    return { usableBytes: o.workerFree, ...total(o.workerTotal), source: "worker" };
   return { source: "facts" };
 }
 
@@ -458,7 +521,7 @@ export function placementNodes(o: {
   client: string;
   clientDevice: string;
   workers: readonly { node: string; endpoint: string }[];
-  usable: (node: string) => Pick<PlacementNode, "usableBytes" | "source">;
+  usable: (node: string) => Pick<PlacementNode, "usableBytes" | "memoryBytes" | "source">;
 }): PlacementNode[] {
   return [
     { node: o.client, role: "client", device: o.clientDevice, ...o.usable(o.client) },

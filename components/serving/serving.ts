@@ -6,7 +6,7 @@ import * as pulumi from "@pulumi/pulumi";
 import type { Builds } from "../build/builds";
 import { isLoopbackAddress } from "../config/address";
 import type { StackServer } from "./config";
-import type { Fabric } from "../fabric/fabric";
+import type { Fabric, FabricNodeSummary } from "../fabric/fabric";
 import type { Model } from "../model/model";
 import type { Nodes } from "../node/nodes";
 import type { RpcWorkers } from "../rpc-worker/workers";
@@ -22,6 +22,45 @@ import { Router } from "../router/router";
 
 /** A worker endpoint's host (`10.0.0.2:50052` → `10.0.0.2`): workers are IPv4 only. */
 const fabricHost = (endpoint: string) => endpoint.replace(/:\d+$/, "");
+
+/**
+ * A worker's health as the server's evidence records it: "ok" when it answers or serves the
+ * cluster's client ("busy": it serves one client, and a HELLO waits while the server holds it),
+ * else "down". Busy or not is a reading of who held the worker when it was probed: ok at `up`,
+ * busy at the next refresh while the split server holds it, and it must not move the evidence.
+ */
+export function workerHealth(state: string): string {
+  return state === "busy" ? "ok" : state;
+}
+
+/**
+ * The fabric's evidence without its readings: each rail and link with its verdict (class,
+ * healthy), not its RTT and throughput, which wander between two measurements of an unchanged
+ * link (the Fabric stage's outputs keep them).
+ */
+export function fabricVerdicts(
+  byNode: Record<string, FabricNodeSummary>,
+): Record<string, FabricVerdicts> {
+  return Object.fromEntries(
+    Object.entries(byNode).map(([n, s]) => [
+      n,
+      {
+        rails: s.rails.map((r) => ({
+          ...r,
+          links: r.links.map(({ rttP50Us: _rtt, throughputGbps: _tp, ...verdict }) => verdict),
+        })),
+      },
+    ]),
+  );
+}
+
+type FabricRail = FabricNodeSummary["rails"][number];
+/** A node's rails as the server's evidence records them: no readings. */
+export interface FabricVerdicts {
+  rails: (Omit<FabricRail, "links"> & {
+    links: Omit<FabricRail["links"][number], "rttP50Us" | "throughputGbps">[];
+  })[];
+}
 
 /** The stack output `serving` (SERVING-CONTRACT.md). */
 export interface ServingSummary {
@@ -122,30 +161,35 @@ export class Serving extends pulumi.ComponentResource {
     const clientDevice = cpuClient ? "CPU" : "CUDA0";
     const declared = cfg.memory ?? {};
 
+    // Each node's memory (its total, which does not move) and its usable bytes (a reading:
+    // MemAvailable, the worker's free device memory), unless declared. The plan splits by the
+    // first and records it; the second only decides the fit (placement.ts, issue 32).
     const clientNode = knownOr(
-      nodes.of(client).facts.apply((f) => f?.memory?.availableBytes ?? undefined),
+      nodes.of(client).facts.apply((f) => f?.memory),
       undefined,
-    ).apply((avail): PlacementNode => ({
+    ).apply((m): PlacementNode => ({
       node: client,
       role: "client",
       device: clientDevice,
       ...usableMemory({
         ...(declared[client] !== undefined ? { declared: declared[client] } : {}),
-        factsAvailable: avail ?? null,
+        factsAvailable: m?.availableBytes ?? null,
+        factsTotal: m?.totalBytes ?? null,
       }),
     }));
     const workerNodes = args.workers.endpoints.map(({ node: w, device, endpoint }) =>
       knownOr(
-        args.workers.of(w).deviceMemory.apply((d) => d?.[0]?.free),
+        args.workers.of(w).deviceMemory.apply((d) => d?.[0]),
         undefined,
-      ).apply((free): PlacementNode => ({
+      ).apply((mem): PlacementNode => ({
         node: w,
         role: "worker",
         device,
         endpoint,
         ...usableMemory({
           ...(declared[w] !== undefined ? { declared: declared[w] } : {}),
-          ...(free != null ? { workerFree: free } : {}),
+          ...(mem?.free != null ? { workerFree: mem.free } : {}),
+          ...(mem?.total != null ? { workerTotal: mem.total } : {}),
         }),
       })),
     );
@@ -229,11 +273,15 @@ export class Serving extends pulumi.ComponentResource {
         Object.fromEntries(
           Object.entries(ws).map(([n, w]) => [
             n,
-            { health: w.health.state, version: w.version, transport: w.transport.transport },
+            {
+              health: workerHealth(w.health.state),
+              version: w.version,
+              transport: w.transport.transport,
+            },
           ]),
         ),
       ),
-      ...(args.fabric ? { fabric: args.fabric.byNode } : {}),
+      ...(args.fabric ? { fabric: args.fabric.byNode.apply(fabricVerdicts) } : {}),
     }) as unknown as pulumi.Output<ServingEvidence>;
 
     const unit = serverUnit(cfg.port);

@@ -75,8 +75,8 @@ export function chooseTopology(input: TopologyInput): TopologyChoice {
     `(${input.server.context} tokens × ${input.server.parallel} slot${input.server.parallel === 1 ? "" : "s"}, ` +
     `${input.server.cacheType}) + ${size(need.margin)} margin = ${size(need.total)} on one node`;
   // Each node's verdict, not its usable bytes: those are re-measured at every `up` and move a
-  // little each time, and a stack output that moves on its own reads as drift. The bytes stay
-  // in the plan (the LlamaServer's `plan.perNode`).
+  // little each time, and a stack output that moves on its own reads as drift. The plan does not
+  // record them either: it records each node's total memory (placement.ts, issue 32).
   const usableText = nodes
     .map((n, i) => {
       const fits = fitsEach[i];

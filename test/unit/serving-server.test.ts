@@ -238,6 +238,13 @@ describe("the argv the unit runs", () => {
     expect(
       referenceFits({ perNode, totals: { weightsBytes: 142.1e9, kvBytes: 2e9, marginBytes: 2e9 } }),
     ).toMatch(/^the model needs \d+ MiB on one node and spark-1 has \d+ MiB usable$/);
+    // The plan's verdict where it records the client's memory, not its usable bytes (issue 32).
+    const memory = [{ ...perNode[0]!, usableBytes: undefined, memoryBytes: 128e9 }];
+    const totals = { weightsBytes: 100e9, kvBytes: 2e9, marginBytes: 2e9 };
+    expect(referenceFits({ perNode: memory, totals, wholeFitsClient: true })).toBeUndefined();
+    expect(referenceFits({ perNode: memory, totals, wholeFitsClient: false })).toMatch(
+      /^the model needs \d+ MiB on one node, more than spark-1 has usable$/,
+    );
   });
 });
 
