@@ -14,7 +14,7 @@ import * as os from "node:os";
 import * as path from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { type RouterArtifact, routerBinary } from "../../components/router/artifact";
-import { renderRouterConfig } from "../../components/router/caddy-config";
+import { HEALTH_FAILS, renderRouterConfig } from "../../components/router/caddy-config";
 
 const UNAVAILABLE = "no llama-server is up: the replicas are down or loading; retry shortly";
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
@@ -25,12 +25,17 @@ class Upstream {
   port = 0;
   healthy = true;
   requests = 0;
+  /** The router's /health checks this answered 200, and 503. */
+  passedChecks = 0;
+  failedChecks = 0;
   auth: (string | undefined)[] = [];
   constructor(readonly name: string) {}
 
   async start(port = 0): Promise<void> {
     const server = http.createServer((req, res) => {
       if (req.url === "/health") {
+        if (this.healthy) this.passedChecks++;
+        else this.failedChecks++;
         res.writeHead(this.healthy ? 200 : 503, { "Content-Type": "application/json" });
         res.end(this.healthy ? '{"status":"ok"}' : '{"error":{"message":"Loading model"}}');
         return;
@@ -178,10 +183,13 @@ describe("the router's Caddy in front of two upstreams", () => {
   it("is the pinned Caddy, built for this host", async () => {
     expect(artifact.version).toBe("v2.11.9");
     expect(artifact.sha256).toMatch(/^[0-9a-f]{64}$/);
-    // Memoized: a second call is the same artifact, at once.
-    const t = Date.now();
-    expect(await routerBinary({ arch: hostArch() })).toEqual(artifact);
-    expect(Date.now() - t).toBeLessThan(2000);
+    // Memoized: a second call is the same artifact, and does nothing again (no cache look-up,
+    // no build: it says nothing).
+    const lines: string[] = [];
+    expect(await routerBinary({ arch: hostArch(), progress: (l) => void lines.push(l) })).toEqual(
+      artifact,
+    );
+    expect(lines).toEqual([]);
   });
 
   it("spreads requests over both upstreams", async () => {
@@ -243,36 +251,47 @@ describe("the router's Caddy in front of two upstreams", () => {
     expect(tEnd - tFirst).toBeGreaterThan(1000);
   });
 
-  it("takes an upstream that answers /health 503 (loading) out within ~3 s, and back when healthy", async () => {
+  it("takes an upstream that answers /health 503 (loading) out after its failed checks, and back when healthy", async () => {
+    // Not a wait of so many seconds: the checks themselves. Out after HEALTH_FAILS failed ones
+    // in a row; a further check begun (a round later) means Caddy has had the last of them.
     b.healthy = false;
-    await sleep(3000);
+    const failed = b.failedChecks;
+    while (b.failedChecks < failed + HEALTH_FAILS + 1) await sleep(100);
     const before = b.requests;
     for (let i = 0; i < 20; i++) expect((await models()).upstream).toBe("a");
     expect(b.requests).toBe(before);
+    // Back after one passed check (the same: a further one begun); then least_conn, choosing
+    // at random between idle upstreams, gives it some of 40 requests.
     b.healthy = true;
+    const passed = b.passedChecks;
+    while (b.passedChecks < passed + 2) await sleep(100);
     let back = false;
-    for (let i = 0; i < 40 && !back; i++) {
-      back = (await models()).upstream === "b";
-      if (!back) await sleep(100);
-    }
+    for (let i = 0; i < 40 && !back; i++) back = (await models()).upstream === "b";
     expect(back).toBe(true);
   });
 
   it("keeps answering when an upstream dies (≤ 1 failure), and takes it back when it returns", async () => {
     let failures = 0;
     let requests = 0;
+    let killed = false;
     const port = b.port;
+    // Rounds of a GET and a streamed POST until b has died and three rounds after, however
+    // long each takes.
     const load = (async () => {
-      const end = Date.now() + 6000;
-      while (Date.now() < end) {
+      for (let after = 0; after < 3;) {
+        const dead = killed;
         const [m, c] = await Promise.all([models(), chat()]);
         requests += 2;
         if (m.status !== 200) failures++;
         if (c !== 200) failures++;
+        if (dead) after++;
       }
     })();
-    await sleep(1000);
+    // b dies with the load reaching it (a stream in flight, as the 1.5 s stream usually is).
+    const reached = b.requests;
+    while (b.requests === reached) await sleep(50);
     await b.kill();
+    killed = true;
     await load;
     process.stderr.write(`router: ${failures} of ${requests} requests failed while b died\n`);
     expect(requests).toBeGreaterThan(4);
@@ -280,9 +299,11 @@ describe("the router's Caddy in front of two upstreams", () => {
     // Out of rotation: everything lands on a.
     for (let i = 0; i < 10; i++) expect((await models()).upstream).toBe("a");
     await b.start(port);
+    // Back once its passive failure (fail_duration) has passed and a check passed: however long
+    // that takes here (the time is reported, not bounded).
     let back = false;
     const t = Date.now();
-    while (!back && Date.now() - t < 10_000) {
+    while (!back) {
       back = (await models()).upstream === "b";
       if (!back) await sleep(200);
     }
@@ -290,24 +311,22 @@ describe("the router's Caddy in front of two upstreams", () => {
     expect(back).toBe(true);
   });
 
-  it("answers 503 with the reason at once when no upstream is up", async () => {
+  it("answers 503 with the reason when no upstream is up", async () => {
     await a.kill();
     await b.kill();
+    // Caddy's own answer (the error route), before and after the checks took both out. How soon
+    // it comes is the config's (retries, try_duration: router-config.test.ts) and bench/'s.
     for (const wait of [0, 2500]) {
       await sleep(wait);
-      const t = Date.now();
       const r = await fetch(`${base}/v1/models`, { signal: AbortSignal.timeout(5000) });
       const body = await r.text();
-      expect(Date.now() - t).toBeLessThan(1000);
       expect(r.status).toBe(503);
       expect(body.trim()).toBe(UNAVAILABLE);
       expect(r.headers.get("retry-after")).toBe("2");
       expect(r.headers.get("content-type")).toMatch(/^text\/plain/);
     }
     // A POST too, and /health (what start.sh waits on) is not 200.
-    const t = Date.now();
     expect(await chat()).toBe(503);
-    expect(Date.now() - t).toBeLessThan(1000);
     expect((await fetch(`${base}/health`)).status).toBe(503);
   });
 

@@ -19,7 +19,7 @@ import { sshCapabilities } from "../../components/transport/ssh-capabilities";
 import { peerSshArgv, sshDestination, sshOptions } from "../../components/transport/ssh-options";
 import { copyFromPeerOrRelay } from "../../components/peer-copy";
 import { close, openNode, RemoteCommandError, type SshTarget } from "../../components/transport";
-import { CONTACT_TIMEOUT_MS, forwardableKey } from "../../components/transport/node-connection";
+import { forwardableKey } from "../../components/transport/node-connection";
 import { startSshAgent, type TestAgent } from "../support/ssh-agent";
 
 const SSHD = "/usr/sbin/sshd";
@@ -96,9 +96,12 @@ async function startSshd(name: string, extra: readonly string[] = []): Promise<n
 }
 
 /** A "node" that accepts TCP, sends an SSH banner, then never says anything again. */
-async function stallingServer(): Promise<number> {
+/** A "node" that accepts, sends its banner and stalls; `connections()`: how many it accepted. */
+async function stallingServer(): Promise<{ port: number; connections: () => number }> {
   const sockets = new Set<net.Socket>();
+  let accepted = 0;
   const s = net.createServer((c) => {
+    accepted++;
     sockets.add(c);
     c.on("error", () => undefined);
     c.write("SSH-2.0-OpenSSH_9.2p1 stalled\r\n");
@@ -111,7 +114,7 @@ async function stallingServer(): Promise<number> {
   };
   servers.push(s);
   await new Promise<void>((resolve) => s.listen(0, "127.0.0.1", resolve));
-  return (s.address() as net.AddressInfo).port;
+  return { port: (s.address() as net.AddressInfo).port, connections: () => accepted };
 }
 
 async function caught(p: Promise<unknown>): Promise<RemoteCommandError> {
@@ -496,15 +499,14 @@ describe.skipIf(!haveTools)("transport hardening against a local sshd", () => {
 
   describe("item 12: every remote step is bounded", () => {
     it("a node whose sshd accepts, sends its banner and stalls fails within the keepalive bound, saying so", async () => {
-      const port = await stallingServer();
-      const t0 = Date.now();
+      const stalled = await stallingServer();
+      const { port } = stalled;
       const e = await caught(
         openNode({ ...node, name: "stalled", port }).run(["true"], { step: "fact sheet" }),
       );
-      const took = Date.now() - t0;
       // ServerAliveInterval 15 s × ServerAliveCountMax 3 in the key exchange, once (not once for
-      // the master and again for the command).
-      expect(took).toBeLessThan(55_000);
+      // the master and again for the command): one connection, the bound in the message.
+      expect(stalled.connections()).toBe(1);
       expect(e.kind).toBe("stalled");
       expect(e.message).toMatch(
         new RegExp(
@@ -517,15 +519,14 @@ describe.skipIf(!haveTools)("transport hardening against a local sshd", () => {
     }, 90_000);
 
     it("a step's own limit holds while connecting, for commands and rsync", async () => {
-      const port = await stallingServer();
+      const { port } = await stallingServer();
       const t: SshTarget = { ...node, name: "stalled-short", port };
       for (const attempt of [
         () => openNode(t).run(["true"], { step: "mkdir tree", timeoutMs: 3000 }),
         () => openNode(t).rsync(dir, { remote: "x" }, { step: "rsync tree", timeoutMs: 3000 }),
       ]) {
-        const t0 = Date.now();
         const e = await caught(attempt());
-        expect(Date.now() - t0).toBeLessThan(6000);
+        // Ended by the step's own 3 s, not by the keepalive bound (that would be "stalled").
         expect(e.kind).toBe("timeout");
         expect(e.message).toMatch(
           /^\[stalled-short\] step "(mkdir|rsync) tree" timed out after 3000 milliseconds\n/,
@@ -538,15 +539,13 @@ describe.skipIf(!haveTools)("transport hardening against a local sshd", () => {
       // A real sshd whose ForceCommand never answers: login succeeds, then nothing happens.
       const port = await startSshd("hang", ["ForceCommand exec sleep 90"]);
       const t: SshTarget = { ...node, name: "hung-shell", port };
-      const t0 = Date.now();
       const e = await caught(openNode(t).run(["echo", "hi"], { step: "probe", timeoutMs: 2000 }));
-      expect(Date.now() - t0).toBeLessThan(5000);
+      // Ended by its own 2 s ("timeout"), not by the contact bound ("stalled").
       expect(e.kind).toBe("timeout");
       expect(e.message).toMatch(/^\[hung-shell\] step "probe" timed out after 2000 milliseconds\n/);
       // With no limit given (an rsync's default is hours, for large transfers), a fresh
       // connection's first contact still ends within CONTACT_TIMEOUT_MS: a login that never
       // reaches a working session is a stalled node, not a long transfer.
-      const t1 = Date.now();
       const r = await caught(
         openNode({ ...t, name: "hung-shell-rsync" }).rsync(
           `${dir}/`,
@@ -556,7 +555,7 @@ describe.skipIf(!haveTools)("transport hardening against a local sshd", () => {
           },
         ),
       );
-      expect(Date.now() - t1).toBeLessThan(CONTACT_TIMEOUT_MS + 5000);
+      // Ended by the contact bound, which the message names.
       expect(r.kind).toBe("stalled");
       expect(r.message).toContain("ssh: no working session within 60 s");
       expect(r.message).toMatch(
@@ -566,20 +565,30 @@ describe.skipIf(!haveTools)("transport hardening against a local sshd", () => {
 
     it("a step that times out on the control node also ends its process on the node", async () => {
       const pidFile = path.join(dir, "sleeper.pid");
-      const e = await caught(
-        openNode(node).run(
-          { script: 'echo $$ > "$1"; exec sleep 60', args: [pidFile] },
-          { step: "slow step", timeoutMs: 1500 },
-        ),
-      );
-      expect(e.kind).toBe("timeout");
+      const conn = openNode(node);
+      await conn.run(["true"], { step: "warm" });
+      // The limit must pass while the script runs. A loaded machine may not have started the
+      // session within 1.5 s: then the limit doubles, until the script had begun (no speed is
+      // assumed of this machine).
+      for (let limitMs = 1500; ; limitMs *= 2) {
+        fs.rmSync(pidFile, { force: true });
+        const e = await caught(
+          conn.run(
+            { script: 'echo $$ > "$1.tmp" && mv "$1.tmp" "$1"; exec sleep 300', args: [pidFile] },
+            { step: "slow step", timeoutMs: limitMs },
+          ),
+        );
+        expect(e.kind).toBe("timeout");
+        if (fs.existsSync(pidFile)) break;
+      }
       const pid = Number(fs.readFileSync(pidFile, "utf8"));
       expect(pid).toBeGreaterThan(1);
-      // The node's limit is the control node's plus 2 s (rounded up to whole seconds): 4 s.
-      const t0 = Date.now();
-      while (alive(pid) && Date.now() - t0 < 10_000) await new Promise((r) => setTimeout(r, 200));
+      // The node's limit is the control node's plus 2 s (rounded up to whole seconds): 4 s at
+      // 1.5 s. It ends there, however long that takes here (the sleep alone would run 300 s,
+      // past the test's own limit).
+      while (alive(pid)) await new Promise((r) => setTimeout(r, 200));
       expect(alive(pid)).toBe(false);
-    }, 30_000);
+    }, 120_000);
   });
 });
 

@@ -1,6 +1,8 @@
 // Run a node program (python3 or sh) and measure what it cost: its peak RSS (getrusage of the
-// waited-for children: the program and anything it ran) and its wall time. Node programs run
-// beside services an OOM would take down, so the tests of their bounds assert these numbers.
+// waited-for children: the program and anything it ran), what a python3 program read, and its
+// wall time. Node programs run beside services an OOM would take down, so the tests of their
+// bounds assert the memory and the bytes; the wall time is only for a failure's message (a test
+// does not time a loaded machine: speed is bench/'s).
 import { spawnSync } from "node:child_process";
 
 const MEASURE = [
@@ -19,8 +21,23 @@ export interface Measured {
   stderr: string;
   /** Peak resident set size of the program (and its children), MiB. */
   peakMiB: number;
+  /** Wall time, seconds: to report, not to bound. */
   seconds: number;
 }
+
+// A python3 program run as `python3 PROGRAM ARGS...` would run, which writes, as it exits, how
+// many bytes it read (/proc/self/io rchar: every read(), cached or not): what a program that
+// must not read a whole file did read.
+const READS = [
+  "import atexit, os, runpy, sys",
+  "def report():",
+  '    io = dict(l.split(": ") for l in open("/proc/self/io").read().splitlines())',
+  "    sys.stderr.write(f\"\\nsparkform-reads rchar={io['rchar']}\\n\")",
+  "atexit.register(report)",
+  "sys.argv = sys.argv[1:]",
+  "sys.path[0] = os.path.dirname(os.path.abspath(sys.argv[0]))",
+  'runpy.run_path(sys.argv[0], run_name="__main__")',
+].join("\n");
 
 /** `argv` run with `env` (added to this process's) and `input` on stdin, measured. */
 export function runMeasured(
@@ -41,5 +58,23 @@ export function runMeasured(
     stderr: m ? r.stderr.slice(0, m.index) : (r.stderr ?? ""),
     peakMiB: m ? Number(m[1]) / 1024 : Number.NaN,
     seconds: m ? Number(m[2]) : Number.NaN,
+  };
+}
+
+/**
+ * `python3 program ...args`, measured as runMeasured does, and also how many bytes the program
+ * read (MiB; NaN when it did not say).
+ */
+export function runMeasuredPython(
+  program: string,
+  args: readonly string[],
+  opts: { env?: Record<string, string>; input?: string; timeoutMs?: number } = {},
+): Measured & { readMiB: number } {
+  const r = runMeasured(["python3", "-c", READS, program, ...args], opts);
+  const m = /\nsparkform-reads rchar=(\d+)\n$/.exec(r.stderr);
+  return {
+    ...r,
+    stderr: m ? r.stderr.slice(0, m.index) : r.stderr,
+    readMiB: m ? Number(m[1]) / 2 ** 20 : Number.NaN,
   };
 }

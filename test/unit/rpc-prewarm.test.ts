@@ -233,7 +233,7 @@ describe.skipIf(!hasCc)("prewarm.py on a crafted header (issue 22 item 4)", () =
   ];
 
   it.each(refused)(
-    "%s: refused (exit 3, the cap named), nothing written, bounded memory and time",
+    "%s: refused (exit 3, the cap named), nothing written, bounded memory",
     (_what, make, why) => {
       const d = scratch("rpc-prewarm-hostile-");
       const file = path.join(d, "hostile.gguf");
@@ -247,10 +247,9 @@ describe.skipIf(!hasCc)("prewarm.py on a crafted header (issue 22 item 4)", () =
           status: r.status,
           stdoutUnder4KiB: r.stdout.length < 4096,
           peakUnder48MiB: r.peakMiB < 48,
-          under5s: r.seconds < 5,
         },
         cost,
-      ).toEqual({ status: 3, stdoutUnder4KiB: true, peakUnder48MiB: true, under5s: true });
+      ).toEqual({ status: 3, stdoutUnder4KiB: true, peakUnder48MiB: true });
       expect(r.out.error).toMatch(why);
       expect(r.out.error).toContain(
         "llama.cpp cannot load it either; nothing was pre-warmed or pruned",

@@ -101,15 +101,20 @@ describe("start.sh's readiness lines, measured", () => {
       path.join(dir, "lib", "user-unit.sh"),
       `${readFileSync(path.join(path.dirname(programPath("unit/start.sh")), "..", "lib", "user-unit.sh"), "utf8")}\nuser_manager() { :; }\n`,
     );
-    // The stand-in server: listens OPEN_S after its start, /health 503 until HEALTH_S, then 200.
+    // The stand-in server: listens OPEN_S after its start; /health answers 503 until HEALTH_S
+    // has passed and it has answered one 503, then 200. The one 503 makes start.sh see the port
+    // listening on a round before the one /health passes, however slowly the rounds go.
     writeFileSync(
       path.join(dir, "server.py"),
       `import http.server, sys, threading, time
 t0 = time.monotonic()
 port, open_s, health_s = int(sys.argv[1]), float(sys.argv[2]), float(sys.argv[3])
+refused = []
 class H(http.server.BaseHTTPRequestHandler):
     def do_GET(self):
-        ok = time.monotonic() - t0 >= health_s
+        ok = bool(refused) and time.monotonic() - t0 >= health_s
+        if not ok:
+            refused.append(1)
         self.send_response(200 if ok else 503)
         self.end_headers()
         self.wfile.write(b'{"status":"ok"}' if ok else b'{"error":"Loading model"}')
@@ -197,17 +202,18 @@ exit 0
     return { stdout: r.stdout, stderr: r.stderr, status: r.exitCode, port };
   }
 
-  it("with --health: the port's seconds, then /health's, each within its delay and the poll's step", async () => {
+  it("with --health: the port's seconds, then /health's, each at least its delay", async () => {
     const r = await run(true);
     expect(r.stderr).toBe("");
     expect(r.status).toBe(0);
     expect(r.stdout).toContain(`unit=sparkform-llama-server-${r.port}\n`);
+    // Both phases measured, the port's first, each a number of seconds (/proc/uptime, 10 ms).
+    expect(r.stdout).toMatch(/^portOpenSeconds=\d+\.\d\d\nhealthSeconds=\d+\.\d\d\n/m);
     const t = parseUnitStartTimings(r.stdout, "spark-1", true);
-    // The poll: a /health request, two systemctl calls and 0.5 s of sleep per round.
+    // No upper bound: how long the rounds of the poll take is the machine's (a benchmark's).
     expect(t.portOpenSeconds).toBeGreaterThanOrEqual(OPEN_S);
-    expect(t.portOpenSeconds).toBeLessThan(OPEN_S + 1.5);
     expect(t.healthSeconds).toBeGreaterThanOrEqual(HEALTH_S);
-    expect(t.healthSeconds).toBeLessThan(HEALTH_S + 1.5);
+    // /health measured after the port: on a later round of the poll, past its 0.5 s sleep.
     expect(t.portOpenSeconds).toBeLessThan(t.healthSeconds ?? 0);
   });
 
@@ -216,9 +222,9 @@ exit 0
     expect(r.stderr).toBe("");
     expect(r.status).toBe(0);
     expect(r.stdout).not.toMatch(/healthSeconds=/);
+    expect(r.stdout).toMatch(/^portOpenSeconds=\d+\.\d\d\n/m);
     const t = parseUnitStartTimings(r.stdout, "spark-2", false);
     expect(t.portOpenSeconds).toBeGreaterThanOrEqual(OPEN_S);
-    expect(t.portOpenSeconds).toBeLessThan(OPEN_S + 1.5);
   });
 });
 
@@ -310,8 +316,8 @@ describe("smoke.py's time to first token", () => {
     const r = await smoke();
     expect(r.stderr).toBe("");
     const run = parseSmoke(r.stdout, "spark-1");
+    // Not the role-only chunk nor the empty content sent at once: the delayed text's event.
     expect(run.stream.firstTokenSeconds).toBeGreaterThanOrEqual(FIRST_TOKEN_MS / 1000);
-    expect(run.stream.firstTokenSeconds).toBeLessThan(FIRST_TOKEN_MS / 1000 + 0.5);
     expect(run.stream.tokenEvents).toBe(3);
     // The server's first request; a fresh prompt (no cached prefix), the smoke's settings.
     expect(order).toEqual(["/v1/chat/completions stream", "/completion", "/v1/chat/completions"]);
