@@ -85,18 +85,18 @@ describe("fabric probe over loopback", () => {
     const done = await srv.done;
     expect(done.code).toBe(4);
     expect(done.out).toMatch(/"error": "timed out waiting for the client"/);
-    expect(Date.now() - t0).toBeLessThan(10_000);
+    // Its own 1 s timeout, not an earlier exit.
+    expect(Date.now() - t0).toBeGreaterThanOrEqual(1000);
   });
 
   it("`quit` on the server's node stops a server whose client gave up", async () => {
-    const t0 = Date.now();
     const srv = startServer(serverArgs("127.0.0.1", 30, []));
     const port = parseListening(await srv.firstLine, "server");
     expect(client(["quit", "--addr", "127.0.0.1", "--port", String(port)]).code).toBe(0);
     const done = await srv.done;
     expect(done.code).toBe(5);
+    // Exit 5 and its message: `quit` ended it, not its 30 s timeout (exit 4).
     expect(done.out).toMatch(/"error": "the client gave up"/);
-    expect(Date.now() - t0).toBeLessThan(10_000);
   });
 
   it("binds the address it is given, not a wildcard", async () => {
