@@ -6,9 +6,13 @@
 //     reuse: sparkform's own master is per process, so each `run` connects afresh too);
 //   - optionally the CLI of another checkout (--base DIR, e.g. the code before the change).
 // `run (cold cache)` deletes the stack cache before each sample: what the first `run` after a
-// `pulumi up` or a config change costs. One untimed run of each variant warms the OS caches.
+// `pulumi up` or a config change costs. `sparkform run -- true (PATH)` is the command exactly as
+// a user types it after `npm run setup` (its launcher on PATH), when there is one (issue 32).
+// One untimed run of each variant warms the OS caches.
 import { spawnSync } from "node:child_process";
 import {
+  accessSync,
+  constants,
   appendFileSync,
   existsSync,
   mkdirSync,
@@ -58,6 +62,28 @@ export interface CliResult {
   failures: string[];
   /** `run -- true` under strace, with the cache warm and cold: each process it starts. */
   traces: Record<string, TraceRow[]>;
+  /** Variants left out, and why (no `sparkform` on PATH). */
+  skipped?: Record<string, string>;
+  /** Where `sparkform` resolved on PATH, when it did. */
+  onPath?: string;
+}
+
+/** The variant that runs `sparkform` as a user types it, through PATH. */
+export const RUN_ON_PATH = "sparkform run -- true (PATH)";
+
+/** The first executable `name` in the PATH's directories, as a shell finds it. */
+export function onPath(name: string, pathVar = process.env.PATH ?? ""): string | undefined {
+  for (const dir of pathVar.split(path.delimiter)) {
+    const file = path.join(dir || ".", name);
+    try {
+      if (!statSync(file).isFile()) continue;
+      accessSync(file, constants.X_OK);
+      return file;
+    } catch {
+      // not here
+    }
+  }
+  return undefined;
 }
 
 const shown = (argv: readonly string[]) =>
@@ -156,6 +182,16 @@ function variants(items: readonly string[], stack: string, node: string, base?: 
         before: clearCache,
       },
     );
+    // As typed after setup: `sparkform` found through PATH (the launcher runs the checkout it is
+    // started in, this one), no node path and no npx.
+    if (onPath("sparkform")) {
+      v.push({
+        name: RUN_ON_PATH,
+        item: "run",
+        argv: ["sparkform", "run", node, "--stack", stack, "--", "true"],
+        cwd: repoRoot,
+      });
+    }
     if (base) {
       v.push({
         name: "base run -- true",
@@ -364,11 +400,18 @@ export function runCli(opts: {
     if (hit.length > 0 && hit.length < all.length && !v.name.includes("cold"))
       summary[`${v.name} (cache hits)`] = summarize(hit);
   }
+  const launcher = onPath("sparkform");
+  const skipped: Record<string, string> =
+    opts.items.includes("run") && !launcher
+      ? { [RUN_ON_PATH]: "no `sparkform` on PATH (`npm run setup` installs the launcher)" }
+      : {};
   return {
     stack: opts.stack,
     node: opts.node,
     runs: opts.runs,
     ...(opts.base ? { base: opts.base } : {}),
+    ...(launcher && opts.items.includes("run") ? { onPath: launcher } : {}),
+    ...(Object.keys(skipped).length > 0 ? { skipped } : {}),
     commands: Object.fromEntries(
       vs.map((v) => [v.name, `(cd ${path.relative(repoRoot, v.cwd) || "."} && ${shown(v.argv)})`]),
     ),
@@ -518,6 +561,8 @@ export function cliMarkdown(r: CliResult): string {
     runGap("run -- true"),
     runGap("run -- true (cache hits)"),
     runGap("run -- true (cold cache)"),
+    runGap(RUN_ON_PATH),
+    runGap(`${RUN_ON_PATH} (cache hits)`),
     runGap("base run -- true"),
     ...syncRows(s, row),
   ].filter((l): l is string => l !== undefined);
@@ -541,9 +586,14 @@ export function cliMarkdown(r: CliResult): string {
       return rounds.length > 0 ? `\`${n}\` in rounds ${rounds.join(", ")}` : undefined;
     })
     .filter((m): m is string => m !== undefined);
+  const pathNotes = [
+    ...(r.onPath ? [`\`${RUN_ON_PATH}\`: \`sparkform\` on PATH is \`${r.onPath}\`.`] : []),
+    ...Object.entries(r.skipped ?? {}).map(([name, why]) => `\`${name}\` not run: ${why}.`),
+  ];
   return [
     ...lines,
     "",
+    ...(pathNotes.length > 0 ? [...pathNotes, ""] : []),
     ...(misses.length > 0
       ? [
           "Samples that read the stack through pulumi (the stack's state or config changed under " +

@@ -11,6 +11,7 @@ import { CLI_ITEMS, cliMarkdown, runCli } from "./cli";
 import { COMMANDS, type NoopCommand, noopMarkdown, runNoop } from "./noop";
 import { byRole, peakRss } from "./memory";
 import { modelBytesMarkdown, runModelBytes } from "./model-bytes";
+import { quietMarkdown, runQuiet } from "./quiet";
 import { routerMarkdown, runRouter } from "./router";
 import { runServingLoad, servingLoadMarkdown } from "./serving-load";
 import { runSwap, swapMarkdown } from "./swap";
@@ -20,6 +21,7 @@ import { policyPackArgs } from "../setup/pulumi/policy";
 
 const ITEMS = [
   "noop",
+  "quiet",
   "memory",
   "model-bytes",
   "serving",
@@ -28,7 +30,7 @@ const ITEMS = [
   ...SIM_ITEMS,
   ...CLI_ITEMS,
 ] as const;
-const USAGE = `usage: npm run bench -- [--only ${ITEMS.join(",")}] [--runs N] [--stack S] [--node N] [--base DIR] [--commands preview,refresh,up]
+const USAGE = `usage: npm run bench -- [--only ${ITEMS.join(",")}] [--runs N] [--stack S] [--node N] [--base DIR] [--commands ${COMMANDS.join(",")}] [--refreshes N]
   --only      items to run (default: all)
   --runs      interleaved rounds per item (default 5)
   --stack     the converged stack to measure (default local; npm run local makes it)
@@ -36,6 +38,8 @@ const USAGE = `usage: npm run bench -- [--only ${ITEMS.join(",")}] [--runs N] [-
               the client node, whose loopback the router listens on; default spark-1)
   --base      a checkout of the code before a change, run on the same stack in the same rounds
   --edit-file also time preview right after appending a comment to this file (e.g. components/stage.ts)
+  --commands  the noop item's pulumi commands (default: all)
+  --refreshes quiet: consecutive refreshes, client traffic before each (default 30)
   --out       results directory (default bench/results)`;
 
 async function main(): Promise<number> {
@@ -43,6 +47,7 @@ async function main(): Promise<number> {
     options: {
       only: { type: "string" },
       runs: { type: "string", default: "5" },
+      refreshes: { type: "string", default: "30" },
       stack: { type: "string", default: "local" },
       node: { type: "string", default: "spark-1" },
       base: { type: "string" },
@@ -60,11 +65,14 @@ async function main(): Promise<number> {
   const only = values.only ? values.only.split(",") : [...ITEMS];
   const unknown = only.filter((i) => !(ITEMS as readonly string[]).includes(i));
   const runs = Number(values.runs);
+  const refreshes = Number(values.refreshes);
   const commands = values.commands.split(",") as NoopCommand[];
   if (
     unknown.length ||
     !Number.isInteger(runs) ||
     runs < 1 ||
+    !Number.isInteger(refreshes) ||
+    refreshes < 1 ||
     commands.some((c) => !COMMANDS.includes(c))
   ) {
     console.error(`bench: bad arguments\n${USAGE}`);
@@ -96,6 +104,15 @@ async function main(): Promise<number> {
     });
     results.noop = r;
     md.push("## 1. No-op cost", "", noopMarkdown(r, values.base));
+  }
+  if (only.includes("quiet")) {
+    const r = await runQuiet({ stack: values.stack, refreshes, log });
+    results.quiet = r;
+    md.push(
+      "## Issue 32: drift checks stay quiet with client traffic between them",
+      "",
+      quietMarkdown(r),
+    );
   }
   if (only.includes("memory")) {
     const args = [
