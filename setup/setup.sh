@@ -69,7 +69,16 @@ router_prebuild() {
   PATH="/usr/local/go/bin:$PATH" "$repo/node_modules/.bin/tsx" "$tools/router/prebuild.ts" ||
     say "warning: router (Caddy) not built (the error is above); \`up\` tries again when it needs it"
 }
+# A `sparkform` command on PATH (setup/install-launcher.sh): `npx sparkform` costs ~1 s before
+# the CLI starts, this launcher a few milliseconds. Never fatal.
+launcher() {
+  local dir="$HOME/.local/bin"
+  [ "$(id -u)" -ne 0 ] || dir=/usr/local/bin
+  sh "$tools/install-launcher.sh" "$dir" "$repo" ||
+    say "warning: the sparkform launcher was not installed (the error is above); \`npx sparkform\` still works"
+}
 finish() {
+  launcher
   router_prebuild
   exit 0
 }
