@@ -1,4 +1,4 @@
-// `npx sparkform <command>`: the project's own CLI. One module per command under commands/,
+// `sparkform <command>`: the project's own CLI. One module per command under commands/,
 // each exporting `usage` and `run(argv)`; errors are printed by errors.ts alone.
 import { exitAfterOutput, printError } from "./errors";
 import { setCliBuild } from "./stack-cache";

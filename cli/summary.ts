@@ -189,7 +189,7 @@ function fabricSection(fabric: Outputs["fabric"] | undefined, opts: SummaryOptio
   if (rows.length === 0) return [];
   const report = opts.fabricReportDir
     ? `report ${opts.fabricReportDir}/fabric.md, picture ${opts.fabricReportDir}/fabric.png`
-    : `report: \`npx sparkform report fabric --stack ${opts.stack}\``;
+    : `report: \`sparkform report fabric --stack ${opts.stack}\``;
   return [
     `fabric${fixture ? " (RDMA facts from fixtures: simulated nodes)" : ""}`,
     ...columns(rows),
@@ -231,7 +231,7 @@ function servingSection(
       ? [
           `  endpoint  ${serving.endpoint} on ${server.node}, the router in front of ` +
             `${(serving.servers ?? []).map((x) => `${x.node} ${x.url}`).join(", ") || "the server"}` +
-            ` (on this machine: npx sparkform endpoint --stack ${stack})`,
+            ` (on this machine: sparkform endpoint --stack ${stack})`,
         ]
       : []),
     `  plan  devices ${plan.devices.join(",") || "?"}, split ${plan.splitMode} ${plan.tensorSplit.join(",")}, ` +
@@ -268,7 +268,7 @@ function servingSection(
     );
   const body = JSON.stringify({ prompt: "The capital of France is", n_predict: 16 });
   lines.push(
-    `try  npx sparkform run ${server.node} --stack ${stack} -- curl -s ${serving.endpoint || server.url}/completion -d ${shQuote(body)}`,
+    `try  sparkform run ${server.node} --stack ${stack} -- curl -s ${serving.endpoint || server.url}/completion -d ${shQuote(body)}`,
   );
   return lines;
 }

@@ -1,4 +1,4 @@
-// The simulated Spark cluster: the typed API behind `npx sparkform sim <verb>` (see README.md).
+// The simulated Spark cluster: the typed API behind `sparkform sim <verb>` (see README.md).
 import { randomBytes } from "node:crypto";
 import * as fs from "node:fs";
 import * as path from "node:path";

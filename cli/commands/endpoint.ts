@@ -82,7 +82,7 @@ export async function run(argv: string[]): Promise<number> {
     ssh.kill();
     throw new Error(
       `the port forward to ${served.node} did not come up: ${stderr.trim() || "ssh exited"}. ` +
-        "Check the node is reachable (`npx sparkform doctor`)",
+        "Check the node is reachable (`sparkform doctor`)",
     );
   }
   out(`OpenAI-compatible endpoint: http://127.0.0.1:${port}/v1`);

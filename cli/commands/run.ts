@@ -48,7 +48,7 @@ function performanceCores(view: StackView, node: string): string {
   if (!cores) {
     throw new Error(
       `--big-cores: ${node}'s fact sheet lists no performance cores ` +
-        `(\`npx sparkform status --json\` shows the sheet and why); run without --big-cores`,
+        `(\`sparkform status --json\` shows the sheet and why); run without --big-cores`,
     );
   }
   return cores;

@@ -1,4 +1,4 @@
-// `npx sparkform sim <verb>`: the command-line face of sim/index.ts.
+// `sparkform sim <verb>`: the command-line face of sim/index.ts.
 import { parseArgs } from "node:util";
 import {
   readSimCluster,

@@ -196,7 +196,7 @@ export function reachFinding(
         what: `${at} did not answer within ${took} (${e.kind}: ${e.outputTail.split("\n").pop() || "no reply"})`,
         fix:
           `power the node on and check its network and the host/port in sparkform:nodes[${index}]` +
-          " (simulated: `npx sparkform sim start " +
+          " (simulated: `sparkform sim start " +
           `${t.name}\`)`,
       };
     default:

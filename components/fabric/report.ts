@@ -158,7 +158,7 @@ export function renderMarkdown(
     );
   }
   out.push(
-    "Verify a run with `npx sparkform check nccl-log <log>` (NCCL_DEBUG=INFO): `via NET/IB` > 0 and no `via NET/Socket`.",
+    "Verify a run with `sparkform check nccl-log <log>` (NCCL_DEBUG=INFO): `via NET/IB` > 0 and no `via NET/Socket`.",
     "",
   );
   return out.join("\n");

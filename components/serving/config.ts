@@ -314,7 +314,7 @@ export function crossCheck(
       ["server", "router", "bind"],
       `${routerBind} is not loopback, so every host that reaches it could use the servers behind ` +
         `it, which check no key unless one is set; set the secret with \`${SERVER_API_KEY_FIX}\`, ` +
-        "or bind 127.0.0.1 (the default; `npx sparkform endpoint` reaches it through ssh)",
+        "or bind 127.0.0.1 (the default; `sparkform endpoint` reaches it through ssh)",
     );
   if (server.topology === "replicas" && model?.nodes !== undefined && worker !== undefined) {
     for (const w of worker.nodes ?? [])

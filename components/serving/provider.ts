@@ -282,7 +282,7 @@ async function start(i: LlamaServerInputs): Promise<StartTimings> {
         `${who}: the server did not come up on ${i.node}, so nothing serves: ` +
           `${missing.length ? missing.join("; ") : "see its log"}. ` +
           `${st ? placements(i.plan, st) : ""}. ` +
-          "Check that every worker is running (`npx sparkform server status`, the worker stage's health) and `up` again.\n" +
+          "Check that every worker is running (`sparkform server status`, the worker stage's health) and `up` again.\n" +
           err.outputTail.trim(),
         { cause: err },
       );
@@ -434,7 +434,7 @@ async function converge(i: LlamaServerInputs): Promise<LlamaServerOutputs> {
     await stop(i).catch(() => undefined);
     throw new Error(
       `${who}: the model did not land as planned, so the server was stopped: ${wrong.join("; ")}. ` +
-        `${placements(i.plan, st)}. Check the workers (\`npx sparkform server status\`) and \`up\` again.`,
+        `${placements(i.plan, st)}. Check the workers (\`sparkform server status\`) and \`up\` again.`,
     );
   }
   await progress(`${who}: ${describeSeen(seen)}`);

@@ -112,7 +112,7 @@ async function onNode(node: string, script: string): Promise<string> {
 
 const withAgent = () => ({ env: { SSH_AUTH_SOCK: agentSocket } });
 
-/** `npx sparkform …` against this test's backend and state dir. */
+/** `sparkform …` against this test's backend and state dir. */
 async function sparkform(args: string[]) {
   const r = await execa(process.execPath, [path.join(repoRoot, "bin", "sparkform.js"), ...args], {
     cwd: repoRoot,

@@ -181,7 +181,7 @@ describe.skipIf(!isRoot)("sparkform doctor on a simulated pair", () => {
     const within = /spark@\S+:22 did not answer within (\d+\.\d) s/.exec(f?.what ?? "");
     expect(within, f?.what).not.toBeNull();
     expect(Number(within?.[1])).toBeLessThan(CONNECT_TIMEOUT_S + 2);
-    expect(f?.fix).toContain("npx sparkform sim start spark-2");
+    expect(f?.fix).toContain("sparkform sim start spark-2");
     expect(findings.find((x) => x.where === "spark-1" && x.check === "reach")?.status).toBe("pass");
     // The fabric cannot be judged without spark-2's fact sheet: said, not guessed.
     expect(findings.filter((x) => x.check === "fabric").map((x) => x.status)).toEqual([

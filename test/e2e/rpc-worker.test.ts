@@ -205,7 +205,7 @@ const WORKER_ROW = new RegExp(
 );
 const log = (s: string) => process.stderr.write(`[rpc-worker] ${s}\n`);
 
-/** `npx sparkform …` as a user runs it, against this test's backend, state dir and agent. */
+/** `sparkform …` as a user runs it, against this test's backend, state dir and agent. */
 async function sparkform(args: string[]) {
   const t0 = Date.now();
   const r = await execa(process.execPath, [path.join(repoRoot, "bin", "sparkform.js"), ...args], {

@@ -504,7 +504,7 @@ describe.skipIf(!isRoot)("serving on a simulated pair (real pulumi CLI, policy p
 
   let endpoint: ResultPromise | undefined;
 
-  /** `npx sparkform endpoint` on this stack, as a user starts it; resolves once it printed /v1. */
+  /** `sparkform endpoint` on this stack, as a user starts it; resolves once it printed /v1. */
   async function startEndpoint(): Promise<string> {
     endpoint = execa(
       "node",

@@ -24,7 +24,7 @@ const stateDir = isRoot ? fs.mkdtempSync(path.join(os.tmpdir(), "sparkform-sim-t
 if (isRoot) process.env.SPARKFORM_STATE_DIR = stateDir;
 process.env.SPARKFORM_SIM_QUIET = "1";
 
-/** The CLI exactly as a user runs it (`npx sparkform sim …`). */
+/** The CLI exactly as a user runs it (`sparkform sim …`). */
 function cli(...args: string[]): Promise<RunResult> {
   return runRaw(process.execPath, [path.join(repoRoot, "bin/sparkform.js"), "sim", ...args], {
     cwd: repoRoot,

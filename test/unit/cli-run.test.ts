@@ -101,7 +101,7 @@ describe("sparkform run", () => {
 
   it("--big-cores is refused, with why, where the fact sheet lists no performance cores", () => {
     expect(() => runScript(view(null), req({ bigCores: true }))).toThrow(
-      "--big-cores: spark-1's fact sheet lists no performance cores (`npx sparkform status --json` shows the sheet and why); run without --big-cores",
+      "--big-cores: spark-1's fact sheet lists no performance cores (`sparkform status --json` shows the sheet and why); run without --big-cores",
     );
   });
 

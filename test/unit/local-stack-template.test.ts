@@ -18,7 +18,7 @@ describe.skipIf(!isCheckout)("the committed local stack file", () => {
     });
     expect(
       committed,
-      "stacks/Pulumi.local.yaml as committed holds a running sim's values: run `npx sparkform sim down` " +
+      "stacks/Pulumi.local.yaml as committed holds a running sim's values: run `sparkform sim down` " +
         "(or `git checkout stacks/Pulumi.local.yaml`) before committing",
     ).toBe(renderStackConfig(undefined) + renderLocalSettings(undefined));
   });

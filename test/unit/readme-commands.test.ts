@@ -17,30 +17,29 @@ const TRY = /^try\s+(.+)$/m.exec(README)?.[1] ?? "";
 const NOT_HERE: Record<string, string> = {
   [TRY]:
     "the journey runs the `try` line `sparkform status` prints, after checking that it is this one",
-  "npx sparkform sync [--stack S]":
-    "usage form; `npx sparkform sync --stack local` runs in the journey",
-  "npx sparkform run spark-1 [--stack S] -- mix test":
+  "sparkform sync [--stack S]": "usage form; `sparkform sync --stack local` runs in the journey",
+  "sparkform run spark-1 [--stack S] -- mix test":
     "usage form on a real Spark's Elixir tree; `run spark-2 --stack local -- …` runs in the journey",
-  "npx sparkform run spark-1 --big-cores --env MIX_ENV=bench -- mix run bench.exs":
+  "sparkform run spark-1 --big-cores --env MIX_ENV=bench -- mix run bench.exs":
     "real Sparks only: the simulated nodes' fact sheets list no performance cores (cli-run.test.ts checks the refusal)",
-  "npx sparkform run spark-2 --print -- make": "prints only; cli-run.test.ts checks what it prints",
-  "npx sparkform worker stop spark-2":
+  "sparkform run spark-2 --print -- make": "prints only; cli-run.test.ts checks what it prints",
+  "sparkform worker stop spark-2":
     "needs the selected stack; the journey runs worker commands with --stack local",
-  "npx sparkform worker restart spark-2 --tcp":
+  "sparkform worker restart spark-2 --tcp":
     "an A/B on real Sparks' RDMA fabric (the simulated one is TCP already)",
-  "npx sparkform worker restart spark-2 --no-debug --no-cache --threads 10 [--port N]":
+  "sparkform worker restart spark-2 --no-debug --no-cache --threads 10 [--port N]":
     "usage form; worker-cli.test.ts checks how each flag starts the worker",
-  "npx sparkform worker status spark-2": "needs the selected stack; rpc-worker e2e runs status",
-  "npx sparkform worker rss spark-2": "needs the selected stack; rpc-worker e2e runs rss",
-  "npx sparkform worker logs spark-2 200 | grep -E 'RDMA|transport'":
+  "sparkform worker status spark-2": "needs the selected stack; rpc-worker e2e runs status",
+  "sparkform worker rss spark-2": "needs the selected stack; rpc-worker e2e runs rss",
+  "sparkform worker logs spark-2 200 | grep -E 'RDMA|transport'":
     "needs the selected stack and a real fabric's RDMA lines; rpc-worker e2e runs logs",
-  "npx sparkform report fabric [--stack S]":
+  "sparkform report fabric [--stack S]":
     "usage form; `npm run local` runs `report fabric --stack local`",
-  "npx sparkform check nccl-log job.log":
+  "sparkform check nccl-log job.log":
     "needs an NCCL job's log; fabric-logs.test.ts runs it on fixtures",
-  "npx sparkform status [--stack S]":
-    "usage form; `npx sparkform status --stack local` runs in the journey",
-  "npx sparkform doctor [--stack S]":
+  "sparkform status [--stack S]":
+    "usage form; `sparkform status --stack local` runs in the journey",
+  "sparkform doctor [--stack S]":
     "usage form; doctor.test.ts (e2e) runs doctor on a simulated pair",
   "npm ci && npm run setup && npm test":
     "README command 2: .ci/run runs exactly it on a clean clone",

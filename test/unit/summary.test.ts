@@ -152,7 +152,7 @@ describe("summaryLines with the serving output of the contract", () => {
   it("ends with the one command to try the server, quoted for a shell", () => {
     const last = summaryLines({ ...real, serving }, opts).at(-1);
     expect(last).toBe(
-      "try  npx sparkform run spark-1 --stack local -- curl -s http://127.0.0.1:8080/completion -d " +
+      "try  sparkform run spark-1 --stack local -- curl -s http://127.0.0.1:8080/completion -d " +
         `'{"prompt":"The capital of France is","n_predict":16}'`,
     );
   });
@@ -190,7 +190,7 @@ describe("summaryLines when something differs or is absent", () => {
     }
     expect(s).toContain("serving  not configured");
     const f = summaryLines({ facts: real.facts, fabric: real.fabric }, { stack: "pair" });
-    expect(f.join("\n")).toContain("report: `npx sparkform report fabric --stack pair`");
+    expect(f.join("\n")).toContain("report: `sparkform report fabric --stack pair`");
   });
 });
 
