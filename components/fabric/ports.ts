@@ -172,9 +172,10 @@ export interface IfaceState {
 }
 
 /** Parse `ip -j link show dev IFACE` output; absent (empty, error text) → nulls. */
-export function parseIpLink(stdout: string): IfaceState {
+export function parseIpLink(stdout: string, iface?: string): IfaceState {
   try {
-    const [l] = JSON.parse(stdout) as { mtu?: unknown; operstate?: unknown }[];
+    const links = JSON.parse(stdout) as { ifname?: unknown; mtu?: unknown; operstate?: unknown }[];
+    const l = iface === undefined ? links[0] : links.find((x) => x.ifname === iface);
     return {
       mtu: typeof l?.mtu === "number" ? l.mtu : null,
       operstate: typeof l?.operstate === "string" ? l.operstate.toLowerCase() : null,

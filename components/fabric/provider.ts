@@ -109,35 +109,67 @@ export function ifaceHolding(stdout: string, host: string): string | null {
   }
 }
 
-async function mgmtIfaceOf(end: FabricEnd): Promise<string | null> {
-  const r = await run(end.target, ["ip", "-j", "-4", "addr", "show"], {
-    step: "management interface",
-    timeoutMs: 30_000,
-    okExitCodes: [0, 1, 127, 255],
+function mgmtIfaceOf(end: FabricEnd): Promise<string | null> {
+  return shared(end, "ip addr", async () => {
+    const r = await run(end.target, ["ip", "-j", "-4", "addr", "show"], {
+      step: "management interface",
+      timeoutMs: 30_000,
+      okExitCodes: [0, 1, 127, 255],
+    });
+    return r.exitCode === 0 ? ifaceHolding(r.stdout, end.target.host) : null;
   });
-  return r.exitCode === 0 ? ifaceHolding(r.stdout, end.target.host) : null;
 }
 
-async function liveFacts(end: FabricEnd, facts: ProgramRef): Promise<SparkNodeFacts> {
-  const r = await run(
-    end.target,
-    programCommand(facts.name, { args: [], display: `native/${facts.name}` }),
-    { step: "fabric facts", timeoutMs: 60_000 },
-  );
-  return parseFacts(r.stdout, end.target.name);
+/** Both ends' management interfaces, read now (`up`). */
+async function mgmtNow(i: FabricLinkInputs): Promise<FabricLinkOutputs["mgmtIface"]> {
+  const [a, b] = await allInOrder([mgmtIfaceOf(i.a), mgmtIfaceOf(i.b)] as const);
+  return { a, b };
+}
+
+function liveFacts(end: FabricEnd, facts: ProgramRef): Promise<SparkNodeFacts> {
+  return shared(end, `facts ${facts.sha256}`, async () => {
+    const r = await run(
+      end.target,
+      programCommand(facts.name, { args: [], display: `native/${facts.name}` }),
+      { step: "fabric facts", timeoutMs: 60_000 },
+    );
+    return parseFacts(r.stdout, end.target.name);
+  });
+}
+
+/**
+ * Reads of one node that are in flight, by node and what they read: the rails of a node are
+ * evaluated at once (one FabricLink each), and their ends on that node share one read instead
+ * of each opening its own ssh session. Shared while in flight only, so nothing is stale.
+ */
+const inFlight = new Map<string, Promise<unknown>>();
+
+function shared<T>(end: FabricEnd, what: string, read: () => Promise<T>): Promise<T> {
+  const key = JSON.stringify([end.target.host, end.target.port, what]);
+  const pending = inFlight.get(key) as Promise<T> | undefined;
+  if (pending) return pending;
+  const p = read();
+  inFlight.set(key, p);
+  const forget = () => inFlight.get(key) === p && inFlight.delete(key);
+  p.then(forget, forget);
+  return p;
 }
 
 /**
  * The carrying interface's MTU and state, read over netlink (`ip -j link`), not /sys: a
- * container's /sys may show another network namespace (the sim's nodes see the host's).
+ * container's /sys may show another network namespace (the sim's nodes see the host's). One
+ * read of every interface per node, shared by its rails.
  */
 async function ifaceOf(end: FabricEnd): Promise<ReturnType<typeof parseIpLink>> {
-  const r = await run(end.target, ["ip", "-j", "link", "show", "dev", end.rail.iface], {
-    step: `fabric interface ${end.rail.iface}`,
-    timeoutMs: 30_000,
-    okExitCodes: [0, 1, 255],
+  const stdout = await shared(end, "ip link", async () => {
+    const r = await run(end.target, ["ip", "-j", "link", "show"], {
+      step: "fabric interfaces",
+      timeoutMs: 30_000,
+      okExitCodes: [0, 1, 255],
+    });
+    return r.exitCode === 0 ? r.stdout : "";
   });
-  return parseIpLink(r.exitCode === 0 ? r.stdout : "");
+  return parseIpLink(stdout, end.rail.iface);
 }
 
 /**
@@ -243,12 +275,14 @@ async function measureLink(
 /**
  * Measure a link. `full`: the configured probe, read again while not healthy (`up`); `burst`:
  * a short burst first, at full length only when it is not healthy (refresh). The ports (however
- * `portsRead` reads them), both management interfaces and perftest are read at once, and all of
- * them before the probe: ssh commands on the nodes during a probe would share its cores.
+ * `portsRead` reads them), both management interfaces (`mgmtRead`) and perftest are read at
+ * once, and all of them before the probe: ssh commands on the nodes during a probe would share
+ * its cores.
  */
 async function evaluate(
   inputs: FabricLinkInputs,
   portsRead: Promise<Ports>,
+  mgmtRead: Promise<FabricLinkOutputs["mgmtIface"]>,
   length: ReadingLength,
 ): Promise<FabricLinkOutputs> {
   // An end with a fixture has fixture ports (no perftest to look for); a live end's fact sheet
@@ -261,10 +295,9 @@ async function evaluate(
           perftestPresent(inputs.a.target),
           perftestPresent(inputs.b.target),
         ] as const).then((present) => present.every(Boolean));
-  const [ports, mgmtA, mgmtB, perftestBoth] = await allInOrder([
+  const [ports, mgmt, perftestBoth] = await allInOrder([
     portsRead,
-    mgmtIfaceOf(inputs.a),
-    mgmtIfaceOf(inputs.b),
+    mgmtRead,
     perftestRead,
   ] as const);
   const measureAt = (l: ReadingLength) =>
@@ -302,7 +335,7 @@ async function evaluate(
           : "perftest (ib_send_lat, ib_write_bw) is not installed on both ends: TCP figures only",
     },
     error: m.error,
-    mgmtIface: { a: mgmtA, b: mgmtB },
+    mgmtIface: mgmt,
   };
 }
 
@@ -317,7 +350,7 @@ export async function create(
   return {
     id: `${inputs.a.node}-${inputs.b.node}-rail${inputs.rail}`,
     // The program's port facts are the SparkNode's; the interfaces are read again, now.
-    outs: await evaluate(inputs, programPorts(inputs), "full"),
+    outs: await evaluate(inputs, programPorts(inputs), mgmtNow(inputs), "full"),
   };
 }
 
@@ -332,7 +365,8 @@ export async function read(
   id: string,
   props: FabricLinkOutputs,
 ): Promise<pulumi.dynamic.ReadResult<FabricLinkOutputs>> {
-  const fresh = await evaluate(props, portsNow(props), "burst");
+  // The management interfaces (NCCL_SOCKET_IFNAME) are not drift: kept as `up` read them.
+  const fresh = await evaluate(props, portsNow(props), Promise.resolve(props.mgmtIface), "burst");
   return { id, props: steadyReading(props, fresh, verdict) };
 }
 
@@ -368,7 +402,7 @@ export async function update(
   news: FabricLinkInputs,
 ): Promise<pulumi.dynamic.UpdateResult<FabricLinkOutputs>> {
   // `up` re-reads the ports too: the program's facts are the SparkNode's, which may predate a repair.
-  return { outs: await evaluate(news, portsNow(news), "full") };
+  return { outs: await evaluate(news, portsNow(news), mgmtNow(news), "full") };
 }
 
 /** The contract, checked at compile time; nothing to delete: a measurement leaves nothing behind. */

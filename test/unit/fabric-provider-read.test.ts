@@ -47,7 +47,8 @@ async function fakeRun(
     await new Promise((r) => setTimeout(r, 5));
     inFlight -= 1;
     if (command[1] === "-j" && command[2] === "link") {
-      return ok(JSON.stringify([{ ifname: command[5], mtu: 9000, operstate: "UP" }]));
+      const all = ["lo", "mgmt0", "fabric0", "fabric1"];
+      return ok(JSON.stringify(all.map((ifname) => ({ ifname, mtu: 9000, operstate: "UP" }))));
     }
     return ok("[]");
   }
@@ -265,17 +266,29 @@ describe("FabricLink read (refresh): a short burst first", () => {
     );
   });
 
-  it("the interface and management reads run together, before the probe, never during it", async () => {
+  it("one interface read per node, both at once, before the probe, never during it; the management interfaces kept from up", async () => {
     const state = await upState(LOCAL);
-    await read("id", state);
-    expect(reads.map((r) => r.what).sort()).toEqual([
-      "ip -j -4 addr show",
-      "ip -j -4 addr show",
-      "ip -j link show dev fabric0",
-      "ip -j link show dev fabric0",
-    ]);
-    expect(reads.every((r) => !r.duringProbe)).toBe(true);
-    expect(mostAtOnce).toBe(4);
+    const r = await read("id", state);
+    expect(reads.map((x) => x.what)).toEqual(["ip -j link show", "ip -j link show"]);
+    expect(reads.every((x) => !x.duringProbe)).toBe(true);
+    expect(mostAtOnce).toBe(2);
+    expect(r.props?.ports.a.ifaceMtu).toBe(9000);
+    expect(r.props?.mgmtIface).toEqual(state.mgmtIface);
+  });
+
+  it("two rails of a link read at once share each node's interface read", async () => {
+    const rail0 = await upState(LOCAL);
+    const onRail1 = (e: FabricLinkOutputs["a"]) => ({
+      ...e,
+      rail: { ...e.rail, rail: 1, iface: "fabric1" },
+      port: { ...e.port, rail: 1, iface: "fabric1" },
+    });
+    const rail1 = { ...rail0, rail: 1, a: onRail1(rail0.a), b: onRail1(rail0.b) };
+    const [r0, r1] = await Promise.all([read("rail0", rail0), read("rail1", rail1)]);
+    expect(reads.map((x) => x.what)).toEqual(["ip -j link show", "ip -j link show"]);
+    expect(r0.props?.class).toBe("healthy");
+    expect(r1.props?.ports.b.iface).toBe("fabric1");
+    expect(r1.props?.ports.b.ifaceOperstate).toBe("up");
   });
 });
 
