@@ -5,7 +5,7 @@ import { existsSync, readdirSync, readFileSync, writeFileSync, appendFileSync } 
 import * as path from "node:path";
 import { expect, it } from "vitest";
 import { localTreeDigest } from "../../components/tree/digest";
-import { simExec, simLink, simStart, simStop } from "../../sim/index";
+import { simExec, simLink, simRate, simStart, simStop } from "../../sim/index";
 import { LOCAL_MODEL, renderStackConfig } from "../../sim/stack";
 import { changedSteps, failedResources, opsByResource, readEvents } from "../support/event-log";
 import { sparkformUnits } from "../support/sim-node";
@@ -151,23 +151,9 @@ export function faultScenarios(get: () => Acceptance, log: (s: string) => void):
         "--target",
         await a.urn("model-spark-2"),
       ]);
-      // Rail 0 (the fabric address the copy uses) slowed to ~1 Mbit/s from spark-1, so the
-      // 2.4 MiB copy takes ~20 s and the cut lands in the middle.
-      await simExec("spark-1", [
-        "tc",
-        "qdisc",
-        "add",
-        "dev",
-        "fabric0",
-        "root",
-        "tbf",
-        "rate",
-        "1mbit",
-        "burst",
-        "32kb",
-        "latency",
-        "2s",
-      ]);
+      // Rail 0 (the fabric address the copy uses) slowed to 1 Mbit/s from spark-1 (its line is
+      // 1 Gbit/s), so the 2.4 MiB copy takes ~20 s and the cut lands in the middle.
+      await simRate("spark-1", 1, 0);
       const part = `${target}.part`;
       const size = async () =>
         Number((await a.onNode("spark-2", `stat -c %s ${part} 2>/dev/null || echo 0`)) || 0);
@@ -193,7 +179,7 @@ export function faultScenarios(get: () => Acceptance, log: (s: string) => void):
         );
       } finally {
         await simLink("spark-1", "spark-2", "up", 0).catch(() => undefined);
-        await simExec("spark-1", ["tc", "qdisc", "del", "dev", "fabric0", "root"]);
+        await simRate("spark-1", undefined, 0);
       }
       expect(cutAt).toBeGreaterThan(0);
       expect(await a.onNode("spark-2", `sha256sum ${target} | cut -c1-64`)).toBe(
