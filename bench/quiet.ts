@@ -335,18 +335,21 @@ export async function runQuiet(opts: {
   };
   const samples: QuietSample[] = [];
   opts.log(`quiet: ${commands.endpoint}`);
+  const result = (error?: string) => ({
+    stack: opts.stack,
+    refreshes: opts.refreshes,
+    commands,
+    loadStart,
+    loadEnd: load1(),
+    samples,
+    ...(error === undefined ? {} : { error }),
+  });
   const ep = await startEndpoint(endpointArgv, url);
   try {
     if (!ep.said().includes(url)) {
-      return {
-        stack: opts.stack,
-        refreshes: opts.refreshes,
-        commands,
-        loadStart,
-        loadEnd: load1(),
-        samples,
-        error: `\`sparkform endpoint\` did not print ${url} (exit ${ep.child.exitCode ?? "none yet"}): ${ep.said().trim().slice(-1000)}`,
-      };
+      return result(
+        `\`sparkform endpoint\` did not print ${url} (exit ${ep.child.exitCode ?? "none yet"}): ${ep.said().trim().slice(-1000)}`,
+      );
     }
     const client = new OpenAI({
       baseURL: url,
@@ -379,12 +382,5 @@ export async function runQuiet(opts: {
   } finally {
     await stopEndpoint(ep.child);
   }
-  return {
-    stack: opts.stack,
-    refreshes: opts.refreshes,
-    commands,
-    loadStart,
-    loadEnd: load1(),
-    samples,
-  };
+  return result();
 }

@@ -11,6 +11,7 @@ import type { Model } from "../../components/model/model";
 import { Nodes } from "../../components/node/nodes";
 import { RpcWorkers } from "../../components/rpc-worker/workers";
 import type { Trees } from "../../components/tree/trees";
+import { PAIR_CONFIG } from "../support/mock-pair";
 
 interface Registered {
   type: string;
@@ -36,28 +37,7 @@ beforeAll(() => {
   );
 });
 
-const KEY = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIFCod6bRWGwLtlzntUxO1uJl002LYJe2aeFp5qJjJQNv";
-const raw = {
-  nodes: [
-    {
-      name: "spark-1",
-      host: "192.168.1.4",
-      user: "spark",
-      fabricAddress: "10.0.0.1",
-      hostKey: KEY,
-    },
-    {
-      name: "spark-2",
-      host: "192.168.1.5",
-      user: "spark",
-      fabricAddress: "10.0.0.2",
-      hostKey: KEY,
-    },
-  ],
-  tree: { source: "/tmp", dest: "~/src/llama.cpp" },
-  build: { preset: "sim" },
-  worker: { nodes: ["spark-2"] },
-};
+const raw = PAIR_CONFIG;
 const D = (c: string) => c.repeat(64);
 
 class TestReplica extends pulumi.CustomResource {

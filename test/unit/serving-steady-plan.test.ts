@@ -18,6 +18,7 @@ import type { ServingPlan } from "../../components/serving/placement";
 import { Serving } from "../../components/serving/serving";
 import { parseStackConfig } from "../../components/stack-config";
 import { TINY } from "../support/serving-fixtures";
+import { PAIR_CONFIG } from "../support/mock-pair";
 
 interface Registered {
   type: string;
@@ -71,28 +72,7 @@ beforeAll(() => {
   );
 });
 
-const KEY = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIFCod6bRWGwLtlzntUxO1uJl002LYJe2aeFp5qJjJQNv";
-const config = parseStackConfig({
-  nodes: [
-    {
-      name: "spark-1",
-      host: "192.168.1.4",
-      user: "spark",
-      fabricAddress: "10.0.0.1",
-      hostKey: KEY,
-    },
-    {
-      name: "spark-2",
-      host: "192.168.1.5",
-      user: "spark",
-      fabricAddress: "10.0.0.2",
-      hostKey: KEY,
-    },
-  ],
-  tree: { source: "/tmp", dest: "~/src/llama.cpp" },
-  build: { preset: "sim" },
-  worker: { nodes: ["spark-2"] },
-});
+const config = parseStackConfig(PAIR_CONFIG);
 const D = (c: string) => c.repeat(64);
 
 class TestReplica extends pulumi.CustomResource {
