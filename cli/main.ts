@@ -37,7 +37,7 @@ export const commands: Record<string, Entry> = {
   server: entry("the stack's llama-server: its log, or its unit, health and placement", () =>
     require("./commands/server"),
   ),
-  sim: entry("the simulated cluster: up, status, down, stop, start, link, exec, info", () =>
+  sim: entry("the simulated cluster: up, status, down, stop, start, link, rate, exec, info", () =>
     require("./commands/sim"),
   ),
   "llama-source": entry(
