@@ -17,6 +17,7 @@ import {
   listNetns,
   listSimRoutes,
   mgmtHost,
+  railsSelected,
   railSubnets,
   setFabricLink,
   shapeRail,
@@ -728,13 +729,7 @@ export async function simRate(
   await withLock(lockPath(), "sim state", async () => {
     const { s } = loadReady();
     const n = findNode(s, node);
-    const count = railSubnets(s).length;
-    if (rail !== undefined && (!Number.isInteger(rail) || rail < 0 || rail >= count)) {
-      throw new Error(`sim: --rail must be 0..${count - 1} (got ${String(rail)})`);
-    }
-    for (const r of rail === undefined ? [...Array(count).keys()] : [rail]) {
-      await shapeRail(n.netns, r, mbit ?? fabricLineMbit);
-    }
+    for (const r of railsSelected(s, rail)) await shapeRail(n.netns, r, mbit ?? fabricLineMbit);
   });
 }
 

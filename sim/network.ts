@@ -276,6 +276,18 @@ export async function railRateMbit(netns: string, rail: number): Promise<number 
 
 export const switchPort = (index: number) => `port${index}`;
 
+/** The rails a fault acts on: `rail` (checked against the cluster's), or every rail. */
+export function railsSelected(
+  s: Pick<SimState, "fabricSubnet" | "railSubnets">,
+  rail: number | undefined,
+): number[] {
+  const count = railSubnets(s).length;
+  if (rail !== undefined && (!Number.isInteger(rail) || rail < 0 || rail >= count)) {
+    throw new Error(`sim: --rail must be 0..${count - 1} (got ${String(rail)})`);
+  }
+  return rail === undefined ? [...Array(count).keys()] : [rail];
+}
+
 /** The cutLinks key of a link and rail: "a|b" for rail 0 (as before rails), "a|b@r" else. */
 export function cutKey(a: string, b: string, rail: number): string {
   const k = [a, b].sort().join("|");
@@ -302,11 +314,7 @@ export async function setFabricLink(
       );
     return n;
   };
-  const count = railSubnets(s).length;
-  if (rail !== undefined && (!Number.isInteger(rail) || rail < 0 || rail >= count)) {
-    throw new Error(`sim: --rail must be 0..${count - 1} (got ${String(rail)})`);
-  }
-  const rails = rail === undefined ? [...Array(count).keys()] : [rail];
+  const rails = railsSelected(s, rail);
   if (s.fabricNetns) {
     const ends = [a, b].filter((x) => x !== "switch");
     if (ends.length !== 1 || (a !== "switch" && b !== "switch")) {

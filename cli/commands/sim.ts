@@ -104,6 +104,13 @@ export function healthy(st: SimStatus): boolean {
   );
 }
 
+/** `--rail R` as a number, or undefined for every rail. */
+function railOption(value: string | undefined): number | undefined {
+  if (value === undefined) return undefined;
+  if (!/^\d+$/.test(value)) throw new UsageError("--rail takes a rail number (0 or 1)");
+  return Number(value);
+}
+
 /** Options and positionals of one verb, strictly parsed (an unknown option is a usage error). */
 function verbArgs<O extends Record<string, { type: "string" | "boolean" }>>(
   args: string[],
@@ -167,9 +174,7 @@ export async function run(argv: string[]): Promise<number> {
       const { positionals, values } = verbArgs(args, { rail: { type: "string" } }, 3);
       const [a, b, state] = positionals as [string, string, string];
       if (state !== "up" && state !== "down") throw new UsageError("link needs <a> <b> up|down");
-      if (values.rail !== undefined && !/^\d+$/.test(values.rail))
-        throw new UsageError("--rail takes a rail number (0 or 1)");
-      const rail = values.rail === undefined ? undefined : Number(values.rail);
+      const rail = railOption(values.rail);
       await simLink(a, b, state, rail);
       out(`fabric ${a} <-> ${b}${rail === undefined ? "" : ` rail ${rail}`} ${state}`);
       return 0;
@@ -179,9 +184,7 @@ export async function run(argv: string[]): Promise<number> {
       const [node, rate] = positionals as [string, string];
       if (rate !== "line" && !/^\d+(\.\d+)?$/.test(rate))
         throw new UsageError("rate needs <node> <Mbit/s>|line, like `rate spark-1 100 --rail 0`");
-      if (values.rail !== undefined && !/^\d+$/.test(values.rail))
-        throw new UsageError("--rail takes a rail number (0 or 1)");
-      const rail = values.rail === undefined ? undefined : Number(values.rail);
+      const rail = railOption(values.rail);
       const mbit = rate === "line" ? undefined : Number(rate);
       await simRate(node, mbit, rail);
       out(
