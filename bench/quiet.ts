@@ -161,22 +161,16 @@ export function quietMarkdown(r: QuietResult): string {
     "",
   ];
   if (r.error) out.push(`Not run: ${r.error}`, "");
+  /** " (refreshes 3, 7)": the refreshes of one status, or nothing when there are none. */
+  const which = (status: (typeof a.status)[number]) => {
+    const at = r.samples.filter((_, i) => a.status[i] === status).map((s) => s.index);
+    return at.length ? ` (refreshes ${at.join(", ")})` : "";
+  };
   if (a.n > 0) {
     out.push(
       `- **${a.changed} of ${a.n}** reported a change (goal: 0): ${a.changed === 0 ? "met" : "not met"}` +
-        (a.changed > 0
-          ? ` (refreshes ${r.samples
-              .filter((_, i) => a.status[i] === "changed")
-              .map((s) => s.index)
-              .join(", ")})`
-          : ""),
-      `- ${a.quiet} quiet, ${a.failed} failed without reporting a change` +
-        (a.failed > 0
-          ? ` (refreshes ${r.samples
-              .filter((_, i) => a.status[i] === "failed")
-              .map((s) => s.index)
-              .join(", ")})`
-          : ""),
+        which("changed"),
+      `- ${a.quiet} quiet, ${a.failed} failed without reporting a change` + which("failed"),
       `- seconds per refresh: median ${a.seconds.median.toFixed(2)}, max ${a.seconds.max.toFixed(2)} (min ${a.seconds.min.toFixed(2)})`,
       `- client rounds that failed: ${a.trafficFailed} of ${a.n}`,
       `- load average (1 min): ${r.loadStart} at the start, ${r.loadEnd} at the end`,

@@ -27,3 +27,26 @@ export const PAIR_CONFIG = {
   build: { preset: "sim" },
   worker: { nodes: ["spark-2"] },
 };
+
+/** A resource the mocks' newResource saw. */
+export interface Registered {
+  type: string;
+  name: string;
+  inputs: Record<string, unknown>;
+}
+
+/** The inputs of the resource named `name`, once the mocks have seen it register. */
+export function inputsOf(
+  registered: readonly Registered[],
+  name: string,
+): Promise<Record<string, unknown>> {
+  return new Promise((resolve) => {
+    const t = setInterval(() => {
+      const r = registered.find((x) => x.name === name);
+      if (r) {
+        clearInterval(t);
+        resolve(r.inputs);
+      }
+    }, 5);
+  });
+}

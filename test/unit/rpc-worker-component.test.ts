@@ -11,13 +11,8 @@ import type { Model } from "../../components/model/model";
 import { Nodes } from "../../components/node/nodes";
 import { RpcWorkers } from "../../components/rpc-worker/workers";
 import type { Trees } from "../../components/tree/trees";
-import { PAIR_CONFIG } from "../support/mock-pair";
+import { inputsOf, PAIR_CONFIG, type Registered } from "../support/mock-pair";
 
-interface Registered {
-  type: string;
-  name: string;
-  inputs: Record<string, unknown>;
-}
 const registered: Registered[] = [];
 
 beforeAll(() => {
@@ -87,23 +82,12 @@ function workers(name: string, config: ReturnType<typeof parseStackConfig>, fabr
   });
 }
 
-const inputsOf = (name: string) =>
-  new Promise<Record<string, unknown>>((resolve) => {
-    const t = setInterval(() => {
-      const r = registered.find((x) => x.name === name);
-      if (r) {
-        clearInterval(t);
-        resolve(r.inputs);
-      }
-    }, 5);
-  });
-
 describe("RpcWorkers", () => {
   it("registers one RpcWorker per worker node, bound to its fabric address", async () => {
     const config = parseStackConfig(raw);
     const w = workers("t-worker", config);
     expect(w.endpoints).toEqual([{ node: "spark-2", device: "RPC0", endpoint: "10.0.0.2:50052" }]);
-    const inputs = await inputsOf("t-worker-spark-2");
+    const inputs = await inputsOf(registered, "t-worker-spark-2");
     const r = registered.find((x) => x.name === "t-worker-spark-2");
     expect(r?.type).toBe("pulumi-nodejs:dynamic/sparkform:RpcWorker");
     expect(registered.filter((x) => x.type.endsWith(":RpcWorker")).map((x) => x.name)).toEqual([
@@ -138,7 +122,7 @@ describe("RpcWorkers", () => {
       railAddresses: (n: string) => (n === "spark-2" ? ["10.0.0.2", "10.1.0.2"] : undefined),
     } as unknown as Fabric;
     workers("t2-worker", config, fabric);
-    const inputs = await inputsOf("t2-worker-spark-2");
+    const inputs = await inputsOf(registered, "t2-worker-spark-2");
     expect(inputs).toMatchObject({ bind: "10.0.0.2", fabricAddresses: ["10.0.0.2", "10.1.0.2"] });
   });
 

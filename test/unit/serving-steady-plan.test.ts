@@ -18,13 +18,8 @@ import type { ServingPlan } from "../../components/serving/placement";
 import { Serving } from "../../components/serving/serving";
 import { parseStackConfig } from "../../components/stack-config";
 import { TINY } from "../support/serving-fixtures";
-import { PAIR_CONFIG } from "../support/mock-pair";
+import { inputsOf, PAIR_CONFIG, type Registered } from "../support/mock-pair";
 
-interface Registered {
-  type: string;
-  name: string;
-  inputs: Record<string, unknown>;
-}
 const registered: Registered[] = [];
 
 /** What each run's nodes measure: MemTotal and MemAvailable per node, by the run's prefix. */
@@ -186,17 +181,6 @@ function serving(
   });
 }
 
-const inputsOf = (name: string) =>
-  new Promise<Record<string, unknown>>((resolve) => {
-    const t = setInterval(() => {
-      const r = registered.find((x) => x.name === name);
-      if (r) {
-        clearInterval(t);
-        resolve(r.inputs);
-      }
-    }, 5);
-  });
-
 /** The LlamaServers' inputs that must not move on their own. */
 async function recorded(run: string, replica = false) {
   const pick = (i: Record<string, unknown>) => ({
@@ -206,8 +190,10 @@ async function recorded(run: string, replica = false) {
     topology: i.topology,
   });
   return {
-    server: pick(await inputsOf(`${run}-serving-server`)),
-    ...(replica ? { replica: pick(await inputsOf(`${run}-serving-server-spark-2`)) } : {}),
+    server: pick(await inputsOf(registered, `${run}-serving-server`)),
+    ...(replica
+      ? { replica: pick(await inputsOf(registered, `${run}-serving-server-spark-2`)) }
+      : {}),
   };
 }
 
