@@ -410,7 +410,7 @@ export function planPlacement(input: PlacementInput): ServingPlan {
   const clientUsable = client.usableBytes;
   const wholeFitsClient =
     client.memoryBytes !== undefined && clientUsable !== undefined
-      ? { wholeFitsClient: model.fileBytes + totals.kvBytes + margin <= clientUsable }
+      ? { wholeFitsClient: totals.weightsBytes + totals.kvBytes + margin <= clientUsable }
       : {};
   const plan: Omit<ServingPlan, "fits" | "reason"> = {
     ...base,
