@@ -7,6 +7,7 @@ import * as os from "node:os";
 import * as path from "node:path";
 import { parseArgs } from "node:util";
 import { pulumiBinary, pulumiEnv, repoRoot, stateDir } from "../../setup/pulumi/env";
+import { childEnv } from "../../components/transport";
 import { policyPackArgs } from "../../setup/pulumi/policy";
 import { simUp } from "../../sim/index";
 import { extractLlamaSource } from "../../sim/llama";
@@ -21,7 +22,8 @@ export const summary = "the main job: the simulated pair up, then `pulumi up` of
 export const usage = "usage: sparkform local (as root; `npm run local`)";
 
 function must(cmd: string, args: string[], opts: SpawnSyncOptions = {}): void {
-  const r = spawnSync(cmd, args, { stdio: "inherit", ...opts });
+  // childEnv(): never the parent's PULUMI_CONFIG or credentials; callers that need more say so.
+  const r = spawnSync(cmd, args, { stdio: "inherit", env: childEnv({ agent: true }), ...opts });
   if (r.error) throw r.error;
   if (r.status !== 0) {
     throw new Error(`${cmd} ${args.join(" ")} exited with ${r.status ?? r.signal}`);
@@ -56,7 +58,7 @@ export async function startLocalHub(cluster: SimCluster): Promise<string> {
       ...["--root", hub, "--host", cluster.controlAddress, "--port", String(LOCAL_HUB_PORT)],
       ...["--publish-test-model", "--log", path.join(hub, "requests.log")],
     ],
-    { cwd: repoRoot, detached: true, stdio: ["ignore", fd, fd] },
+    { cwd: repoRoot, detached: true, stdio: ["ignore", fd, fd], env: childEnv() },
   );
   child.unref();
   writeFileSync(pidFile, `${child.pid}\n`);
@@ -73,18 +75,25 @@ export async function startLocalHub(cluster: SimCluster): Promise<string> {
  * Nodes hold no keys for each other: node-to-node copies ride the control node's agent, as on
  * real Sparks. One agent for this run, holding the sim's key only.
  */
-function startAgent(keyPath: string): { env: NodeJS.ProcessEnv; stop(): void } {
-  const r = spawnSync("ssh-agent", ["-s"], { encoding: "utf8" });
+function startAgent(keyPath: string): {
+  env: NodeJS.ProcessEnv;
+  childEnv: Record<string, string>;
+  stop(): void;
+} {
+  const r = spawnSync("ssh-agent", ["-s"], { encoding: "utf8", env: childEnv() });
   if (r.status !== 0) throw new Error(`ssh-agent failed: ${r.stderr}`);
   const sock = /SSH_AUTH_SOCK=([^;]+);/.exec(r.stdout)?.[1];
   const pid = /SSH_AGENT_PID=(\d+);/.exec(r.stdout)?.[1];
   if (!sock || !pid) throw new Error(`cannot read ssh-agent's output: ${r.stdout}`);
+  // `env` is for pulumi (pulumiEnv() takes it whole); ssh-add and ssh-agent -k get the agent only.
   const env = { ...process.env, SSH_AUTH_SOCK: sock, SSH_AGENT_PID: pid };
-  must("ssh-add", ["-q", keyPath], { env });
+  const agentEnv = childEnv({ agentSocket: sock, set: { SSH_AGENT_PID: pid } });
+  must("ssh-add", ["-q", keyPath], { env: agentEnv });
   return {
     env,
+    childEnv: agentEnv,
     stop: () => {
-      spawnSync("ssh-agent", ["-k"], { env, stdio: "ignore" });
+      spawnSync("ssh-agent", ["-k"], { env: agentEnv, stdio: "ignore" });
     },
   };
 }
@@ -111,8 +120,12 @@ export async function run(argv: string[]): Promise<number> {
     const ssh = ["-e", `ssh -F ${cluster.sshConfigPath}`];
     const first = cluster.nodes[0]?.name ?? "spark-1";
     if (existsSync(ccache)) {
-      must("ssh", ["-F", cluster.sshConfigPath, first, "mkdir -p .cache/sparkform/ccache"]);
-      must("rsync", ["-a", ...ssh, `${ccache}/`, `${first}:.cache/sparkform/ccache/`]);
+      must("ssh", ["-F", cluster.sshConfigPath, first, "mkdir -p .cache/sparkform/ccache"], {
+        env: agent.childEnv,
+      });
+      must("rsync", ["-a", ...ssh, `${ccache}/`, `${first}:.cache/sparkform/ccache/`], {
+        env: agent.childEnv,
+      });
     }
     const env = pulumiEnv(agent.env);
     const pulumi = (args: string[], opts: SpawnSyncOptions = {}) =>
@@ -139,9 +152,7 @@ export async function run(argv: string[]): Promise<number> {
     spawnSync(
       "rsync",
       ["-a", "--delete", ...ssh, `${first}:.cache/sparkform/ccache/`, `${ccache}/`],
-      {
-        stdio: "inherit",
-      },
+      { stdio: "inherit", env: agent.childEnv },
     );
     if (up.status !== 0) return up.status ?? 1;
     // The fabric as a picture people would rather look at than read (report fabric).

@@ -8,12 +8,28 @@
 //           (GOOS/GOARCH, CGO off), first 16 hex digits: a new pin, a new Go or another arch is
 //           a new directory, never an overwrite
 //   build   CGO_ENABLED=0 GOOS=linux GOARCH=<arch> go build -trimpath -buildvcs=false, into a
-//           temporary name in the cache directory, renamed into place when complete
+//           temporary name in the cache directory, renamed into place when complete, with
+//           childEnv() and Go's own variables only (GO_ENV_NAMES): the program and provider
+//           hold PULUMI_CONFIG, the stack's secrets decrypted, which `go` never sees
+//   go      read, not run: the Go install's VERSION file and go.mod's go/toolchain line (the
+//           program computes the key at every preview, and starts no toolchain for it)
 import { spawn, spawnSync } from "node:child_process";
 import { createHash, randomBytes } from "node:crypto";
-import { createReadStream, existsSync, mkdirSync, readFileSync, renameSync, rmSync } from "node:fs";
+import {
+  accessSync,
+  constants,
+  createReadStream,
+  existsSync,
+  mkdirSync,
+  readFileSync,
+  realpathSync,
+  renameSync,
+  rmSync,
+  statSync,
+} from "node:fs";
 import * as os from "node:os";
 import * as path from "node:path";
+import { childEnv } from "../transport";
 
 /** The Go module of the router (go.mod, go.sum, main.go). */
 export const ROUTER_MODULE_DIR = path.join(__dirname, "..", "..", "setup", "router");
@@ -66,7 +82,7 @@ export interface KeyParts {
   readonly goMod: string;
   readonly goSum: string;
   readonly mainGo: string;
-  /** `go env GOVERSION`, e.g. go1.26.8. */
+  /** The Go that builds it (toolchainVersion), e.g. go1.26.8. */
   readonly goVersion: string;
   readonly arch: GoArch;
 }
@@ -95,16 +111,137 @@ const sha = (text: string) => createHash("sha256").update(text).digest("hex");
 
 /** The `go` command: on PATH, else Go's usual install directory (setup.sh adds it too). */
 export function goCommand(): string | undefined {
-  for (const cand of ["go", "/usr/local/go/bin/go"]) {
-    const r = spawnSync(cand, ["env", "GOVERSION"], { encoding: "utf8" });
-    if (r.status === 0 && r.stdout.trim()) return cand;
+  const dirs = (process.env.PATH ?? "").split(path.delimiter).filter((d) => d !== "");
+  for (const cand of [...dirs.map((d) => path.join(d, "go")), "/usr/local/go/bin/go"]) {
+    try {
+      accessSync(cand, constants.X_OK);
+      if (statSync(cand).isFile()) return cand;
+    } catch {
+      // not here
+    }
   }
   return undefined;
 }
 
-function goVersion(go: string): string {
-  const r = spawnSync(go, ["env", "GOVERSION"], { encoding: "utf8" });
-  return r.stdout.trim();
+/**
+ * Go's own settings a build needs, passed to `go` by name (transport/child-env.ts): where its
+ * caches and modules are, how it reaches the module proxy, which toolchain. Never the whole
+ * environment: the program and the provider hold PULUMI_CONFIG, the stack's secrets decrypted.
+ */
+export const GO_ENV_NAMES = [
+  "GOPATH",
+  "GOMODCACHE",
+  "GOCACHE",
+  "GOPROXY",
+  "GONOPROXY",
+  "GOPRIVATE",
+  "GONOSUMDB",
+  "GONOSUMCHECK",
+  "GOSUMDB",
+  "GOINSECURE",
+  "GOTOOLCHAIN",
+  "GOENV",
+  "GOROOT",
+  "XDG_CACHE_HOME",
+  "XDG_CONFIG_HOME",
+  "HTTP_PROXY",
+  "HTTPS_PROXY",
+  "NO_PROXY",
+  "http_proxy",
+  "https_proxy",
+  "no_proxy",
+  "SSL_CERT_FILE",
+  "SSL_CERT_DIR",
+] as const;
+
+/**
+ * The environment of `go build` for `arch`: childEnv() and GO_ENV_NAMES from `from`; GOFLAGS
+ * kept but for its -mod=, then -mod=readonly (the pin is go.mod and go.sum as committed: a
+ * missing entry fails the build rather than editing them); no cgo, linux/<arch>.
+ */
+export function goBuildEnv(
+  arch: GoArch,
+  from: NodeJS.ProcessEnv = process.env,
+): Record<string, string> {
+  const flags = (from.GOFLAGS ?? "")
+    .split(/\s+/)
+    .filter((f) => f !== "" && !/^--?mod(=|$)/.test(f));
+  return childEnv(
+    {
+      pass: GO_ENV_NAMES,
+      set: {
+        GOFLAGS: [...flags, "-mod=readonly"].join(" "),
+        CGO_ENABLED: "0",
+        GOOS: "linux",
+        GOARCH: arch,
+      },
+    },
+    from,
+  );
+}
+
+const GO_VERSION = /^go(\d+)\.(\d+)(?:\.(\d+))?$/;
+
+function versionParts(v: string): [number, number, number] | undefined {
+  const m = GO_VERSION.exec(v);
+  return m ? [Number(m[1]), Number(m[2]), Number(m[3] ?? 0)] : undefined;
+}
+
+/** The higher of two Go versions (`go1.26.8`); one that is not a release loses. */
+export function higherGo(a: string, b: string): string {
+  const x = versionParts(a);
+  const y = versionParts(b);
+  if (!x) return b;
+  if (!y) return a;
+  for (let i = 0; i < 3; i++) {
+    if ((x[i] as number) !== (y[i] as number)) return (x[i] as number) > (y[i] as number) ? a : b;
+  }
+  return a;
+}
+
+/** go.mod's `toolchain` line, else its `go` line, as a toolchain name (`go 1.26.0` → go1.26.0). */
+export function goModToolchain(goMod: string): string | undefined {
+  const tc = /^\s*toolchain\s+(go\S+)\s*$/m.exec(goMod)?.[1];
+  if (tc) return tc;
+  const go = /^\s*go\s+(\d+\.\d+(?:\.\d+)?)\s*$/m.exec(goMod)?.[1];
+  return go ? `go${go}` : undefined;
+}
+
+/**
+ * The version of the Go install `go` runs from, without starting it: the first line of its
+ * GOROOT/VERSION (`go1.26.8`). Only where that file is missing or not a release is `go env
+ * GOVERSION` asked, with the build's environment (no secret of the stack reaches it).
+ */
+export function installedGoVersion(go: string): string {
+  try {
+    const root = path.dirname(path.dirname(realpathSync(go)));
+    const first = readFileSync(path.join(root, "VERSION"), "utf8").split("\n")[0]?.trim() ?? "";
+    if (GO_VERSION.test(first)) return first;
+  } catch {
+    // no VERSION file: ask go itself
+  }
+  const r = spawnSync(go, ["env", "GOVERSION"], {
+    encoding: "utf8",
+    env: childEnv({ pass: GO_ENV_NAMES }),
+  });
+  return r.status === 0 ? r.stdout.trim() : "";
+}
+
+/**
+ * The Go version that builds the router, read without a build: GOTOOLCHAIN when it names one
+ * exact toolchain, else the higher of the installed Go and go.mod's toolchain/go line (what
+ * GOTOOLCHAIN=auto builds with). "none" without Go.
+ */
+export function toolchainVersion(
+  go: string | undefined = goCommand(),
+  goMod: string = moduleFiles().goMod,
+): string {
+  const pinned = process.env.GOTOOLCHAIN;
+  if (pinned && GO_VERSION.test(pinned)) return pinned;
+  if (!go) return "none";
+  const installed = installedGoVersion(go);
+  const wanted = goModToolchain(goMod);
+  return wanted ? higherGo(installed, wanted) : installed;
 }
 
 function moduleFiles(): { goMod: string; goSum: string; mainGo: string } {
@@ -120,12 +257,16 @@ function moduleFiles(): { goMod: string; goSum: string; mainGo: string } {
 export function routerArtifactId(arch: string): { version: string; key: string; arch: GoArch } {
   const a = goArch(arch);
   const files = moduleFiles();
-  const go = goCommand();
   const version = caddyVersion(files.goMod);
   return {
     version,
     arch: a,
-    key: artifactKey({ ...files, version, goVersion: go ? goVersion(go) : "none", arch: a }),
+    key: artifactKey({
+      ...files,
+      version,
+      goVersion: toolchainVersion(goCommand(), files.goMod),
+      arch: a,
+    }),
   };
 }
 
@@ -163,7 +304,12 @@ export function routerBinary(opts: BuildOptions): Promise<RouterArtifact> {
     );
   const files = moduleFiles();
   const version = caddyVersion(files.goMod);
-  const key = artifactKey({ ...files, version, goVersion: goVersion(go), arch });
+  const key = artifactKey({
+    ...files,
+    version,
+    goVersion: toolchainVersion(go, files.goMod),
+    arch,
+  });
   const id = `${key}:${arch}`;
   let p = memo.get(id);
   if (!p) {
@@ -216,15 +362,8 @@ function goBuild(go: string, arch: GoArch, out: string, timeoutMs: number): Prom
   return new Promise((resolve, reject) => {
     const child = spawn(go, ["build", "-trimpath", "-buildvcs=false", "-o", out, "."], {
       cwd: ROUTER_MODULE_DIR,
-      env: {
-        ...process.env,
-        CGO_ENABLED: "0",
-        GOOS: "linux",
-        GOARCH: arch,
-        // The pin is go.mod and go.sum as committed: a missing entry fails the build rather than
-        // editing them.
-        GOFLAGS: "-mod=readonly",
-      },
+      // childEnv() and Go's own settings: never PULUMI_CONFIG (the stack's secrets decrypted).
+      env: goBuildEnv(arch),
       stdio: ["ignore", "pipe", "pipe"],
     });
     let tail = "";

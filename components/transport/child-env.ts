@@ -22,11 +22,17 @@ export interface ChildEnvOptions {
   readonly agentSocket?: string;
   /** Fixed values the tool needs (`SHELL=/bin/sh` for ssh's ProxyCommand). */
   readonly set?: Readonly<Record<string, string>>;
+  /**
+   * More names passed through when the parent has them: the tool's own settings (Go's GOPATH,
+   * GOPROXY, the proxy variables), named one by one, never a secret of the stack.
+   */
+  readonly pass?: readonly string[];
 }
 
 /**
  * The minimal environment for a child: PATH, HOME, USER, LOGNAME, LANG, LC_*, TERM, TMPDIR and
- * TZ from `from` (default process.env), SSH_AUTH_SOCK only when asked, then `set`. Pass it with
+ * TZ from `from` (default process.env), the names in `pass`, SSH_AUTH_SOCK only when asked,
+ * then `set`. Pass it with
  * `extendEnv: false` (execa) or as `env` (node:child_process, which replaces the environment).
  */
 export function childEnv(
@@ -36,7 +42,12 @@ export function childEnv(
   const env: Record<string, string> = {};
   for (const [name, value] of Object.entries(from)) {
     if (value === undefined) continue;
-    if ((BASE as readonly string[]).includes(name) || /^LC_[A-Z_]+$/.test(name)) env[name] = value;
+    if (
+      (BASE as readonly string[]).includes(name) ||
+      /^LC_[A-Z_]+$/.test(name) ||
+      opts.pass?.includes(name)
+    )
+      env[name] = value;
   }
   if (opts.agentSocket !== undefined) env.SSH_AUTH_SOCK = opts.agentSocket;
   else if (opts.agent && from.SSH_AUTH_SOCK) env.SSH_AUTH_SOCK = from.SSH_AUTH_SOCK;
