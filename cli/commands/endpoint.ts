@@ -1,19 +1,26 @@
-// `sparkform endpoint`: the stack's OpenAI-compatible endpoint on this machine. A port forward
-// from the control node (a laptop) through the stack's pinned ssh transport to the server on
-// the client node, which listens on that node's loopback only: any OpenAI client then works
-// at http://127.0.0.1:<port>/v1, and nothing crosses the network unencrypted.
-import { createServer } from "node:net";
+// `sparkform endpoint`: the stack's OpenAI-compatible endpoint on this machine. The CLI itself
+// listens on 127.0.0.1:<port> of the control node (a laptop), bound before anything is printed,
+// and pipes each connection through the stack's pinned ssh connection (`ssh -W host:port` over
+// its control master) to the router on the client node, which listens on that node's loopback
+// only: any OpenAI client then works at http://127.0.0.1:<port>/v1, and nothing between this machine and the client node is unencrypted.
+//
+// Why the CLI owns the listener: ssh's own `-L` listener came up after a probe of the port had
+// let it go, and a local process that took the port in between got the clients' requests and
+// their key while this command said "ready".
+import { createServer, type Server, type Socket } from "node:net";
+import type { Readable, Writable } from "node:stream";
 import { parseArgs } from "node:util";
-import { openNode } from "../../components/transport";
+import { type NodeConnection, openNode } from "../../components/transport";
 import { out, UsageError } from "../errors";
 import type { StackOutputs } from "../../stack-outputs";
 import { readStack } from "../stack";
 
 export const summary = "the stack's OpenAI-compatible endpoint on this machine, through ssh";
 export const usage = `usage: sparkform endpoint [--stack S] [--port P]
-  Forwards 127.0.0.1:P on this machine through the stack's pinned ssh connection to the
-  router on the client node (in front of the llama-server or its replicas), prints the base URL for OpenAI clients
-  (http://127.0.0.1:P/v1), and stays until interrupted (Ctrl-C).
+  Listens on 127.0.0.1:P on this machine and pipes each connection through the stack's pinned
+  ssh connection to the router on the client node (in front of the llama-server or its
+  replicas), prints the base URL for OpenAI clients (http://127.0.0.1:P/v1), and stays until
+  interrupted (Ctrl-C).
   --stack S   the stack (default: the selected one)
   --port P    the local port (default: the router's own port)`;
 
@@ -42,12 +49,144 @@ export function servedEndpoint(outputs: StackOutputs): {
   };
 }
 
-function portFree(port: number): Promise<boolean> {
-  return new Promise((resolve) => {
-    const probe = createServer();
-    probe.once("error", () => resolve(false));
-    probe.listen(port, "127.0.0.1", () => probe.close(() => resolve(true)));
+/** One connection's way to the node: what the client sends goes in, what the node answers comes out. */
+export interface EndpointStream {
+  readonly input: Writable;
+  readonly output: Readable;
+  /** End it (the ssh of this connection). */
+  close(): void;
+}
+
+/** How the listener reaches the endpoint on the node (sshTransport, or a stub in tests). */
+export interface EndpointTransport {
+  /** An end-to-end check through the transport; "ready" is printed only after it passed. */
+  check(): Promise<void>;
+  /** A stream for one accepted connection. */
+  open(): EndpointStream;
+}
+
+/** Pipe one accepted connection through a stream of `transport`, ending each with the other. */
+function pipeThrough(socket: Socket, transport: EndpointTransport): void {
+  let stream: EndpointStream;
+  try {
+    stream = transport.open();
+  } catch (e) {
+    process.stderr.write(`sparkform endpoint: a connection was dropped: ${(e as Error).message}\n`);
+    socket.destroy();
+    return;
+  }
+  const end = () => {
+    stream.close();
+    socket.destroy();
+  };
+  socket.on("error", end);
+  socket.on("close", () => stream.close());
+  stream.input.on("error", end);
+  stream.output.on("error", end);
+  socket.pipe(stream.input);
+  stream.output.pipe(socket);
+}
+
+/**
+ * Listen on 127.0.0.1:`port` (this process holds it from here on: no probe to lose it in), then
+ * check the way through `transport`; each connection is piped through a stream of its own. A
+ * port in use is a UsageError; a failed check lets the port go and throws it.
+ */
+export async function listenEndpoint(port: number, transport: EndpointTransport): Promise<Server> {
+  const server = createServer((socket) => pipeThrough(socket, transport));
+  await new Promise<void>((resolve, reject) => {
+    server.once("error", (e: NodeJS.ErrnoException) =>
+      reject(
+        e.code === "EADDRINUSE" || e.code === "EACCES"
+          ? new UsageError(
+              `127.0.0.1:${port} is in use on this machine: give another with --port (e.g. --port ${port + 10})`,
+            )
+          : e,
+      ),
+    );
+    server.listen({ port, host: "127.0.0.1", exclusive: true }, () => resolve());
   });
+  try {
+    await transport.check();
+  } catch (e) {
+    await new Promise((r) => server.close(r));
+    throw e;
+  }
+  return server;
+}
+
+/** An HTTP answer through `stream` (any status: the router's 401 is one), else the reason. */
+function httpAnswer(stream: EndpointStream, hostPort: string, why: () => string): Promise<void> {
+  return new Promise((resolve, reject) => {
+    let got = "";
+    const timer = setTimeout(() => done(new Error(`no answer within 30 s (${why()})`)), 30_000);
+    const done = (err?: Error) => {
+      clearTimeout(timer);
+      stream.close();
+      if (err) reject(err);
+      else resolve();
+    };
+    stream.output.on("data", (d: Buffer) => {
+      got += d.toString("latin1");
+      if (got.length >= 5) done(got.startsWith("HTTP/") ? undefined : new Error("not HTTP"));
+    });
+    stream.output.once("end", () => done(new Error(why() || "the stream ended")));
+    stream.output.once("error", (e) => done(e));
+    stream.input.on("error", () => undefined);
+    stream.input.end(`HEAD / HTTP/1.0\r\nHost: ${hostPort}\r\n\r\n`);
+  });
+}
+
+/**
+ * The stack's ssh connection to the client node as the endpoint's transport: each stream an
+ * `ssh -W host:port` through the control master; the check a command on the node (the master
+ * up, its errors the transport's own) and then an HTTP answer from host:port through a stream.
+ */
+export function sshTransport(
+  conn: Pick<NodeConnection, "run" | "stdioForward">,
+  served: { node: string; host: string; port: number; what: string },
+): EndpointTransport {
+  const hostPort = `${served.host}:${served.port}`;
+  const open = (): EndpointStream & { stderr: () => string } => {
+    const ssh = conn.stdioForward(served.host, served.port);
+    let stderr = "";
+    ssh.stderr?.on("data", (d: Buffer) => (stderr += d.toString()));
+    if (!ssh.stdin || !ssh.stdout) throw new Error("ssh has no stdin/stdout");
+    return {
+      input: ssh.stdin,
+      output: ssh.stdout,
+      close: () => {
+        if (ssh.exitCode === null) ssh.kill("SIGTERM");
+      },
+      stderr: () => stderr.trim(),
+    };
+  };
+  return {
+    async check() {
+      await conn.run(["true"], { step: "endpoint: connect", timeoutMs: 60_000 });
+      const s = open();
+      await httpAnswer(s, hostPort, s.stderr).catch((e: unknown) => {
+        throw new Error(
+          `reached ${served.node} through ssh, but the ${served.what} on ${hostPort} there did not answer: ` +
+            `${(e as Error).message}. Check it with \`sparkform server status\`, or run \`pulumi up\``,
+        );
+      });
+    },
+    open,
+  };
+}
+
+/** What `sparkform endpoint` prints once it is ready: the URL, the way, the key. */
+export function readyLines(
+  port: number,
+  served: { node: string; host: string; port: number; what: string },
+): string[] {
+  return [
+    `OpenAI-compatible endpoint: http://127.0.0.1:${port}/v1`,
+    `  through ssh to ${served.node}, where the ${served.what} listens on ${served.host}:${served.port}; ` +
+      "API key: the stack's sparkform:serverApiKey if it sets one (`pulumi config get sparkform:serverApiKey`), else any value",
+    "  Ctrl-C to stop",
+  ];
 }
 
 export async function run(argv: string[]): Promise<number> {
@@ -63,49 +202,24 @@ export async function run(argv: string[]): Promise<number> {
   const port = values.port !== undefined ? Number(values.port) : served.port;
   if (port < 1024 || port > 65535)
     throw new UsageError(`--port ${port}: give a port from 1024 to 65535`);
-  if (!(await portFree(port)))
-    throw new UsageError(
-      `127.0.0.1:${port} is in use on this machine: give another with --port (e.g. --port ${port + 10})`,
-    );
-  const ssh = openNode(view.target(served.node)).forwardPort({
-    bind: "127.0.0.1",
-    port,
-    host: served.host,
-    hostPort: served.port,
+  const conn = openNode(view.target(served.node));
+  const server = await listenEndpoint(port, sshTransport(conn, served));
+  const sockets = new Set<Socket>();
+  server.on("connection", (c: Socket) => {
+    sockets.add(c);
+    c.once("close", () => sockets.delete(c));
   });
-  let stderr = "";
-  ssh.stderr?.on("data", (d: Buffer) => (stderr += d.toString()));
-  // Ready when the local port answers (ssh listens once authenticated), or ssh gave up.
-  for (let i = 0; i < 100 && ssh.exitCode === null && (await portFree(port)); i++)
-    await new Promise((r) => setTimeout(r, 100));
-  if (ssh.exitCode !== null || (await portFree(port))) {
-    ssh.kill();
-    throw new Error(
-      `the port forward to ${served.node} did not come up: ${stderr.trim() || "ssh exited"}. ` +
-        "Check the node is reachable (`sparkform doctor`)",
-    );
-  }
-  out(`OpenAI-compatible endpoint: http://127.0.0.1:${port}/v1`);
-  out(
-    `  through ssh to ${served.node}, where the ${served.what} listens on ${served.host}:${served.port}; ` +
-      "API key: the stack's sparkform:serverApiKey if it sets one (`pulumi config get sparkform:serverApiKey`), else any value",
-  );
-  out("  Ctrl-C to stop");
-  // Ctrl-C reaches ssh too (one process group): an end we asked for is not a failure.
-  let stopping = false;
-  const code = await new Promise<number>((resolve) => {
+  for (const line of readyLines(port, served)) out(line);
+  // Until Ctrl-C (or SIGTERM): then the listener ends, and each connection with its ssh.
+  await new Promise<void>((resolve) => {
     const stop = () => {
-      stopping = true;
-      ssh.kill("SIGTERM");
+      process.removeListener("SIGINT", stop);
+      process.removeListener("SIGTERM", stop);
+      server.close(() => resolve());
+      for (const c of sockets) c.destroy();
     };
     process.once("SIGINT", stop);
     process.once("SIGTERM", stop);
-    ssh.once("exit", (c) => {
-      process.removeListener("SIGINT", stop);
-      process.removeListener("SIGTERM", stop);
-      resolve(stopping ? 0 : (c ?? 1));
-    });
   });
-  if (code !== 0) process.stderr.write(`sparkform endpoint: ssh ended: ${stderr.trim()}\n`);
-  return code;
+  return 0;
 }

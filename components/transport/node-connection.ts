@@ -357,6 +357,33 @@ export class NodeConnection {
   }
 
   /**
+   * One stream to `host:port` as the node sees it (`ssh -W`), for a caller that owns the
+   * listening socket and pipes one accepted connection into the child's stdin and out of its
+   * stdout (`sparkform endpoint`). Through the ControlMaster when it is up (a `run` first makes
+   * it), else on a connection of its own; never a master itself. The stack's pinning and key,
+   * the minimal environment, nothing secret in argv.
+   */
+  stdioForward(host: string, port: number): ChildProcess {
+    this.assertOpen();
+    assertOperand(host, "forward host");
+    if (!/^[A-Za-z0-9._:-]+$/.test(host) || !Number.isInteger(port) || port < 1 || port > 65535)
+      throw new UnsafeArgumentError(
+        `forward ${JSON.stringify(host)}:${String(port)} is not a host and a port 1-65535`,
+      );
+    const args = [
+      ...sshOptions(this.target, this.files, {
+        stdioForward: { host, port },
+        capabilities: sshCapabilities(),
+      }),
+      ...sshDestination(this.target),
+    ];
+    return spawn("ssh", args, {
+      env: childEnv({ agent: true, set: { SHELL: "/bin/sh" } }),
+      stdio: ["pipe", "pipe", "pipe"],
+    });
+  }
+
+  /**
    * A local port forward through this node (`ssh -N -L`), on a connection of its own with the
    * stack's pinning and key: it lives as long as the returned process, which the caller ends.
    * The child gets the minimal environment, as every ssh sparkform starts.

@@ -54,6 +54,14 @@ export interface SshOptionChoices {
    * too). Only meaningful without multiplexing.
    */
   readonly localForward?: LocalForward;
+  /**
+   * A stdio forward for this one connection (`sparkform endpoint`, one per accepted client):
+   * `-W host:port`, which implies ExitOnForwardFailure and ClearAllForwardings (ssh(1)), so
+   * neither is set here. Through the ControlMaster when it is up (`ControlMaster=no` with its
+   * ControlPath: this ssh never becomes a master that outlives the stream), else on a
+   * connection of its own.
+   */
+  readonly stdioForward?: { readonly host: string; readonly port: number };
   readonly capabilities?: SshCapabilities;
 }
 
@@ -115,19 +123,23 @@ function common(connectTimeoutS: number): string[] {
  * - `ForwardX11`, `Tunnel`: nothing sparkform runs needs them, and both open channels back.
  * ProxyJump/ProxyCommand are set by `sshOptions` (off, or sparkform's own pinned jump host).
  */
-/** `session: false`: no shell or command at all (a port forward), else the default session. */
-function hardening(caps: SshCapabilities, session = true): string[] {
-  const sessionType = session ? "default" : "none";
+/**
+ * `session: false`: no shell or command at all (a port forward), else the default session;
+ * `"stdio"`: no session either, and stdin is the forward's (`-W` implies `-N`).
+ */
+function hardening(caps: SshCapabilities, session: boolean | "stdio" = true): string[] {
+  const sessionType = session === true ? "default" : "none";
+  const stdinNull = session === false ? "yes" : "no";
   return [
     ...(caps.knownHostsCommand ? o("KnownHostsCommand=none") : []),
     ...o("VerifyHostKeyDNS=no"),
     ...o("RemoteCommand=none"),
     ...o("PermitLocalCommand=no"),
     ...(caps.sessionType
-      ? [...o(`SessionType=${sessionType}`), ...o(`StdinNull=${session ? "no" : "yes"}`)]
-      : session
-        ? []
-        : ["-N"]),
+      ? [...o(`SessionType=${sessionType}`), ...o(`StdinNull=${stdinNull}`)]
+      : session === false
+        ? ["-N"]
+        : []),
     ...o("ForwardX11=no"),
     ...o("Tunnel=no"),
   ];
@@ -151,11 +163,14 @@ export function sshOptions(
   if (t.sshConfigPath !== undefined) args.push("-F", t.sshConfigPath);
   args.push(...common(timeout), ...pinning(files.knownHosts, hostKeyAlias(t.name)));
   const f = choices.localForward;
-  args.push(...hardening(caps, f === undefined));
+  const w = choices.stdioForward;
+  args.push(...hardening(caps, w !== undefined ? "stdio" : f === undefined));
   // A user's LocalForward/RemoteForward must not collide across masters. (Not on the jump
   // hop: ClearAllForwardings also clears its -W stdio forward.) A forward of our own asks for
   // exactly one, and fails rather than run without it.
-  if (f === undefined) args.push(...o("ClearAllForwardings=yes"));
+  if (w !== undefined)
+    args.push("-W", `${w.host.includes(":") ? `[${w.host}]` : w.host}:${w.port}`);
+  else if (f === undefined) args.push(...o("ClearAllForwardings=yes"));
   else
     args.push(
       ...o("ExitOnForwardFailure=yes"),
@@ -163,7 +178,9 @@ export function sshOptions(
       `${f.bind.includes(":") ? `[${f.bind}]` : f.bind}:${f.port}:${f.host.includes(":") ? `[${f.host}]` : f.host}:${f.hostPort}`,
     );
   args.push(...identity(t.identityFile), ...identity(files.keyFile));
-  if (files.controlPath !== undefined) {
+  if (files.controlPath !== undefined && w !== undefined) {
+    args.push(...o("ControlMaster=no"), ...o(`ControlPath=${files.controlPath}`));
+  } else if (files.controlPath !== undefined) {
     args.push(
       ...o("ControlMaster=auto"),
       ...o(`ControlPath=${files.controlPath}`),
