@@ -92,6 +92,12 @@ export interface CachePrune {
   bytesAfter: number;
   deleted: number;
   deletedBytes: number;
+  /**
+   * Temporaries a killed pre-warm left (`.sparkform-tmp-<pid>`, their writer gone) deleted
+   * first, before the bound is judged (with --check: would be); absent from an older prune.py.
+   */
+  tempsDeleted?: number;
+  tempBytes?: number;
   /** The worker's manifest entries: kept whatever the bound. */
   neededBytes: number;
   /** Entries kept that no model of this worker needs: the server's own, other manifests'. */
@@ -133,6 +139,8 @@ export const parseCachePrune = nodeJsonParser<CachePrune | { error: string }>(
           bytesAfter: COUNT,
           deleted: COUNT,
           deletedBytes: COUNT,
+          tempsDeleted: COUNT,
+          tempBytes: COUNT,
           neededBytes: COUNT,
           keptBytes: COUNT,
           reclaimableBytes: COUNT,
@@ -182,10 +190,15 @@ export function cacheDrift(p: CachePrune, configured: "derived" | "configured"):
   if (!p.over) return [];
   const where = `the tensor cache (${CACHE_DIR})`;
   const bound = `its bound ${gb(p.maxBytes)} (${p.maxBytes} bytes, sparkform:worker.cacheMaxBytes${configured === "derived" ? ", derived at the last `up`" : ""})`;
+  const temps = p.tempsDeleted
+    ? `\`up\` deletes ${p.tempsDeleted} temporary files a killed pre-warm left (${gb(p.tempBytes ?? 0)}) and `
+    : "";
   const does =
     p.deleted > 0
-      ? `\`up\` deletes ${p.deleted} least-recently-used entries sparkform created that nothing references (${gb(p.deletedBytes)}, by ${p.clock})`
-      : "`up` can delete nothing: no entry sparkform created is unreferenced";
+      ? `${temps || "`up` deletes "}${p.deleted} least-recently-used entries sparkform created that nothing references (${gb(p.deletedBytes)}, by ${p.clock})`
+      : temps
+        ? `${temps}no entry`
+        : "`up` can delete nothing: no entry sparkform created is unreferenced";
   const rest = p.stillOver
     ? `; the cache stays over by ${gb(p.bytesAfter - p.maxBytes)}: ${gb(p.neededBytes)} are the staged model's and ` +
       `${gb(p.keptBytes)} are ggml-rpc-server's own entries or other workers', which sparkform never deletes: ` +

@@ -239,10 +239,11 @@ const bounded = (i: Pick<RpcWorkerInputs, "cacheMaxBytes">) => i.cacheMaxBytes !
 async function bound(i: RpcWorkerInputs): Promise<TensorCache | null> {
   if (!i.cache) return null;
   const p = await prune(i, i.cacheMaxBytes ?? "auto");
-  if (p.deleted > 0 || p.over)
+  if (p.deleted > 0 || p.over || (p.tempsDeleted ?? 0) > 0)
     await progress(
       `${tag(i.target)}: tensor cache ${Math.round(p.bytesBefore / 2 ** 20)} MiB, bound ${Math.round(p.maxBytes / 2 ** 20)} MiB` +
         `${p.derived ? " (derived)" : ""}: ${p.deleted} least-recently-used entries sparkform created deleted (${Math.round(p.deletedBytes / 2 ** 20)} MiB, by ${p.clock})` +
+        `${p.tempsDeleted ? `, and ${p.tempsDeleted} temporary files a killed pre-warm left (${Math.round((p.tempBytes ?? 0) / 2 ** 20)} MiB)` : ""}` +
         `${p.stillOver ? `; still over: ${Math.round(p.keptBytes / 2 ** 20)} MiB are entries sparkform never deletes (the server's own, other workers')` : ""}`,
     );
   // Recorded as `up` left it: the prune's own result, so a cache it brought under is no drift.

@@ -23,6 +23,13 @@
 # much as stays free.
 # `all`: delete every entry the rule allows (destroy: what prewarm.py --retain kept goes too).
 # --check: say what a prune would do, delete nothing (refresh).
+# A pre-warm killed mid-copy leaves its helper's `.sparkform-tmp-<pid>` (prewarm.py's HELPER_C)
+# behind: it fills the disk, so the bound counts it, and nothing would ever delete it. Under the
+# lock (which the pre-warm holds for its whole run) such a file goes first, before the bound is
+# judged, when its writer is gone: no process has the pid, or the pid now belongs to a process
+# that is not the helper (the pid was reused: /proc/<pid>/cmdline's first word is not
+# fnv-copy-*). A file written in the last TEMP_AGE seconds is never judged (a writer on another
+# host sharing the directory, a pid just handed out). With no bound (0) nothing is deleted.
 # Arguments: CACHE_DIR MANIFEST MAX_BYTES|auto|all [--check]
 # Output: one JSON line, the summary, or {"error": …} with exit 3 (nothing deleted).
 import fcntl
@@ -31,10 +38,15 @@ import json
 import os
 import re
 import sys
+import time
 from contextlib import nullcontext
 
 NAME = re.compile(r"[0-9a-f]{16}")
 MANIFEST = re.compile(r"prewarm-[0-9]+\.json")
+# prewarm.py's helper: its temporary and its executable's name (fnv-copy-<12 hex>).
+TEMP = re.compile(r"\.sparkform-tmp-([0-9]{1,10})")
+HELPER_EXE = "fnv-copy-"
+TEMP_AGE = 120
 REFS = "~/.cache/sparkform/refs"
 MAX_MANIFEST = 64 * 2**20
 GIB = 2**30
@@ -79,6 +91,34 @@ def forget(entry):
         pass
 
 
+def writer_alive(pid):
+    """Whether `pid` is a running pre-warm helper (a pid reused by another program is not)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        pass  # another user's process: alive; its name below
+    except (OverflowError, ValueError):
+        return False
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as f:
+            argv0 = f.read(4096).split(b"\0", 1)[0]
+    except FileNotFoundError:
+        return False  # exited since
+    except OSError:
+        return True  # unreadable: never judged dead
+    return os.path.basename(argv0).decode("utf-8", "replace").startswith(HELPER_EXE)
+
+
+def stale_temp(name, st):
+    """A pre-warm helper's temporary whose writer is gone (and old enough to say so)."""
+    m = TEMP.fullmatch(name)
+    if not m or st.st_mtime > time.time() - TEMP_AGE:
+        return False
+    return not writer_alive(int(m.group(1)))
+
+
 def clock(path):
     """'atime' unless the filesystem holding path is mounted noatime (then 'mtime')."""
     best, opts = "", ""
@@ -120,7 +160,7 @@ def main(argv):
             if MANIFEST.fullmatch(n) and os.path.abspath(p) != os.path.abspath(manifest):
                 others |= listed(p)
 
-    entries, total, needed, foreign, count = [], 0, 0, 0, 0
+    entries, temps, total, needed, foreign, count = [], [], 0, 0, 0, 0
     with os.scandir(cache) if present else nullcontext([]) as it:
         for e in it:
             try:
@@ -130,6 +170,9 @@ def main(argv):
             if not e.is_file(follow_symlinks=False):
                 continue
             total += st.st_size  # everything in the directory fills the disk: the bound counts it
+            if stale_temp(e.name, st):
+                temps.append((e.name, st.st_size))
+                continue
             if not NAME.fullmatch(e.name):
                 continue
             count += 1
@@ -157,7 +200,16 @@ def main(argv):
 
     deleted, freed, after = 0, 0, total
     reclaimable = sum(s for _, _, s in entries)
-    if bound_arg == "all" or (bound > 0 and total > bound):
+    # A killed pre-warm's temporaries first (no bound: nothing deleted, these neither).
+    temps = temps if bound_arg == "all" or bound > 0 else []
+    for name, size in temps:
+        if not check:
+            try:
+                os.unlink(os.path.join(cache, name))
+            except FileNotFoundError:
+                pass
+        after -= size
+    if bound_arg == "all" or (bound > 0 and after > bound):
         for _, name, size in sorted(entries):
             if bound > 0 and after <= bound:
                 break
@@ -178,6 +230,8 @@ def main(argv):
         "bytesAfter": after,
         "deleted": deleted,
         "deletedBytes": freed,
+        "tempsDeleted": len(temps),
+        "tempBytes": sum(s for _, s in temps),
         "neededBytes": needed,
         "keptBytes": foreign,
         "reclaimableBytes": reclaimable - freed,

@@ -5,7 +5,7 @@
 // manifest's entries whatever the bound; the least recently used of the entries sparkform
 // created and nothing references go first; the server's own entries, referenced ones, other
 // manifests' ones, links and names that are not 16 hex digits never go.
-import { spawnSync } from "node:child_process";
+import { spawn, spawnSync } from "node:child_process";
 import { createHash } from "node:crypto";
 import {
   existsSync,
@@ -154,7 +154,9 @@ describe("prune.py: the tensor cache under its bound", () => {
     expect(status).toBe(0);
     // Over by ~2 MiB: C (used longest ago) goes; D and E stay.
     expect(out).toMatchObject({ deleted: 1, deletedBytes: 2 * MiB, over: true, stillOver: false });
-    expect(out.bytesBefore - out.bytesAfter).toBe(2 * MiB);
+    // And the stray `.sparkform-tmp-1`: pid 1 is no pre-warm helper, so its writer is gone.
+    expect(out.bytesBefore - out.bytesAfter).toBe(2 * MiB + (out.tempBytes ?? 0));
+    expect(out.tempsDeleted).toBe(1);
     expect(out.neededBytes).toBe(8 * MiB);
     const files = left(n.cache);
     expect(files).not.toContain(C);
@@ -233,6 +235,44 @@ describe("prune.py: the tensor cache under its bound", () => {
     // A whole number of GiB, never 0 (which would read as "no bound").
     expect(out.maxBytes % 2 ** 30).toBe(0);
     expect(out.maxBytes).toBeGreaterThanOrEqual(2 ** 30);
+  });
+
+  it("a killed pre-warm's temporary goes before the bound is judged; a live writer's stays", async () => {
+    // prewarm.py's helper writes `.sparkform-tmp-<its pid>` and renames it; killed mid-copy, the
+    // file stays. A writer that is gone: a pid that ran and exited.
+    const dead = spawnSync("true").pid;
+    const live = spawn("sleep", ["60"], { argv0: "fnv-copy-0123456789ab", stdio: "ignore" });
+    try {
+      await new Promise((r) => live.once("spawn", r));
+      const n = fakeNode(cacheOf(), strays);
+      const temp = (pid: number | undefined, mib: number, age: number) => {
+        const f = path.join(n.cache, `.sparkform-tmp-${pid}`);
+        writeFileSync(f, Buffer.alloc(mib * MiB, 2));
+        utimesSync(f, T - age, T - age);
+        return path.basename(f);
+      };
+      const killed = temp(dead, 3, 600);
+      // The helper still copying (its process is the helper, by name): never touched.
+      const copying = temp(live.pid, 0, 600);
+      // This test's own pid with a file written just now: too young to judge.
+      const fresh = path.join(n.cache, `.sparkform-tmp-${process.pid}`);
+      writeFileSync(fresh, "x");
+      // 22 MiB of entries + the strays, 3 MiB of dead temporary: 25 MiB, over 23 MiB. Without
+      // the temporary it is under: no entry has to go.
+      const { out } = prune(n, String(23 * MiB));
+      const files = left(n.cache);
+      expect(files).not.toContain(killed);
+      expect(files).toContain(copying);
+      expect(files).toContain(path.basename(fresh));
+      for (const k of [A, B, C, D, E, ...NEVER]) expect(files).toContain(k);
+      expect(out).toMatchObject({ deleted: 0, over: true, stillOver: false, tempsDeleted: 2 });
+      expect(out.tempBytes).toBeGreaterThanOrEqual(3 * MiB);
+      expect(out.bytesBefore - out.bytesAfter).toBe(out.tempBytes);
+      // --check on the same cache: nothing deleted, and nothing over any more.
+      expect(prune(n, String(23 * MiB), true).out).toMatchObject({ over: false, tempsDeleted: 0 });
+    } finally {
+      live.kill();
+    }
   });
 
   it("a bound that is not bytes is refused (exit 3), nothing deleted", () => {
