@@ -252,6 +252,19 @@ export class Fabric extends pulumi.ComponentResource implements Stage<FabricNode
       : undefined;
   }
 
+  /**
+   * Per node, its configured rails' numbers and interfaces (sparkform:fabric.rails), known at
+   * preview: what the serving stage's wire proof holds each end of a split to.
+   */
+  railInterfaces(): Record<string, { rail: number; iface: string }[]> {
+    return Object.fromEntries(
+      Object.entries(this.rails).map(([n, rs]) => [
+        n,
+        rs.map((r) => ({ rail: r.rail, iface: r.iface })),
+      ]),
+    );
+  }
+
   linksOf(node: string): FabricLink[] {
     return Object.values(this.links).filter((l) => this.ends.get(l)?.includes(node));
   }

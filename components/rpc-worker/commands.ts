@@ -145,7 +145,8 @@ export const WORKER_LOG_MARKS = [
 
 /**
  * status.py: units, digests, socket table, log (and with `tail`, exactly the log's last
- * `tail` lines as `tail`; the worker's RSS and the node's memory are always there).
+ * `tail` lines as `tail`; the worker's RSS and the node's memory are always there). The log is
+ * bounded (cut past 64 MiB to its banner and last 16 MiB, in place) by each read.
  */
 export function statusCommand(
   s: { readonly port: number; readonly binary: string; readonly programs: WorkerPrograms },
@@ -159,6 +160,8 @@ export function statusCommand(
       marks: WORKER_LOG_MARKS,
       keep: 400,
       others: true,
+      // GGML_RPC_DEBUG logs every RPC command: cut past 64 MiB in place, as the server's is.
+      bound: true,
       ...(tail === undefined ? {} : { tail }),
     },
     s.programs,

@@ -8,7 +8,7 @@ import type { SshTarget } from "../transport";
 import type { ServingPlan } from "./placement";
 import type { TopologyChoice } from "./topology";
 import type { LlamaServerOutputs, ServingEvidence, ServingWorker, SmokeOutput } from "./provider";
-import { SERVER_PROGRAMS, type SeenDevice } from "./server-plan";
+import { type FabricRails, SERVER_PROGRAMS, type SeenDevice } from "./server-plan";
 
 /** Bump when the provider's behaviour changes, so `up` rewrites it in state (and restarts). */
 // 2: the server runs at its default verbosity (placement from INFO lines), its status in state
@@ -50,6 +50,12 @@ export interface LlamaServerArgs {
   readonly standby?: pulumi.Input<boolean>;
   /** The workers the plan uses: their debug logs show the decode fast path. */
   readonly workers: pulumi.Input<ServingWorker[]>;
+  /**
+   * Per node, its rails from the Fabric stage (`Fabric.railInterfaces()`): the smoke's wire
+   * proof holds each end of a split to a rail the pair shares. Absent: no Fabric stage, the
+   * rails are not checked (the verdict says so). Never restarts the server (not a RESTART_KEY).
+   */
+  readonly fabricRails?: pulumi.Input<FabricRails>;
   /** How long the model load may take before the server counts as not up (default 1800 s). */
   readonly healthTimeoutSeconds?: number;
   /**
@@ -114,6 +120,7 @@ export class LlamaServer extends SparkformResource<"LlamaServer", LlamaServerOut
         clientDevice: args.clientDevice,
         smokeRequest: args.smoke,
         workers: args.workers,
+        ...(args.fabricRails ? { fabricRails: args.fabricRails } : {}),
         ...(args.topology ? { topology: args.topology } : {}),
         standby: args.standby ?? false,
         healthTimeoutSeconds: args.healthTimeoutSeconds ?? 1800,

@@ -52,9 +52,12 @@ import {
   type ServerStatus,
   serverDrift,
   unreachedWorkers,
+  type FabricRails,
   type WireEnd,
   wireEnds,
   wireProofFailure,
+  wireRailNote,
+  workerLogFailure,
   workerLogPath,
 } from "./server-plan";
 
@@ -96,6 +99,12 @@ export interface LlamaServerInputs {
   /** The smoke generation: prompt, tokens to generate, seed. */
   smokeRequest: { prompt: string; tokens: number; seed: number };
   workers: ServingWorker[];
+  /**
+   * Per node, its rails from the Fabric stage (sparkform:fabric.rails): the wire proof holds
+   * each end of the split to a rail the pair shares. Absent without a Fabric stage (the rails
+   * are then not checked, and the smoke's verdict says so). Not a restart key: it only judges.
+   */
+  fabricRails?: FabricRails;
   /** The stage's topology choice (absent in state written before topologies). */
   topology?: TopologyChoice;
   /** A replica the chosen topology does not use: nothing runs (absent = false). */
@@ -360,8 +369,15 @@ async function smoke(i: LlamaServerInputs, started: StartTimings): Promise<Smoke
     fabricEnds: i.workers.length ? [client, ...workerEnds] : [],
     readiness: { ...started, firstTokenSeconds: run.stream.firstTokenSeconds },
   };
-  const offWire = wireProofFailure(client, workerEnds);
+  // What the smoke generated: the streamed chat's token events, /completion's and the chat's.
+  const generated = run.stream.tokenEvents + run.tokens.length + run.chat.completionTokens;
+  const offWire = wireProofFailure(client, workerEnds, {
+    ...(i.fabricRails ? { rails: i.fabricRails } : {}),
+    tokens: generated,
+  });
   if (offWire) throw new Error(`${who}: ${offWire}`);
+  const railNote = i.workers.length ? wireRailNote(i.fabricRails) : "";
+  if (railNote) await progress(`${who}: wire proof: ${railNote}`);
   if (run.tokens.length === 0)
     throw new Error(`${who}: the smoke generation returned no tokens: ${JSON.stringify(run)}`);
   if (run.chat.completionTokens === 0)
@@ -375,13 +391,8 @@ async function smoke(i: LlamaServerInputs, started: StartTimings): Promise<Smoke
         "check that every node runs the same build (the builds-identical policy) and `up` again.",
     );
   counts.forEach((c, k) => {
-    const w = i.workers[k] as ServingWorker;
-    if (c.graphCompute > 0 && !c.recomputeAfterCompute)
-      throw new Error(
-        `${who}: the worker ${w.node} (${w.endpoint}) computed ${c.graphCompute} graphs and reused none ` +
-          `(no [graph_recompute] after the first [graph_compute] in ${workerLogPath(w.port)}): the decode fast path is off, ` +
-          "every token re-sends its graph. Check that the worker and the client run the same build.",
-      );
+    const failure = workerLogFailure(i.workers[k] as ServingWorker, c);
+    if (failure) throw new Error(`${who}: ${failure}`);
   });
   return out;
 }

@@ -462,26 +462,145 @@ export function wireEnds(
   });
 }
 
+/** Per node, its rails as sparkform:fabric.rails configures them (the Fabric stage's). */
+export type FabricRails = Record<string, readonly { rail: number; iface: string }[]>;
+
+/**
+ * The fewest bytes (rx + tx, at one end) each token the smoke generated must move over the
+ * fabric in a layer split. Every decode step sends the worker its input activations (SET_TENSOR:
+ * a ~300-byte rpc_tensor plus n_embd × 4 bytes) and a graph (GRAPH_COMPUTE, or the few bytes of
+ * GRAPH_RECOMPUTE), and reads its output back (GET_TENSOR, n_embd × 4 bytes), each message in
+ * TCP segments with 66 bytes of headers: over 1 KiB already for the smallest model here (the
+ * sim's tiny llama, n_embd 128), 8 KiB and more for a real one (n_embd ≥ 2048). Measured: the
+ * sim's split smoke (3 requests × 16 tokens, test/fixtures/stack-outputs-local-serving.json)
+ * moved 725,296 bytes at the client's end, about 15 KB a token: 1 KiB is 15 times under it.
+ */
+export const WIRE_BYTES_PER_TOKEN = 1024;
+/** And a floor whatever the count: a few stray packets (ARP, a keep-alive) never prove a split. */
+export const WIRE_MIN_BYTES = 4096;
+
+/** The fewest bytes an end must have carried for a smoke that generated `tokens` tokens. */
+export const wireFloor = (tokens = 0): number =>
+  Math.max(WIRE_MIN_BYTES, tokens * WIRE_BYTES_PER_TOKEN);
+
+/** The rails `a` and `b` share (the same rail number on both): `a`'s interfaces of them. */
+function pairRails(rails: FabricRails, a: string, b: string) {
+  const theirs = new Set((rails[b] ?? []).map((r) => r.rail));
+  return (rails[a] ?? []).filter((r) => theirs.has(r.rail));
+}
+
+const railList = (rs: readonly { rail: number; iface: string }[]) =>
+  rs.length
+    ? rs.map((r) => `${r.iface} (rail ${r.rail})`).join(" or ")
+    : "none: they share no rail";
+
+/**
+ * Each end on a non-rail interface: the client's route (one interface per worker, joined by
+ * "+") must leave through a rail it shares with that worker, and the worker's address must be
+ * on a rail it shares with the client.
+ */
+function offRail(client: WireEnd, workers: readonly WireEnd[], rails: FabricRails): string[] {
+  const out: string[] = [];
+  const clientIfaces = client.iface.split("+").filter((x) => x !== "");
+  const clientRails = workers.flatMap((w) => pairRails(rails, client.node, w.node));
+  for (const iface of clientIfaces) {
+    if (clientRails.some((r) => r.iface === iface)) continue;
+    const peers = workers.map((w) => w.node).join(", ");
+    out.push(
+      `${client.node} ${iface} is not a rail between ${client.node} and ${peers} (expected ${railList(
+        [...new Map(clientRails.map((r) => [r.iface, r])).values()],
+      )})`,
+    );
+  }
+  for (const w of workers) {
+    const mine = pairRails(rails, w.node, client.node);
+    if (w.iface === "" || mine.some((r) => r.iface === w.iface)) continue;
+    out.push(
+      `${w.node} ${w.iface} is not a rail between ${client.node} and ${w.node} (expected ${railList(mine)})`,
+    );
+  }
+  return out;
+}
+
 /**
  * Proof at the wire: with workers, the smoke's generation must have moved bytes over the
- * client's route to them and over each worker's fabric interface. Null when it did; else what
- * each end carried, so the message shows both numbers.
+ * client's route to them and over each worker's fabric interface: at least what its `tokens`
+ * must move (wireFloor), and, with the Fabric stage's `rails`, each end on a rail that pair
+ * shares (one byte on eth0 proves nothing: the management network is not the fabric). Null
+ * when it did; else what each end carried, so the message shows every number. Without `rails`
+ * (no sparkform:fabric) the interfaces are not judged: wireRailNote says so.
  */
-export function wireProofFailure(client: WireEnd, workers: readonly WireEnd[]): string | null {
+export function wireProofFailure(
+  client: WireEnd,
+  workers: readonly WireEnd[],
+  check: { rails?: FabricRails; tokens?: number } = {},
+): string | null {
   if (workers.length === 0) return null;
   const ends = [client, ...workers];
-  if (ends.every((e) => e.iface !== "" && e.bytes > 0)) return null;
+  const floor = wireFloor(check.tokens);
+  const off = check.rails ? offRail(client, workers, check.rails) : [];
   const said = ends
     .map(
       (e) =>
         `${e.node} ${e.iface || "(no interface holds the worker's address)"}: ${e.bytes} bytes`,
     )
     .join(", ");
+  if (off.length > 0)
+    return (
+      `the smoke's generation did not cross the fabric's rails (${said}): ${off.join("; ")}; ` +
+      "the management network is not the fabric, and a split must run over a rail sparkform:fabric " +
+      "configures for both nodes. Check sparkform:fabric.rails (each node's rail interfaces and " +
+      "addresses), that the worker's fabricAddress (sparkform:nodes[].fabricAddress) is its address " +
+      "on such a rail, and the client's route to it (`ip route get <worker address>` on the client " +
+      "node), then `up` again."
+    );
+  if (ends.every((e) => e.iface !== "" && e.bytes >= floor)) return null;
+  if (ends.every((e) => e.iface !== "" && e.bytes > 0))
+    return (
+      `the smoke's generation did not cross the fabric (${said}): its ${check.tokens ?? 0} tokens move ` +
+      `at least ${floor} bytes at each end (${WIRE_BYTES_PER_TOKEN} a token, ${WIRE_MIN_BYTES} at the least), ` +
+      "so the bytes counted were other traffic and the layers on the workers were not computed over " +
+      "this rail. Check the worker's bind (its fabricAddress) and the client's route to it " +
+      "(`ip route get <worker address>` on the client node), then `up` again."
+    );
   return (
     `the smoke's generation did not cross the fabric (${said}): the layers on the workers were ` +
     "computed, but not over the rail between the nodes. Check the worker's bind (its fabricAddress) " +
     "and the client's route to it (`ip route get <worker address>` on the client node), then `up` again."
   );
+}
+
+/** What the wire proof's verdict adds without a Fabric stage: the rails were not checked. */
+export function wireRailNote(rails: FabricRails | undefined): string {
+  return rails
+    ? ""
+    : "the rails could not be checked: no Fabric stage (sparkform:fabric is not configured), so " +
+        "bytes on any interface, the management network's too, passed the wire proof";
+}
+
+/**
+ * The decode fast path from a worker's debug log (worker-log.py): null when proven, or when the
+ * worker computed nothing to judge; a log cut since the smoke began (`shrunk`) proves nothing.
+ */
+export function workerLogFailure(
+  w: { node: string; endpoint: string; port: number },
+  c: RpcGraphCounts & { shrunk: boolean },
+): string | null {
+  const log = workerLogPath(w.port);
+  if (c.shrunk)
+    return (
+      `could not prove the decode fast path on the worker ${w.node} (${w.endpoint}): its debug log ` +
+      `${log} is shorter than when the smoke began (a status read cut it past 64 MiB, in place), ` +
+      "so the smoke's lines cannot be told from older ones and none were counted. Nothing is wrong " +
+      "with the split for that; `up` again to run the smoke on a log with room."
+    );
+  if (c.graphCompute > 0 && !c.recomputeAfterCompute)
+    return (
+      `the worker ${w.node} (${w.endpoint}) computed ${c.graphCompute} graphs and reused none ` +
+      `(no [graph_recompute] after the first [graph_compute] in ${log}): the decode fast path is off, ` +
+      "every token re-sends its graph. Check that the worker and the client run the same build."
+    );
+  return null;
 }
 
 /** A chat completion's verdict (the message's length, never its text). */

@@ -325,6 +325,8 @@ export class Serving extends pulumi.ComponentResource {
         workers: pulumi
           .all([this.topology, workerList])
           .apply(([t, ws]) => (t.topology === "layer-split" ? ws : [])),
+        // The wire proof holds the split to the Fabric stage's rails (none: not checked).
+        ...(args.fabric ? { fabricRails: args.fabric.railInterfaces() } : {}),
       },
       nodes.childOpts(
         {

@@ -4,6 +4,10 @@
 # counted from byte offset FROM on (the log's size before the smoke); and the byte counters of
 # the interface that holds the worker's address (the far end of the smoke's fabric proof).
 # One JSON object.
+# The log is cut in place past 64 MiB by each status read (native/lib/nodefs.py bound): a log
+# smaller than FROM was cut (or replaced) since the smoke began, and what it holds now is its
+# last 16 MiB, lines from before the smoke among them. Counting them could prove the decode
+# path with stale lines, so nothing is counted: {"shrunk": true, ...} with zero counts.
 # Arguments: LOG FROM ADDR ("size" instead of FROM: the log's current size and the counters only).
 import json
 import os
@@ -31,11 +35,13 @@ def main(argv):
     wire = counters(argv[2])
     if argv[1] == "size":
         return {"size": size, **wire}
-    start = int(argv[1]) if int(argv[1]) <= size else 0
+    start = int(argv[1])
+    shrunk = start > size
     compute = recompute = 0
     first_compute = first_recompute = -1
     try:
-        with open(path, "rb") as f:
+        # A shrunk log: nothing is read (os.devnull is empty).
+        with open(os.devnull if shrunk else path, "rb") as f:
             f.seek(start)
             for i, line in enumerate(f):
                 if b"[graph_compute]" in line:
@@ -53,6 +59,7 @@ def main(argv):
         "graphCompute": compute,
         "graphRecompute": recompute,
         "recomputeAfterCompute": first_compute >= 0 and first_recompute > first_compute,
+        "shrunk": shrunk,
         **wire,
     }
 

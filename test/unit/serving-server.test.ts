@@ -318,6 +318,7 @@ describe("native/serving/worker-log.py on a worker's debug log", () => {
       graphCompute: 2,
       graphRecompute: 3,
       recomputeAfterCompute: true,
+      shrunk: false,
       ...NO_WIRE,
     });
   });
@@ -330,12 +331,19 @@ describe("native/serving/worker-log.py on a worker's debug log", () => {
       graphCompute: 0,
       graphRecompute: 0,
       recomputeAfterCompute: false,
+      shrunk: false,
       ...NO_WIRE,
     });
   });
 
-  it("a log that was rotated under the offset is read from its start", () => {
-    expect(py(file, "99999")).toMatchObject({ graphCompute: 2, graphRecompute: 3 });
+  it("a log cut under the offset is reported shrunk, and none of its (older) lines counted", () => {
+    // Issue 33 item 14: read from its start, the lines from before the smoke proved the path.
+    expect(py(file, "99999")).toMatchObject({
+      shrunk: true,
+      graphCompute: 0,
+      graphRecompute: 0,
+      recomputeAfterCompute: false,
+    });
   });
 });
 

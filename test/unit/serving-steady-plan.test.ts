@@ -143,6 +143,11 @@ function serving(
     }),
   } as unknown as RpcWorkers;
   const fabric = {
+    // The Fabric stage's configured rails (what the server's wire proof is held to).
+    railInterfaces: () => ({
+      "spark-1": [{ rail: 0, iface: "eth1" }],
+      "spark-2": [{ rail: 0, iface: "eth1" }],
+    }),
     byNode: pulumi.output(
       Object.fromEntries(
         ["spark-1", "spark-2"].map((n) => [

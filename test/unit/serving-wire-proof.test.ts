@@ -4,7 +4,10 @@
 // number. The programs run here for real, against a stand-in llama-server on loopback (so the
 // "fabric" is lo, and the smoke's own requests are the bytes it must see).
 import { createServer, type Server } from "node:http";
+import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import type { AddressInfo } from "node:net";
+import { tmpdir } from "node:os";
+import * as path from "node:path";
 import { execa } from "execa";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { programPath } from "../../components/native-script";
@@ -13,7 +16,13 @@ import {
   parseWorkerLog,
   parseWorkerLogSize,
 } from "../../components/serving/node-output";
-import { wireEnds, wireProofFailure } from "../../components/serving/server-plan";
+import {
+  WIRE_BYTES_PER_TOKEN,
+  wireEnds,
+  wireProofFailure,
+  wireRailNote,
+  workerLogFailure,
+} from "../../components/serving/server-plan";
 
 let server: Server;
 let url = "";
@@ -106,6 +115,35 @@ describe("worker-log.py's wire counters", () => {
     expect(counts.rxBytes).toBeGreaterThanOrEqual(size.rxBytes);
   });
 
+  it("a log that shrank since the smoke began is reported shrunk, its old lines not counted", async () => {
+    const dir = mkdtempSync(path.join(tmpdir(), "worker-log-"));
+    try {
+      const log = path.join(dir, "worker-50052.log");
+      const decode = "[graph_compute] device: 0\n[graph_recompute] device: 0\n";
+      writeFileSync(log, decode.repeat(200));
+      const from = parseWorkerLogSize(
+        (await py("serving/worker-log.py", [log, "size", "127.0.0.1"])).stdout,
+        "spark-2",
+      ).size;
+      // A status read cut it in place during the smoke and it holds lines from before: the
+      // smoke's own lines cannot be told from them.
+      writeFileSync(log, decode.repeat(20));
+      const counts = parseWorkerLog(
+        (await py("serving/worker-log.py", [log, String(from), "127.0.0.1"])).stdout,
+        "spark-2",
+      );
+      expect(counts).toMatchObject({
+        shrunk: true,
+        graphCompute: 0,
+        graphRecompute: 0,
+        recomputeAfterCompute: false,
+        size: Buffer.byteLength(decode) * 20,
+      });
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+
   it("an address no interface holds reads as no interface", async () => {
     const size = parseWorkerLogSize(
       (await py("serving/worker-log.py", ["/nonexistent/rpc.log", "size", "203.0.113.77"])).stdout,
@@ -136,6 +174,85 @@ describe("wireProofFailure", () => {
   it("refuses a worker whose address is on no interface, even if the client's route carried bytes", () => {
     expect(wireProofFailure(client, [{ ...worker, iface: "", bytes: 0 }])).toMatch(
       /spark-2 \(no interface holds the worker's address\): 0 bytes/,
+    );
+  });
+});
+
+describe("wireProofFailure against the Fabric stage's rails (issue 33 item 12)", () => {
+  // sparkform:fabric.rails as the Fabric stage has them: spark-1 and spark-2 share rail 0.
+  const rails = {
+    "spark-1": [
+      { rail: 0, iface: "fabric0" },
+      { rail: 1, iface: "fabric1" },
+    ],
+    "spark-2": [{ rail: 0, iface: "fabric0" }],
+  };
+  const client = { node: "spark-1", iface: "fabric0", bytes: 725_296 };
+  const worker = { node: "spark-2", iface: "fabric0", bytes: 725_366 };
+
+  it("one byte on eth0 (the management network) is refused, naming it and the rail expected", () => {
+    const failure = wireProofFailure(
+      { node: "spark-1", iface: "eth0", bytes: 1 },
+      [{ node: "spark-2", iface: "eth0", bytes: 1 }],
+      { rails, tokens: 48 },
+    );
+    expect(failure).toMatch(/spark-1 eth0 .*not a rail/);
+    expect(failure).toMatch(/spark-2 eth0 .*not a rail/);
+    expect(failure).toContain("expected fabric0 (rail 0)");
+    expect(failure).toContain("the management network is not the fabric");
+    expect(failure).toContain("sparkform:fabric");
+  });
+
+  it("a rail the worker does not share is not the pair's rail", () => {
+    expect(
+      wireProofFailure({ ...client, iface: "fabric1" }, [worker], { rails, tokens: 48 }),
+    ).toMatch(
+      /spark-1 fabric1 .*not a rail between spark-1 and spark-2 \(expected fabric0 \(rail 0\)\)/,
+    );
+  });
+
+  it("the pair's rail with the bytes the smoke's generation moves passes", () => {
+    expect(wireProofFailure(client, [worker], { rails, tokens: 48 })).toBeNull();
+  });
+
+  it("a byte count the smoke's tokens cannot explain is refused, with the floor", () => {
+    const failure = wireProofFailure({ ...client, bytes: 900 }, [{ ...worker, bytes: 900 }], {
+      rails,
+      tokens: 48,
+    });
+    expect(failure).toContain("spark-1 fabric0: 900 bytes");
+    expect(failure).toContain(`at least ${48 * WIRE_BYTES_PER_TOKEN} bytes`);
+  });
+
+  it("without a Fabric stage: any interface passes as before, and the verdict says the rail was not checked", () => {
+    const eth = { node: "spark-1", iface: "eth0", bytes: 725_296 };
+    expect(wireProofFailure(eth, [{ ...worker, iface: "eth0" }], { tokens: 48 })).toBeNull();
+    expect(wireRailNote(undefined)).toMatch(/rails? could not be checked.*sparkform:fabric/);
+    expect(wireRailNote(rails)).toBe("");
+  });
+});
+
+describe("the decode-path verdict from a worker's log (issue 33 item 14)", () => {
+  const w = { node: "spark-2", endpoint: "192.168.100.2:50052", port: 50052 };
+  const counts = { graphCompute: 4, graphRecompute: 28, recomputeAfterCompute: true };
+
+  it("a shrunk log is 'could not prove', not a pass", () => {
+    const v = workerLogFailure(w, {
+      ...counts,
+      graphCompute: 0,
+      graphRecompute: 0,
+      recomputeAfterCompute: false,
+      shrunk: true,
+    });
+    expect(v).toMatch(/could not prove the decode fast path/);
+    expect(v).toContain("spark-2");
+    expect(v).toContain("`up` again");
+  });
+
+  it("recompute after compute passes; compute without recompute is the fast path off", () => {
+    expect(workerLogFailure(w, { ...counts, shrunk: false })).toBeNull();
+    expect(workerLogFailure(w, { ...counts, recomputeAfterCompute: false, shrunk: false })).toMatch(
+      /the decode fast path is off/,
     );
   });
 });

@@ -124,7 +124,15 @@ describe("native/unit/status.py reads a bounded head and tail of the worker's lo
     writeLog(log, banner, "[graph_compute] device: 0, n_nodes: 1234, n_tensors: 5678", 200, last);
     const r = status("50");
     expectBounded(r);
-    expect(r.out?.log).toEqual([...banner, ...last.slice(-400)]);
+    // The worker's log is bounded as the server's is (issue 33 item 14): past 64 MiB it is cut,
+    // in place, to its banner and its last 16 MiB, and says so (a line the "MiB" mark keeps).
+    const cut = readFileSync(log, "utf8").split("\n");
+    expect(statSync(log).size).toBeLessThanOrEqual(16 * MiB + 4096);
+    expect(cut.slice(0, banner.length)).toEqual(banner);
+    const note = cut[banner.length] ?? "";
+    expect(note).toMatch(/the log was cut to its load lines and its last 16 MiB/);
+    expect(cut.slice(-1001, -1)).toEqual(last);
+    expect(r.out?.log).toEqual([...banner, note, ...last.slice(-400)]);
     expect(r.out?.tail).toEqual(last.slice(-50));
   }, 120_000);
 
