@@ -73,10 +73,16 @@ def load_cache(path, root):
 
 
 def save_cache(path, root, entries):
+    # The cache lists the sha256 of files that may be 0600 (a .env in a checkout): owner only,
+    # 0600 in a 0700 directory; an older cache's modes are fixed here, on its next write.
     tmp = f"{path}.{os.getpid()}.tmp"
     try:
-        os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
-        with open(tmp, "w", encoding="utf-8") as f:
+        d = os.path.dirname(path) or "."
+        os.makedirs(d, mode=0o700, exist_ok=True)
+        os.chmod(d, 0o700)
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        os.fchmod(fd, 0o600)
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
             json.dump({"version": CACHE_VERSION, "root": os.fsdecode(root), "entries": entries}, f)
         os.replace(tmp, path)  # temp name then rename: a reader never sees half a file
     except OSError:
