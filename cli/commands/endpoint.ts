@@ -2,7 +2,8 @@
 // listens on 127.0.0.1:<port> of the control node (a laptop), bound before anything is printed,
 // and pipes each connection through the stack's pinned ssh connection (`ssh -W host:port` over
 // its control master) to the router on the client node, which listens on that node's loopback
-// only: any OpenAI client then works at http://127.0.0.1:<port>/v1, and nothing between this machine and the client node is unencrypted.
+// only: any OpenAI client then works at http://127.0.0.1:<port>/v1, and nothing between this
+// machine and the client node is unencrypted.
 //
 // Why the CLI owns the listener: ssh's own `-L` listener came up after a probe of the port had
 // let it go, and a local process that took the port in between got the clients' requests and

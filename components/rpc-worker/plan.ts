@@ -190,15 +190,18 @@ export function cacheDrift(p: CachePrune, configured: "derived" | "configured"):
   if (!p.over) return [];
   const where = `the tensor cache (${CACHE_DIR})`;
   const bound = `its bound ${gb(p.maxBytes)} (${p.maxBytes} bytes, sparkform:worker.cacheMaxBytes${configured === "derived" ? ", derived at the last `up`" : ""})`;
-  const temps = p.tempsDeleted
-    ? `\`up\` deletes ${p.tempsDeleted} temporary files a killed pre-warm left (${gb(p.tempBytes ?? 0)}) and `
-    : "";
-  const does =
+  const deletes = [
+    ...(p.tempsDeleted
+      ? [`${p.tempsDeleted} temporary files a killed pre-warm left (${gb(p.tempBytes ?? 0)})`]
+      : []),
     p.deleted > 0
-      ? `${temps || "`up` deletes "}${p.deleted} least-recently-used entries sparkform created that nothing references (${gb(p.deletedBytes)}, by ${p.clock})`
-      : temps
-        ? `${temps}no entry`
-        : "`up` can delete nothing: no entry sparkform created is unreferenced";
+      ? `${p.deleted} least-recently-used entries sparkform created that nothing references (${gb(p.deletedBytes)}, by ${p.clock})`
+      : "no entry",
+  ];
+  const does =
+    deletes.length > 1 || p.deleted > 0
+      ? `\`up\` deletes ${deletes.join(" and ")}`
+      : "`up` can delete nothing: no entry sparkform created is unreferenced";
   const rest = p.stillOver
     ? `; the cache stays over by ${gb(p.bytesAfter - p.maxBytes)}: ${gb(p.neededBytes)} are the staged model's and ` +
       `${gb(p.keptBytes)} are ggml-rpc-server's own entries or other workers', which sparkform never deletes: ` +

@@ -483,6 +483,11 @@ export const WIRE_MIN_BYTES = 4096;
 export const wireFloor = (tokens = 0): number =>
   Math.max(WIRE_MIN_BYTES, tokens * WIRE_BYTES_PER_TOKEN);
 
+/** What every wire-proof failure ends with: where the split's bytes are decided. */
+const ROUTE_FIX =
+  "Check the worker's bind (its fabricAddress) and the client's route to it " +
+  "(`ip route get <worker address>` on the client node), then `up` again.";
+
 /** The rails `a` and `b` share (the same rail number on both): `a`'s interfaces of them. */
 function pairRails(rails: FabricRails, a: string, b: string) {
   const theirs = new Set((rails[b] ?? []).map((r) => r.rail));
@@ -560,13 +565,11 @@ export function wireProofFailure(
       `the smoke's generation did not cross the fabric (${said}): its ${check.tokens ?? 0} tokens move ` +
       `at least ${floor} bytes at each end (${WIRE_BYTES_PER_TOKEN} a token, ${WIRE_MIN_BYTES} at the least), ` +
       "so the bytes counted were other traffic and the layers on the workers were not computed over " +
-      "this rail. Check the worker's bind (its fabricAddress) and the client's route to it " +
-      "(`ip route get <worker address>` on the client node), then `up` again."
+      `this rail. ${ROUTE_FIX}`
     );
   return (
     `the smoke's generation did not cross the fabric (${said}): the layers on the workers were ` +
-    "computed, but not over the rail between the nodes. Check the worker's bind (its fabricAddress) " +
-    "and the client's route to it (`ip route get <worker address>` on the client node), then `up` again."
+    `computed, but not over the rail between the nodes. ${ROUTE_FIX}`
   );
 }
 

@@ -42,7 +42,6 @@ import {
   SERVER_ALIVE_COUNT_MAX,
   SERVER_ALIVE_INTERVAL_S,
   sshDestination,
-  type LocalForward,
   sshOptions,
   type SshFiles,
   type SshOptionChoices,
@@ -380,27 +379,6 @@ export class NodeConnection {
     return spawn("ssh", args, {
       env: childEnv({ agent: true, set: { SHELL: "/bin/sh" } }),
       stdio: ["pipe", "pipe", "pipe"],
-    });
-  }
-
-  /**
-   * A local port forward through this node (`ssh -N -L`), on a connection of its own with the
-   * stack's pinning and key: it lives as long as the returned process, which the caller ends.
-   * The child gets the minimal environment, as every ssh sparkform starts.
-   */
-  forwardPort(forward: LocalForward): ChildProcess {
-    this.assertOpen();
-    const { controlPath: _multiplexed, ...unmultiplexed } = this.files;
-    const args = [
-      ...sshOptions(this.target, unmultiplexed, {
-        localForward: forward,
-        capabilities: sshCapabilities(),
-      }),
-      ...sshDestination(this.target),
-    ];
-    return spawn("ssh", args, {
-      env: childEnv({ agent: true, set: { SHELL: "/bin/sh" } }),
-      stdio: ["ignore", "ignore", "pipe"],
     });
   }
 

@@ -49,12 +49,6 @@ export interface SshOptionChoices {
    */
   readonly forwardAgent?: string;
   /**
-   * A local port forward for this one connection (`sparkform endpoint`): `-N -L` with
-   * ExitOnForwardFailure, and without ClearAllForwardings (which clears command-line forwards
-   * too). Only meaningful without multiplexing.
-   */
-  readonly localForward?: LocalForward;
-  /**
    * A stdio forward for this one connection (`sparkform endpoint`, one per accepted client):
    * `-W host:port`, which implies ExitOnForwardFailure and ClearAllForwardings (ssh(1)), so
    * neither is set here. Through the ControlMaster when it is up (`ControlMaster=no` with its
@@ -63,14 +57,6 @@ export interface SshOptionChoices {
    */
   readonly stdioForward?: { readonly host: string; readonly port: number };
   readonly capabilities?: SshCapabilities;
-}
-
-/** `-L bind:port:host:hostPort`: `bind` on the control node, `host:hostPort` as the node sees it. */
-export interface LocalForward {
-  readonly bind: string;
-  readonly port: number;
-  readonly host: string;
-  readonly hostPort: number;
 }
 
 function o(kv: string): string[] {
@@ -123,23 +109,16 @@ function common(connectTimeoutS: number): string[] {
  * - `ForwardX11`, `Tunnel`: nothing sparkform runs needs them, and both open channels back.
  * ProxyJump/ProxyCommand are set by `sshOptions` (off, or sparkform's own pinned jump host).
  */
-/**
- * `session: false`: no shell or command at all (a port forward), else the default session;
- * `"stdio"`: no session either, and stdin is the forward's (`-W` implies `-N`).
- */
-function hardening(caps: SshCapabilities, session: boolean | "stdio" = true): string[] {
-  const sessionType = session === true ? "default" : "none";
-  const stdinNull = session === false ? "yes" : "no";
+/** `stdio`: no session at all, stdin is the `-W` forward's; else the default session. */
+function hardening(caps: SshCapabilities, stdio = false): string[] {
   return [
     ...(caps.knownHostsCommand ? o("KnownHostsCommand=none") : []),
     ...o("VerifyHostKeyDNS=no"),
     ...o("RemoteCommand=none"),
     ...o("PermitLocalCommand=no"),
     ...(caps.sessionType
-      ? [...o(`SessionType=${sessionType}`), ...o(`StdinNull=${stdinNull}`)]
-      : session === false
-        ? ["-N"]
-        : []),
+      ? [...o(`SessionType=${stdio ? "none" : "default"}`), ...o("StdinNull=no")]
+      : []),
     ...o("ForwardX11=no"),
     ...o("Tunnel=no"),
   ];
@@ -162,21 +141,14 @@ export function sshOptions(
   const args: string[] = [];
   if (t.sshConfigPath !== undefined) args.push("-F", t.sshConfigPath);
   args.push(...common(timeout), ...pinning(files.knownHosts, hostKeyAlias(t.name)));
-  const f = choices.localForward;
   const w = choices.stdioForward;
-  args.push(...hardening(caps, w !== undefined ? "stdio" : f === undefined));
+  args.push(...hardening(caps, w !== undefined));
   // A user's LocalForward/RemoteForward must not collide across masters. (Not on the jump
-  // hop: ClearAllForwardings also clears its -W stdio forward.) A forward of our own asks for
-  // exactly one, and fails rather than run without it.
+  // hop, nor on our own -W: ClearAllForwardings also clears a -W stdio forward, which implies
+  // it anyway.)
   if (w !== undefined)
     args.push("-W", `${w.host.includes(":") ? `[${w.host}]` : w.host}:${w.port}`);
-  else if (f === undefined) args.push(...o("ClearAllForwardings=yes"));
-  else
-    args.push(
-      ...o("ExitOnForwardFailure=yes"),
-      "-L",
-      `${f.bind.includes(":") ? `[${f.bind}]` : f.bind}:${f.port}:${f.host.includes(":") ? `[${f.host}]` : f.host}:${f.hostPort}`,
-    );
+  else args.push(...o("ClearAllForwardings=yes"));
   args.push(...identity(t.identityFile), ...identity(files.keyFile));
   if (files.controlPath !== undefined && w !== undefined) {
     args.push(...o("ControlMaster=no"), ...o(`ControlPath=${files.controlPath}`));

@@ -26,22 +26,12 @@ def counters(addr):
     return {"iface": dev, "rxBytes": rx, "txBytes": tx}
 
 
-def main(argv):
-    path = os.path.expanduser(argv[0])
-    try:
-        size = os.path.getsize(path)
-    except OSError:
-        size = 0
-    wire = counters(argv[2])
-    if argv[1] == "size":
-        return {"size": size, **wire}
-    start = int(argv[1])
-    shrunk = start > size
+def graph_counts(path, start):
+    """[graph_compute]/[graph_recompute] lines from byte `start` on, and where each first is."""
     compute = recompute = 0
     first_compute = first_recompute = -1
     try:
-        # A shrunk log: nothing is read (os.devnull is empty).
-        with open(os.devnull if shrunk else path, "rb") as f:
+        with open(path, "rb") as f:
             f.seek(start)
             for i, line in enumerate(f):
                 if b"[graph_compute]" in line:
@@ -54,11 +44,27 @@ def main(argv):
                         first_recompute = i
     except OSError:
         pass
+    return compute, recompute, first_compute >= 0 and first_recompute > first_compute
+
+
+def main(argv):
+    path = os.path.expanduser(argv[0])
+    try:
+        size = os.path.getsize(path)
+    except OSError:
+        size = 0
+    wire = counters(argv[2])
+    if argv[1] == "size":
+        return {"size": size, **wire}
+    start = int(argv[1])
+    shrunk = start > size
+    # A shrunk log: nothing is counted.
+    compute, recompute, after = (0, 0, False) if shrunk else graph_counts(path, start)
     return {
         "size": size,
         "graphCompute": compute,
         "graphRecompute": recompute,
-        "recomputeAfterCompute": first_compute >= 0 and first_recompute > first_compute,
+        "recomputeAfterCompute": after,
         "shrunk": shrunk,
         **wire,
     }
