@@ -38,3 +38,9 @@ export const models = Object.fromEntries(
   Object.entries(cluster.staged).map(([k, m]) => [k, modelOutput(m)]),
 );
 export const serving = cluster.serving?.apply(servingOutput);
+/**
+ * The key every llama-server and the router check (sparkform:serverApiKey, else the one the
+ * stack made): a secret, shown only by `pulumi stack output --show-secrets`, which is how
+ * `sparkform key` prints it.
+ */
+export const serverApiKey = cluster.servingStage?.apiKey;

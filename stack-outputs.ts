@@ -30,6 +30,8 @@ const SCHEMA = {
     model: section,
     models: section,
     serving: section,
+    // A secret: "[secret]" unless read with --show-secrets (`sparkform key`).
+    serverApiKey: { type: "string" },
   } satisfies Record<keyof Program, unknown>,
 };
 

@@ -9,6 +9,7 @@ import * as path from "node:path";
 import OpenAI from "openai";
 import { pulumiBinary, pulumiEnv, repoRoot } from "../setup/pulumi/env";
 import { changedResourceLines } from "../test/support/pulumi-cli";
+import { readApiKey } from "./router";
 import { load1, summarize, type Summary } from "./stats";
 
 /** What the client's requests before a refresh came to: counts, or the error's kind. */
@@ -325,7 +326,7 @@ export async function runQuiet(opts: {
   const commands = {
     refresh: `pulumi ${args.join(" ")}`,
     endpoint: `node bin/sparkform.js endpoint --stack ${opts.stack} --port ${port}`,
-    client: `OpenAI SDK at ${url} (apiKey: $OPENAI_API_KEY, else "none"): models.list, chat.completions.create (max_tokens 8), the same streamed`,
+    client: `OpenAI SDK at ${url} (apiKey: $OPENAI_API_KEY, else the stack's, as \`sparkform key\` prints it): models.list, chat.completions.create (max_tokens 8), the same streamed`,
   };
   const samples: QuietSample[] = [];
   opts.log(`quiet: ${commands.endpoint}`);
@@ -347,7 +348,7 @@ export async function runQuiet(opts: {
     }
     const client = new OpenAI({
       baseURL: url,
-      apiKey: process.env.OPENAI_API_KEY ?? "none",
+      apiKey: process.env.OPENAI_API_KEY ?? readApiKey(opts.stack) ?? "none",
       maxRetries: 0,
       timeout: 120_000,
     });

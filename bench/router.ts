@@ -443,16 +443,20 @@ export interface RouterOptions {
   log(s: string): void;
 }
 
-/** `sparkform:serverApiKey` when the stack sets it (read to send, never printed or stored). */
-function readApiKey(stack: string): string | undefined {
+/**
+ * The stack's key (sparkform:serverApiKey, else the one it made: the `serverApiKey` output, as
+ * `sparkform key` reads it), read to send, never printed or stored. Undefined for a stack made
+ * before every stack had one.
+ */
+export function readApiKey(stack: string): string | undefined {
   const r = spawnSync(
     pulumiBinary(),
-    ["config", "get", "sparkform:serverApiKey", "--stack", stack, "--json"],
+    ["stack", "output", "serverApiKey", "--show-secrets", "--stack", stack, "--json"],
     { cwd: repoRoot, env: pulumiEnv(), encoding: "utf8" },
   );
   if (r.status !== 0) return undefined;
   try {
-    const v = (JSON.parse(r.stdout) as { value?: unknown }).value;
+    const v = JSON.parse(r.stdout) as unknown;
     return typeof v === "string" && v !== "" ? v : undefined;
   } catch {
     return undefined;

@@ -60,6 +60,9 @@ export const commands: Record<string, Entry> = {
   endpoint: entry("the stack's OpenAI-compatible endpoint on this machine, through ssh", () =>
     require("./commands/endpoint"),
   ),
+  key: entry("print the stack's API key (for OPENAI_API_KEY), and nothing else", () =>
+    require("./commands/key"),
+  ),
 };
 /* eslint-enable @typescript-eslint/no-require-imports */
 

@@ -7,6 +7,7 @@ import { railLinks } from "../components/fabric/config";
 import { servedModelPath } from "../components/outputs";
 import { renderLlamaCppEx } from "../components/serving/render";
 import { shQuote } from "../components/transport";
+import { fromHome, routerHeaderPath } from "../components/unit/names";
 import type { StackOutputs } from "../stack-outputs";
 
 export interface SummaryOptions {
@@ -267,8 +268,13 @@ function servingSection(
         .join(", ")}`,
     );
   const body = JSON.stringify({ prompt: "The capital of France is", n_predict: 16 });
+  // The key stays on the node: curl reads the header from the 0600 file beside the router's
+  // key (router/files.sh writes both); it is in no argv and no terminal. A stack made before
+  // the router has none to offer.
+  const port = /:(\d+)$/.exec(serving.endpoint ?? "")?.[1];
+  const auth = port ? ` -H @${fromHome(routerHeaderPath(Number(port)))}` : "";
   lines.push(
-    `try  sparkform run ${server.node} --stack ${stack} -- curl -s ${serving.endpoint || server.url}/completion -d ${shQuote(body)}`,
+    `try  sparkform run ${server.node} --stack ${stack} -- curl -s${auth} ${serving.endpoint || server.url}/completion -d ${shQuote(body)}`,
   );
   return lines;
 }

@@ -8,6 +8,7 @@ import { type BuildSummary, Builds } from "./build/builds";
 import type { StackConfig } from "./stack-config";
 import { Fabric, type FabricNodeSummary } from "./fabric/fabric";
 import { stagedKey } from "./model/config";
+import { ModelDirClaims } from "./model/dir-claims";
 import { Model } from "./model/model";
 import type { SparkNodeFacts } from "./node/facts";
 import { Nodes } from "./node/nodes";
@@ -127,13 +128,20 @@ export class SparkCluster extends pulumi.ComponentResource {
     this.builds = builds;
     this.build = builds?.byNode;
 
+    // hfToken is given for sparkform:model's endpoint (default the public hub): a staged model
+    // elsewhere gets it only with `sendToken: true` (Model decides, model/token-origin.ts). The
+    // models claim their directories by resolved commit, so none is staged twice.
+    const dirs = new ModelDirClaims();
+    const modelArgs = (key: string | undefined) => ({
+      key: stagedKey(key),
+      dirs,
+      ...(config.hfToken && config.model
+        ? { token: config.hfToken, tokenOrigin: config.model.endpoint }
+        : {}),
+    });
     const model =
       config.model &&
-      new Model(
-        `${name}-model`,
-        { nodes, config: config.model, ...(config.hfToken ? { token: config.hfToken } : {}) },
-        child,
-      );
+      new Model(`${name}-model`, { nodes, config: config.model, ...modelArgs(undefined) }, child);
     this.model = model;
     // More models staged beside it (sparkform:models), each fetched and verified the same way;
     // `server.model` picks the one served. Named `<stack>-models-<name>`, apart from the model's.
@@ -141,11 +149,7 @@ export class SparkCluster extends pulumi.ComponentResource {
       model
         ? Object.entries(config.models ?? {}).map(([key, m]) => [
             key,
-            new Model(
-              `${name}-models-${key}`,
-              { nodes, config: m, ...(config.hfToken ? { token: config.hfToken } : {}) },
-              child,
-            ),
+            new Model(`${name}-models-${key}`, { nodes, config: m, ...modelArgs(key) }, child),
           ])
         : [],
     );

@@ -5,6 +5,7 @@ import { buildsIdentical, cudaArchPinned } from "./build";
 import { fabricHealthy, rdmaTransport } from "./fabric";
 import { modelPinned } from "./model";
 import { hostKeyPinned } from "./node";
+import { routerBind } from "./router";
 import { rpcBoundToFabric, rssGuardOn, workerVersionMatch } from "./rpc";
 import {
   devicesNamed,
@@ -34,5 +35,6 @@ new PolicyPack("sparkform", {
     layerSplitAcrossHosts,
     servingCheckedAtUp,
     layerSplitFitsOneNode,
+    routerBind,
   ],
 });

@@ -181,11 +181,13 @@ export function sshTransport(
 export function readyLines(
   port: number,
   served: { node: string; host: string; port: number; what: string },
+  stack?: string,
 ): string[] {
+  // The key is never printed here: a terminal's scrollback and a screen share are not secrets.
   return [
     `OpenAI-compatible endpoint: http://127.0.0.1:${port}/v1`,
-    `  through ssh to ${served.node}, where the ${served.what} listens on ${served.host}:${served.port}; ` +
-      "API key: the stack's sparkform:serverApiKey if it sets one (`pulumi config get sparkform:serverApiKey`), else any value",
+    `  through ssh to ${served.node}, where the ${served.what} listens on ${served.host}:${served.port}`,
+    `  API key (every request but GET /health needs it): export OPENAI_API_KEY=$(sparkform key${stack ? ` --stack ${stack}` : ""})`,
     "  Ctrl-C to stop",
   ];
 }
@@ -210,7 +212,7 @@ export async function run(argv: string[]): Promise<number> {
     sockets.add(c);
     c.once("close", () => sockets.delete(c));
   });
-  for (const line of readyLines(port, served)) out(line);
+  for (const line of readyLines(port, served, view.name)) out(line);
   // Until Ctrl-C (or SIGTERM): then the listener ends, and each connection with its ssh.
   await new Promise<void>((resolve) => {
     const stop = () => {

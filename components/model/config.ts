@@ -87,6 +87,13 @@ export const modelConfigSchema = z
         if (problem) ctx.addIssue({ code: "custom", message: problem });
       })
       .default(MODEL_ENDPOINT_DEFAULT),
+    /**
+     * Send sparkform:hfToken to this model's endpoint although its origin is not the one the
+     * token is for (sparkform:model.endpoint, default the public hub): the token then goes to
+     * that endpoint, a third-party mirror included, at the resolve on the control node and in
+     * the node's download. Default false: such an endpoint gets no token (token-origin.ts).
+     */
+    sendToken: z.boolean().default(false),
     /** Refresh check: "fast" (size + mtime) or "full" (re-hash every file on every refresh). */
     verify: z.enum(["fast", "full"]).default(MODEL_VERIFY_DEFAULT),
     /** Where models live on the nodes: `<modelsDir>/<repo>/<commit>/<file>`. */
@@ -217,7 +224,10 @@ export function stagedKey(name: string | undefined): string {
 /**
  * Each staged model's nodes are configured nodes, sparkform:model is set beside them (it stays
  * the default served model), and no revision is staged twice: two resources would own one
- * directory, and deleting either would take the other's files.
+ * directory, and deleting either would take the other's files. This compares the revisions as
+ * spelled, so it only catches the plain repeat early; a branch and the sha it points at are
+ * the same commit, which only the resolve knows: Model refuses that at preview, after
+ * resolving (dir-claims.ts).
  */
 export function crossCheckStaged(
   models: Salvaged<ModelsConfig>,

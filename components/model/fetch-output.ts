@@ -87,6 +87,8 @@ export interface PrepareResult {
 }
 export interface RemoveResult {
   removed: string[];
+  /** Files asked for and kept: another reference of the directory still lists them. */
+  kept: string[];
 }
 
 export const parseFilesResult = nodeJsonParser<FilesResult>(
@@ -116,8 +118,11 @@ export const parsePrepareResult = nodeJsonParser<PrepareResult>(
 export const parseRemoveResult = nodeJsonParser<RemoveResult>(
   {
     type: "object",
-    properties: { removed: { type: "array", items: str, maxItems: 20_000 } },
-    required: ["removed"],
+    properties: {
+      removed: { type: "array", items: str, maxItems: 20_000 },
+      kept: { type: "array", items: str, maxItems: 20_000 },
+    },
+    required: ["removed", "kept"],
     additionalProperties: false,
   },
   fail("model-fetch.py @result (remove)"),

@@ -28,6 +28,8 @@ import {
   MODELS_DIR_DEFAULT,
   type StackModel,
 } from "./config";
+import type { ModelDirClaims } from "./dir-claims";
+import { tokenFor, withheldNote } from "./token-origin";
 
 /** Bump when the provider's behaviour changes, so `up` rewrites it in state. */
 export const MODEL_PROVIDER_VERSION = "1";
@@ -110,9 +112,26 @@ export interface ModelArgs {
     | "modelsDir"
     | "retries"
     | "nodes"
-  >;
-  /** Bearer token for the endpoint (`sparkform:hfToken`), a secret. Default: none. */
+  > &
+    Partial<Pick<StackModel, "sendToken">>;
+  /**
+   * Bearer token (`sparkform:hfToken`), a secret. Default: none. It goes to this model's
+   * endpoint only when that has `tokenOrigin`'s origin or the config sets `sendToken`
+   * (token-origin.ts); otherwise nothing of it reaches the resolve or the node.
+   */
   readonly token?: pulumi.Input<string>;
+  /**
+   * The endpoint the token is for (sparkform:model.endpoint); only its origin counts.
+   * Default: the public hub.
+   */
+  readonly tokenOrigin?: string;
+  /** This model's config key in messages: `model` (the default) or `models.<name>`. */
+  readonly key?: string;
+  /**
+   * The directories the stack's models claim (one per SparkCluster): a second model resolving
+   * to this one's `<modelsDir>/<repo>/<commit>` on a shared node is refused (dir-claims.ts).
+   */
+  readonly dirs?: ModelDirClaims;
   /** Bytes each node must keep free beyond the model. Default 0. */
   readonly reserveBytes?: number;
 }
@@ -149,18 +168,28 @@ export class Model extends pulumi.ComponentResource implements Stage<ModelOnNode
       );
     }
     const endpoint = m.endpoint ?? PUBLIC_HUB;
+    const key = args.key ?? "model";
+    const modelsDir = m.modelsDir ?? MODELS_DIR_DEFAULT;
+    // The token only to the origin it was given for, or where this model opts in: decided
+    // here, once, so neither the resolve below nor the downloading node gets it otherwise.
+    const tokenOrigin = args.tokenOrigin ?? PUBLIC_HUB;
+    const sends = tokenFor(endpoint, m.sendToken ?? false, tokenOrigin);
+    const tokenWithheld =
+      args.token !== undefined && !sends ? withheldNote(key, endpoint, tokenOrigin) : undefined;
     // Tokens have no whitespace; a trailing newline (config set from a file) would break the header.
-    const token = args.token
-      ? pulumi.secret(pulumi.output(args.token).apply((t) => t.trim()))
-      : undefined;
+    const token =
+      args.token && sends
+        ? pulumi.secret(pulumi.output(args.token).apply((t) => t.trim()))
+        : undefined;
     // Resolved at every preview and up (so a moved branch shows up as a replace), on the control
     // node. The result holds no credential, so it need not stay secret with the token.
     const resolved: pulumi.Output<ResolvedModel> = pulumi.unsecret(
       pulumi.output(token).apply(async (token) => {
         try {
-          return await resolveModel({
+          const r = await resolveModel({
             endpoint,
             ...(token ? { token } : {}),
+            ...(tokenWithheld ? { tokenWithheld } : {}),
             repo: m.repo,
             revision: m.revision,
             files: m.files,
@@ -168,6 +197,17 @@ export class Model extends pulumi.ComponentResource implements Stage<ModelOnNode
             allowBranch: m.allowBranch ?? false,
             cacheDir: defaultGgufCacheDir(),
           });
+          // Its directory is named by the resolved commit: claimed now, so two of the stack's
+          // models that spell one commit differently (a sha, a branch) are refused here.
+          args.dirs?.claim({
+            key,
+            repo: m.repo,
+            revision: m.revision,
+            commit: r.commit,
+            dir: modelDir(modelsDir, r.repo, r.commit),
+            nodes: this.names,
+          });
+          return r;
         } catch (err) {
           // A user-facing failure (hub unreachable, unpinned revision, SHA-256 disagreeing):
           // RunError prints just the message, where a ResourceError dumps the whole resource.
@@ -186,7 +226,7 @@ export class Model extends pulumi.ComponentResource implements Stage<ModelOnNode
     const common = {
       repo: resolved.repo,
       commit: resolved.commit,
-      modelsDir: m.modelsDir ?? MODELS_DIR_DEFAULT,
+      modelsDir,
       files: resolved.files.apply((fs) => fs.map((f) => ({ ...f }))),
       verify: m.verify ?? MODEL_VERIFY_DEFAULT,
       retries: m.retries ?? MODEL_RETRIES_DEFAULT,

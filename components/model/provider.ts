@@ -195,11 +195,18 @@ async function measure(
   known: readonly NodeFile[] | undefined,
   hash: boolean,
   verified: ReadonlySet<string> = new Set(),
+  ref?: string,
 ): Promise<NodeFile[]> {
   const lines = await runScript(
     inputs,
     "measure",
-    { dir: inputs.dir, files: inputs.files.map((f) => ({ path: f.path })), hash },
+    {
+      dir: inputs.dir,
+      files: inputs.files.map((f) => ({ path: f.path })),
+      hash,
+      // Records these files as this reference's list: `remove` by another one keeps them.
+      ...(ref ? { ref } : {}),
+    },
     { step: hash ? "model re-hash" : "model measure" },
   );
   const { files } = resultOf(lines, inputs.target.name, parseFilesResult);
@@ -387,12 +394,6 @@ async function converge(
     ({ placed } = await fetchFromHub(inputs, known));
     by = placed.length > 0 ? "hub" : "present";
   }
-  // The script succeeded: every file was either placed just now (hashed on the node) or found
-  // in place and proven (hashed, or its size and mtime unchanged since the last proof).
-  const nodeFiles = await measure(inputs, known, false, new Set(inputs.files.map((f) => f.path)));
-  const created = [...new Set([...(olds?.created ?? []), ...placed])].filter((p) =>
-    inputs.files.some((f) => f.path === p),
-  );
   // This resource's reference, once the files are in place: destroying another stack that
   // uses the same revision on this node keeps them.
   await prepareDir(openNode(inputs.target), inputs.dir, {
@@ -401,6 +402,20 @@ async function converge(
     token: refToken,
     created: checked.created,
   });
+  // The script succeeded: every file was either placed just now (hashed on the node) or found
+  // in place and proven (hashed, or its size and mtime unchanged since the last proof). The
+  // measure also records the files beside the reference (after it, so that the list exists only
+  // with its reference): another resource's update that drops one keeps it (cmd_remove).
+  const nodeFiles = await measure(
+    inputs,
+    known,
+    false,
+    new Set(inputs.files.map((f) => f.path)),
+    refToken,
+  );
+  const created = [...new Set([...(olds?.created ?? []), ...placed])].filter((p) =>
+    inputs.files.some((f) => f.path === p),
+  );
   const { token: _token, ...rest } = inputs;
   return {
     ...rest,
@@ -463,20 +478,41 @@ export async function update(
   news: ModelReplicaInputs,
 ): Promise<pulumi.dynamic.UpdateResult<ModelReplicaOutputs>> {
   const outs = await converge(news, olds);
-  // Files dropped from the model that this resource created.
+  // Files dropped from the model that this resource created, unless another reference of the
+  // directory (another stack on this revision) still lists them: the script keeps those.
   const dropped = olds.created.filter((p) => !news.files.some((f) => f.path === p));
-  if (dropped.length > 0) await removeFiles(olds, dropped);
+  if (dropped.length > 0) await removeFiles(olds, dropped, outs.refToken);
   return { outs };
 }
 
-async function removeFiles(props: ModelReplicaOutputs, files: readonly string[]): Promise<void> {
+/**
+ * Remove `files` from the revision's directory, except those another reference of it lists
+ * (`ref`: this resource's own, not counted). Say which were kept and why.
+ */
+async function removeFiles(
+  props: ModelReplicaOutputs,
+  files: readonly string[],
+  ref?: string,
+): Promise<void> {
   const lines = await runScript(
     props,
     "remove",
-    { dir: props.dir, root: props.modelsDir, files: files.map((p) => ({ path: p })) },
+    {
+      dir: props.dir,
+      root: props.modelsDir,
+      files: files.map((p) => ({ path: p })),
+      ...(ref ? { ref } : {}),
+    },
     { step: "remove model files" },
   );
-  resultOf(lines, props.target.name, parseRemoveResult);
+  const { kept } = resultOf(lines, props.target.name, parseRemoveResult);
+  if (kept.length > 0) {
+    await progress(
+      `${label(props)}: kept ${kept.join(", ")} in ${props.dir}: another resource on the node ` +
+        "references this revision and lists them (or was recorded before the lists, so what it " +
+        "uses is unknown)",
+    );
+  }
 }
 
 /**

@@ -17,6 +17,11 @@ export interface ResolveRequest {
   readonly endpoint: string;
   /** Bearer token (a secret: never part of any message or result). */
   readonly token?: string;
+  /**
+   * Why sparkform:hfToken was not sent to this endpoint, when it was withheld (token-origin.ts):
+   * added to an HTTP 401/403, so the operator reads why and the opt-in, not just "no token".
+   */
+  readonly tokenWithheld?: string;
   readonly repo: string;
   readonly revision: string;
   readonly files: readonly string[];
@@ -126,7 +131,9 @@ function hubError(what: string, req: ResolveRequest, err: unknown): ModelResolve
   if (err instanceof HubApiError) {
     const hint =
       err.statusCode === 401 || err.statusCode === 403
-        ? ": the endpoint wants a token that can read this repo (`pulumi config set --secret hfToken …`)"
+        ? req.tokenWithheld
+          ? `: the endpoint wants a token, and ${req.tokenWithheld}`
+          : ": the endpoint wants a token that can read this repo (`pulumi config set --secret hfToken …`)"
         : err.statusCode === 404
           ? ": no such repo or revision there (check sparkform:model.repo and .revision)"
           : "";
@@ -282,7 +289,7 @@ function num(v: unknown): number | undefined {
  */
 export async function readGgufSummary(
   shards: readonly ResolvedFile[],
-  req: Pick<ResolveRequest, "token" | "fetch" | "repo">,
+  req: Pick<ResolveRequest, "token" | "fetch" | "repo" | "tokenWithheld">,
 ): Promise<GgufSummary> {
   const headers = req.token ? { Authorization: `Bearer ${req.token}` } : undefined;
   const parsed = [];
@@ -296,8 +303,10 @@ export async function readGgufSummary(
         }),
       );
     } catch (err) {
+      const msg = (err as Error).message;
+      const withheld = req.tokenWithheld && /\b40[13]\b/.test(msg) ? `; ${req.tokenWithheld}` : "";
       throw new ModelResolveError(
-        `reading the GGUF header of ${req.repo}/${s.path} with range requests failed: ${(err as Error).message}`,
+        `reading the GGUF header of ${req.repo}/${s.path} with range requests failed: ${msg}${withheld}`,
       );
     }
   }

@@ -24,6 +24,19 @@ export interface RouterConfigInput {
    * configuration (no certificates, no autosave), but Caddy gets a place of its own.
    */
   readonly dataDir?: string;
+  /**
+   * The file holding the stack's API key (one line, 0600), as Caddy opens it: relative paths
+   * are from the unit's working directory (the node user's home). Every route but GET /health
+   * needs `Authorization: Bearer <that key>`; the key itself is never in this config. Absent:
+   * no key is checked (only tests run a router so).
+   */
+  readonly apiKeyFile?: string;
+  /**
+   * Browser origins (`https://app.example`) whose requests pass, with the router's own CORS
+   * headers (no credentials). Default none: a request that carries any `Origin` is refused
+   * (SDK clients send none).
+   */
+  readonly allowedOrigins?: readonly string[];
 }
 
 /** How long one active /health check may take (see routerConfig). */
@@ -43,6 +56,150 @@ export const HEALTH_LOG_SAMPLING_NS = 60_000_000_000;
  * means the node is gone.
  */
 export const DIAL_TIMEOUT_MS = 1000;
+
+/** The hosts a request's `Host` may name (any port): the loopback names and the bind. */
+export function allowedHosts(bind: string): string[] {
+  return [...new Set(["127.0.0.1", "localhost", "::1", bind.toLowerCase()])];
+}
+
+/**
+ * What Caddy's matchers would read as more than a literal: `*` at either end is a wildcard
+ * (header and host matchers), `{…}` a placeholder. A key or an origin holding one would match
+ * more than itself, so they are refused where they are configured (and here, last).
+ */
+export function notLiteral(text: string): boolean {
+  return /[*{}\s]/.test(text);
+}
+
+/** Caddy's 403, before anything reaches an upstream: what was refused and why. */
+function forbidden(why: string): Record<string, unknown> {
+  return {
+    handler: "static_response",
+    status_code: 403,
+    headers: { "Content-Type": ["text/plain; charset=utf-8"], "Cache-Control": ["no-store"] },
+    body: `${why}\n`,
+    close: true,
+  };
+}
+
+/** The 401 an OpenAI client expects (its SDK raises AuthenticationError on it). */
+const UNAUTHORIZED = {
+  handler: "static_response",
+  status_code: 401,
+  headers: {
+    "Content-Type": ["application/json"],
+    "WWW-Authenticate": ['Bearer realm="sparkform"'],
+    "Cache-Control": ["no-store"],
+  },
+  body: `${JSON.stringify({
+    error: {
+      message:
+        "Invalid or missing API key: send Authorization: Bearer <the stack's key> " +
+        "(export OPENAI_API_KEY=$(sparkform key))",
+      type: "authentication_error",
+      code: 401,
+    },
+  })}\n`,
+};
+
+/** The headers a browser's preflight asks to send and the methods the API takes. */
+const CORS_ALLOW_HEADERS = "Authorization, Content-Type";
+const CORS_ALLOW_METHODS = "GET, POST, OPTIONS";
+
+/**
+ * The routes in front of the proxy, in order: a foreign Host (DNS rebinding) → 403; an
+ * `Origin` not allowed → 403; an allowed origin's preflight → 204 with the router's CORS
+ * headers; no key (but GET /health) → 401; an allowed origin's request → the router's
+ * `Access-Control-Allow-Origin` (deferred: set after the upstream's are removed).
+ */
+export function gateRoutes(c: RouterConfigInput): Record<string, unknown>[] {
+  const origins = [...(c.allowedOrigins ?? [])];
+  for (const o of origins)
+    if (notLiteral(o) || o.length === 0)
+      throw new Error(`router allowedOrigins ${JSON.stringify(o)}: not a literal origin`);
+  if (c.apiKeyFile !== undefined && notLiteral(c.apiKeyFile))
+    throw new Error(`router apiKeyFile ${JSON.stringify(c.apiKeyFile)}: not a plain path`);
+  const routes: Record<string, unknown>[] = [
+    {
+      match: [{ not: [{ host: allowedHosts(c.bind) }] }],
+      handle: [
+        forbidden(
+          "this router answers requests for 127.0.0.1, localhost or its bind address only " +
+            "(a page on another site reaching it through DNS rebinding is refused)",
+        ),
+      ],
+      terminal: true,
+    },
+    {
+      match: [
+        {
+          header: { Origin: [] },
+          ...(origins.length ? { not: [{ header: { Origin: origins } }] } : {}),
+        },
+      ],
+      handle: [
+        forbidden(
+          "a browser page's request (Origin) is refused: its origin is not in " +
+            "sparkform:server.router.allowedOrigins",
+        ),
+      ],
+      terminal: true,
+    },
+  ];
+  if (origins.length)
+    routes.push({
+      match: [
+        {
+          method: ["OPTIONS"],
+          header: { Origin: origins, "Access-Control-Request-Method": [] },
+        },
+      ],
+      handle: [
+        {
+          handler: "static_response",
+          status_code: 204,
+          headers: {
+            "Access-Control-Allow-Origin": ["{http.request.header.Origin}"],
+            "Access-Control-Allow-Methods": [CORS_ALLOW_METHODS],
+            "Access-Control-Allow-Headers": [CORS_ALLOW_HEADERS],
+            "Access-Control-Max-Age": ["600"],
+            Vary: ["Origin"],
+          },
+        },
+      ],
+      terminal: true,
+    });
+  if (c.apiKeyFile !== undefined)
+    routes.push({
+      match: [
+        {
+          not: [
+            { method: ["GET"], path: ["/health"] },
+            { header: { Authorization: [`Bearer {file.${c.apiKeyFile}}`] } },
+          ],
+        },
+      ],
+      handle: [UNAUTHORIZED],
+      terminal: true,
+    });
+  if (origins.length)
+    routes.push({
+      match: [{ header: { Origin: origins } }],
+      handle: [
+        {
+          handler: "headers",
+          response: {
+            set: {
+              "Access-Control-Allow-Origin": ["{http.request.header.Origin}"],
+              Vary: ["Origin"],
+            },
+            deferred: true,
+          },
+        },
+      ],
+    });
+  return routes;
+}
 
 /** Caddy's duration strings (caddy.Duration accepts Go's time.ParseDuration syntax). */
 const ms = (n: number): string => `${Math.round(n)}ms`;
@@ -71,11 +228,13 @@ export function dialOf(url: string): string {
  *   waiting up to 10 s (a busy server answers it after requests); llama-server answers 200
  *   when its model is loaded, 503 while it loads; two failures in a row take an upstream out,
  *   one pass puts it back;
- * - passive health: a failed proxied request (or a 5xx from the upstream) takes that upstream
- *   out for a few seconds (fail_duration), until the next active check says otherwise;
- * - retries: a request whose upstream cannot be dialled (a dead replica) goes to the next one,
- *   up to one try per upstream within a short try_duration; a POST that reached an upstream is
- *   not repeated (Caddy's rule: only dial errors are retried for non-GET requests);
+ * - no passive health: Caddy counts a request that failed for any reason against its upstream,
+ *   a client that aborted its upload included, so one such client took a healthy replica out
+ *   for seconds per request (issue 33); only the active checks judge an upstream;
+ * - retries: a request whose upstream cannot be dialled (a dead replica) is tried again every
+ *   100 ms until the checks have taken that upstream out (two intervals) and one more dial
+ *   timeout, then lands on a live one; a POST that reached an upstream is not repeated (Caddy's
+ *   rule: only dial errors are retried for non-GET requests);
  * - streaming: responses are flushed as they arrive (flush_interval -1; SSE streams are flushed
  *   immediately by Caddy anyway), requests are not buffered;
  * - no access log and no log line that carries a request (`http.log.error`, the handlers' loggers:
@@ -84,8 +243,10 @@ export function dialOf(url: string): string {
  * - an error route that answers any proxy error (no upstream available, an upstream that died
  *   mid-request) with 503, the `unavailable` text and `Retry-After`, at once.
  *
- * The Authorization header is passed through unchanged (Caddy's reverse_proxy forwards request
- * headers as they are); the llama-servers check the key themselves.
+ * In front of the proxy, gateRoutes: a foreign Host or Origin gets 403, a request without the
+ * key 401, before anything reaches an upstream; the upstreams' `Access-Control-*` headers never
+ * reach a client (llama-server reflects any Origin, credentials allowed). The Authorization
+ * header is passed through unchanged: the llama-servers check the key too.
  */
 export function routerConfig(c: RouterConfigInput): Record<string, unknown> {
   if (!Number.isInteger(c.port) || c.port < 1 || c.port > 65535)
@@ -102,11 +263,16 @@ export function routerConfig(c: RouterConfigInput): Record<string, unknown> {
   // the timeout only has to catch one that hangs.
   const timeoutMs = HEALTH_TIMEOUT_MS;
   const tryIntervalMs = 100;
-  // One try per upstream, bounded in time. With several, long enough for one dial to a node
-  // that vanished (power off: no RST, the dial times out) and a try on the next; with one (a
-  // layer split) nothing else can answer, so the 503 comes within half a second.
+  // With several upstreams, a request keeps trying until the active checks have taken a dead
+  // one out (HEALTH_FAILS intervals) plus one dial to a node that vanished (power off: no RST,
+  // the dial times out) and a try on the next: least_conn would otherwise send every retry of
+  // an idle pair back to the dead one (it has no requests). With one (a layer split) nothing
+  // else can answer, so the 503 comes within half a second.
   const tryDurationMs =
-    c.upstreams.length > 1 ? DIAL_TIMEOUT_MS + 500 : Math.max(500, 2 * tryIntervalMs);
+    c.upstreams.length > 1
+      ? HEALTH_FAILS * intervalMs + DIAL_TIMEOUT_MS + 500
+      : Math.max(500, 2 * tryIntervalMs);
+  const retries = Math.ceil(tryDurationMs / tryIntervalMs);
   const unavailable = c.unavailable.endsWith("\n") ? c.unavailable : `${c.unavailable}\n`;
   return {
     admin: { disabled: true, config: { persist: false } },
@@ -136,6 +302,7 @@ export function routerConfig(c: RouterConfigInput): Record<string, unknown> {
             protocols: ["h1", "h2c"],
             automatic_https: { disable: true },
             routes: [
+              ...gateRoutes(c),
               {
                 handle: [
                   {
@@ -143,7 +310,7 @@ export function routerConfig(c: RouterConfigInput): Record<string, unknown> {
                     upstreams: c.upstreams.map((u) => ({ dial: u.dial })),
                     load_balancing: {
                       selection_policy: { policy: "least_conn" },
-                      retries: c.upstreams.length,
+                      retries,
                       try_duration: ms(tryDurationMs),
                       try_interval: ms(tryIntervalMs),
                     },
@@ -158,17 +325,6 @@ export function routerConfig(c: RouterConfigInput): Record<string, unknown> {
                         fails: HEALTH_FAILS,
                         max_size: 4096,
                       },
-                      // With one server nothing else can take its requests: a failed one
-                      // must not take it out (the error route answers for a dead one).
-                      ...(c.upstreams.length > 1
-                        ? {
-                            passive: {
-                              fail_duration: "5s",
-                              max_fails: 1,
-                              unhealthy_status: [502, 503, 504],
-                            },
-                          }
-                        : {}),
                     },
                     // A new connection per request: llama-server closes a connection whose
                     // client went away mid-stream, and a POST sent on such a kept-alive one
@@ -180,6 +336,9 @@ export function routerConfig(c: RouterConfigInput): Record<string, unknown> {
                       keep_alive: { enabled: false },
                     },
                     flush_interval: -1,
+                    // llama-server's CORS answer (any Origin reflected, credentials allowed)
+                    // never reaches a client; an allowed origin gets the router's own.
+                    headers: { response: { delete: ["Access-Control-*"] } },
                   },
                 ],
                 terminal: true,

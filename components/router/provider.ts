@@ -16,13 +16,15 @@
 //             router on the node runs)
 import { createHash } from "node:crypto";
 import type * as pulumi from "@pulumi/pulumi";
+import { isLoopbackAddress } from "../config/address";
 import { programCommand, programFor, type ProgramRef } from "../native-script";
 import type { ProviderImpl } from "../providers/delegate";
 import { changedKeys, steadyReading } from "../providers/diff";
 import { progress, since } from "../providers/progress";
 import { openNode, RemoteCommandError, type RemoteScript, type SshTarget } from "../transport";
+import { apiKeyEnv, keyDigest } from "../unit/api-key";
 import { unitStartCommand, unitStatusCommand, unitStopCommand } from "../unit/commands";
-import { UNIT_ROLES, unitLogPath, unitName } from "../unit/names";
+import { apiKeyPath, fromHome, UNIT_ROLES, unitLogPath, unitName } from "../unit/names";
 import {
   type Started,
   startedOf,
@@ -57,6 +59,14 @@ export interface RouterInputs {
   node: string;
   bind: string;
   port: number;
+  /**
+   * The key every route but GET /health requires (a secret input; state keeps its sha256).
+   * Written by files.sh to router-<port>.key (0600), which the config names: a new key is a
+   * new file, not a restart. Absent in state written before every stack had a key.
+   */
+  apiKey?: string;
+  /** Browser origins let through (absent in older state: none). */
+  allowedOrigins?: string[];
   /** The node's `uname -m`. */
   arch: string;
   /** The artifact's identity (artifact.ts routerArtifactId): a new key is a restart. */
@@ -82,9 +92,13 @@ export interface RouterStatus {
   listening: string[];
   /** sha256 of the config file on the node ("" when missing). */
   configDigest: string;
+  /** sha256 of the key file's key ("" when missing; absent in older state). */
+  keyDigest?: string;
 }
 
-export interface RouterOutputs extends RouterInputs {
+export interface RouterOutputs extends Omit<RouterInputs, "apiKey"> {
+  /** sha256 of the API key ("" = none), a secret output: a changed key is rewritten. */
+  apiKeySha256?: string;
   /** http://<bind>:<port> (clients use <url>/v1). */
   url: string;
   unit: string;
@@ -107,6 +121,12 @@ const sha256 = (text: string) => createHash("sha256").update(text).digest("hex")
 export const binaryName = (sha: string) => `caddy-${sha.slice(0, 16)}`;
 export const configPath = (port: number) => `${ROUTER_DIR}/router-${port}.json`;
 export const dataDir = (port: number) => `${ROUTER_DIR}/data-${port}`;
+export const keyPath = (port: number) => apiKeyPath("router", port);
+/**
+ * The key file as the config names it: relative to the unit's working directory, the node
+ * user's home (start.sh sets it), since Caddy's {file.…} does not expand `~`.
+ */
+export const keyFileForCaddy = (port: number) => fromHome(keyPath(port));
 
 export function routerUrl(bind: string, port: number): string {
   return `http://${listenAddress(bind, port)}`;
@@ -114,7 +134,10 @@ export function routerUrl(bind: string, port: number): string {
 
 /** The config text as written on the node: a function of the inputs only. */
 export function configText(
-  i: Pick<RouterInputs, "bind" | "port" | "upstreams" | "unavailable" | "healthIntervalSeconds">,
+  i: Pick<
+    RouterInputs,
+    "bind" | "port" | "upstreams" | "unavailable" | "healthIntervalSeconds" | "allowedOrigins"
+  > & { keyed?: boolean },
 ): string {
   return renderRouterConfig({
     bind: i.bind,
@@ -122,6 +145,8 @@ export function configText(
     upstreams: i.upstreams.map((u) => ({ node: u.node, dial: dialOf(u.url) })),
     unavailable: i.unavailable,
     healthIntervalSeconds: i.healthIntervalSeconds,
+    ...(i.keyed === true ? { apiKeyFile: keyFileForCaddy(i.port) } : {}),
+    allowedOrigins: i.allowedOrigins ?? [],
   });
 }
 
@@ -156,6 +181,9 @@ export function startCommand(
       rssIntervalSeconds: 2,
       flags: ["run", "--config", configPath(i.port)],
       what: "router",
+      // Off loopback: never on the interface of the management session (the node's check,
+      // the third layer after the Router's refusal and the router-bind policy).
+      notOnManagement: !isLoopbackAddress(i.bind),
       // Caddy's data and config directories (instance id, certificates it never gets here):
       // the router's own, removed with it.
       env: [
@@ -225,7 +253,11 @@ async function readStatus(
       )
     ).stdout,
   );
-  return { ...routerStatusOf(st, files.configDigest ?? ""), log: st.log };
+  return {
+    ...routerStatusOf(st, files.configDigest ?? ""),
+    keyDigest: files.keyDigest ?? "",
+    log: st.log,
+  };
 }
 
 /** Why the measured router is not the one `up` started ([] = none). */
@@ -234,6 +266,8 @@ export function routerDrift(o: {
   started: Started;
   binaryDigest: string;
   configDigest: string;
+  /** sha256 of the key the file must hold ("" or absent: none, or older state). */
+  apiKeySha256?: string;
   bind: string;
   port: number;
 }): string[] {
@@ -251,6 +285,10 @@ export function routerDrift(o: {
     r.push(
       `router config ${configPath(o.port)} sha256 ${o.status.configDigest.slice(0, 12) || "(missing)"} is not the one written (${o.configDigest.slice(0, 12)})`,
     );
+  if (o.apiKeySha256 && o.status.keyDigest !== undefined && o.status.keyDigest !== o.apiKeySha256)
+    r.push(
+      `router key ${keyPath(o.port)} ${o.status.keyDigest ? "does not hold the stack's key" : "is missing"}: every request would get 401`,
+    );
   return r;
 }
 
@@ -260,7 +298,8 @@ export const routerVerdict = (o: RouterOutputs) => ({ status: o.status, drift: o
 async function converge(i: RouterInputs): Promise<RouterOutputs> {
   const who = tag(i.target);
   if (i.upstreams.length === 0) throw new Error(`${who}: no upstreams to route to`);
-  const text = configText(i);
+  const text = configText({ ...i, keyed: Boolean(i.apiKey) });
+  const apiKeySha256 = keyDigest(i.apiKey);
   const configDigest = sha256(text);
   const start = Date.now();
   const artifact = await routerBinary({ arch: i.arch, progress: (l) => progress(`${who}: ${l}`) });
@@ -300,7 +339,7 @@ async function converge(i: RouterInputs): Promise<RouterOutputs> {
             ["install", ROUTER_DIR, name, artifact.sha256, String(i.port), text],
             `install ${binary} and ${configPath(i.port)}`,
           ),
-          { step: "router install", timeoutMs: 120_000 },
+          { step: "router install", timeoutMs: 120_000, ...apiKeyEnv(i.apiKey) },
         )
       ).stdout,
     );
@@ -350,6 +389,7 @@ async function converge(i: RouterInputs): Promise<RouterOutputs> {
     started,
     binaryDigest: artifact.sha256,
     configDigest,
+    apiKeySha256,
     bind: i.bind,
     port: i.port,
   });
@@ -358,8 +398,10 @@ async function converge(i: RouterInputs): Promise<RouterOutputs> {
   await progress(
     `${who}: ${routerUrl(i.bind, i.port)} up in ${since(start)} (caddy ${artifact.version}, ${i.upstreams.length} upstream(s))`,
   );
+  const { apiKey: _key, ...rest } = i;
   return {
-    ...i,
+    ...rest,
+    apiKeySha256,
     artifact: { version: artifact.version, key: artifact.key, arch: artifact.arch },
     url: routerUrl(i.bind, i.port),
     unit: unitName("router", i.port),
@@ -389,6 +431,7 @@ export async function read(
     started: props.started,
     binaryDigest: props.binaryDigest,
     configDigest: props.configDigest,
+    ...(props.apiKeySha256 ? { apiKeySha256: props.apiKeySha256 } : {}),
     bind: props.bind,
     port: props.port,
   });
@@ -408,6 +451,7 @@ export const RESTART_KEYS = [
   "healthIntervalSeconds",
   "programs",
 ] as const;
+// apiKey and allowedOrigins are judged by the rendered config and the key's digest (below).
 /** Inputs that are only recorded: a change updates state, the router keeps running. */
 export const RECORD_KEYS = ["node", "arch", "topology", "healthTimeoutSeconds"] as const;
 
@@ -416,11 +460,12 @@ export function routerChanges(olds: RouterOutputs, news: RouterInputs) {
   const restart: string[] = changedKeys(olds, news, RESTART_KEYS);
   let rendered: string;
   try {
-    rendered = sha256(configText(news));
+    rendered = sha256(configText({ ...news, keyed: Boolean(news.apiKey) }));
   } catch {
     rendered = "";
   }
   if (rendered !== olds.configDigest && !restart.includes("config")) restart.push("config");
+  if ((olds.apiKeySha256 ?? "") !== keyDigest(news.apiKey)) restart.push("apiKey");
   if ((olds.drift ?? []).length > 0) restart.push("drift");
   const record: string[] = changedKeys(olds, news, RECORD_KEYS);
   return { restart, record };
@@ -451,7 +496,10 @@ export async function update(
   news: RouterInputs,
 ): Promise<pulumi.dynamic.UpdateResult<RouterOutputs>> {
   const { restart } = routerChanges(olds, news);
-  if (restart.length === 0) return { outs: { ...olds, ...news } };
+  if (restart.length === 0) {
+    const { apiKey: _key, ...rest } = news;
+    return { outs: { ...olds, ...rest } };
+  }
   // A new port or node leaves the old unit behind: stop it and remove its files first.
   if (olds.port !== news.port || olds.target.name !== news.target.name) await remove(olds);
   return { outs: await converge(news) };

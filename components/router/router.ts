@@ -2,6 +2,7 @@
 // the one OpenAI-compatible URL of the cluster (components/router/README.md).
 import * as pulumi from "@pulumi/pulumi";
 import * as path from "node:path";
+import { isLoopbackAddress } from "../config/address";
 import { delegatingProvider } from "../providers/delegate";
 import { SparkformResource } from "../providers/resource";
 import type { SshTarget } from "../transport";
@@ -19,6 +20,18 @@ export interface RouterArgs {
   readonly node: string;
   /** The address the router listens on. Default 127.0.0.1 (reached by `sparkform endpoint`). */
   readonly bind?: string;
+  /**
+   * The key clients send (`Authorization: Bearer <key>`), a secret: the stack's
+   * sparkform:serverApiKey, else the one the Serving stage made. Every route but GET /health
+   * needs it. Required when `bind` is not loopback; absent only where a test runs a router so.
+   */
+  readonly apiKey?: pulumi.Input<string>;
+  /**
+   * Browser origins (`https://app.example`) let through with the router's CORS headers
+   * (`sparkform:server.router.allowedOrigins`). Default none: any request with an `Origin` is
+   * refused with 403 (SDK clients send none).
+   */
+  readonly allowedOrigins?: pulumi.Input<string[]>;
   /** TCP port, 1–65535 (no default: the serving stage picks it beside llama-server's). */
   readonly port: number;
   /** The node's architecture as `uname -m` prints it (the fact sheet's): x86_64 or aarch64. */
@@ -45,7 +58,8 @@ const provider = delegatingProvider(path.join(__dirname, "provider.ts"));
 
 /**
  * Caddy on the client node as a `systemd-run --user` unit (`sparkform-router-<port>`,
- * Restart=on-failure): least-connections over the upstreams, active and passive health checks,
+ * Restart=on-failure): a foreign Host or Origin refused (403), the key required (401),
+ * least-connections over the upstreams, active health checks,
  * retries of a request whose upstream is gone, streamed responses, no request logs, and a 503
  * with `unavailable` when no upstream is healthy. The binary is built on the control node for the
  * node's architecture (artifact.ts), copied and checked by sha256 before it starts. Refresh reads
@@ -66,6 +80,18 @@ export class Router extends SparkformResource<"Router", RouterOutputs> {
   constructor(name: string, args: RouterArgs, opts?: pulumi.CustomResourceOptions) {
     if (!Number.isInteger(args.port) || args.port < 1 || args.port > 65535)
       throw new pulumi.RunError(`Router ${name}: port ${args.port} must be 1–65535`);
+    // Off loopback the router answers whoever reaches that address: never without a key (the
+    // config schema and the router-bind policy say the same; start.sh's --not-on-management
+    // keeps it off the management interface all the same).
+    const bind = args.bind ?? "127.0.0.1";
+    if (!isLoopbackAddress(bind) && !args.apiKey)
+      throw new pulumi.RunError(
+        `Router ${name}: the router on ${args.node} would bind ${bind} (not loopback) without an API key, ` +
+          "and pass anyone who reaches that address to the servers behind it " +
+          "(sparkform:server.router.bind): give it the stack's key (the Serving stage passes " +
+          "sparkform:serverApiKey, else the key it made), or bind 127.0.0.1 (the default; " +
+          "`sparkform endpoint` reaches it through ssh)",
+      );
     super(
       {
         kind: "Router",
@@ -78,6 +104,7 @@ export class Router extends SparkformResource<"Router", RouterOutputs> {
           "binary",
           "binaryDigest",
           "configDigest",
+          "apiKeySha256",
           "status",
           "started",
           "drift",
@@ -87,7 +114,9 @@ export class Router extends SparkformResource<"Router", RouterOutputs> {
       {
         target: args.target,
         node: args.node,
-        bind: args.bind ?? "127.0.0.1",
+        bind,
+        ...(args.apiKey ? { apiKey: pulumi.secret(args.apiKey) } : {}),
+        allowedOrigins: args.allowedOrigins ?? [],
         port: args.port,
         arch: args.arch,
         artifact: pulumi.output(args.arch).apply((a) => routerArtifactId(a)),
@@ -97,7 +126,10 @@ export class Router extends SparkformResource<"Router", RouterOutputs> {
         healthIntervalSeconds: args.healthIntervalSeconds ?? 1,
         healthTimeoutSeconds: args.healthTimeoutSeconds ?? 60,
       },
-      opts,
+      {
+        ...opts,
+        additionalSecretOutputs: [...(opts?.additionalSecretOutputs ?? []), "apiKeySha256"],
+      },
     );
   }
 }

@@ -124,6 +124,28 @@ export const smokeSchema = z.strictObject({
     .default(SMOKE_DEFAULT.seed),
 });
 
+/**
+ * One browser origin as a page's `Origin` header spells it: http(s)://host[:port], nothing
+ * after. The router compares it literally, so `*` and `{…}` (a wildcard or a placeholder in
+ * Caddy's matchers) are refused, as is anything URL parsing would rewrite.
+ */
+const browserOrigin = z.string().superRefine((o, ctx) => {
+  let ok = !/[*{}\\\s]/.test(o);
+  try {
+    const u = new URL(o);
+    ok &&= (u.protocol === "http:" || u.protocol === "https:") && u.origin === o;
+  } catch {
+    ok = false;
+  }
+  if (!ok)
+    ctx.addIssue({
+      code: "custom",
+      message:
+        `is ${JSON.stringify(o)}, not an origin as a browser sends it (scheme://host[:port], ` +
+        "lower case, no path, no wildcard), e.g. https://app.example or http://localhost:3000",
+    });
+});
+
 export const serverConfigSchema = z
   .strictObject({
     /** The node llama-server runs on (default: sparkform:worker.client, else the first node). */
@@ -195,8 +217,15 @@ export const serverConfigSchema = z
       .strictObject({
         port: z.number().int().min(1024).max(65535).default(ROUTER_PORT_DEFAULT),
         bind: bindAddress.default(SERVER_BIND_DEFAULT),
+        /**
+         * Browser origins (`https://app.example`, scheme, host and port only) whose pages may
+         * call the endpoint; the router answers their preflights and sets its own CORS headers
+         * (never credentials). Default none: a request carrying any other `Origin` gets 403,
+         * so a web page the operator opens cannot use the cluster (SDK clients send none).
+         */
+        allowedOrigins: z.array(browserOrigin).default([]),
       })
-      .default({ port: ROUTER_PORT_DEFAULT, bind: SERVER_BIND_DEFAULT }),
+      .default({ port: ROUTER_PORT_DEFAULT, bind: SERVER_BIND_DEFAULT, allowedOrigins: [] }),
     /**
      * The RSS guard beside llama-server (the worker's rule): the client node holds the largest
      * share of a split model, and an OOM there takes unrelated services with it.
@@ -238,6 +267,12 @@ export const serverApiKeySchema = z
   // eslint-disable-next-line no-control-regex
   .refine((k) => !/[\s,\u0000-\u001f\u007f]/.test(k), {
     message: `contains whitespace, a comma or a control character, which llama-server reads as several keys; set one key with \`${SERVER_API_KEY_FIX}\``,
+  })
+  // The router compares the Authorization header with the key through Caddy's header matcher,
+  // where `*` at either end is a wildcard and `{…}` a placeholder: the key would match more
+  // than itself.
+  .refine((k) => !/[*{}\\]/.test(k), {
+    message: `contains *, {, } or \\, which the router's matcher would read as a wildcard or a placeholder; set a key without them with \`${SERVER_API_KEY_FIX}\``,
   });
 
 /**

@@ -2,6 +2,7 @@
 // evidence as inputs so the policy pack judges them before it starts.
 import * as pulumi from "@pulumi/pulumi";
 import * as path from "node:path";
+import { isLoopbackAddress } from "../config/address";
 import { delegatingProvider } from "../providers/delegate";
 import { SparkformResource } from "../providers/resource";
 import type { SshTarget } from "../transport";
@@ -24,7 +25,10 @@ export interface LlamaServerArgs {
   /** TCP port (default 8080); the smoke's single-node reference uses the next one. */
   readonly port: number;
   readonly unit: string;
-  /** `sparkform:serverApiKey`: a Pulumi secret, read by llama-server from a 0600 file. */
+  /**
+   * The stack's key (sparkform:serverApiKey, else the generated one): a Pulumi secret, read by
+   * llama-server from a 0600 file. Required off loopback.
+   */
   readonly apiKey?: pulumi.Input<string>;
   readonly plan: pulumi.Input<ServingPlan>;
   readonly evidence: pulumi.Input<ServingEvidence>;
@@ -86,6 +90,16 @@ export class LlamaServer extends SparkformResource<"LlamaServer", LlamaServerOut
   constructor(name: string, args: LlamaServerArgs, opts?: pulumi.CustomResourceOptions) {
     if (!Number.isInteger(args.port) || args.port < 1 || args.port > 65535)
       throw new pulumi.RunError(`LlamaServer ${name}: port ${args.port} must be 1–65535`);
+    // Off loopback (a replica on its fabric address, a client bound to another address) the
+    // server answers whoever reaches that address: never without a key. The Serving stage always
+    // passes one (sparkform:serverApiKey, else the stack's generated key); the node-side check
+    // (start.sh's notOnManagement, provider.ts) stays for a keyless server all the same.
+    if (!isLoopbackAddress(args.bind) && !args.apiKey)
+      throw new pulumi.RunError(
+        `LlamaServer ${name}: llama-server on ${args.node} would bind ${args.bind} (not loopback) without an API key, ` +
+          "and answer anyone who reaches that address: pass the stack's key (the Serving stage passes " +
+          "sparkform:serverApiKey, else the key it makes), or bind 127.0.0.1",
+      );
     super(
       {
         kind: "LlamaServer",

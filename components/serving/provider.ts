@@ -12,7 +12,6 @@
 //              token ids), then the same on a reference llama-server without --rpc, stopped afterwards
 //   fast path  native/serving/worker-log.py on each worker: `[graph_recompute]` after the
 //              first `[graph_compute]` in the worker's GGML_RPC_DEBUG log
-import { createHash } from "node:crypto";
 import { isLoopbackAddress } from "../config/address";
 import type * as pulumi from "@pulumi/pulumi";
 import { programCommand, programFor, type ProgramRef } from "../native-script";
@@ -26,6 +25,7 @@ import {
   type RemoteScript,
   type SshTarget,
 } from "../transport";
+import { apiKeyEnv, keyDigest } from "../unit/api-key";
 import { parseUnitStartTimings, unitStartCommand } from "../unit/commands";
 import { startedOf } from "../unit/status";
 import type { LlamaServerGate, ServingPlan } from "./placement";
@@ -171,10 +171,6 @@ export type MeasuredServer = Omit<ServerStatus, "log">;
 const measured = ({ log: _log, ...rest }: ServerStatus): MeasuredServer => rest;
 
 const tag = (t: SshTarget) => `[${t.name}] llama-server`;
-const keyDigest = (k: string | undefined) =>
-  k ? createHash("sha256").update(k).digest("hex") : "";
-const secretEnv = (k: string | undefined) =>
-  k ? { env: { SPARKFORM_API_KEY: { secret: k } } } : {};
 
 export { serverUrl };
 
@@ -254,7 +250,7 @@ export function startCommand(i: LlamaServerInputs): RemoteScript {
     },
     i.programs,
     {
-      ...secretEnv(i.apiKey),
+      ...apiKeyEnv(i.apiKey),
       display:
         `systemd-run --user --unit=${i.unit} llama-server ${i.flags.join(" ")} --host ${i.bind} --port ${i.port}` +
         (guarded ? ` and ${guardUnit(i.port)} at ${i.rssLimitPercent}% of RAM` : ""),
@@ -334,7 +330,7 @@ async function smoke(i: LlamaServerInputs, started: StartTimings): Promise<Smoke
               port: refPort,
             })),
       ],
-      ...secretEnv(i.apiKey),
+      ...apiKeyEnv(i.apiKey),
       display: `smoke: POST ${serverUrl(i)}/v1/chat/completions streamed (time to first token), /completion and /v1/chat/completions (${i.smokeRequest.tokens} tokens, seed ${i.smokeRequest.seed}), then a single-node reference on 127.0.0.1:${refPort}`,
     }),
     { step: "llama-server smoke", timeoutMs: (i.healthTimeoutSeconds + 600) * 1000 },

@@ -4,7 +4,6 @@
 // Takes the Nodes, Builds, Model and RpcWorkers stages (and Fabric, for the evidence).
 import * as pulumi from "@pulumi/pulumi";
 import type { Builds } from "../build/builds";
-import { isLoopbackAddress } from "../config/address";
 import type { StackServer } from "./config";
 import type { Fabric, FabricNodeSummary } from "../fabric/fabric";
 import type { Model } from "../model/model";
@@ -19,6 +18,14 @@ import type { SeenDevice } from "./server-plan";
 import { serverUnit, serverUrl } from "./server-plan";
 import { chooseTopology, type Topology, type TopologyChoice, unavailableText } from "./topology";
 import { Router } from "../router/router";
+import { ServerApiKey } from "./api-key";
+
+/**
+ * The id the servers answer as (`--alias`): the staged name (`sparkform:models.<name>` →
+ * `<name>`), `model` for sparkform:model.
+ */
+export const modelAlias = (live: string | undefined): string =>
+  (live ?? "model").replace(/^models\./, "");
 
 /** A worker endpoint's host (`10.0.0.2:50052` → `10.0.0.2`): workers are IPv4 only. */
 const fabricHost = (endpoint: string) => endpoint.replace(/:\d+$/, "");
@@ -107,7 +114,10 @@ export interface ServingArgs {
    * bind and port, context and batch sizes (tokens), cache types, split mode, the smoke, etc.
    */
   readonly config: StackServer;
-  /** `sparkform:serverApiKey` (required by a bind other than loopback). Default: none. */
+  /**
+   * `sparkform:serverApiKey`. Default: a key the stage makes once (a ServerApiKey, its child):
+   * every server and the router always check one.
+   */
   readonly apiKey?: pulumi.Output<string>;
 }
 
@@ -135,6 +145,11 @@ export class Serving extends pulumi.ComponentResource {
   /** The other nodes' replicas (topology replicas or auto; standby when auto splits). */
   readonly replicas: LlamaServer[];
   readonly router: Router;
+  /**
+   * The key every llama-server and the router check (a secret): sparkform:serverApiKey, else
+   * the ServerApiKey's. The stack output `serverApiKey`, which `sparkform key` prints.
+   */
+  readonly apiKey: pulumi.Output<string>;
   readonly summary: pulumi.Output<ServingSummary>;
 
   constructor(name: string, args: ServingArgs, opts?: pulumi.ComponentResourceOptions) {
@@ -152,11 +167,15 @@ export class Serving extends pulumi.ComponentResource {
       fail(
         `sparkform:server.node ${client} has no copy of the model: add it to sparkform:model.nodes`,
       );
-    if (!isLoopbackAddress(cfg.bind) && !args.apiKey)
-      fail(
-        `sparkform:server.bind ${cfg.bind} is not loopback, and the server would answer anyone on that network: ` +
-          "set the secret `pulumi config set --secret sparkform:serverApiKey <key>`, or bind 127.0.0.1",
-      );
+    // Every stack has a key: the configured one, else one made once and kept in state (a
+    // secret). A server off loopback (a replica on the fabric, a client bound elsewhere) is
+    // then never keyless; LlamaServer and Router refuse one that would be.
+    this.apiKey = pulumi.secret(
+      args.apiKey ?? new ServerApiKey(`${name}-api-key`, { parent: this }).key,
+    );
+    // The model id clients see (/v1/models, each answer's `model`): the staged name, never
+    // the file's path on the node (which names the node user's home).
+    const alias = ["--alias", modelAlias(args.models?.live)];
     const cpuClient = builds.flags.LLAMA_BACKEND !== "cuda";
     const clientDevice = cpuClient ? "CPU" : "CUDA0";
     const declared = cfg.memory ?? {};
@@ -302,7 +321,7 @@ export class Serving extends pulumi.ComponentResource {
     const common = {
       port: cfg.port,
       unit,
-      ...(args.apiKey ? { apiKey: args.apiKey } : {}),
+      apiKey: this.apiKey,
       evidence,
       topology: this.topology,
       clientDevice,
@@ -318,7 +337,7 @@ export class Serving extends pulumi.ComponentResource {
         node: client,
         bind: cfg.bind,
         plan: this.plan,
-        flags: rendered.apply((r) => r.llamaServer),
+        flags: rendered.apply((r) => [...r.llamaServer, ...alias]),
         build: { installDir: builds.of(client).installDir, artifacts: builds.of(client).artifacts },
         modelPath,
         // Only a layer split talks to the workers.
@@ -338,7 +357,7 @@ export class Serving extends pulumi.ComponentResource {
       ),
     );
     // A replica binds its node's fabric address (the worker's: node to node only), where the
-    // router on the client reaches it; with a key configured, the servers check it.
+    // router on the client reaches it with the stack's key, which every server checks.
     this.replicas = candidates.map(({ node: r, endpoint }) => {
       const bind = fabricHost(endpoint);
       const own = workerNodes[args.workers.endpoints.findIndex((e) => e.node === r)];
@@ -354,7 +373,10 @@ export class Serving extends pulumi.ComponentResource {
           plan,
           flags: pulumi
             .all([plan, path])
-            .apply(([p, m]) => renderings(p, m, { bind, port: cfg.port }).llamaServer),
+            .apply(([p, m]) => [
+              ...renderings(p, m, { bind, port: cfg.port }).llamaServer,
+              ...alias,
+            ]),
           build: { installDir: builds.of(r).installDir, artifacts: builds.of(r).artifacts },
           modelPath: path,
           workers: [],
@@ -392,6 +414,10 @@ export class Serving extends pulumi.ComponentResource {
         upstreams,
         topology: this.topology.apply((t) => t.topology),
         unavailable: this.topology.apply((t) => unavailableText(t, client)),
+        // The key on every route but /health, and the browser origins let through (none by
+        // default: a page the operator opens cannot use the endpoint).
+        apiKey: this.apiKey,
+        allowedOrigins: r.allowedOrigins ?? [],
       },
       nodes.childOpts({ parent: this, dependsOn: active }, ["target"]),
     );

@@ -42,3 +42,19 @@ export const unitPrefix = (role: UnitRole): string => `${UNIT_ROLES[role].unit}-
 /** The unit's log on its node (StandardOutput=append: of the unit). */
 export const unitLogPath = (role: UnitRole, port: number): string =>
   `${UNIT_ROLES[role].state}/${UNIT_ROLES[role].log}-${port}.log`;
+
+/**
+ * The file holding the stack's API key beside a unit (0600): llama-server's `--api-key-file`
+ * (start.sh writes it), the router's Caddy `{file.…}` (router/files.sh writes it).
+ */
+export const apiKeyPath = (role: "server" | "router", port: number): string =>
+  role === "router"
+    ? `${UNIT_ROLES.router.state}/router-${port}.key`
+    : `${UNIT_ROLES[role].state}/api-key-${port}`;
+
+/** The router's `curl -H @file` beside its key: one line, `Authorization: Bearer <key>` (0600). */
+export const routerHeaderPath = (port: number): string =>
+  `${UNIT_ROLES.router.state}/router-${port}.header`;
+
+/** A `~/` path as a program started in the home directory opens it (no `~` expansion there). */
+export const fromHome = (p: string): string => p.replace(/^~\//, "");

@@ -15,7 +15,13 @@
 #   prepare  free-space check for files about to be copied; a wrong final file becomes the
 #            .part (rsync's delta basis), so a repair moves only the changed blocks.
 #   measure  size, mtime and (with "hash": true) SHA-256 of each file, and its .part's size.
-#   remove   delete the named files (and their .part) and then-empty parent directories.
+#            With "ref": TOKEN (the resource's reference, already recorded by prepare-dir.sh)
+#            it also records the files as TOKEN's list beside the directory's references.
+#   remove   delete the named files (and their .part) and then-empty parent directories, except
+#            a file another reference of the directory still lists ("ref": the caller's own,
+#            left out of that count): two resources (two stacks) may share one revision's
+#            directory, and a file dropped from one model is still the other's. A reference
+#            with no list (recorded before the lists) keeps every file: what it uses is unknown.
 #
 # Output: machine-readable lines on stdout, each "@<kind> <json>":
 #   @progress {"file","done","total","rate","eta"}   at most every `progressEvery` seconds
@@ -42,6 +48,8 @@ import urllib.parse
 CHUNK = 1 << 20
 EXIT_USAGE, EXIT_MISMATCH, EXIT_SPACE, EXIT_HTTP, EXIT_INSECURE = 2, 3, 4, 5, 6
 EXIT_GUARD = 97
+# A reference token (native/lib/guard.sh guard_token): letters, digits and '-'.
+REF_CHARS = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-")
 # A full disk or quota: not a network blip, so neither retried nor resumed.
 NO_SPACE = (errno.ENOSPC, errno.EDQUOT)
 
@@ -583,7 +591,63 @@ def cmd_place(spec):
     cmd_measure({**spec, "hash": False})
 
 
+# The references of a directory, laid out as native/lib/guard.sh's guard_refs does:
+# $HOME/.cache/sparkform/refs/<sha256 of the resolved path, 16 hex>/, with one empty
+# `ref-<token>` per referencing resource. Beside them each ModelReplica's `files-<token>`: the
+# paths its model lists (JSON), written by measure with "ref", read by remove.
+def refs_dir(resolved):
+    home = os.environ.get("HOME") or pwd.getpwuid(os.getuid()).pw_dir
+    digest = hashlib.sha256(resolved.encode()).hexdigest()[:16]
+    return os.path.join(home, ".cache", "sparkform", "refs", digest)
+
+
+def ref_token(spec):
+    t = spec.get("ref")
+    if t is None:
+        return None
+    if not isinstance(t, str) or not t or any(c not in REF_CHARS for c in t):
+        raise Failure(EXIT_GUARD, "refusing reference token %r: it is letters, digits and '-'" % (t,))
+    return t
+
+
+def record_list(spec, token):
+    """TOKEN's file list beside its reference (only while that reference exists)."""
+    refs = refs_dir(guarded_dir(spec["dir"], "reference"))
+    if not os.path.exists(os.path.join(refs, "ref-" + token)):
+        return
+    dest = os.path.join(refs, "files-" + token)
+    tmp = "%s.%d.tmp" % (dest, os.getpid())
+    with open(tmp, "w") as fh:
+        json.dump(sorted(f["path"] for f in spec["files"]), fh)
+    os.replace(tmp, dest)
+
+
+def listed_elsewhere(resolved, token):
+    """(paths another reference lists, whether some other reference has no readable list)."""
+    refs = refs_dir(resolved)
+    try:
+        names = os.listdir(refs)
+    except FileNotFoundError:
+        return set(), False
+    listed, unknown = set(), False
+    for name in names:
+        if not name.startswith("ref-") or name[4:] == token:
+            continue
+        try:
+            with open(os.path.join(refs, "files-" + name[4:])) as fh:
+                paths = json.load(fh)
+            if not isinstance(paths, list):
+                raise ValueError("not a list")
+            listed.update(p for p in paths if isinstance(p, str))
+        except (OSError, ValueError):
+            unknown = True
+    return listed, unknown
+
+
 def cmd_measure(spec):
+    token = ref_token(spec)
+    if token is not None:
+        record_list(spec, token)
     out = []
     for f in spec["files"]:
         dest = dest_of(spec, f)
@@ -601,11 +665,15 @@ def cmd_measure(spec):
 
 
 def cmd_remove(spec):
-    removed = []
+    removed, kept = [], []
     root = guarded_dir(spec["root"], "delete from")
-    guarded_dir(spec["dir"], "delete from")
+    resolved = guarded_dir(spec["dir"], "delete from")
+    listed, unknown = listed_elsewhere(resolved, ref_token(spec))
     for f in spec["files"]:
         dest = dest_of(spec, f)
+        if unknown or f["path"] in listed:
+            kept.append(f["path"])
+            continue
         for p in (dest, dest + ".part"):
             try:
                 os.unlink(p)
@@ -620,7 +688,7 @@ def cmd_remove(spec):
             except OSError:
                 break
             d = os.path.dirname(d)
-    emit("result", {"removed": removed})
+    emit("result", {"removed": removed, "kept": kept})
 
 
 COMMANDS = {

@@ -9,11 +9,20 @@
 #   install DIR NAME SHA256 PORT CONFIG_TEXT
 #                                   binary from DIR/.NAME.tmp unless DIR/NAME has SHA256; config
 #                                   DIR/router-PORT.json; record DIR/router-PORT.binary
-#   digest DIR PORT                 the config's sha256 and the recorded binary's name
-#   remove DIR PORT                 the config, the record, DIR/data-PORT, binaries no record names
+#   digest DIR PORT                 the config's sha256, the recorded binary's name and the
+#                                   sha256 of the key in DIR/router-PORT.key
+#   remove DIR PORT                 the config, the key, the record, DIR/data-PORT, binaries no
+#                                   record names
+# install also writes the stack's API key, when one arrives as SPARKFORM_API_KEY on stdin (the
+# transport's secret preamble), to DIR/router-PORT.key (0600, temp name then rename; the config
+# names it and Caddy reads it per request) and, for a person's curl on the node (`curl -H
+# @DIR/router-PORT.header`, the summary's try line), DIR/router-PORT.header holding
+# "Authorization: Bearer KEY" (0600 likewise); it removes both when none arrives.
 # DIR may start with "~/". stdout: key=value lines. Exit 2 bad argument, 7 a binary whose sha256
 # is not SHA256 (it is removed; nothing was installed), 97 DIR not one sparkform may delete from.
 set -eu
+KEY_TEXT=${SPARKFORM_API_KEY:-}
+unset SPARKFORM_API_KEY
 # guard_path (inlined here when this program is sent to a node).
 . "$(dirname -- "$0")/../lib/guard.sh"
 usage() {
@@ -57,6 +66,14 @@ install)
   fi
   rm -f "$DIR/.$NAME.tmp"
   (umask 077 && printf '%s' "$CONFIG" > "$DIR/router-$PORT.json.tmp" && mv -f "$DIR/router-$PORT.json.tmp" "$DIR/router-$PORT.json")
+  KEY="$DIR/router-$PORT.key" HEADER="$DIR/router-$PORT.header"
+  if [ -n "$KEY_TEXT" ]; then
+    (umask 077 && printf '%s\n' "$KEY_TEXT" > "$KEY.tmp" && mv -f "$KEY.tmp" "$KEY")
+    (umask 077 && printf 'Authorization: Bearer %s\n' "$KEY_TEXT" > "$HEADER.tmp" && mv -f "$HEADER.tmp" "$HEADER")
+  else
+    rm -f "$KEY" "$HEADER"
+  fi
+  KEY_TEXT=""
   (umask 077 && printf '%s\n' "$NAME" > "$DIR/router-$PORT.binary.tmp" && mv -f "$DIR/router-$PORT.binary.tmp" "$DIR/router-$PORT.binary")
   echo "binary=$DIR/$NAME"
   echo "config=$DIR/router-$PORT.json"
@@ -67,6 +84,12 @@ digest)
   port_ok "$3"
   echo "configDigest=$(sha_of "$DIR/router-$3.json" || true)"
   echo "binary=$(cat "$DIR/router-$3.binary" 2>/dev/null || true)"
+  # The key's sha256 (the key without its newline), as state keeps it; empty when missing.
+  if [ -f "$DIR/router-$3.key" ]; then
+    echo "keyDigest=$(head -n 1 "$DIR/router-$3.key" | tr -d '\n' | sha256sum | cut -d' ' -f1)"
+  else
+    echo "keyDigest="
+  fi
   ;;
 remove)
   [ $# -eq 3 ] || usage "remove takes DIR PORT"
@@ -75,7 +98,9 @@ remove)
   [ -d "$DIR" ] || exit 0
   guard_path "clean up" "$DIR"
   DIR=$GUARD_PATH
-  rm -f -- "$DIR/router-$PORT.json" "$DIR/router-$PORT.json.tmp" "$DIR/router-$PORT.binary" "$DIR/router-$PORT.binary.tmp"
+  rm -f -- "$DIR/router-$PORT.json" "$DIR/router-$PORT.json.tmp" "$DIR/router-$PORT.binary" "$DIR/router-$PORT.binary.tmp" \
+    "$DIR/router-$PORT.key" "$DIR/router-$PORT.key.tmp" \
+    "$DIR/router-$PORT.header" "$DIR/router-$PORT.header.tmp"
   if [ -e "$DIR/data-$PORT" ]; then
     guard_path "remove" "$DIR/data-$PORT"
     rm -rf -- "$GUARD_PATH"

@@ -15,7 +15,7 @@ import { localTreeDigest } from "../../components/tree/digest";
 import { publishTestModel } from "../../sim/hub";
 import { LOCAL_MODEL } from "../../sim/stack";
 import { changedSteps, opsByResource } from "../support/event-log";
-import { fileListing, listeningPorts, sparkformUnits } from "../support/sim-node";
+import { fileListing, keyedCurl, listeningPorts, sparkformUnits } from "../support/sim-node";
 import { faultScenarios } from "./faults";
 import { type Acceptance, KEPT, NODES, openAcceptance, UNIT, GUARD, WORKER_PORT } from "./stack";
 
@@ -40,7 +40,7 @@ const log = (s: string) =>
 const chatOnSpark1 = () =>
   acc.onNode(
     "spark-1",
-    `curl -sS --max-time 120 -H 'Content-Type: application/json' -d '{"messages":[{"role":"user","content":"hello"}],"max_tokens":8}' http://127.0.0.1:8080/v1/chat/completions`,
+    `${keyedCurl(8080)} -sS --max-time 120 -H 'Content-Type: application/json' -d '{"messages":[{"role":"user","content":"hello"}],"max_tokens":8}' http://127.0.0.1:8080/v1/chat/completions`,
   );
 
 /** Every path under the roots sparkform may write to (the user's home, the temp dirs). */

@@ -8,7 +8,7 @@ import { localTreeDigest } from "../../components/tree/digest";
 import { simExec, simLink, simRate, simStart, simStop } from "../../sim/index";
 import { LOCAL_MODEL, renderStackConfig } from "../../sim/stack";
 import { changedSteps, failedResources, opsByResource, readEvents } from "../support/event-log";
-import { sparkformUnits } from "../support/sim-node";
+import { keyedCurl, sparkformUnits } from "../support/sim-node";
 import { type Acceptance, GUARD, UNIT } from "./stack";
 
 const STEP_MS = 15 * 60_000;
@@ -399,15 +399,16 @@ export function faultScenarios(get: () => Acceptance, log: (s: string) => void):
         n_predict: 64,
         temperature: 0,
       });
+      // With the server's key: a refusal (401) would also be "not 200", and prove nothing.
+      const port = Number(new URL(url).port);
       const gen = simExec(
         node,
-        ["curl", "-sS", "-o", "/dev/null", "-w", "%{http_code}", "--max-time", "60"].concat([
-          "-H",
-          "Content-Type: application/json",
-          "-d",
-          body,
-          `${url}/completion`,
-        ]),
+        [
+          "sh",
+          "-c",
+          `${keyedCurl(port)} -sS -o /dev/null -w '%{http_code}' --max-time 60 ` +
+            `-H 'Content-Type: application/json' -d '${body}' ${url}/completion`,
+        ],
         { user: "spark" },
       ).catch((err: { stdout?: string }) => ({ stdout: err.stdout ?? "" }));
       await sleep(2000);
@@ -418,6 +419,7 @@ export function faultScenarios(get: () => Acceptance, log: (s: string) => void):
       // RPC_STATUS_ASSERT → GGML_ABORT("Remote RPC server crashed or returned malformed
       // response")): the request dies with the connection, and systemd restarts the unit.
       expect(r.stdout).not.toBe("200");
+      expect(r.stdout).not.toBe("401");
       await until("the server unit restarted", async () =>
         (await restarts(node, unit)) > serverRestarts ? true : undefined,
       );

@@ -132,9 +132,16 @@ describe.skipIf(!isRoot)("a user's day on the local stack, in the README's order
       for (let i = 0; i < 600 && !said.includes("/v1"); i++)
         await new Promise((r) => setTimeout(r, 100));
       expect(said).toContain(`http://127.0.0.1:${PORT}/v1`);
+      // The stack's key, as README says a client gets it (the stack made it: none is set).
+      const key = (
+        await readme('export OPENAI_API_KEY=$(sparkform key --stack local); echo "$OPENAI_API_KEY"')
+      ).trim();
+      expect(key).toMatch(/^[0-9a-f]{64}$/);
+      const keyless = new OpenAI({ baseURL: `http://127.0.0.1:${PORT}/v1`, apiKey: "none" });
+      await expect(keyless.models.list()).rejects.toBeInstanceOf(OpenAI.AuthenticationError);
       client = new OpenAI({
         baseURL: `http://127.0.0.1:${PORT}/v1`,
-        apiKey: "none",
+        apiKey: key,
         maxRetries: 0,
       });
       const text = await traffic();

@@ -33,7 +33,7 @@ import { simDown, simStart, simStop, simUp } from "../../sim/index";
 import { renderStackConfig } from "../../sim/stack";
 import type { SimCluster } from "../../sim/state";
 import { type PulumiCli, pulumiCli } from "../support/pulumi-cli";
-import { asUser, listeningPorts, nodeCcache } from "../support/sim-node";
+import { asUser, keyedCurl, listeningPorts, nodeCcache } from "../support/sim-node";
 import { startSshAgent, type TestAgent } from "../support/ssh-agent";
 import { policyPackArgs } from "../../setup/pulumi/policy";
 
@@ -164,6 +164,15 @@ const unitState = (n: string, unit: string) =>
     `echo "$(systemctl --user show -p ActiveState --value ${unit})/$(systemctl --user show -p SubState --value ${unit})"`,
   );
 
+/** The stack's key (every stack has one since issue 33), as `sparkform key` reads it. */
+async function stackKey(): Promise<string> {
+  const out = await cli.run(["stack", "output", "--show-secrets", "serverApiKey", "-s", stack]);
+  return out.output.trim();
+}
+
+/** A curl on spark-1 with the key llama-server on PORT checks (never in an argv). */
+const AUTH_CURL = keyedCurl(PORT);
+
 async function stackOutput<T>(name: string): Promise<T> {
   const out = await cli.run(["stack", "output", "--json", "-s", stack]);
   return (JSON.parse(out.output) as Record<string, T>)[name] as T;
@@ -197,7 +206,7 @@ async function completionOnSpark1(): Promise<{ tokens: number[]; content: string
   });
   const out = await asUser(
     "spark-1",
-    `curl -sS --max-time 120 -H 'Content-Type: application/json' -d '${body}' http://127.0.0.1:${PORT}/completion`,
+    `${AUTH_CURL} -sS --max-time 120 -H 'Content-Type: application/json' -d '${body}' http://127.0.0.1:${PORT}/completion`,
   );
   return JSON.parse(out) as { tokens: number[]; content: string };
 }
@@ -478,8 +487,12 @@ describe.skipIf(!isRoot)("serving on a simulated pair (real pulumi CLI, policy p
       // Other weights, other tokens: the server answers from b, split across the pair.
       expect(b.smoke.tokens).not.toEqual(first.smoke.tokens);
       expect((await completionOnSpark1()).tokens).toEqual(b.smoke.tokens);
-      const listed = await asUser("spark-1", `curl -sS http://127.0.0.1:${PORT}/v1/models`);
-      expect(listed).toContain(pubB.model.path);
+      // The staged name is the model id (--alias); the file's path on the node is not shown.
+      const listed = await asUser("spark-1", `${AUTH_CURL} -sS http://127.0.0.1:${PORT}/v1/models`);
+      expect((JSON.parse(listed) as { data: { id: string }[] }).data.map((m) => m.id)).toEqual([
+        "b",
+      ]);
+      expect(listed).not.toContain(pubB.model.path);
       await cli.run(["refresh", "--yes", "--expect-no-changes", "-s", stack]);
 
       // And back to sparkform:model: the same one resource, the same worker.
@@ -605,7 +618,17 @@ describe.skipIf(!isRoot)("serving on a simulated pair (real pulumi CLI, policy p
     "the official OpenAI SDK through `sparkform endpoint`: models, chat, streamed chat; with a key set, a wrong key is refused",
     async () => {
       await startEndpoint();
-      log(`chat said ${JSON.stringify(await traffic(openai("none")))}`);
+      // The stack's generated key (no sparkform:serverApiKey set): loopback is not keyless.
+      const generated = await stackKey();
+      expect(generated).toMatch(/^[0-9a-f]{64}$/);
+      const keyless = await openai("none")
+        .models.list()
+        .then(
+          () => undefined,
+          (e: unknown) => e,
+        );
+      expect(keyless).toBeInstanceOf(OpenAI.AuthenticationError);
+      log(`chat said ${JSON.stringify(await traffic(openai(generated)))}`);
       await stopEndpoint();
       await cli.run(["config", "set", "--secret", "sparkform:serverApiKey", "-s", stack], {
         stdin: API_KEY,

@@ -9,14 +9,21 @@
 import { type ChildProcess, spawn } from "node:child_process";
 import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import * as http from "node:http";
+import * as net from "node:net";
 import type { AddressInfo } from "node:net";
 import * as os from "node:os";
 import * as path from "node:path";
+import OpenAI from "openai";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { type RouterArtifact, routerBinary } from "../../components/router/artifact";
 import { HEALTH_FAILS, renderRouterConfig } from "../../components/router/caddy-config";
 
 const UNAVAILABLE = "no llama-server is up: the replicas are down or loading; retry shortly";
+/** The stack's API key (sparkform:serverApiKey), in a 0600 file Caddy reads per request. */
+const KEY = "sk-sparkform-test-0123456789";
+const BEARER = `Bearer ${KEY}`;
+/** The one origin the router lets in (sparkform:server.router.allowedOrigins). */
+const ALLOWED_ORIGIN = "https://app.example";
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 /** A stand-in llama-server: counts what reaches it, can turn unhealthy, die and come back. */
@@ -29,10 +36,24 @@ class Upstream {
   passedChecks = 0;
   failedChecks = 0;
   auth: (string | undefined)[] = [];
+  /** Requests whose client went away before the body ended (seen as the router closed them). */
+  cutShort = 0;
   constructor(readonly name: string) {}
 
   async start(port = 0): Promise<void> {
     const server = http.createServer((req, res) => {
+      // llama-server's CORS: any Origin reflected, credentials allowed, preflights answered.
+      const origin = req.headers.origin;
+      if (origin) {
+        res.setHeader("Access-Control-Allow-Origin", origin);
+        res.setHeader("Access-Control-Allow-Credentials", "true");
+      }
+      if (req.method === "OPTIONS") {
+        this.requests++;
+        res.writeHead(200, { "Access-Control-Allow-Methods": "GET, POST" });
+        res.end();
+        return;
+      }
       if (req.url === "/health") {
         if (this.healthy) this.passedChecks++;
         else this.failedChecks++;
@@ -43,8 +64,32 @@ class Upstream {
       this.requests++;
       this.auth.push(req.headers.authorization);
       if (req.url === "/v1/chat/completions") {
-        req.resume();
+        req.on("close", () => {
+          if (!req.complete) this.cutShort++;
+        });
+        let body = "";
+        req.on("data", (d: Buffer) => (body += d.toString()));
         req.on("end", () => {
+          if (!/"stream":\s*true/.test(body)) {
+            // What the OpenAI SDK's non-streamed create() reads.
+            res.writeHead(200, { "Content-Type": "application/json" });
+            res.end(
+              JSON.stringify({
+                id: "c1",
+                object: "chat.completion",
+                created: 0,
+                model: "m",
+                choices: [
+                  {
+                    index: 0,
+                    message: { role: "assistant", content: `from ${this.name}` },
+                    finish_reason: "stop",
+                  },
+                ],
+              }),
+            );
+            return;
+          }
           res.writeHead(200, { "Content-Type": "text/event-stream", "Cache-Control": "no-cache" });
           res.write(`data: {"upstream":"${this.name}","n":1}\n\n`);
           setTimeout(() => {
@@ -96,7 +141,10 @@ describe("the router's Caddy in front of two upstreams", () => {
   /** One GET through the router: the upstream that answered, or the failure. */
   async function models(): Promise<{ status: number; upstream?: string; body: string }> {
     try {
-      const r = await fetch(`${base}/v1/models`, { signal: AbortSignal.timeout(5000) });
+      const r = await fetch(`${base}/v1/models`, {
+        headers: { Authorization: BEARER },
+        signal: AbortSignal.timeout(5000),
+      });
       const body = await r.text();
       let upstream: string | undefined;
       try {
@@ -110,12 +158,39 @@ describe("the router's Caddy in front of two upstreams", () => {
     }
   }
 
+  /** One request as sent by hand (any Host, any header), what the router answered. */
+  async function raw(
+    method: string,
+    urlPath: string,
+    headers: Record<string, string>,
+    body?: string,
+  ): Promise<{ status: number; headers: http.IncomingHttpHeaders; body: string }> {
+    const u = new URL(base);
+    return await new Promise((resolve, reject) => {
+      const req = http.request(
+        { host: u.hostname, port: Number(u.port), method, path: urlPath, headers, agent: false },
+        (res) => {
+          let text = "";
+          res.on("data", (d: Buffer) => (text += d.toString()));
+          res.on("end", () =>
+            resolve({ status: res.statusCode ?? 0, headers: res.headers, body: text }),
+          );
+        },
+      );
+      req.on("error", reject);
+      req.end(body);
+    });
+  }
+
+  const acHeaders = (h: http.IncomingHttpHeaders) =>
+    Object.keys(h).filter((k) => k.toLowerCase().startsWith("access-control-"));
+
   /** POST (not retried by Caddy once it reached an upstream), as a chat client sends it. */
   async function chat(): Promise<number> {
     try {
       const r = await fetch(`${base}/v1/chat/completions`, {
         method: "POST",
-        headers: { "Content-Type": "application/json" },
+        headers: { "Content-Type": "application/json", Authorization: BEARER },
         body: JSON.stringify({ messages: [{ role: "user", content: "hi" }], stream: true }),
         signal: AbortSignal.timeout(10_000),
       });
@@ -138,6 +213,8 @@ describe("the router's Caddy in front of two upstreams", () => {
     const port = await freePort();
     base = `http://127.0.0.1:${port}`;
     const config = path.join(work, "router.json");
+    const keyFile = path.join(work, "router.key");
+    writeFileSync(keyFile, `${KEY}\n`, { mode: 0o600 });
     writeFileSync(
       config,
       renderRouterConfig({
@@ -150,6 +227,8 @@ describe("the router's Caddy in front of two upstreams", () => {
         unavailable: UNAVAILABLE,
         healthIntervalSeconds: 1,
         dataDir: path.join(work, "data"),
+        apiKeyFile: keyFile,
+        allowedOrigins: [ALLOWED_ORIGIN],
       }),
     );
     caddy = spawn(artifact.path, ["run", "--config", config], {
@@ -210,7 +289,7 @@ describe("the router's Caddy in front of two upstreams", () => {
   });
 
   it("passes the Authorization header through unchanged", async () => {
-    const key = "Bearer sk-sparkform-test-0123456789";
+    const key = BEARER;
     a.auth = [];
     b.auth = [];
     for (let i = 0; i < 6; i++) {
@@ -223,11 +302,170 @@ describe("the router's Caddy in front of two upstreams", () => {
     expect(new Set(got)).toEqual(new Set([key]));
   });
 
+  it("answers only a Host that names its bind (any port); a foreign Host is 403 and reaches no upstream", async () => {
+    const port = new URL(base).port;
+    for (const host of [`127.0.0.1:${port}`, "localhost:18090", "127.0.0.1", "LOCALHOST:1"]) {
+      const r = await raw("GET", "/v1/models", { Host: host, Authorization: BEARER });
+      expect({ host, status: r.status }).toEqual({ host, status: 200 });
+    }
+    const before = a.requests + b.requests;
+    for (const host of [`evil.example:${port}`, "evil.example", `127.0.0.1.evil.example:${port}`]) {
+      const r = await raw("GET", "/v1/models", { Host: host, Authorization: BEARER });
+      expect({ host, status: r.status }).toEqual({ host, status: 403 });
+      expect(acHeaders(r.headers)).toEqual([]);
+    }
+    expect(a.requests + b.requests).toBe(before);
+  });
+
+  it("refuses a foreign Origin with 403 and no Access-Control-* (preflight and POST)", async () => {
+    const before = a.requests + b.requests;
+    for (const origin of ["https://evil.example", "null", "http://127.0.0.1:9999"]) {
+      const pre = await raw("OPTIONS", "/v1/chat/completions", {
+        Origin: origin,
+        "Access-Control-Request-Method": "POST",
+        "Access-Control-Request-Headers": "authorization, content-type",
+      });
+      expect({ origin, status: pre.status }).toEqual({ origin, status: 403 });
+      expect(acHeaders(pre.headers)).toEqual([]);
+      const post = await raw(
+        "POST",
+        "/v1/chat/completions",
+        { Origin: origin, Authorization: BEARER, "Content-Type": "application/json" },
+        JSON.stringify({ messages: [{ role: "user", content: "hi" }] }),
+      );
+      expect({ origin, status: post.status }).toEqual({ origin, status: 403 });
+      expect(acHeaders(post.headers)).toEqual([]);
+    }
+    expect(a.requests + b.requests).toBe(before);
+  });
+
+  it("strips the upstream's Access-Control-* headers; an allowed origin gets the router's own, without credentials", async () => {
+    // No Origin (an SDK client): the upstream's reflected headers do not come through.
+    const plain = await raw("GET", "/v1/models", { Authorization: BEARER });
+    expect(plain.status).toBe(200);
+    expect(acHeaders(plain.headers)).toEqual([]);
+    // The allowed origin: the router's ACAO (that origin), never Allow-Credentials.
+    const ok = await raw("GET", "/v1/models", { Authorization: BEARER, Origin: ALLOWED_ORIGIN });
+    expect(ok.status).toBe(200);
+    expect(ok.headers["access-control-allow-origin"]).toBe(ALLOWED_ORIGIN);
+    expect(ok.headers["access-control-allow-credentials"]).toBeUndefined();
+    // Its preflight is answered by the router (no key: browsers send none with it).
+    const pre = await raw("OPTIONS", "/v1/chat/completions", {
+      Origin: ALLOWED_ORIGIN,
+      "Access-Control-Request-Method": "POST",
+      "Access-Control-Request-Headers": "authorization, content-type",
+    });
+    expect(pre.status).toBe(204);
+    expect(pre.headers["access-control-allow-origin"]).toBe(ALLOWED_ORIGIN);
+    expect(pre.headers["access-control-allow-credentials"]).toBeUndefined();
+    expect(String(pre.headers["access-control-allow-headers"]).toLowerCase()).toMatch(
+      /authorization/,
+    );
+  });
+
+  it("requires the key on every route but GET /health: 401 with an OpenAI-shaped error", async () => {
+    const before = a.requests + b.requests;
+    for (const auth of [
+      undefined,
+      "Bearer wrong",
+      `Bearer ${KEY}x`,
+      KEY,
+      `Basic ${KEY}`,
+      "Bearer",
+    ]) {
+      const h: Record<string, string> = auth === undefined ? {} : { Authorization: auth };
+      for (const [method, p] of [
+        ["GET", "/v1/models"],
+        ["GET", "/models"],
+        ["GET", "/props"],
+        ["POST", "/v1/chat/completions"],
+      ] as const) {
+        const r = await raw(
+          method,
+          p,
+          { ...h, "Content-Type": "application/json" },
+          method === "POST" ? "{}" : undefined,
+        );
+        expect({ auth, p, status: r.status }).toEqual({ auth, p, status: 401 });
+        expect(r.headers["content-type"]).toMatch(/application\/json/);
+        const err = (JSON.parse(r.body) as { error: { type: string; message: string } }).error;
+        expect(err.type).toBe("authentication_error");
+        expect(err.message).toMatch(/API key/);
+        expect(r.body).not.toContain(KEY);
+      }
+    }
+    expect(a.requests + b.requests).toBe(before);
+    // The right key reaches an upstream; GET /health needs none.
+    const ok = await raw("GET", "/v1/models", { Authorization: BEARER });
+    expect(ok.status).toBe(200);
+    expect(a.requests + b.requests).toBe(before + 1);
+    const health = await raw("GET", "/health", {});
+    expect(health.status).toBe(200);
+  });
+
+  it("serves the official OpenAI SDK with the key", async () => {
+    const client = new OpenAI({ apiKey: KEY, baseURL: `${base}/v1`, maxRetries: 0 });
+    const list = await client.models.list();
+    expect(list.data[0]?.id).toBe("m");
+    const done = await client.chat.completions.create({
+      model: "m",
+      messages: [{ role: "user", content: "hi" }],
+    });
+    expect(done.choices[0]?.message.content).toMatch(/^from [ab]$/);
+    const stream = await client.chat.completions.create({
+      model: "m",
+      messages: [{ role: "user", content: "hi" }],
+      stream: true,
+    });
+    let chunks = 0;
+    for await (const _c of stream) chunks++;
+    expect(chunks).toBe(2);
+    const wrong = new OpenAI({ apiKey: "wrong", baseURL: `${base}/v1`, maxRetries: 0 });
+    await expect(wrong.models.list()).rejects.toMatchObject({ status: 401 });
+  });
+
+  it("keeps both upstreams in rotation after clients abort their uploads", async () => {
+    const port = Number(new URL(base).port);
+    const N = 6;
+    for (let i = 0; i < N; i++) {
+      const cut = a.cutShort + b.cutShort;
+      const reached = a.requests + b.requests;
+      const sock = net.connect(port, "127.0.0.1");
+      await new Promise<void>((r) => sock.once("connect", () => r()));
+      sock.write(
+        `POST /v1/chat/completions HTTP/1.1\r\nHost: 127.0.0.1:${port}\r\n` +
+          `Authorization: ${BEARER}\r\nContent-Type: application/json\r\n` +
+          `Content-Length: 100000\r\n\r\n{"messages":[`,
+      );
+      // The request reached an upstream, then the client goes away mid-upload; the upstream
+      // sees the router close it (Caddy's round trip has ended: counted, or not).
+      for (let w = 0; a.requests + b.requests === reached; w++) {
+        if (w > 500) throw new Error(`abort ${i}: the request reached no upstream`);
+        await sleep(20);
+      }
+      sock.destroy();
+      for (let w = 0; a.cutShort + b.cutShort === cut; w++) {
+        if (w > 500) throw new Error(`abort ${i}: no upstream saw the upload cut short`);
+        await sleep(20);
+      }
+    }
+    const seen = new Map<string, number>();
+    for (let i = 0; i < 40; i++) {
+      const r = await models();
+      expect(r.status).toBe(200);
+      seen.set(r.upstream ?? "?", (seen.get(r.upstream ?? "?") ?? 0) + 1);
+    }
+    expect({ a: (seen.get("a") ?? 0) > 0, b: (seen.get("b") ?? 0) > 0 }).toEqual({
+      a: true,
+      b: true,
+    });
+  });
+
   it("streams: the first event arrives before the upstream finishes", async () => {
     const t0 = Date.now();
     const r = await fetch(`${base}/v1/chat/completions`, {
       method: "POST",
-      headers: { "Content-Type": "application/json" },
+      headers: { "Content-Type": "application/json", Authorization: BEARER },
       body: JSON.stringify({
         messages: [{ role: "user", content: "PROMPT-SECRET-7f3a" }],
         stream: true,
@@ -318,7 +556,10 @@ describe("the router's Caddy in front of two upstreams", () => {
     // it comes is the config's (retries, try_duration: router-config.test.ts) and bench/'s.
     for (const wait of [0, 2500]) {
       await sleep(wait);
-      const r = await fetch(`${base}/v1/models`, { signal: AbortSignal.timeout(5000) });
+      const r = await fetch(`${base}/v1/models`, {
+        headers: { Authorization: BEARER },
+        signal: AbortSignal.timeout(5000),
+      });
       const body = await r.text();
       expect(r.status).toBe(503);
       expect(body.trim()).toBe(UNAVAILABLE);

@@ -3,6 +3,7 @@
 import { execFileSync } from "node:child_process";
 import { mkdirSync } from "node:fs";
 import type { SshTarget } from "../../components/transport";
+import { apiKeyPath, fromHome } from "../../components/unit/names";
 import { simExec } from "../../sim/index";
 import type { SimCluster } from "../../sim/state";
 
@@ -86,3 +87,11 @@ export function nodeCcache(cluster: SimCluster, dir: string | undefined, node = 
     },
   };
 }
+
+/**
+ * A curl on a node that sends the key llama-server on `port` checks (every stack has one):
+ * read from its 0600 file there and given to curl as a header on stdin, never in an argv. Put
+ * curl's own arguments after it.
+ */
+export const keyedCurl = (port: number): string =>
+  `printf 'Authorization: Bearer %s\\n' "$(cat "$HOME/${fromHome(apiKeyPath("server", port))}")" | curl -H @-`;

@@ -591,7 +591,7 @@ const cases: [string, Record<string, unknown>, string][] = [
   [
     "model unknown key",
     withModel({ token: "x" }),
-    'sparkform:model: Unrecognized key "token"; fix the name (one of repo, revision, files, sha256, allowBranch, endpoint, verify, modelsDir, retries, nodes) or remove it',
+    'sparkform:model: Unrecognized key "token"; fix the name (one of repo, revision, files, sha256, allowBranch, endpoint, sendToken, verify, modelsDir, retries, nodes) or remove it',
   ],
   [
     "tree inside models dir",
@@ -730,6 +730,36 @@ const cases: [string, Record<string, unknown>, string][] = [
     withServer({ smoke: { prompt: "x".repeat(200 * 1024) } }),
     "sparkform:server.smoke.prompt: is 204800 bytes, more than the 1024 a smoke prompt may have: it travels on the node's command line, where Linux refuses an argument over 128 KiB (E2BIG) only after the model has loaded; give a sentence, e.g. The capital of France is",
   ],
+  // Issue 33: the router lets in only the browser origins it names, literally.
+  [
+    "router allowedOrigins wildcard",
+    withServer({ router: { allowedOrigins: ["*"] } }),
+
+    'sparkform:server.router.allowedOrigins[0]: is "*", not an origin as a browser sends it (scheme://host[:port], lower case, no path, no wildcard), e.g. https://app.example or http://localhost:3000',
+  ],
+  [
+    "router allowedOrigins with a path",
+    withServer({ router: { allowedOrigins: ["https://app.example/ui"] } }),
+
+    'sparkform:server.router.allowedOrigins[0]: is "https://app.example/ui", not an origin as a browser sends it (scheme://host[:port], lower case, no path, no wildcard), e.g. https://app.example or http://localhost:3000',
+  ],
+  [
+    "router allowedOrigins subdomain wildcard",
+    withServer({ router: { allowedOrigins: ["https://*.app.example"] } }),
+
+    'sparkform:server.router.allowedOrigins[0]: is "https://*.app.example", not an origin as a browser sends it (scheme://host[:port], lower case, no path, no wildcard), e.g. https://app.example or http://localhost:3000',
+  ],
+  [
+    "router allowedOrigins placeholder",
+    withServer({ router: { allowedOrigins: ["{http.request.header.Origin}"] } }),
+
+    'sparkform:server.router.allowedOrigins[0]: is "{http.request.header.Origin}", not an origin as a browser sends it (scheme://host[:port], lower case, no path, no wildcard), e.g. https://app.example or http://localhost:3000',
+  ],
+  [
+    "serverApiKey with a Caddy wildcard",
+    { ...withServer({}), serverApiKey: "0123456789abcdef*" },
+    'sparkform:serverApiKey: contains *, {, } or \\, which the router\'s matcher would read as a wildcard or a placeholder; set a key without them with `pulumi config set --secret sparkform:serverApiKey "$(openssl rand -hex 32)"`',
+  ],
   // Issue 25: a refresh's first burst is the short one.
   [
     "fabric probe refreshSeconds above seconds",
@@ -778,7 +808,7 @@ describe("parseStackConfig: one exact line per bad input", () => {
     expect(keyed.length).toBe(cases.length);
     // 20 from issue 22, 2 from issue 25 (fabric.probe.refreshSeconds), 1 from issue 24 (a
     // dotted key set without --path).
-    expect(cases.length).toBe(REFUSED_BEFORE_ISSUE_22 + 23);
+    expect(cases.length).toBe(REFUSED_BEFORE_ISSUE_22 + 28);
   });
 });
 
@@ -821,6 +851,7 @@ describe("parseStackConfig: defaults, set once", () => {
       sha256: {},
       allowBranch: false,
       endpoint: "https://huggingface.co",
+      sendToken: false,
       verify: "fast",
       modelsDir: "~/models",
       retries: 2,

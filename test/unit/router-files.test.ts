@@ -3,7 +3,15 @@
 // what no other router on the node uses.
 import { spawnSync } from "node:child_process";
 import { createHash } from "node:crypto";
-import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import {
+  existsSync,
+  mkdirSync,
+  mkdtempSync,
+  readFileSync,
+  rmSync,
+  statSync,
+  writeFileSync,
+} from "node:fs";
 import * as os from "node:os";
 import * as path from "node:path";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
@@ -12,9 +20,10 @@ import { programPath } from "../../components/native-script";
 const DIR = "~/.cache/sparkform/router";
 let home: string;
 const dir = () => path.join(home, ".cache/sparkform/router");
-const run = (...args: string[]) => {
+const run = (...args: string[]) => runWith({}, ...args);
+const runWith = (env: Record<string, string>, ...args: string[]) => {
   const r = spawnSync("sh", [programPath("router/files.sh"), ...args], {
-    env: { PATH: "/usr/bin:/bin", HOME: home },
+    env: { PATH: "/usr/bin:/bin", HOME: home, ...env },
     encoding: "utf8",
   });
   return { code: r.status, out: r.stdout, err: r.stderr };
@@ -41,8 +50,32 @@ describe("native/router/files.sh", () => {
     expect(spawnSync(path.join(dir(), NAME)).stdout.toString()).toBe("caddy\n");
     expect(run("check", DIR, NAME, sha(BIN)).out).toBe("have=1\n");
     expect(run("digest", DIR, "8000").out).toBe(
-      `configDigest=${sha('{"a":1}\n')}\nbinary=${NAME}\n`,
+      `configDigest=${sha('{"a":1}\n')}\nbinary=${NAME}\nkeyDigest=\n`,
     );
+  });
+
+  it("writes the key that arrives as SPARKFORM_API_KEY to a 0600 file, reports its sha256, removes it", () => {
+    mkdirSync(dir(), { recursive: true });
+    arrive();
+    const key = "0123456789abcdef0123456789abcdef";
+    const r = runWith({ SPARKFORM_API_KEY: key }, "install", DIR, NAME, sha(BIN), "8000", "{}");
+    expect(r.code).toBe(0);
+    expect(r.out + r.err).not.toContain(key);
+    const file = path.join(dir(), "router-8000.key");
+    expect(readFileSync(file, "utf8")).toBe(`${key}\n`);
+    expect(statSync(file).mode & 0o777).toBe(0o600);
+    expect(run("digest", DIR, "8000").out).toContain(`keyDigest=${sha(key)}\n`);
+    // The header a person's curl sends (`curl -H @file`), 0600 too.
+    const header = path.join(dir(), "router-8000.header");
+    expect(readFileSync(header, "utf8")).toBe(`Authorization: Bearer ${key}\n`);
+    expect(statSync(header).mode & 0o777).toBe(0o600);
+    // An install with no key removes the file (a keyless router checks none).
+    expect(run("install", DIR, NAME, sha(BIN), "8000", "{}").code).toBe(0);
+    expect(existsSync(file)).toBe(false);
+    expect(existsSync(header)).toBe(false);
+    runWith({ SPARKFORM_API_KEY: key }, "install", DIR, NAME, sha(BIN), "8000", "{}");
+    expect(run("remove", DIR, "8000").code).toBe(0);
+    expect(existsSync(file)).toBe(false);
   });
 
   it("refuses (exit 7) and removes a binary that is not the expected one", () => {

@@ -52,7 +52,7 @@ describe("sparkform:server", () => {
       gpuLayers: 99,
       smoke: { prompt: "The capital of France is", tokens: 16, seed: 42 },
       topology: "auto",
-      router: { port: 8090, bind: "127.0.0.1" },
+      router: { port: 8090, bind: "127.0.0.1", allowedOrigins: [] },
       rssLimitPercent: 92,
       rssIntervalSeconds: 2,
     });

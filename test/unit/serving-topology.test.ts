@@ -187,7 +187,7 @@ describe("sparkform:server.topology and .router", () => {
   it("default auto, router on 127.0.0.1:8090", () => {
     const s = serverConfigSchema.parse({});
     expect(s.topology).toBe("auto");
-    expect(s.router).toEqual({ port: 8090, bind: "127.0.0.1" });
+    expect(s.router).toEqual({ port: 8090, bind: "127.0.0.1", allowedOrigins: [] });
   });
 
   it("refuses a router port llama-server or its reference uses, naming the field", () => {

@@ -156,6 +156,15 @@ describe("summaryLines with the serving output of the contract", () => {
         `'{"prompt":"The capital of France is","n_predict":16}'`,
     );
   });
+
+  it("with a router, sends the stack's key from the node's header file (never an argv)", () => {
+    const o = { ...serving, endpoint: "http://127.0.0.1:8090" };
+    const last = summaryLines({ ...real, serving: o }, opts).at(-1);
+    expect(last).toBe(
+      "try  sparkform run spark-1 --stack local -- curl -s -H @.cache/sparkform/router/router-8090.header " +
+        `http://127.0.0.1:8090/completion -d '{"prompt":"The capital of France is","n_predict":16}'`,
+    );
+  });
 });
 
 describe("summaryLines when something differs or is absent", () => {
