@@ -807,7 +807,8 @@ describe("parseStackConfig: one exact line per bad input", () => {
     );
     expect(keyed.length).toBe(cases.length);
     // 20 from issue 22, 2 from issue 25 (fabric.probe.refreshSeconds), 1 from issue 24 (a
-    // dotted key set without --path).
+    // dotted key set without --path), 5 from issue 33 (router.allowedOrigins, a key Caddy would
+    // read as a wildcard).
     expect(cases.length).toBe(REFUSED_BEFORE_ISSUE_22 + 28);
   });
 });
