@@ -269,12 +269,16 @@ function servingSection(
     );
   const body = JSON.stringify({ prompt: "The capital of France is", n_predict: 16 });
   // The key stays on the node: curl reads the header from the 0600 file beside the router's
-  // key (router/files.sh writes both); it is in no argv and no terminal. A stack made before
-  // the router has none to offer.
+  // key (router/files.sh writes both); it is in no argv and no terminal. `run` starts in the
+  // tree, so the node's shell finds the file from $HOME (the body rides in as $1, unquoted by
+  // nothing). A stack made before the router has none to offer.
   const port = /:(\d+)$/.exec(serving.endpoint ?? "")?.[1];
-  const auth = port ? ` -H @${fromHome(routerHeaderPath(Number(port)))}` : "";
+  const url = `${serving.endpoint || server.url}/completion`;
+  const run = `sparkform run ${server.node} --stack ${stack} --`;
   lines.push(
-    `try  sparkform run ${server.node} --stack ${stack} -- curl -s${auth} ${serving.endpoint || server.url}/completion -d ${shQuote(body)}`,
+    port
+      ? `try  ${run} sh -c ${shQuote(`curl -s -H @"$HOME"/${fromHome(routerHeaderPath(Number(port)))} ${url} -d "$1"`)} _ ${shQuote(body)}`
+      : `try  ${run} curl -s ${url} -d ${shQuote(body)}`,
   );
   return lines;
 }

@@ -150,8 +150,35 @@ export function configText(
   });
 }
 
-function filesCommand(i: Pick<RouterInputs, "programs">, args: string[], display: string) {
-  return programCommand(programFor(i.programs.files, ROUTER_PROGRAMS.files), { args, display });
+function filesCommand(
+  i: Pick<RouterInputs, "programs">,
+  args: string[],
+  display: string,
+  extra: ReturnType<typeof apiKeyEnv> = {},
+) {
+  return programCommand(programFor(i.programs.files, ROUTER_PROGRAMS.files), {
+    args,
+    display,
+    ...extra,
+  });
+}
+
+/**
+ * files.sh install: the binary, the config and, with a key, the key files. The key travels in
+ * the secret preamble (SPARKFORM_API_KEY on stdin), never in the arguments.
+ */
+export function installCommand(
+  i: Pick<RouterInputs, "programs" | "port" | "apiKey">,
+  name: string,
+  sha: string,
+  text: string,
+): RemoteScript {
+  return filesCommand(
+    i,
+    ["install", ROUTER_DIR, name, sha, String(i.port), text],
+    `install ${ROUTER_DIR}/${name} and ${configPath(i.port)}`,
+    apiKeyEnv(i.apiKey),
+  );
 }
 
 const keyValues = (stdout: string): Record<string, string> =>
@@ -333,14 +360,10 @@ async function converge(i: RouterInputs): Promise<RouterOutputs> {
   try {
     installed = keyValues(
       (
-        await node.run(
-          filesCommand(
-            i,
-            ["install", ROUTER_DIR, name, artifact.sha256, String(i.port), text],
-            `install ${binary} and ${configPath(i.port)}`,
-          ),
-          { step: "router install", timeoutMs: 120_000, ...apiKeyEnv(i.apiKey) },
-        )
+        await node.run(installCommand(i, name, artifact.sha256, text), {
+          step: "router install",
+          timeoutMs: 120_000,
+        })
       ).stdout,
     );
   } catch (err) {

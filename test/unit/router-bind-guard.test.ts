@@ -4,7 +4,7 @@
 import * as pulumi from "@pulumi/pulumi";
 import { beforeAll, describe, expect, it } from "vitest";
 import { programRef } from "../../components/native-script";
-import { startCommand } from "../../components/router/provider";
+import { installCommand, startCommand } from "../../components/router/provider";
 import { Router } from "../../components/router/router";
 import { checkRouterBind, routerBind } from "../../policies/router";
 
@@ -115,5 +115,24 @@ describe("the router's start (native/unit/start.sh's arguments)", () => {
     const off = argsFor("10.0.0.1");
     expect(off.slice(0, off.indexOf("--"))).toContain("--not-on-management");
     expect(argsFor("127.0.0.1")).not.toContain("--not-on-management");
+  });
+});
+
+describe("the router's key on its way to the node", () => {
+  it("travels in the secret preamble of files.sh install, never in its arguments", () => {
+    const key = "0123456789abcdef0123456789abcdef";
+    const programs = { files: programRef("router/files.sh") } as never;
+    const cmd = installCommand(
+      { programs, port: 8090, apiKey: key },
+      "caddy-0123456789abcdef",
+      "ab",
+      "{}",
+    );
+    expect(cmd.env?.SPARKFORM_API_KEY).toEqual({ secret: key });
+    expect(JSON.stringify(cmd.args)).not.toContain(key);
+    expect(cmd.display).not.toContain(key);
+    // Without a key, nothing is sent (files.sh then removes any key file).
+    const keyless = installCommand({ programs, port: 8090 }, "caddy-0123456789abcdef", "ab", "{}");
+    expect(keyless.env).toBeUndefined();
   });
 });

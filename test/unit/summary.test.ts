@@ -161,8 +161,9 @@ describe("summaryLines with the serving output of the contract", () => {
     const o = { ...serving, endpoint: "http://127.0.0.1:8090" };
     const last = summaryLines({ ...real, serving: o }, opts).at(-1);
     expect(last).toBe(
-      "try  sparkform run spark-1 --stack local -- curl -s -H @.cache/sparkform/router/router-8090.header " +
-        `http://127.0.0.1:8090/completion -d '{"prompt":"The capital of France is","n_predict":16}'`,
+      "try  sparkform run spark-1 --stack local -- sh -c " +
+        `'curl -s -H @"$HOME"/.cache/sparkform/router/router-8090.header http://127.0.0.1:8090/completion -d "$1"' ` +
+        `_ '{"prompt":"The capital of France is","n_predict":16}'`,
     );
   });
 });
