@@ -290,7 +290,7 @@ describe.skipIf(!isRoot)("acceptance: the local stack on a simulated pair", () =
     async () => {
       const r = await acc.destroy();
       const ops = Object.values(opsByResource(r.events, acc.stack));
-      expect(ops.length).toBe(16); // every dynamic resource of the stack
+      expect(ops.length).toBe(17); // every dynamic resource of the stack (the key: issue 33)
       expect(new Set(ops)).toEqual(new Set(["delete"]));
       for (const n of NODES) {
         expect(await sparkformUnits(n)).toEqual([]);
