@@ -92,8 +92,11 @@ export interface RouterStatus {
   listening: string[];
   /** sha256 of the config file on the node ("" when missing). */
   configDigest: string;
-  /** sha256 of the key file's key ("" when missing; absent in older state). */
-  keyDigest?: string;
+  /**
+   * What the key file holds, judged on the node's reading against the key's digest (never the
+   * digest itself: that is a secret output): absent for a router without a key, or older state.
+   */
+  keyFile?: "the stack's key" | "another key" | "missing";
 }
 
 export interface RouterOutputs extends Omit<RouterInputs, "apiKey"> {
@@ -266,6 +269,8 @@ export function routerStatusOf(u: UnitStatus, configDigest: string): RouterStatu
 async function readStatus(
   i: Pick<RouterInputs, "target" | "port" | "programs">,
   binary: string,
+  /** The key's sha256 (the secret apiKeySha256; "" = no key to judge). */
+  expectedKey: string,
 ): Promise<RouterStatus & { log: string[] }> {
   const node = openNode(i.target);
   const st = parseUnitStatus(
@@ -280,9 +285,14 @@ async function readStatus(
       )
     ).stdout,
   );
+  const held = files.keyDigest ?? "";
   return {
     ...routerStatusOf(st, files.configDigest ?? ""),
-    keyDigest: files.keyDigest ?? "",
+    ...(expectedKey
+      ? {
+          keyFile: held === expectedKey ? "the stack's key" : held ? "another key" : "missing",
+        }
+      : {}),
     log: st.log,
   };
 }
@@ -293,8 +303,6 @@ export function routerDrift(o: {
   started: Started;
   binaryDigest: string;
   configDigest: string;
-  /** sha256 of the key the file must hold ("" or absent: none, or older state). */
-  apiKeySha256?: string;
   bind: string;
   port: number;
 }): string[] {
@@ -312,9 +320,9 @@ export function routerDrift(o: {
     r.push(
       `router config ${configPath(o.port)} sha256 ${o.status.configDigest.slice(0, 12) || "(missing)"} is not the one written (${o.configDigest.slice(0, 12)})`,
     );
-  if (o.apiKeySha256 && o.status.keyDigest !== undefined && o.status.keyDigest !== o.apiKeySha256)
+  if (o.status.keyFile !== undefined && o.status.keyFile !== "the stack's key")
     r.push(
-      `router key ${keyPath(o.port)} ${o.status.keyDigest ? "does not hold the stack's key" : "is missing"}: every request would get 401`,
+      `router key ${keyPath(o.port)} ${o.status.keyFile === "missing" ? "is missing" : "does not hold the stack's key"}: every request would get 401`,
     );
   return r;
 }
@@ -404,7 +412,7 @@ async function converge(i: RouterInputs): Promise<RouterOutputs> {
       );
     throw err;
   }
-  const st = await readStatus(i, binary);
+  const st = await readStatus(i, binary, apiKeySha256);
   const { log: _log, ...status } = st;
   const started = startedOf(status.unit);
   const drift = routerDrift({
@@ -412,7 +420,6 @@ async function converge(i: RouterInputs): Promise<RouterOutputs> {
     started,
     binaryDigest: artifact.sha256,
     configDigest,
-    apiKeySha256,
     bind: i.bind,
     port: i.port,
   });
@@ -448,13 +455,12 @@ export async function read(
   id: string,
   props: RouterOutputs,
 ): Promise<pulumi.dynamic.ReadResult<RouterOutputs>> {
-  const { log: _log, ...status } = await readStatus(props, props.binary);
+  const { log: _log, ...status } = await readStatus(props, props.binary, props.apiKeySha256 ?? "");
   const drift = routerDrift({
     status,
     started: props.started,
     binaryDigest: props.binaryDigest,
     configDigest: props.configDigest,
-    ...(props.apiKeySha256 ? { apiKeySha256: props.apiKeySha256 } : {}),
     bind: props.bind,
     port: props.port,
   });
