@@ -11,3 +11,5 @@ if (!cluster.builds || !cluster.worker || !cluster.serving) {
 export const build = cluster.builds.byNode;
 export const worker = cluster.worker;
 export const serving = cluster.serving;
+/** The key every server and the router check, as the main program exports it (`sparkform key`). */
+export const serverApiKey = cluster.servingStage?.apiKey;
