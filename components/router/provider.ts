@@ -23,13 +23,23 @@ import { changedKeys, steadyReading } from "../providers/diff";
 import { progress, since } from "../providers/progress";
 import { openNode, RemoteCommandError, type RemoteScript, type SshTarget } from "../transport";
 import { apiKeyEnv, keyDigest } from "../unit/api-key";
-import { unitStartCommand, unitStatusCommand, unitStopCommand } from "../unit/commands";
+import {
+  leftUnit,
+  ownerOf,
+  type UnitOwner,
+  unitStartCommand,
+  unitStatusCommand,
+  unitStopCommand,
+} from "../unit/commands";
+import { claimUnit, leftRunning, type OwnerCheck, refusedByOwner } from "../unit/owner";
+import { programsChange } from "../unit/programs";
 import { apiKeyPath, fromHome, UNIT_ROLES, unitLogPath, unitName } from "../unit/names";
 import {
   type Started,
   startedOf,
   type UnitState,
   type UnitStatus,
+  ownerDrift,
   unitDrift,
   unitStatusParser,
 } from "../unit/status";
@@ -79,6 +89,12 @@ export interface RouterInputs {
   healthIntervalSeconds: number;
   healthTimeoutSeconds: number;
   programs: Record<keyof typeof ROUTER_PROGRAMS, ProgramRef>;
+  /**
+   * The stack the unit belongs to, `<project>/<stack>` (components/unit/owner.ts): recorded on
+   * the unit, and another stack's router on the port is refused (its config is not written).
+   * Absent in state written before owners; a change only rewrites state.
+   */
+  owner?: string;
 }
 
 /** What the router's refresh keeps of status.py's reading (nothing that moves by itself). */
@@ -175,10 +191,20 @@ export function installCommand(
   name: string,
   sha: string,
   text: string,
+  owner?: UnitOwner,
 ): RemoteScript {
   return filesCommand(
     i,
-    ["install", ROUTER_DIR, name, sha, String(i.port), text],
+    [
+      "install",
+      ROUTER_DIR,
+      name,
+      sha,
+      String(i.port),
+      text,
+      // Another stack's router on the port: its config is not written over (exit 10).
+      ...(owner ? [owner.stack, owner.node, owner.portKey, ...(owner.was ? [owner.was] : [])] : []),
+    ],
     `install ${ROUTER_DIR}/${name} and ${configPath(i.port)}`,
     apiKeyEnv(i.apiKey),
   );
@@ -198,6 +224,7 @@ export function startCommand(
   i: Pick<RouterInputs, "bind" | "port" | "programs" | "healthTimeoutSeconds">,
   binary: string,
   digest: string,
+  owner?: UnitOwner,
 ): RemoteScript {
   const data = dataDir(i.port);
   return unitStartCommand(
@@ -222,6 +249,7 @@ export function startCommand(
       ],
       mkdir: [data],
       healthTimeoutSeconds: i.healthTimeoutSeconds,
+      ...(owner ? { owner } : {}),
     },
     i.programs,
     {
@@ -242,11 +270,26 @@ export function statusCommand(
   );
 }
 
-export function stopCommand(i: Pick<RouterInputs, "port" | "programs">): RemoteScript {
+export function stopCommand(i: Pick<RouterInputs, "port" | "programs" | "owner">): RemoteScript {
   return unitStopCommand({ role: "router", port: i.port }, i.programs, {
     display: `stop ${unitName("router", i.port)}`,
+    ...(i.owner ? { owner: i.owner } : {}),
   });
 }
+
+/** The owner check of the router's unit (`was`: the owner state recorded, on an update). */
+const ownerCheck = (
+  i: Pick<RouterInputs, "target" | "port" | "programs" | "owner">,
+  was?: string,
+): OwnerCheck => ({
+  role: "router",
+  port: i.port,
+  what: "router",
+  target: i.target,
+  owner: ownerOf("router", i, was),
+  programs: i.programs,
+  tag: tag(i.target),
+});
 
 const parseUnitStatus = unitStatusParser("router status (native/unit/status.py)");
 
@@ -271,7 +314,7 @@ async function readStatus(
   binary: string,
   /** The key's sha256 (the secret apiKeySha256; "" = no key to judge). */
   expectedKey: string,
-): Promise<RouterStatus & { log: string[] }> {
+): Promise<RouterStatus & { log: string[]; owner: string }> {
   const node = openNode(i.target);
   const st = parseUnitStatus(
     (await node.run(statusCommand(i, binary), { step: "router status", timeoutMs: 60_000 })).stdout,
@@ -294,6 +337,7 @@ async function readStatus(
         }
       : {}),
     log: st.log,
+    owner: st.owner ?? "",
   };
 }
 
@@ -330,8 +374,9 @@ export function routerDrift(o: {
 /** The router's refresh is judged by its status and drift (both free of moving readings). */
 export const routerVerdict = (o: RouterOutputs) => ({ status: o.status, drift: o.drift });
 
-async function converge(i: RouterInputs): Promise<RouterOutputs> {
+async function converge(i: RouterInputs, was?: string): Promise<RouterOutputs> {
   const who = tag(i.target);
+  const owner = ownerOf("router", i, was);
   if (i.upstreams.length === 0) throw new Error(`${who}: no upstreams to route to`);
   const text = configText({ ...i, keyed: Boolean(i.apiKey) });
   const apiKeySha256 = keyDigest(i.apiKey);
@@ -368,13 +413,15 @@ async function converge(i: RouterInputs): Promise<RouterOutputs> {
   try {
     installed = keyValues(
       (
-        await node.run(installCommand(i, name, artifact.sha256, text), {
+        await node.run(installCommand(i, name, artifact.sha256, text, owner), {
           step: "router install",
           timeoutMs: 120_000,
         })
       ).stdout,
     );
   } catch (err) {
+    const taken = refusedByOwner(err, ownerCheck(i, was));
+    if (taken) throw taken;
     if (err instanceof RemoteCommandError && err.exitCode === 7)
       throw new Error(
         `${who}: not installed: ${err.outputTail.trim()}. The copy was damaged or replaced on the way; \`pulumi up\` copies it again.`,
@@ -392,12 +439,14 @@ async function converge(i: RouterInputs): Promise<RouterOutputs> {
       .join(", ")}; waiting up to ${i.healthTimeoutSeconds} s for an upstream to answer /health`,
   );
   try {
-    await node.run(startCommand(i, binary, artifact.sha256), {
+    await node.run(startCommand(i, binary, artifact.sha256, owner), {
       step: "router start",
       timeoutMs: (i.healthTimeoutSeconds + 120) * 1000,
     });
   } catch (err) {
     if (!(err instanceof RemoteCommandError)) throw err;
+    const taken = refusedByOwner(err, ownerCheck(i, was));
+    if (taken) throw taken;
     if (err.exitCode === 7)
       throw new Error(
         `${who}: not started: ${binary} on ${i.target.name} is not the control node's caddy build (sha256 ${artifact.sha256}): ${err.outputTail.trim()}`,
@@ -413,7 +462,7 @@ async function converge(i: RouterInputs): Promise<RouterOutputs> {
     throw err;
   }
   const st = await readStatus(i, binary, apiKeySha256);
-  const { log: _log, ...status } = st;
+  const { log: _log, owner: _owner, ...status } = st;
   const started = startedOf(status.unit);
   const drift = routerDrift({
     status,
@@ -455,15 +504,22 @@ export async function read(
   id: string,
   props: RouterOutputs,
 ): Promise<pulumi.dynamic.ReadResult<RouterOutputs>> {
-  const { log: _log, ...status } = await readStatus(props, props.binary, props.apiKeySha256 ?? "");
-  const drift = routerDrift({
-    status,
-    started: props.started,
-    binaryDigest: props.binaryDigest,
-    configDigest: props.configDigest,
-    bind: props.bind,
-    port: props.port,
-  });
+  const {
+    log: _log,
+    owner,
+    ...status
+  } = await readStatus(props, props.binary, props.apiKeySha256 ?? "");
+  const drift = [
+    ...routerDrift({
+      status,
+      started: props.started,
+      binaryDigest: props.binaryDigest,
+      configDigest: props.configDigest,
+      bind: props.bind,
+      port: props.port,
+    }),
+    ...ownerDrift(unitName("router", props.port), props.target.name, props.owner, owner),
+  ];
   const fresh = { ...props, status, drift };
   return { id, props: steadyReading(props, fresh, routerVerdict) };
 }
@@ -481,12 +537,22 @@ export const RESTART_KEYS = [
   "programs",
 ] as const;
 // apiKey and allowedOrigins are judged by the rendered config and the key's digest (below).
-/** Inputs that are only recorded: a change updates state, the router keeps running. */
-export const RECORD_KEYS = ["node", "arch", "topology", "healthTimeoutSeconds"] as const;
+/**
+ * Inputs that are only recorded: a change updates state, the router keeps running (the owner is
+ * recorded on the running unit first, components/unit/owner.ts).
+ */
+export const RECORD_KEYS = ["node", "arch", "topology", "healthTimeoutSeconds", "owner"] as const;
 
-/** What changed between state and program: restart keys, the rendered config, drift. */
+/**
+ * What changed between state and program: restart keys, the rendered config, drift. `programs`
+ * restarts the router only when a program changed other than by a declared upgrade
+ * (components/unit/programs.ts); that is recorded.
+ */
 export function routerChanges(olds: RouterOutputs, news: RouterInputs) {
-  const restart: string[] = changedKeys(olds, news, RESTART_KEYS);
+  const programs = programsChange(olds.programs, news.programs);
+  const restart: string[] = changedKeys(olds, news, RESTART_KEYS).filter(
+    (k) => k !== "programs" || programs === "restart",
+  );
   let rendered: string;
   try {
     rendered = sha256(configText({ ...news, keyed: Boolean(news.apiKey) }));
@@ -496,7 +562,10 @@ export function routerChanges(olds: RouterOutputs, news: RouterInputs) {
   if (rendered !== olds.configDigest && !restart.includes("config")) restart.push("config");
   if ((olds.apiKeySha256 ?? "") !== keyDigest(news.apiKey)) restart.push("apiKey");
   if ((olds.drift ?? []).length > 0) restart.push("drift");
-  const record: string[] = changedKeys(olds, news, RECORD_KEYS);
+  const record: string[] = [
+    ...(programs === "record" ? ["programs"] : []),
+    ...changedKeys(olds, news, RECORD_KEYS),
+  ];
   return { restart, record };
 }
 
@@ -510,11 +579,20 @@ export async function diff(
   return { changes: all.length > 0, replaces: [], ...(all.length > 0 ? { diffs: all } : {}) };
 }
 
-async function remove(i: Pick<RouterInputs, "target" | "port" | "programs">): Promise<void> {
+async function remove(
+  i: Pick<RouterInputs, "target" | "port" | "programs" | "owner">,
+): Promise<void> {
   const node = openNode(i.target);
-  await node.run(stopCommand(i), { step: "router stop", timeoutMs: 60_000 });
+  // Another stack's router on the port (it took the port since): left, with its files.
+  const stopped = await node.run(stopCommand(i), { step: "router stop", timeoutMs: 60_000 });
+  const left = leftUnit(stopped.stdout);
+  if (left) return leftRunning(ownerCheck(i), left.owner);
   await node.run(
-    filesCommand(i, ["remove", ROUTER_DIR, String(i.port)], `remove the router's files :${i.port}`),
+    filesCommand(
+      i,
+      ["remove", ROUTER_DIR, String(i.port), ...(i.owner ? [i.owner] : [])],
+      `remove the router's files :${i.port}`,
+    ),
     { step: "router files remove", timeoutMs: 60_000 },
   );
 }
@@ -524,14 +602,18 @@ export async function update(
   olds: RouterOutputs,
   news: RouterInputs,
 ): Promise<pulumi.dynamic.UpdateResult<RouterOutputs>> {
-  const { restart } = routerChanges(olds, news);
+  const { restart, record } = routerChanges(olds, news);
   if (restart.length === 0) {
+    // Another stack's router on the port is refused; one an older sparkform started gets this
+    // stack's record, live. Then state is rewritten: the router keeps running.
+    if (record.includes("owner") || record.includes("programs"))
+      await claimUnit(ownerCheck(news, olds.owner));
     const { apiKey: _key, ...rest } = news;
     return { outs: { ...olds, ...rest } };
   }
   // A new port or node leaves the old unit behind: stop it and remove its files first.
   if (olds.port !== news.port || olds.target.name !== news.target.name) await remove(olds);
-  return { outs: await converge(news) };
+  return { outs: await converge(news, olds.owner) };
 }
 
 /** Destroy: stop the unit, remove its config, data dir and log, and a binary no other uses. */

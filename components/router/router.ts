@@ -9,6 +9,7 @@ import type { SshTarget } from "../transport";
 import { routerArtifactId } from "./artifact";
 import type { Started } from "../unit/status";
 import { ROUTER_PROGRAMS, type RouterOutputs, type RouterUpstreamInput } from "./provider";
+import { stackOwner } from "../unit/stack-owner";
 
 /** Bump when the provider's behaviour changes, so `up` rewrites it in state (and restarts). */
 export const ROUTER_PROVIDER_VERSION = "1";
@@ -125,6 +126,8 @@ export class Router extends SparkformResource<"Router", RouterOutputs> {
         unavailable: args.unavailable,
         healthIntervalSeconds: args.healthIntervalSeconds ?? 1,
         healthTimeoutSeconds: args.healthTimeoutSeconds ?? 60,
+        // The stack its unit belongs to (recorded on it; another stack's port is refused).
+        owner: stackOwner(),
       },
       {
         ...opts,

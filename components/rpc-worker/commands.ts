@@ -6,7 +6,12 @@
 import { programCommand, programFor, type ProgramRef, programRef } from "../native-script";
 import { NodeOutputError, nodeJsonParser } from "../schema/node-json";
 import { homeRelative, type RemoteScript } from "../transport";
-import { unitStartCommand, unitStatusCommand, unitStopCommand } from "../unit/commands";
+import {
+  type UnitOwner,
+  unitStartCommand,
+  unitStatusCommand,
+  unitStopCommand,
+} from "../unit/commands";
 import { guardUnitName as guardUnitNameOf, unitName as unitNameOf } from "../unit/names";
 import { type UnitStatus, unitStatusParser } from "../unit/status";
 import { CACHE_DIR, type ProbeResult, RPC_PROGRAMS, type WorkerStatus } from "./plan";
@@ -50,8 +55,11 @@ export interface StartSettings {
   readonly tcp?: boolean;
 }
 
-/** start.sh: (re)start worker and guard; refuses a binary that is not the client's build. */
-export function startCommand(s: StartSettings): RemoteScript {
+/**
+ * start.sh: (re)start worker and guard; refuses a binary that is not the client's build, and
+ * with `owner`, another stack's worker on the port (and records the stack on the unit).
+ */
+export function startCommand(s: StartSettings, owner?: UnitOwner): RemoteScript {
   return unitStartCommand(
     {
       role: "worker",
@@ -86,6 +94,7 @@ export function startCommand(s: StartSettings): RemoteScript {
         ...(s.devices.length > 0 ? ["-d", s.devices.join(",")] : []),
         ...(s.cache ? ["-c"] : []),
       ],
+      ...(owner ? { owner } : {}),
     },
     s.programs,
     {
@@ -97,10 +106,18 @@ export function startCommand(s: StartSettings): RemoteScript {
   );
 }
 
-/** stop.sh: stop worker and guard of `port`, forget the units, wait until the port is free. */
-export function stopCommand(s: { readonly port: number; readonly programs: WorkerPrograms }) {
+/**
+ * stop.sh: stop worker and guard of `port`, forget the units, wait until the port is free; with
+ * `owner`, another stack's worker there is left running.
+ */
+export function stopCommand(s: {
+  readonly port: number;
+  readonly programs: WorkerPrograms;
+  readonly owner?: string;
+}) {
   return unitStopCommand({ role: "worker", port: s.port }, s.programs, {
     display: `stop ${unitName(s.port)} and its guard`,
+    ...(s.owner ? { owner: s.owner } : {}),
   });
 }
 
@@ -193,7 +210,8 @@ const bytes = { type: "integer", minimum: 0 } as const;
  * state has it since the worker had its own status program.
  */
 export function workerStatusOf(u: UnitStatus): WorkerStatus {
-  const { unit, health: _h, ...rest } = u;
+  // The owner is read for the drift (provider.ts), never kept in state.
+  const { unit, health: _h, owner: _o, ...rest } = u;
   return { worker: unit, ...rest };
 }
 
@@ -201,6 +219,10 @@ export function workerStatusOf(u: UnitStatus): WorkerStatus {
 const parseUnitStatus = unitStatusParser("rpc-worker status");
 export const parseWorkerStatus = (stdout: string, node: string): WorkerStatus =>
   workerStatusOf(parseUnitStatus(stdout, node));
+
+/** The stack the worker's unit records, from the same status.py JSON ("" for none). */
+export const parseWorkerOwner = (stdout: string, node: string): string =>
+  parseUnitStatus(stdout, node).owner ?? "";
 
 /** probe.py's JSON, checked likewise. */
 export const parseProbe = nodeJsonParser<ProbeResult>(

@@ -17,10 +17,14 @@ import type { ProviderImpl } from "../providers/delegate";
 import { changedKeys, steadyReading } from "../providers/diff";
 import { progress } from "../providers/progress";
 import { homeRelative, openNode, RemoteCommandError, type SshTarget } from "../transport";
-import { startedOf } from "../unit/status";
+import { ownerOf, type UnitOwner } from "../unit/commands";
+import { claimUnit, leftRunning, type OwnerCheck, unitHeldBy } from "../unit/owner";
+import { programsChange } from "../unit/programs";
+import { ownerDrift, startedOf } from "../unit/status";
 import {
   guardUnitName,
   parseProbe,
+  parseWorkerOwner,
   parseWorkerStatus,
   probeCommand,
   startCommand,
@@ -89,6 +93,12 @@ export interface RpcWorkerInputs {
   prewarm: { path: string; sha256: string }[];
   /** Both builds' recorded inputs (tree, flags, compiler): what names why they differ. */
   buildInputs?: { worker: BuildInputs; client: BuildInputs };
+  /**
+   * The stack the unit belongs to, `<project>/<stack>` (components/unit/owner.ts): recorded on
+   * the unit, and another stack's unit on the port is refused. Absent in state written before
+   * owners; a change only rewrites state (and the record on the running unit).
+   */
+  owner?: string;
 }
 
 export interface RpcWorkerOutputs extends RpcWorkerInputs {
@@ -120,12 +130,36 @@ export interface RpcWorkerOutputs extends RpcWorkerInputs {
 const tag = (t: SshTarget) => `[${t.name}] rpc-worker`;
 
 async function status(i: RpcWorkerInputs): Promise<WorkerStatus> {
+  return (await statusAndOwner(i)).status;
+}
+
+/** status.py: the worker's status, and the stack its unit records (refresh's drift). */
+async function statusAndOwner(
+  i: RpcWorkerInputs,
+): Promise<{ status: WorkerStatus; owner: string }> {
   const r = await openNode(i.target).run(statusCommand(i), {
     step: "rpc-worker status",
     timeoutMs: 60_000,
   });
-  return parseWorkerStatus(r.stdout, i.target.name);
+  return {
+    status: parseWorkerStatus(r.stdout, i.target.name),
+    owner: parseWorkerOwner(r.stdout, i.target.name),
+  };
 }
+
+/** The owner check of the worker's unit (`was`: the owner state recorded, on an update). */
+const ownerCheck = (
+  i: Pick<RpcWorkerInputs, "target" | "port" | "programs" | "owner">,
+  was?: string,
+): OwnerCheck => ({
+  role: "worker",
+  port: i.port,
+  what: "worker",
+  target: i.target,
+  owner: ownerOf("worker", i, was),
+  programs: i.programs,
+  tag: tag(i.target),
+});
 
 async function probe(i: RpcWorkerInputs, timeoutS = 5): Promise<ProbeResult> {
   const r = await openNode(i.client.target).run(probeCommand(i, i.client.target.name, timeoutS), {
@@ -135,7 +169,9 @@ async function probe(i: RpcWorkerInputs, timeoutS = 5): Promise<ProbeResult> {
   return parseProbe(r.stdout, i.client.target.name);
 }
 
-async function stop(i: Pick<RpcWorkerInputs, "target" | "port" | "programs">): Promise<void> {
+async function stop(
+  i: Pick<RpcWorkerInputs, "target" | "port" | "programs" | "owner">,
+): Promise<void> {
   await openNode(i.target).run(stopCommand(i), { step: "rpc-worker stop", timeoutMs: 60_000 });
 }
 
@@ -273,8 +309,9 @@ function measured(
   };
 }
 
-async function converge(i: RpcWorkerInputs): Promise<RpcWorkerOutputs> {
+async function converge(i: RpcWorkerInputs, was?: string): Promise<RpcWorkerOutputs> {
   const who = tag(i.target);
+  const owner: UnitOwner | undefined = ownerOf("worker", i, was);
   const endpoint = `${i.bind}:${i.port}`;
   // Identity before anything starts: the worker's build must be the client's, byte for byte.
   if (i.workerBuild.digest !== i.clientBuild.digest) {
@@ -299,6 +336,8 @@ async function converge(i: RpcWorkerInputs): Promise<RpcWorkerOutputs> {
         .join("; ")}.`,
     );
   }
+  // Another stack's worker on this port: refused before its pre-warm manifest is written.
+  await claimUnit(ownerCheck(i, was));
   // Before the server starts, so the first load already finds every entry.
   const prewarmed = i.cache ? await prewarm(i, i.prewarm, bounded(i)) : null;
   const tensorCache = await bound(i);
@@ -311,7 +350,7 @@ async function converge(i: RpcWorkerInputs): Promise<RpcWorkerOutputs> {
     "the worker (re)starts, and a client of the old one aborts on its next request",
   );
   try {
-    await openNode(i.target).run(startCommand(i), {
+    await openNode(i.target).run(startCommand(i, owner), {
       step: "rpc-worker start",
       timeoutMs: 120_000,
     });
@@ -386,7 +425,7 @@ export async function read(
   id: string,
   props: RpcWorkerOutputs,
 ): Promise<pulumi.dynamic.ReadResult<RpcWorkerOutputs>> {
-  const st = await status(props);
+  const { status: st, owner } = await statusAndOwner(props);
   const running = st.worker.ActiveState === "active";
   // The worker serves one client: while the cluster's client holds it, a HELLO waits its
   // whole timeout unanswered and tells no more than the socket table already did (busy).
@@ -410,6 +449,7 @@ export async function read(
   });
   if (p && !p.ok && judgeHealth(p, st, props.client.fabricAddress).state === "down")
     drift.push(`no HELLO answer: ${p.error ?? p.state}`);
+  drift.push(...ownerDrift(unitName(props.port), props.target.name, props.owner, owner));
   // The cache against the bound `up` recorded (a derived bound is not derived again here).
   const tc = props.tensorCache;
   const tensorCache =
@@ -446,7 +486,10 @@ export function workerVerdict(o: RpcWorkerOutputs) {
   };
 }
 
-/** Inputs whose change is an update; all but PREWARM_KEYS restart the worker. */
+/**
+ * Inputs whose change is an update; all but PREWARM_KEYS restart the worker, and `programs`
+ * only when a program changed other than by a declared upgrade (components/unit/programs.ts).
+ */
 export const DIFF_KEYS = [
   "providerVersion",
   "target",
@@ -471,6 +514,30 @@ export const DIFF_KEYS = [
 export const PREWARM_KEYS: readonly string[] = ["prewarm", "cacheMaxBytes"];
 
 /**
+ * Inputs whose change only rewrites state: the worker keeps running (its owner is recorded on
+ * the running unit first, components/unit/owner.ts).
+ */
+export const RECORD_KEYS = ["owner"] as const;
+
+/** The changed inputs by what they do: restart the worker, re-warm its cache, or rewrite state. */
+export function workerChanges(
+  olds: RpcWorkerOutputs,
+  news: RpcWorkerInputs,
+): { restart: string[]; prewarm: string[]; record: string[] } {
+  const restart: string[] = [];
+  const prewarm: string[] = [];
+  const record: string[] = [];
+  for (const k of changedKeys(olds, news, [...DIFF_KEYS, ...RECORD_KEYS])) {
+    if (k === "programs") {
+      const c = programsChange(olds.programs, news.programs);
+      if (c !== "none") (c === "restart" ? restart : record).push(k);
+    } else if ((RECORD_KEYS as readonly string[]).includes(k)) record.push(k);
+    else (PREWARM_KEYS.includes(k) ? prewarm : restart).push(k);
+  }
+  return { restart, prewarm, record };
+}
+
+/**
  * The cache needs `up` without a restart: over its bound, or on with no bound recorded yet
  * (state written before the bound existed).
  */
@@ -480,19 +547,20 @@ export function cacheDrifted(olds: RpcWorkerOutputs, news: RpcWorkerInputs): boo
 }
 
 /** What `up` does to a worker whose state is `olds` for the inputs `news`. */
-export type UpdateKind = "restart" | "prewarm" | "none";
+export type UpdateKind = "restart" | "prewarm" | "record" | "none";
 
 /**
  * Only the model or the cache's bound changed, or the cache is over its bound: re-warm and
  * prune the cache beside the running server, which reads entries from disk per
  * SET_TENSOR_HASH, so the unit, its loaded state and the entries of unchanged tensors stay
- * (issue 13). A drifted worker is restarted whatever changed.
+ * (issue 13). Only the owner or a declared upgrade of a program: state is rewritten. A drifted
+ * worker is restarted whatever changed.
  */
 export function updateKind(olds: RpcWorkerOutputs, news: RpcWorkerInputs): UpdateKind {
-  const changed = changedKeys(olds, news, DIFF_KEYS);
-  if ((olds.drift ?? []).length > 0 || changed.some((k) => !PREWARM_KEYS.includes(k)))
-    return "restart";
-  return changed.length > 0 || cacheDrifted(olds, news) ? "prewarm" : "none";
+  const c = workerChanges(olds, news);
+  if ((olds.drift ?? []).length > 0 || c.restart.length > 0) return "restart";
+  if (c.prewarm.length > 0 || cacheDrifted(olds, news)) return "prewarm";
+  return c.record.length > 0 ? "record" : "none";
 }
 
 export async function diff(
@@ -500,7 +568,10 @@ export async function diff(
   olds: RpcWorkerOutputs,
   news: RpcWorkerInputs,
 ): Promise<pulumi.dynamic.DiffResult> {
-  const changed: string[] = changedKeys(olds, news, DIFF_KEYS);
+  const c = workerChanges(olds, news);
+  const changed = changedKeys(olds, news, [...DIFF_KEYS, ...RECORD_KEYS]).filter((k) =>
+    [...c.restart, ...c.prewarm, ...c.record].includes(k),
+  );
   const drifted = (olds.drift ?? []).length > 0;
   const all = [
     ...changed,
@@ -515,29 +586,48 @@ export async function update(
   olds: RpcWorkerOutputs,
   news: RpcWorkerInputs,
 ): Promise<pulumi.dynamic.UpdateResult<RpcWorkerOutputs>> {
-  if (updateKind(olds, news) !== "restart") {
+  const kind = updateKind(olds, news);
+  if (kind !== "restart") {
+    // Before the pre-warm writes the port's manifest: another stack's worker there is refused,
+    // and one an older sparkform started gets this stack's record, live.
+    await claimUnit(ownerCheck(news, olds.owner));
+    // A bound removed from config is gone from state too (not kept from `olds`).
+    const { cacheMaxBytes: _bound, ...kept } = olds;
+    if (kind === "record" || kind === "none") {
+      await progress(
+        `${tag(news.target)}: ${workerChanges(olds, news).record.join(", ") || "nothing"} recorded in state; unit not restarted`,
+      );
+      return { outs: { ...kept, ...news } };
+    }
     const prewarmed = news.cache ? await prewarm(news, news.prewarm, bounded(news)) : null;
     const tensorCache = await bound(news);
     await progress(
       `${tag(news.target)}: tensor cache re-warmed and bounded beside the running worker ` +
         `(${prewarmed ? `${prewarmed.entries} entries; ${prewarmed.written} written, ${prewarmed.reused} kept, ${prewarmed.pruned} pruned${retainedNote(prewarmed)}` : "cache off"}); unit not restarted`,
     );
-    // A bound removed from config is gone from state too (not kept from `olds`).
-    const { cacheMaxBytes: _bound, ...kept } = olds;
     return { outs: { ...kept, ...news, prewarmed, tensorCache } };
   }
-  // A new port or node leaves the old unit behind: stop it first.
+  // A new port or node leaves the old unit behind: stop it first (unless another stack's
+  // worker holds that port now: it is left, with its clients and its cache references).
   if (olds.port !== news.port || olds.target.name !== news.target.name) {
-    await stopClients(olds, "the worker moves to another port or node");
-    // The old port's references go with it, so its cache entries no one else uses go too.
-    if (olds.cache && olds.programs?.prewarm) await prewarm(olds, []);
-    await stop(olds);
+    const held = await unitHeldBy(ownerCheck(olds));
+    if (held) await leftRunning(ownerCheck(olds), held);
+    else {
+      await stopClients(olds, "the worker moves to another port or node");
+      // The old port's references go with it, so its cache entries no one else uses go too.
+      if (olds.cache && olds.programs?.prewarm) await prewarm(olds, []);
+      await stop(olds);
+    }
   }
-  return { outs: await converge(news) };
+  return { outs: await converge(news, olds.owner) };
 }
 
 /** Destroy stops worker and guard and waits until nothing listens on the port. */
 async function deleteWorker(_id: string, props: RpcWorkerOutputs): Promise<void> {
+  // Another stack's worker on the port (it took the port since): left, with its clients, its
+  // pre-warm manifest and its cache entries.
+  const held = await unitHeldBy(ownerCheck(props));
+  if (held) return leftRunning(ownerCheck(props), held);
   // The cache entries sparkform wrote go too (the server's own stay: they are the user's), and
   // those a bound kept with no reference (prewarm.py --retain).
   if (props.programs?.prewarm) await prewarm(props, []);

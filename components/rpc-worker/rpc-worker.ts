@@ -9,6 +9,7 @@ import type { BuildInputs } from "../build/difference";
 import { workerPrograms } from "./commands";
 import type { RpcWorkerOutputs } from "./provider";
 import { type Health, unsafeBind } from "./plan";
+import { stackOwner } from "../unit/stack-owner";
 
 /** Bump when the provider's behaviour changes, so `up` rewrites it in state (and restarts). */
 export const RPC_WORKER_PROVIDER_VERSION = "1";
@@ -159,6 +160,8 @@ export class RpcWorker extends SparkformResource<"RpcWorker", RpcWorkerOutputs> 
           ),
         programs: workerPrograms(),
         ...(args.buildInputs ? { buildInputs: args.buildInputs } : {}),
+        // The stack its unit belongs to (recorded on it; another stack's port is refused).
+        owner: stackOwner(),
       },
       opts,
     );

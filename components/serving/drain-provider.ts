@@ -19,6 +19,11 @@ export interface ServingDrainInputs {
   /** Per node: the build's commit, tree digest and artifact digests. */
   builds: Record<string, { commit: string; treeDigest: string; artifacts: Record<string, string> }>;
   programs: { stop: ProgramRef };
+  /**
+   * The stack the server belongs to (`<project>/<stack>`): another stack's server on the port is
+   * left running. Not a diff key: only the update that drains reads it.
+   */
+  owner?: string;
 }
 
 export type ServingDrainOutputs = ServingDrainInputs & { drainedAt: string };
@@ -61,6 +66,7 @@ export async function update(
       olds.port,
       news.programs,
       `stop ${serverUnit(olds.port)} before the workers restart with the new build`,
+      news.owner,
     ),
     { step: "serving drain", timeoutMs: 60_000 },
   );

@@ -8,6 +8,7 @@ import { delegatingProvider } from "../providers/delegate";
 import { SparkformResource } from "../providers/resource";
 import { gatherByNode } from "../stage";
 import type { ServingDrainOutputs } from "./drain-provider";
+import { stackOwner } from "../unit/stack-owner";
 import { SERVER_PROGRAMS } from "./server-plan";
 
 const provider = delegatingProvider(path.join(__dirname, "drain-provider.ts"));
@@ -32,6 +33,7 @@ export class ServingDrain extends SparkformResource<"ServingDrain", ServingDrain
       {
         target: args.nodes.target(args.client),
         port: args.port,
+        owner: stackOwner(),
         builds: gatherByNode(args.nodes.names, (n) => {
           const b = args.builds.of(n);
           return { commit: b.commit, treeDigest: b.treeDigest, artifacts: b.artifacts };

@@ -10,6 +10,7 @@ import type { ServingPlan } from "./placement";
 import type { TopologyChoice } from "./topology";
 import type { LlamaServerOutputs, ServingEvidence, ServingWorker, SmokeOutput } from "./provider";
 import { type FabricRails, SERVER_PROGRAMS, type SeenDevice } from "./server-plan";
+import { stackOwner } from "../unit/stack-owner";
 
 /** Bump when the provider's behaviour changes, so `up` rewrites it in state (and restarts). */
 // 2: the server runs at its default verbosity (placement from INFO lines), its status in state
@@ -140,6 +141,8 @@ export class LlamaServer extends SparkformResource<"LlamaServer", LlamaServerOut
         healthTimeoutSeconds: args.healthTimeoutSeconds ?? 1800,
         rssLimitPercent: args.rssLimitPercent,
         rssIntervalSeconds: args.rssIntervalSeconds,
+        // The stack its unit belongs to (recorded on it; another stack's port is refused).
+        owner: stackOwner(),
       },
       {
         ...opts,

@@ -51,6 +51,7 @@ export function serverStatusOf(u: UnitStatus): ServerStatus {
     listening: u.listening,
     health: u.health ?? { status: 0, body: "status.py was not asked for /health" },
     log: u.log,
+    owner: u.owner ?? "",
   };
 }
 

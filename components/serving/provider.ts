@@ -26,8 +26,10 @@ import {
   type SshTarget,
 } from "../transport";
 import { apiKeyEnv, keyDigest } from "../unit/api-key";
-import { parseUnitStartTimings, unitStartCommand } from "../unit/commands";
-import { startedOf } from "../unit/status";
+import { ownerOf, parseUnitStartTimings, unitStartCommand } from "../unit/commands";
+import { claimUnit, type OwnerCheck, refusedByOwner } from "../unit/owner";
+import { programsChange } from "../unit/programs";
+import { ownerDrift, startedOf } from "../unit/status";
 import type { LlamaServerGate, ServingPlan } from "./placement";
 import type { TopologyChoice } from "./topology";
 import { parseServerStatus, parseSmoke, parseWorkerLog, parseWorkerLogSize } from "./node-output";
@@ -114,6 +116,12 @@ export interface LlamaServerInputs {
   rssLimitPercent: number;
   rssIntervalSeconds: number;
   programs: Record<keyof typeof SERVER_PROGRAMS, ProgramRef>;
+  /**
+   * The stack the unit belongs to, `<project>/<stack>` (components/unit/owner.ts): recorded on
+   * the unit, and another stack's server on the port is refused. Absent in state written before
+   * owners; a change only rewrites state (and the record on the running unit).
+   */
+  owner?: string;
 }
 
 /**
@@ -166,9 +174,12 @@ export interface LlamaServerOutputs extends Omit<LlamaServerInputs, "apiKey"> {
   drift: string[];
 }
 
-/** What state keeps of a status: everything but the log (which holds what clients caused). */
-export type MeasuredServer = Omit<ServerStatus, "log">;
-const measured = ({ log: _log, ...rest }: ServerStatus): MeasuredServer => rest;
+/**
+ * What state keeps of a status: everything but the log (which holds what clients caused) and
+ * the owner (read for the drift only).
+ */
+export type MeasuredServer = Omit<ServerStatus, "log" | "owner">;
+const measured = ({ log: _log, owner: _owner, ...rest }: ServerStatus): MeasuredServer => rest;
 
 const tag = (t: SshTarget) => `[${t.name}] llama-server`;
 
@@ -182,8 +193,24 @@ async function status(i: Omit<LlamaServerInputs, "apiKey">): Promise<ServerStatu
   return parseServerStatus(r.stdout, i.target.name);
 }
 
-async function stop(i: Pick<LlamaServerInputs, "target" | "port" | "programs">): Promise<void> {
-  await openNode(i.target).run(serverStopCommand(i.port, i.programs), {
+/** The owner check of the server's unit (`was`: the owner state recorded, on an update). */
+const ownerCheck = (
+  i: Pick<LlamaServerInputs, "target" | "port" | "programs" | "owner">,
+  was?: string,
+): OwnerCheck => ({
+  role: "server",
+  port: i.port,
+  what: "server",
+  target: i.target,
+  owner: ownerOf("server", i, was),
+  programs: i.programs,
+  tag: tag(i.target),
+});
+
+async function stop(
+  i: Pick<LlamaServerInputs, "target" | "port" | "programs" | "owner">,
+): Promise<void> {
+  await openNode(i.target).run(serverStopCommand(i.port, i.programs, undefined, i.owner), {
     step: "llama-server stop",
     timeoutMs: 60_000,
   });
@@ -229,8 +256,9 @@ function placements(plan: ServingPlan, st: ServerStatus): string {
  * start.sh (native/unit/, the worker's too): (re)start the server and its RSS guard, then wait
  * until GET /health answers 200.
  */
-export function startCommand(i: LlamaServerInputs): RemoteScript {
+export function startCommand(i: LlamaServerInputs, was?: string): RemoteScript {
   const guarded = i.rssLimitPercent > 0;
+  const owner = ownerOf("server", i, was);
   return unitStartCommand(
     {
       role: "server",
@@ -247,6 +275,7 @@ export function startCommand(i: LlamaServerInputs): RemoteScript {
       // Up is /health = 200 (the model is loaded), not a listening port.
       healthTimeoutSeconds: i.healthTimeoutSeconds,
       flags: serverArgv({ placement: i.flags, bind: i.bind, port: i.port }),
+      ...(owner ? { owner } : {}),
     },
     i.programs,
     {
@@ -261,16 +290,18 @@ export function startCommand(i: LlamaServerInputs): RemoteScript {
 /** start.sh's timings: seconds from the unit's start to its port listening and to /health = 200. */
 type StartTimings = Pick<Readiness, "portOpenSeconds" | "healthSeconds">;
 
-async function start(i: LlamaServerInputs): Promise<StartTimings> {
+async function start(i: LlamaServerInputs, was?: string): Promise<StartTimings> {
   const who = tag(i.target);
   let stdout: string;
   try {
-    ({ stdout } = await openNode(i.target).run(startCommand(i), {
+    ({ stdout } = await openNode(i.target).run(startCommand(i, was), {
       step: "llama-server start",
       timeoutMs: (i.healthTimeoutSeconds + 120) * 1000,
     }));
   } catch (err) {
     if (!(err instanceof RemoteCommandError)) throw err;
+    const taken = refusedByOwner(err, ownerCheck(i, was));
+    if (taken) throw taken;
     if (err.exitCode === 7)
       throw new Error(
         `${who}: not started: ${i.binary} is not the verified build's (sha256 ${i.binaryDigest}): ${err.outputTail.trim()}. ` +
@@ -419,7 +450,7 @@ async function standBy(i: LlamaServerInputs): Promise<LlamaServerOutputs> {
   };
 }
 
-async function converge(i: LlamaServerInputs): Promise<LlamaServerOutputs> {
+async function converge(i: LlamaServerInputs, was?: string): Promise<LlamaServerOutputs> {
   if (i.standby) return standBy(i);
   const who = tag(i.target);
   // Defense when the policy pack is not used: a plan that does not fit never starts.
@@ -432,7 +463,7 @@ async function converge(i: LlamaServerInputs): Promise<LlamaServerOutputs> {
       `${who}: not started: the placement is not known at up (some node's usable memory is missing). ` +
         "Run `pulumi up --refresh`, or declare it in sparkform:server.memory.",
     );
-  const started = await start(i);
+  const started = await start(i, was);
   let st = await status(i);
   const seen = parsePlacement(st.log);
   const wrong = placementMismatch(i.plan, seen);
@@ -502,14 +533,17 @@ export async function read(
 ): Promise<pulumi.dynamic.ReadResult<LlamaServerOutputs>> {
   if (props.standby) return { id, props };
   const st = await status(props);
-  const drift = serverDrift({
-    status: st,
-    started: props.started,
-    expectedDigest: props.binaryDigest,
-    bind: props.bind,
-    // State from before the guard has no limit: no guard to look for (the diff restarts it).
-    guardOn: (props.rssLimitPercent ?? 0) > 0,
-  });
+  const drift = [
+    ...serverDrift({
+      status: st,
+      started: props.started,
+      expectedDigest: props.binaryDigest,
+      bind: props.bind,
+      // State from before the guard has no limit: no guard to look for (the diff restarts it).
+      guardOn: (props.rssLimitPercent ?? 0) > 0,
+    }),
+    ...ownerDrift(props.unit, props.target.name, props.owner, st.owner),
+  ];
   return {
     id,
     props: {
@@ -524,7 +558,8 @@ export async function read(
 /**
  * Inputs whose change restarts the server. Not the plan itself: its flags are what the server
  * runs, while its numbers (usable memory, measured) move a little on every refresh. Not the
- * evidence's health lines either.
+ * evidence's health lines either. `programs` restarts it only when a program changed other
+ * than by a declared upgrade (components/unit/programs.ts).
  */
 export const RESTART_KEYS = [
   "providerVersion",
@@ -542,22 +577,46 @@ export const RESTART_KEYS = [
   "programs",
 ] as const;
 
+/**
+ * Inputs whose change only rewrites state: the server keeps running (its owner is recorded on
+ * the running unit first, components/unit/owner.ts).
+ */
+export const RECORD_KEYS = ["owner"] as const;
+
+/** The changed inputs by what they do: restart the server, or only rewrite state. */
+export function serverChanges(
+  olds: LlamaServerOutputs,
+  news: LlamaServerInputs,
+): { restart: string[]; record: string[] } {
+  const restart: string[] = [];
+  const record: string[] = [];
+  for (const k of changedKeys(olds, news, RESTART_KEYS)) {
+    if (k !== "programs") restart.push(k);
+    else {
+      const c = programsChange(olds.programs, news.programs);
+      if (c !== "none") (c === "restart" ? restart : record).push(k);
+    }
+  }
+  // Builds and models of the evidence: a rebuilt peer is a restart, a worker's health is not.
+  if (JSON.stringify(olds.evidence?.builds) !== JSON.stringify(news.evidence.builds))
+    restart.push("evidence.builds");
+  if (JSON.stringify(olds.evidence?.models) !== JSON.stringify(news.evidence.models))
+    restart.push("evidence.models");
+  if ((olds.apiKeySha256 ?? "") !== keyDigest(news.apiKey)) restart.push("apiKey");
+  // State from before topologies has no standby: a serving server, as `false` is.
+  if (Boolean(olds.standby) !== Boolean(news.standby)) restart.push("standby");
+  if ((olds.drift ?? []).length > 0) restart.push("drift");
+  record.push(...changedKeys(olds, news, RECORD_KEYS));
+  return { restart, record };
+}
+
 export async function diff(
   _id: string,
   olds: LlamaServerOutputs,
   news: LlamaServerInputs,
 ): Promise<pulumi.dynamic.DiffResult> {
-  const changed: string[] = changedKeys(olds, news, RESTART_KEYS);
-  // Builds and models of the evidence: a rebuilt peer is a restart, a worker's health is not.
-  if (JSON.stringify(olds.evidence?.builds) !== JSON.stringify(news.evidence.builds))
-    changed.push("evidence.builds");
-  if (JSON.stringify(olds.evidence?.models) !== JSON.stringify(news.evidence.models))
-    changed.push("evidence.models");
-  if ((olds.apiKeySha256 ?? "") !== keyDigest(news.apiKey)) changed.push("apiKey");
-  // State from before topologies has no standby: a serving server, as `false` is.
-  if (Boolean(olds.standby) !== Boolean(news.standby)) changed.push("standby");
-  const drifted = (olds.drift ?? []).length > 0;
-  const all = [...changed, ...(drifted ? ["drift"] : [])];
+  const { restart, record } = serverChanges(olds, news);
+  const all = [...restart, ...record];
   return { changes: all.length > 0, replaces: [], ...(all.length > 0 ? { diffs: all } : {}) };
 }
 
@@ -566,8 +625,19 @@ export async function update(
   olds: LlamaServerOutputs,
   news: LlamaServerInputs,
 ): Promise<pulumi.dynamic.UpdateResult<LlamaServerOutputs>> {
+  const { restart, record } = serverChanges(olds, news);
+  if (restart.length === 0) {
+    // Another stack's server on the port is refused; one an older sparkform started gets this
+    // stack's record, live. Then state is rewritten: the server keeps running.
+    await claimUnit(ownerCheck(news, olds.owner));
+    await progress(
+      `${tag(news.target)}: ${record.join(", ")} recorded in state; server not restarted`,
+    );
+    const { apiKey: _k, ...rest } = news;
+    return { outs: { ...olds, ...rest } };
+  }
   if (olds.port !== news.port || olds.target.name !== news.target.name) await stop(olds);
-  return { outs: await converge(news) };
+  return { outs: await converge(news, olds.owner) };
 }
 
 /** Destroy stops the server (and a reference left behind) and waits until both ports are free. */

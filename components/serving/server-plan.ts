@@ -70,17 +70,20 @@ export function serverStatusCommand(
 
 /**
  * stop.sh for the server: its guard, the smoke's single-node reference if one was left, then
- * the server; the ports waited for are only those our own units held.
+ * the server; the ports waited for are only those our own units held. With `owner`, another
+ * stack's server on the port is left running, with its files.
  */
 export function serverStopCommand(
   port: number,
   programs: UnitProgramRefs,
   display = `stop ${serverUnit(port)}`,
+  owner?: string,
 ): RemoteScript {
   const ref = referenceUnit(port);
   return unitStopCommand({ role: "server", port }, programs, {
     display,
     also: [{ unit: ref, port: referencePort(port), files: [`${ref}.log`] }],
+    ...(owner ? { owner } : {}),
   });
 }
 /** The worker's log (components/rpc-worker: StandardOutput=append: of its unit). */
@@ -381,13 +384,15 @@ export interface ServerStatus {
   listening: string[];
   health: { status: number; body: string };
   log: string[];
+  /** The stack the unit records ("" for none): read for the drift, never kept in state. */
+  owner?: string;
 }
 
 export type ServerStarted = Started;
 
 /** Why the measured server is not the one `up` started ([] = none). */
 export function serverDrift(o: {
-  status: Omit<ServerStatus, "log">;
+  status: Omit<ServerStatus, "log" | "owner">;
   started: ServerStarted;
   expectedDigest: string;
   bind: string;

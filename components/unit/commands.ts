@@ -20,6 +20,61 @@ export const UNIT_PROGRAMS = {
 /** What a stage's resource recorded of the unit programs (absent keys: this checkout's). */
 export type UnitProgramRefs = Partial<Record<keyof typeof UNIT_PROGRAMS, ProgramRef>>;
 
+/**
+ * The stack a unit belongs to (issue 33 item 8): unit names carry only the port, so start.sh
+ * records `stack` on the unit (its Description) and refuses to stop or replace a unit another
+ * stack recorded; stop.sh leaves such a unit running.
+ */
+export interface UnitOwner {
+  /** `<project>/<stack>` (unitOwnerOf). */
+  readonly stack: string;
+  /** The node as the stack's config names it (the refusal's words). */
+  readonly node: string;
+  /** The config key of the port, `sparkform:server.port` (the refusal's remedy). */
+  readonly portKey: string;
+  /** The stack's owner as state recorded it, when the stack was renamed since: its own too. */
+  readonly was?: string;
+}
+
+/** The owner a unit records: `<project>/<stack>` (pulumi.getProject(), pulumi.getStack()). */
+export const unitOwnerOf = (project: string, stack: string): string => `${project}/${stack}`;
+
+/** Per role, the config key of the unit's port (what the refusal tells the user to change). */
+export const UNIT_PORT_KEYS: Readonly<Record<UnitRole, string>> = {
+  worker: "sparkform:worker.port",
+  server: "sparkform:server.port",
+  router: "sparkform:server.router.port",
+};
+
+/**
+ * The UnitOwner a provider passes for a resource whose inputs carry `owner` (absent in state
+ * written before owners: nothing is checked or recorded, as before); `was`: the owner state
+ * recorded, when it differs (a renamed stack).
+ */
+export function ownerOf(
+  role: UnitRole,
+  i: { readonly owner?: string; readonly target: { readonly name: string } },
+  was?: string,
+): UnitOwner | undefined {
+  if (!i.owner) return undefined;
+  return {
+    stack: i.owner,
+    node: i.target.name,
+    portKey: UNIT_PORT_KEYS[role],
+    ...(was && was !== i.owner ? { was } : {}),
+  };
+}
+
+const ownerArgs = (o: UnitOwner | undefined): string[][] =>
+  o
+    ? [
+        ["--owner", o.stack],
+        ["--node", o.node],
+        ["--port-key", o.portKey],
+        ...(o.was ? [["--was", o.was]] : []),
+      ]
+    : [];
+
 export interface UnitStart {
   readonly role: UnitRole;
   readonly port: number;
@@ -47,6 +102,8 @@ export interface UnitStart {
   readonly mkdir?: readonly string[];
   /** Up = GET /health answers 200 within this many seconds; else up = listening. */
   readonly healthTimeoutSeconds?: number;
+  /** The stack the unit belongs to (absent: state from before owners; nothing recorded). */
+  readonly owner?: UnitOwner;
 }
 
 /** start.sh: (re)start the unit and its guard; refuses a binary that is not the build's. */
@@ -76,6 +133,7 @@ export function unitStartCommand(
     ...(s.env ?? []).map(([k, v]) => ["--env", `${k}=${v}`]),
     ...(s.mkdir ?? []).map((d) => ["--mkdir", d]),
     ...(s.healthTimeoutSeconds === undefined ? [] : [["--health", String(s.healthTimeoutSeconds)]]),
+    ...ownerArgs(s.owner),
     ["--", ...s.flags],
   ].flat();
   return programCommand(programFor(programs.start, UNIT_PROGRAMS.start), {
@@ -83,6 +141,49 @@ export function unitStartCommand(
     ...(call.env ? { env: call.env } : {}),
     display: call.display,
   });
+}
+
+/**
+ * start.sh --owner-check: refuse (exit OTHER_OWNER_EXIT, naming the other stack) when another
+ * stack's unit holds the role's unit name on this port; nothing is stopped, started or
+ * written. A loaded unit with no record (an older sparkform's) or the stack's old name gets
+ * this stack's, live: it keeps running (stdout `adopted=UNIT`). What writes a file of the port
+ * before start.sh (the worker's pre-warm manifest) runs after this, and so does an update that
+ * restarts nothing.
+ */
+export function unitOwnerCheckCommand(
+  s: {
+    readonly role: UnitRole;
+    readonly port: number;
+    readonly owner: UnitOwner;
+    /** What the record calls the unit ("worker", "server", "router": start.sh's --what). */
+    readonly what: string;
+  },
+  programs: UnitProgramRefs,
+): RemoteScript {
+  return programCommand(programFor(programs.start, UNIT_PROGRAMS.start), {
+    args: [
+      ...["--unit", unitName(s.role, s.port)],
+      ...["--guard-unit", guardUnitName(s.role, s.port)],
+      ...["--what", s.what],
+      ...ownerArgs(s.owner).flat(),
+      "--owner-check",
+    ],
+    display: `check that ${unitName(s.role, s.port)} on ${s.owner.node} is not another stack's`,
+  });
+}
+
+/** The exit code of start.sh (and router/files.sh) when another stack's unit holds the port. */
+export const OTHER_OWNER_EXIT = 10;
+
+/** The unit start.sh --owner-check recorded as this stack's (`adopted=`), if any. */
+export const adoptedUnit = (stdout: string): string | undefined =>
+  /^adopted=(sparkform-[a-z-]+-\d+)$/m.exec(stdout)?.[1];
+
+/** stop.sh's (and files.sh remove's) `left=UNIT owner=STACK`: another stack's unit, left running. */
+export function leftUnit(stdout: string): { unit: string; owner: string } | undefined {
+  const m = /^left=(sparkform-[a-z-]+-\d+) owner=(\S+)$/m.exec(stdout);
+  return m?.[1] && m[2] ? { unit: m[1], owner: m[2] } : undefined;
 }
 
 /**
@@ -142,6 +243,8 @@ export function unitStopCommand(
     display: string;
     /** Units beside it, stopped before it (the smoke's reference), and their files. */
     also?: readonly { unit: string; port: number; files: readonly string[] }[];
+    /** The stack whose unit this is: another stack's is left running, with its files. */
+    owner?: string;
   },
 ): RemoteScript {
   const role = UNIT_ROLES[s.role];
@@ -164,6 +267,7 @@ export function unitStopCommand(
     args: [
       "--state",
       role.state,
+      ...(call.owner ? ["--owner", call.owner] : []),
       ...units.flatMap((u) => ["--unit", u]),
       ...files.flatMap((f) => ["--remove", f]),
       // The one guard program an older sparkform kept for every worker of a node.

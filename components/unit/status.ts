@@ -51,6 +51,11 @@ export interface UnitStatus {
   health?: { status: number; body: string };
   /** The log's last N lines, exactly (with `tail`). */
   tail?: string[];
+  /**
+   * The stack the unit records (`<project>/<stack>`, start.sh's Description; "" for none).
+   * Read for the drift, never kept in state: absent from status.py before owners.
+   */
+  owner?: string;
 }
 
 const STR = { type: "string", maxLength: 100_000 } as const;
@@ -95,6 +100,7 @@ const SCHEMA = {
       additionalProperties: false,
     },
     tail: LINES,
+    owner: STR,
   },
   additionalProperties: false,
 } as const;
@@ -190,4 +196,21 @@ export function unitDrift(o: {
   const others = o.status.listening.filter((a) => a !== o.bind && !sameAddress(a, o.bind));
   if (others.length > 0) r.push(`listening on ${others.join(", ")} besides ${o.bind}`);
   return r;
+}
+
+/**
+ * A unit that records another stack (status.py's `owner`) than `mine` (the resource's state):
+ * drift naming that stack. Nothing when either is unknown (state or a unit from before owners).
+ */
+export function ownerDrift(
+  unit: string,
+  node: string,
+  mine: string | undefined,
+  recorded: string | undefined,
+): string[] {
+  if (!mine || !recorded || recorded === mine) return [];
+  return [
+    `${unit} on ${node} belongs to stack ${recorded}, not this stack (${mine}): \`up\` refuses to replace it; ` +
+      `give this stack another port, or run \`pulumi destroy\` on stack ${recorded}`,
+  ];
 }

@@ -1,14 +1,20 @@
 # user-unit.sh — what a node program needs to run a `systemd-run --user` unit from a non-login
 # ssh session: the user's manager kept after the session (linger), its bus, and the kernel's
-# socket table. Sourced by native/serving/*.sh and native/rpc-worker/start.sh; inlined when a program is sent to a node
-# (components/native-script.ts).
+# socket table, and which stack a unit belongs to. Sourced by native/unit/start.sh, stop.sh and
+# native/router/files.sh; inlined when a program is sent to a node (components/native-script.ts).
+
+# user_bus: XDG_RUNTIME_DIR exported (the user's /run/user/UID unless already set: a non-login
+# ssh session under `env -i` has none).
+user_bus() {
+	XDG_RUNTIME_DIR=${XDG_RUNTIME_DIR:-/run/user/$(id -u)}
+	export XDG_RUNTIME_DIR
+}
 
 # user_manager: linger on, XDG_RUNTIME_DIR exported, wait up to 30 s for the manager's bus;
 # exit 8 without one.
 user_manager() {
 	loginctl enable-linger "$(id -un)" 2>/dev/null || true
-	XDG_RUNTIME_DIR="/run/user/$(id -u)"
-	export XDG_RUNTIME_DIR
+	user_bus
 	_i=0
 	until [ -S "$XDG_RUNTIME_DIR/bus" ]; do
 		_i=$((_i + 1))
@@ -31,4 +37,43 @@ wait_port_free() {
 		[ "$_i" -le "$2" ] || return 1
 		sleep 0.5
 	done
+}
+
+# Which stack a unit belongs to. start.sh records it as the unit's Description, "sparkform
+# WHAT of stack OWNER" (OWNER = <project>/<stack>): unit names carry only the port, so two
+# stacks serving on one node and port would otherwise stop and replace each other's units.
+# unit_owner UNIT: the recorded owner, or nothing (no such unit loaded, or one an older
+# sparkform started without a record: the stack that starts it next adopts it).
+unit_owner() {
+	user_bus
+	_d=$(systemctl --user show -p Description --value "$1.service" 2>/dev/null || true)
+	case $_d in "sparkform "*" of stack "?*) printf '%s\n' "${_d##* of stack }" ;; esac
+}
+
+# other_owner UNIT OWNER [WAS]: true, with OTHER_OWNER set, when UNIT records a stack other
+# than OWNER (and WAS, this stack's name before a rename); false for this stack's own unit, one
+# with no record, or no OWNER (a caller from before owners were recorded).
+other_owner() {
+	OTHER_OWNER=""
+	[ -n "$2" ] || return 1
+	OTHER_OWNER=$(unit_owner "$1")
+	[ -n "$OTHER_OWNER" ] && [ "$OTHER_OWNER" != "$2" ] && [ "$OTHER_OWNER" != "${3:-}" ]
+}
+
+# refuse_other_owner UNIT OWNER NODE PORT_KEY [WAS]: exit 10 when another stack's unit holds
+# UNIT's name (its port on this node), before anything is stopped or written (stdout
+# otherOwner=STACK, stderr why and the fix).
+refuse_other_owner() {
+	other_owner "$1" "$2" "${5:-}" || return 0
+	echo "otherOwner=$OTHER_OWNER"
+	echo "$1 on $3 belongs to stack $OTHER_OWNER, not this stack ($2), so nothing was stopped or written: give this stack another port (pulumi config set --path $4 <port>) or run \`pulumi destroy\` on stack $OTHER_OWNER first" >&2
+	exit 10
+}
+
+# record_owner UNIT DESCRIPTION: a loaded unit's Description set live, without a restart (how
+# a unit an older sparkform started, or one of a renamed stack, is adopted); false when UNIT is
+# not loaded or systemd refused.
+record_owner() {
+	[ "$(systemctl --user show -p LoadState --value "$1.service" 2>/dev/null)" = loaded ] || return 1
+	systemctl --user set-property --runtime "$1.service" "Description=$2" 2>/dev/null
 }

@@ -18,15 +18,23 @@
 # names it and Caddy reads it per request) and, for a person's curl on the node (`curl -H
 # @DIR/router-PORT.header`, the summary's try line), DIR/router-PORT.header holding
 # "Authorization: Bearer KEY" (0600 likewise); it removes both when none arrives.
+# install and remove take OWNER (the stack, <project>/<stack>) after their arguments, install
+# also NODE, KEY (the port's config key) and optionally WAS (the stack's name before a rename):
+# when the port's router unit records another stack (native/unit/start.sh), install writes
+# nothing (exit 10, naming that stack) and remove removes nothing of that port (stdout
+# left=UNIT owner=STACK).
 # DIR may start with "~/". stdout: key=value lines. Exit 2 bad argument, 7 a binary whose sha256
-# is not SHA256 (it is removed; nothing was installed), 97 DIR not one sparkform may delete from.
+# is not SHA256 (it is removed; nothing was installed), 10 another stack's router holds PORT,
+# 97 DIR not one sparkform may delete from.
 set -eu
 KEY_TEXT=${SPARKFORM_API_KEY:-}
 unset SPARKFORM_API_KEY
 # guard_path (inlined here when this program is sent to a node).
 . "$(dirname -- "$0")/../lib/guard.sh"
+# other_owner, refuse_other_owner (inlined likewise).
+. "$(dirname -- "$0")/../lib/user-unit.sh"
 usage() {
-  echo "files.sh: $1; it takes check DIR NAME SHA256 | install DIR NAME SHA256 PORT CONFIG | digest DIR PORT | remove DIR PORT" >&2
+  echo "files.sh: $1; it takes check DIR NAME SHA256 | install DIR NAME SHA256 PORT CONFIG [OWNER NODE KEY [WAS]] | digest DIR PORT | remove DIR PORT [OWNER]" >&2
   exit 2
 }
 [ $# -ge 3 ] || usage "too few arguments"
@@ -47,10 +55,11 @@ check)
   if [ -f "$DIR/$3" ] && [ "$(sha_of "$DIR/$3")" = "$4" ]; then echo "have=1"; else echo "have=0"; fi
   ;;
 install)
-  [ $# -eq 6 ] || usage "install takes DIR NAME SHA256 PORT CONFIG"
+  [ $# -eq 6 ] || [ $# -eq 9 ] || [ $# -eq 10 ] || usage "install takes DIR NAME SHA256 PORT CONFIG [OWNER NODE KEY [WAS]]"
   NAME=$3 SHA=$4 PORT=$5 CONFIG=$6
   name_ok "$NAME" || usage "NAME $NAME is not caddy-…"
   port_ok "$PORT"
+  [ $# -eq 6 ] || refuse_other_owner "sparkform-router-$PORT" "$7" "$8" "$9" "${10:-}"
   (umask 077 && mkdir -p "$DIR")
   if ! { [ -f "$DIR/$NAME" ] && [ "$(sha_of "$DIR/$NAME")" = "$SHA" ]; }; then
     TMP="$DIR/.$NAME.tmp"
@@ -92,9 +101,13 @@ digest)
   fi
   ;;
 remove)
-  [ $# -eq 3 ] || usage "remove takes DIR PORT"
+  [ $# -eq 3 ] || [ $# -eq 4 ] || usage "remove takes DIR PORT [OWNER]"
   PORT=$3
   port_ok "$PORT"
+  if [ $# -eq 4 ] && other_owner "sparkform-router-$PORT" "$4"; then
+    echo "left=sparkform-router-$PORT owner=$OTHER_OWNER"
+    exit 0
+  fi
   [ -d "$DIR" ] || exit 0
   guard_path "clean up" "$DIR"
   DIR=$GUARD_PATH

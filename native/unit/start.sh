@@ -8,7 +8,17 @@
 #   --unit NAME --bin BIN --sha SHA256 --bind ADDR --port PORT --state DIR --log NAME
 #   --guard-unit NAME --guard-percent P --guard-interval S --guard-text TEXT
 #   [--what WORDS] [--not-on-management] [--one-per-node] [--line-buffered]
-#   [--env K=V]... [--mkdir DIR]... [--health SECONDS] -- FLAGS...
+#   [--env K=V]... [--mkdir DIR]... [--health SECONDS]
+#   [--owner STACK --node NAME --port-key KEY [--was STACK] [--owner-check]] -- FLAGS...
+# --owner: the stack (<project>/<stack>) the unit and its guard belong to, recorded as their
+# Description ("sparkform WHAT of stack STACK"); a unit of that name another stack recorded is
+# neither stopped nor replaced (exit 10, naming that stack, NAME the node and KEY the config key
+# of the port), and with --one-per-node another stack's units on other ports are left running.
+# A unit with no record (an older sparkform's) is adopted; --was: this stack's name before a
+# rename, whose units are its own too. --owner-check: only that refusal, before anything else
+# writes a file of the port (the worker's pre-warm), and the record set live on a loaded unit
+# that has none or the old name (stdout adopted=UNIT; nothing restarts); --bin and the others
+# are not needed (--what and --guard-unit name what is recorded).
 # The unit's log is DIR/NAME-PORT.log, the guard's DIR/guard-PORT.log and its program
 # DIR/rss-guard-PORT.py. DIR, BIN, --mkdir, --env values and flags may start with "~/" (this
 # node's $HOME). GUARD_PERCENT 0 =
@@ -20,7 +30,8 @@
 # file the server reads with --api-key-file, and is unset before anything else runs.
 # Exit codes: 2 bad argument, 3 binary missing, 4 BIND not an address of this node, 5 port
 # taken by something else, 6 unit did not come up, 7 binary digest is not the expected, 8 no
-# user manager, 9 BIND on the interface that carries the management ssh session. stdout:
+# user manager, 9 BIND on the interface that carries the management ssh session, 10 another
+# stack's unit holds UNIT's name (--owner). stdout:
 # key=value lines; portOpenSeconds= (and with --health, healthSeconds=) are the seconds from
 # the unit's start to its port listening (to GET /health = 200), read from /proc/uptime.
 set -eu
@@ -36,12 +47,14 @@ home() { case $1 in "~/"*) printf '%s\n' "$HOME/${1#"~/"}" ;; *) printf '%s\n' "
 UNIT="" BIN="" EXPECTED="" BIND="" PORT="" STATE="" LOG="" GUARD=""
 GUARD_PERCENT="" GUARD_INTERVAL="" GUARD_TEXT="" GUARD_TEXT_SET=""
 WHAT=server MGMT_CHECK="" ONE_PER_NODE="" STDBUF="" HEALTH_TIMEOUT="" ENVS="" DIRS=""
+OWNER="" NODE="" PORT_KEY="" WAS="" OWNER_CHECK=""
 while [ $# -gt 0 ]; do
   o=$1
   case $o in
   --not-on-management) MGMT_CHECK=1; shift; continue ;;
   --one-per-node) ONE_PER_NODE=1; shift; continue ;;
   --line-buffered) STDBUF=1; shift; continue ;;
+  --owner-check) OWNER_CHECK=1; shift; continue ;;
   --) shift; break ;;
   --*) [ $# -ge 2 ] || usage "$o has no value" ;;
   *) usage "\"$o\" is not an option (llama-server's flags come after --)" ;;
@@ -62,6 +75,10 @@ while [ $# -gt 0 ]; do
   --guard-interval) GUARD_INTERVAL=$v ;;
   --guard-text) GUARD_TEXT=$v GUARD_TEXT_SET=1 ;;
   --health) HEALTH_TIMEOUT=$v ;;
+  --owner) OWNER=$v ;;
+  --node) NODE=$v ;;
+  --port-key) PORT_KEY=$v ;;
+  --was) WAS=$v ;;
   --env)
     case $v in [A-Z_]*=*) ;; *) usage "--env $v is not NAME=VALUE" ;; esac
     case ${v%%=*} in *[!A-Z0-9_]*) usage "--env $v is not NAME=VALUE" ;; esac
@@ -76,6 +93,23 @@ while [ $# -gt 0 ]; do
   esac
 done
 [ -n "$UNIT" ] || usage "--unit is missing"
+DESC_UNIT="" DESC_GUARD=""
+if [ -n "$OWNER" ]; then
+  DESC_UNIT="sparkform $WHAT of stack $OWNER"
+  DESC_GUARD="sparkform RSS guard of stack $OWNER"
+fi
+if [ -n "$OWNER_CHECK" ]; then
+  [ -n "$OWNER" ] || usage "--owner-check without --owner"
+  user_manager
+  refuse_other_owner "$UNIT" "$OWNER" "${NODE:-this node}" "${PORT_KEY:-its port}" "$WAS"
+  # This stack's (or no one's): a unit without the record gets it now, live.
+  if [ "$(unit_owner "$UNIT")" != "$OWNER" ] && record_owner "$UNIT" "$DESC_UNIT"; then
+    [ -z "$GUARD" ] || record_owner "$GUARD" "$DESC_GUARD" || true
+    echo "adopted=$UNIT"
+  fi
+  echo "owner=$OWNER"
+  exit 0
+fi
 [ -n "$BIN" ] || usage "--bin is missing"
 [ -n "$EXPECTED" ] || usage "--sha is missing"
 [ -n "$BIND" ] || usage "--bind is missing"
@@ -148,6 +182,8 @@ fi
 # A user manager that survives the ssh session (no password needed for one's own linger), and
 # its bus: a non-login ssh session has no XDG_RUNTIME_DIR of its own.
 user_manager
+# Another stack's unit on this port: refused before anything is stopped or written.
+refuse_other_owner "$UNIT" "$OWNER" "${NODE:-this node}" "${PORT_KEY:-its port}" "$WAS"
 
 stop_units() { # UNIT...: stop and forget each
   for u in "$@"; do
@@ -161,6 +197,10 @@ if [ -n "$ONE_PER_NODE" ]; then
   others=$(systemctl --user list-units --all --plain --no-legend "$prefix-*" 2>/dev/null |
     awk '{print $1}' | sed -n "s/^$prefix-\\([0-9][0-9]*\\)\\.service\$/\\1/p" | grep -vxF "$PORT" || true)
   for p in $others; do
+    if other_owner "$prefix-$p" "$OWNER" "$WAS"; then
+      echo "$prefix-$p belongs to stack $OTHER_OWNER: left running beside this stack's ($OWNER)" >&2
+      continue
+    fi
     stop_units "$gprefix-$p" "$prefix-$p"
     rm -f "$STATE/$LOG_NAME-$p.log" "$STATE/guard-$p.log" "$STATE/rss-guard-$p.py"
     echo "stopped=$prefix-$p"
@@ -222,7 +262,7 @@ old_ifs=$IFS
 IFS='
 '
 # shellcheck disable=SC2086
-systemd-run --user --quiet --unit="$UNIT" -p Type=exec -p Restart=on-failure -p RestartSec=2 \
+systemd-run --user --quiet --unit="$UNIT" ${DESC_UNIT:+"--description=$DESC_UNIT"} -p Type=exec -p Restart=on-failure -p RestartSec=2 \
   -p "WorkingDirectory=$HOME" -p "StandardOutput=append:$LOG" -p "StandardError=append:$LOG" \
   $SETENV "$@"
 IFS=$old_ifs
@@ -232,7 +272,7 @@ IFS=$old_ifs
 if [ "$GUARD_PERCENT" != 0 ]; then
   printf '%s' "$GUARD_TEXT" > "$STATE/rss-guard-$PORT.py.tmp"
   mv "$STATE/rss-guard-$PORT.py.tmp" "$STATE/rss-guard-$PORT.py"
-  systemd-run --user --quiet --unit="$GUARD" -p Type=exec -p Restart=on-failure -p RestartSec=2 \
+  systemd-run --user --quiet --unit="$GUARD" ${DESC_GUARD:+"--description=$DESC_GUARD"} -p Type=exec -p Restart=on-failure -p RestartSec=2 \
     /usr/bin/python3 "$STATE/rss-guard-$PORT.py" --unit "$UNIT.service" --percent "$GUARD_PERCENT" \
     --interval "$GUARD_INTERVAL" --log "$STATE/guard-$PORT.log"
 else

@@ -11,6 +11,8 @@
 # last lines (default 200); --tail N: also exactly its last N lines as "tail" (from at most its
 # last 16 MiB); --others: the active units of the same name on other ports (one per node);
 # --health BIND: GET http://BIND:PORT/health; --bound: cut a log past 64 MiB in place.
+# "owner" is the stack the unit records (start.sh's Description "sparkform WHAT of stack
+# OWNER"), "" when none: the stages call a unit another stack recorded drift.
 import argparse
 import json
 import os
@@ -36,6 +38,18 @@ def unit(name):
         return {"error": (r.stderr or r.stdout).strip()}
     props = dict(line.split("=", 1) for line in r.stdout.splitlines() if "=" in line)
     return {k: props.get(k, "") for k in PROPS}
+
+
+def owner(name):
+    """The stack UNIT records as its owner (native/unit/start.sh), or ""."""
+    r = subprocess.run(
+        ["systemctl", "--user", "show", name, "-p", "Description", "--value"],
+        capture_output=True, text=True, timeout=30,
+    )
+    d = r.stdout.strip() if r.returncode == 0 else ""
+    if not d.startswith("sparkform ") or " of stack " not in d:
+        return ""
+    return d.rsplit(" of stack ", 1)[1]
 
 
 def memory(pid):
@@ -105,6 +119,7 @@ def main(argv):
         "log": log_lines(log, a.mark, a.keep),
         "guardLog": log_lines(f"{state}/guard-{a.port}.log", a.mark, 20),
         "memory": memory(pid),
+        "owner": owner(f"{a.unit}.service"),
     }
     if a.others:
         out["others"] = others(a.unit[: -len(f"-{a.port}")], a.unit)

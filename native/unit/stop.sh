@@ -4,7 +4,11 @@
 # the state directory, and wait until nothing listens on the ports those units held. The worker
 # and the server both stop here (components/unit/commands.ts builds the arguments).
 # Arguments ("$@"):
-#   --state DIR [--unit NAME[:PORT]]... [--remove FILE]... [--legacy FILE]...
+#   --state DIR [--owner STACK] [--unit NAME[:PORT]]... [--remove FILE]... [--legacy FILE]...
+# --owner: the stack (<project>/<stack>) whose units these are. When the last --unit (the unit
+# itself; the others are its guard and what goes with it) records another stack
+# (native/unit/start.sh), nothing is stopped and no file removed (they are that unit's: its
+# log, its key): stderr says whose it is, stdout `left=NAME owner=STACK`, exit 0.
 # Units stop in the order given; PORT is the port the unit listened on, waited for only when
 # the unit was loaded (another stack's server may listen on a port ours did not hold). FILE is
 # a name in DIR; --legacy files (what an older sparkform kept there) go with the directory,
@@ -18,14 +22,15 @@ set -eu
 # guard_path (inlined here when this program is sent to a node).
 . "$(dirname -- "$0")/../lib/guard.sh"
 usage() {
-  echo "stop.sh: $1; it takes --state DIR [--unit NAME[:PORT]]... [--remove FILE]... [--legacy FILE]...; nothing was stopped" >&2
+  echo "stop.sh: $1; it takes --state DIR [--owner STACK] [--unit NAME[:PORT]]... [--remove FILE]... [--legacy FILE]...; nothing was stopped" >&2
   exit 2
 }
-STATE="" UNITS="" FILES="" LEGACY="" LAST=""
+STATE="" UNITS="" FILES="" LEGACY="" LAST="" OWNER=""
 while [ $# -gt 0 ]; do
   [ $# -ge 2 ] || usage "$1 has no value"
   case $1 in
   --state) STATE=$2 ;;
+  --owner) OWNER=$2 ;;
   --unit)
     case $2 in
     '' | *[!a-z0-9:-]* | *:*:* | *: | :*) usage "--unit $2 is not NAME or NAME:PORT" ;;
@@ -42,8 +47,13 @@ done
 [ -n "$STATE" ] || usage "--state is missing"
 case $STATE in "~/"*) STATE="$HOME/${STATE#"~/"}" ;; esac
 
-XDG_RUNTIME_DIR="/run/user/$(id -u)"
-export XDG_RUNTIME_DIR
+user_bus
+# Another stack's unit (a destroy of this stack must not stop it): left, with its files.
+if [ -S "$XDG_RUNTIME_DIR/bus" ] && [ -n "$LAST" ] && other_owner "$LAST" "$OWNER"; then
+  echo "$LAST belongs to stack $OTHER_OWNER, not this stack ($OWNER): it was left running, with its files" >&2
+  echo "left=$LAST owner=$OTHER_OWNER"
+  exit 0
+fi
 held=""
 if [ -S "$XDG_RUNTIME_DIR/bus" ]; then
   for u in $UNITS; do

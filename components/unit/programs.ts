@@ -1,0 +1,89 @@
+// Which change of a unit's programs restarts it. A resource records each native program it runs
+// by name and sha256 (components/native-script.ts), and a new sha256 has restarted its unit, so
+// that a unit runs as this checkout's start.sh would start it. A change that leaves a running
+// unit as it is (a refusal, a record the stage sets live) is declared here instead: the
+// versions it replaces are then an update that rewrites state, and the unit keeps running.
+import { recordedSha256, type ProgramRef } from "../native-script";
+
+/** One program's declared upgrade: `from` (earlier sha256s) run a unit as `to` does. */
+export interface ProgramUpgrade {
+  /** sha256 of the earlier versions, as sent to a node (libraries inlined). */
+  readonly from: readonly string[];
+  /**
+   * sha256 of this checkout's version when the upgrade was declared: a later edit of the
+   * program (or of a library it inlines) voids the declaration, so that edit restarts units
+   * until it is judged again (test/unit/unit-owner-upgrade.test.ts fails until then).
+   */
+  readonly to: string;
+  /** Why a unit the earlier versions started needs no restart. */
+  readonly why: string;
+}
+
+const ITEM_8 =
+  "issue 33 item 8: the unit records its stack (start.sh --description, set live on a running " +
+  "unit by --owner-check, which `up` runs before it writes state), start.sh and files.sh refuse " +
+  "another stack's port, stop.sh leaves another stack's unit, status.py reads the record; what " +
+  "a running unit runs, and how, is unchanged";
+
+/** Per program (its name under native/), the upgrades declared (the main before item 8 → now). */
+export const PROGRAM_UPGRADES: Readonly<Record<string, ProgramUpgrade>> = {
+  "unit/start.sh": {
+    from: ["01a65201e42a6daed4f923d84a86d98d7ae565763554ab4df4282d43a881621a"],
+    to: "e37d92c4bfb08bb49e925faab9263017981e17d4c442b1172b7480a427436c23",
+    why: ITEM_8,
+  },
+  "unit/stop.sh": {
+    from: ["03fb6b7268d719733f5815c31b9559afd570251af703c698109ec2f36bbe2585"],
+    to: "5cfc918d9ff5a22891d10f458834522f10ae49ad5c9745fa56ff9fbfd3a2f930",
+    why: ITEM_8,
+  },
+  "unit/status.py": {
+    from: ["b5f94b72f465b3dbf7b1f653d542a5c350fb714d47a703c11fc18dd2215f1d42"],
+    to: "cf3ed8b11932b16a260a98db558707d76a000d74436e0ec9749680206f1f867c",
+    why: ITEM_8,
+  },
+  "router/files.sh": {
+    from: ["17e1f917e0945bc5023d829186635113cd364b308d97617fc8546be13544c586"],
+    to: "88cb68efd99f7df2fc8bd2e675244bb6e7bcd742d777edaf490417e9d0329109",
+    why:
+      `${ITEM_8}; and (items 1, 4) install writes the stack's key files beside the config, ` +
+      "which a changed key or config restarts the router for on its own",
+  },
+};
+
+const isRef = (v: unknown): v is ProgramRef =>
+  typeof v === "object" &&
+  v !== null &&
+  typeof (v as ProgramRef).name === "string" &&
+  typeof (v as ProgramRef).sha256 === "string";
+
+/** Whether `recorded` (state's) and `current` (this checkout's) run a unit the same way. */
+export function sameForUnit(recorded: unknown, current: unknown): boolean {
+  const a = recordedSha256(recorded);
+  if (a === undefined || !isRef(current)) return false;
+  if (a === current.sha256) return true;
+  const u = PROGRAM_UPGRADES[current.name];
+  return u !== undefined && u.to === current.sha256 && u.from.includes(a);
+}
+
+/**
+ * What a change of a resource's `programs` does to its unit: "none" (the same sha256s),
+ * "record" (only declared upgrades: state is rewritten, the unit keeps running) or "restart"
+ * (any other change, a program added or removed included).
+ */
+export function programsChange(
+  recorded: unknown,
+  current: Readonly<Record<string, ProgramRef>>,
+): "none" | "record" | "restart" {
+  if (typeof recorded !== "object" || recorded === null) return "restart";
+  const r = recorded as Record<string, unknown>;
+  let change: "none" | "record" = "none";
+  for (const k of new Set([...Object.keys(r), ...Object.keys(current)])) {
+    const a = r[k];
+    const b = current[k];
+    if (JSON.stringify(a) === JSON.stringify(b)) continue;
+    if (!sameForUnit(a, b)) return "restart";
+    change = "record";
+  }
+  return change;
+}
