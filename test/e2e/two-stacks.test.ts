@@ -192,9 +192,10 @@ describe.skipIf(!isRoot)(
         const lines = changedResourceLines(preview.output);
         expect(lines.some((l) => /two-router/.test(l) && /replace/.test(l))).toBe(false);
         expect(preview.output).toMatch(/two-router/);
-        const up = await cli.run(["up", "--yes", "-s", A]);
+        const up = await cli.run(["up", "--yes", "--skip-preview", "-s", A]);
+        // The one step: an update (no replace, no delete-create).
         expect(changedResourceLines(up.output).filter((l) => /two-router/.test(l))).toEqual([
-          expect.stringMatching(/update/),
+          expect.stringMatching(/ updated .*\[diff: \+owner~programs\]/),
         ]);
         const now = await routerUnit();
         expect(now.invocation).toBe(started.invocation);
