@@ -736,7 +736,9 @@ describe.skipIf(!isRoot)("serving on a simulated pair (real pulumi CLI, policy p
       // The replica went with the topology: nothing of it on spark-2 but the worker.
       expect(await listeningPorts("spark-2")).not.toContain(PORT);
       if (!endpoint) await startEndpoint();
-      const client = openai(API_KEY);
+      // The config was written anew (no sparkform:serverApiKey): the stack's own key serves.
+      const key = await stackKey();
+      const client = openai(key);
       await traffic(client);
       await asUser("spark-2", `systemctl --user stop sparkform-rpc-worker-${WORKER_PORT}`);
       const answers: { status: number; ms: number; body: string }[] = [];
@@ -744,7 +746,7 @@ describe.skipIf(!isRoot)("serving on a simulated pair (real pulumi CLI, policy p
         const t = Date.now();
         const res = await fetch(`http://127.0.0.1:${LOCAL_PORT}/v1/chat/completions`, {
           method: "POST",
-          headers: { "content-type": "application/json", authorization: `Bearer ${API_KEY}` },
+          headers: { "content-type": "application/json", authorization: `Bearer ${key}` },
           body: JSON.stringify({
             model: "m",
             messages: [{ role: "user", content: "hi" }],
