@@ -6,8 +6,8 @@ import { human } from "../components/bytes";
 import { railLinks } from "../components/fabric/config";
 import { servedModelPath } from "../components/outputs";
 import { renderLlamaCppEx } from "../components/serving/render";
-import { shQuote } from "../components/transport";
-import { fromHome, routerHeaderPath } from "../components/unit/names";
+import { homeRelative, shQuote } from "../components/transport";
+import { routerHeaderPath } from "../components/unit/names";
 import type { StackOutputs } from "../stack-outputs";
 
 export interface SummaryOptions {
@@ -277,7 +277,7 @@ function servingSection(
   const run = `sparkform run ${server.node} --stack ${stack} --`;
   lines.push(
     port
-      ? `try  ${run} sh -c ${shQuote(`curl -s -H @"$HOME"/${fromHome(routerHeaderPath(Number(port)))} ${url} -d "$1"`)} _ ${shQuote(body)}`
+      ? `try  ${run} sh -c ${shQuote(`curl -s -H @"$HOME"/${homeRelative(routerHeaderPath(Number(port)))} ${url} -d "$1"`)} _ ${shQuote(body)}`
       : `try  ${run} curl -s ${url} -d ${shQuote(body)}`,
   );
   return lines;

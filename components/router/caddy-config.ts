@@ -68,7 +68,8 @@ export function allowedHosts(bind: string): string[] {
  * more than itself, so they are refused where they are configured (and here, last).
  */
 export function notLiteral(text: string): boolean {
-  return /[*{}\s]/.test(text);
+  // \ escapes a placeholder's brace in Caddy's replacer (phEscape): not a literal either.
+  return /[*{}\\\s]/.test(text);
 }
 
 /** Caddy's 403, before anything reaches an upstream: what was refused and why. */

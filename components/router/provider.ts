@@ -21,7 +21,13 @@ import { programCommand, programFor, type ProgramRef } from "../native-script";
 import type { ProviderImpl } from "../providers/delegate";
 import { changedKeys, steadyReading } from "../providers/diff";
 import { progress, since } from "../providers/progress";
-import { openNode, RemoteCommandError, type RemoteScript, type SshTarget } from "../transport";
+import {
+  homeRelative,
+  openNode,
+  RemoteCommandError,
+  type RemoteScript,
+  type SshTarget,
+} from "../transport";
 import { apiKeyEnv, keyDigest } from "../unit/api-key";
 import {
   leftUnit,
@@ -33,7 +39,7 @@ import {
 } from "../unit/commands";
 import { claimUnit, leftRunning, type OwnerCheck, refusedByOwner } from "../unit/owner";
 import { programsChange } from "../unit/programs";
-import { apiKeyPath, fromHome, UNIT_ROLES, unitLogPath, unitName } from "../unit/names";
+import { apiKeyPath, UNIT_ROLES, unitLogPath, unitName } from "../unit/names";
 import {
   type Started,
   startedOf,
@@ -145,7 +151,7 @@ export const keyPath = (port: number) => apiKeyPath("router", port);
  * The key file as the config names it: relative to the unit's working directory, the node
  * user's home (start.sh sets it), since Caddy's {file.…} does not expand `~`.
  */
-export const keyFileForCaddy = (port: number) => fromHome(keyPath(port));
+export const keyFileForCaddy = (port: number) => homeRelative(keyPath(port));
 
 export function routerUrl(bind: string, port: number): string {
   return `http://${listenAddress(bind, port)}`;
@@ -155,8 +161,14 @@ export function routerUrl(bind: string, port: number): string {
 export function configText(
   i: Pick<
     RouterInputs,
-    "bind" | "port" | "upstreams" | "unavailable" | "healthIntervalSeconds" | "allowedOrigins"
-  > & { keyed?: boolean },
+    | "bind"
+    | "port"
+    | "upstreams"
+    | "unavailable"
+    | "healthIntervalSeconds"
+    | "allowedOrigins"
+    | "apiKey"
+  >,
 ): string {
   return renderRouterConfig({
     bind: i.bind,
@@ -164,7 +176,7 @@ export function configText(
     upstreams: i.upstreams.map((u) => ({ node: u.node, dial: dialOf(u.url) })),
     unavailable: i.unavailable,
     healthIntervalSeconds: i.healthIntervalSeconds,
-    ...(i.keyed === true ? { apiKeyFile: keyFileForCaddy(i.port) } : {}),
+    ...(i.apiKey ? { apiKeyFile: keyFileForCaddy(i.port) } : {}),
     allowedOrigins: i.allowedOrigins ?? [],
   });
 }
@@ -378,7 +390,7 @@ async function converge(i: RouterInputs, was?: string): Promise<RouterOutputs> {
   const who = tag(i.target);
   const owner = ownerOf("router", i, was);
   if (i.upstreams.length === 0) throw new Error(`${who}: no upstreams to route to`);
-  const text = configText({ ...i, keyed: Boolean(i.apiKey) });
+  const text = configText(i);
   const apiKeySha256 = keyDigest(i.apiKey);
   const configDigest = sha256(text);
   const start = Date.now();
@@ -555,7 +567,7 @@ export function routerChanges(olds: RouterOutputs, news: RouterInputs) {
   );
   let rendered: string;
   try {
-    rendered = sha256(configText({ ...news, keyed: Boolean(news.apiKey) }));
+    rendered = sha256(configText(news));
   } catch {
     rendered = "";
   }

@@ -10,6 +10,7 @@
 import { isIP } from "node:net";
 import { z } from "zod";
 import { isLoopbackAddress } from "../config/address";
+import { notLiteral } from "../router/caddy-config";
 import { shown } from "../config/errors";
 import { rssGuardKeys } from "../config/rss-guard";
 import type { CheckContext, Salvaged } from "../config/section";
@@ -130,7 +131,7 @@ export const smokeSchema = z.strictObject({
  * Caddy's matchers) are refused, as is anything URL parsing would rewrite.
  */
 const browserOrigin = z.string().superRefine((o, ctx) => {
-  let ok = !/[*{}\\\s]/.test(o);
+  let ok = !notLiteral(o);
   try {
     const u = new URL(o);
     ok &&= (u.protocol === "http:" || u.protocol === "https:") && u.origin === o;

@@ -55,6 +55,3 @@ export const apiKeyPath = (role: "server" | "router", port: number): string =>
 /** The router's `curl -H @file` beside its key: one line, `Authorization: Bearer <key>` (0600). */
 export const routerHeaderPath = (port: number): string =>
   `${UNIT_ROLES.router.state}/router-${port}.header`;
-
-/** A `~/` path as a program started in the home directory opens it (no `~` expansion there). */
-export const fromHome = (p: string): string => p.replace(/^~\//, "");

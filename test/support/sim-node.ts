@@ -2,8 +2,8 @@
 // acceptance and fault tests so each asserts on the node itself the same way.
 import { execFileSync } from "node:child_process";
 import { mkdirSync } from "node:fs";
-import type { SshTarget } from "../../components/transport";
-import { apiKeyPath, fromHome } from "../../components/unit/names";
+import { homeRelative, type SshTarget } from "../../components/transport";
+import { apiKeyPath } from "../../components/unit/names";
 import { simExec } from "../../sim/index";
 import type { SimCluster } from "../../sim/state";
 
@@ -94,4 +94,4 @@ export function nodeCcache(cluster: SimCluster, dir: string | undefined, node = 
  * curl's own arguments after it.
  */
 export const keyedCurl = (port: number): string =>
-  `printf 'Authorization: Bearer %s\\n' "$(cat "$HOME/${fromHome(apiKeyPath("server", port))}")" | curl -H @-`;
+  `printf 'Authorization: Bearer %s\\n' "$(cat "$HOME/${homeRelative(apiKeyPath("server", port))}")" | curl -H @-`;

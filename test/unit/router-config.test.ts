@@ -149,6 +149,8 @@ describe("routerConfig", () => {
     for (const o of ["*", "https://*.example", "{env.X}", ""])
       expect(() => cfg({ allowedOrigins: [o] })).toThrow(/allowedOrigins/);
     expect(() => cfg({ apiKeyFile: "{env.HOME}/k" })).toThrow(/apiKeyFile/);
+    // A backslash escapes a placeholder's brace in Caddy's replacer: not a plain path either.
+    expect(() => cfg({ apiKeyFile: "keys\\router.key" })).toThrow(/apiKeyFile/);
   });
 
   it("writes no access log and excludes the request-bearing loggers", () => {
