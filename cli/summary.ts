@@ -232,7 +232,8 @@ function servingSection(
       ? [
           `  endpoint  ${serving.endpoint} on ${server.node}, the router in front of ` +
             `${(serving.servers ?? []).map((x) => `${x.node} ${x.url}`).join(", ") || "the server"}` +
-            ` (on this machine: sparkform endpoint --stack ${stack})`,
+            ` (on this machine: sparkform endpoint --stack ${stack}; every request but GET /health ` +
+            `needs the stack's key: export OPENAI_API_KEY=$(sparkform key --stack ${stack}))`,
         ]
       : []),
     `  plan  devices ${plan.devices.join(",") || "?"}, split ${plan.splitMode} ${plan.tensorSplit.join(",")}, ` +

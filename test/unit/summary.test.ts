@@ -159,6 +159,10 @@ describe("summaryLines with the serving output of the contract", () => {
 
   it("with a router, sends the stack's key from the node's header file (never an argv)", () => {
     const o = { ...serving, endpoint: "http://127.0.0.1:8090" };
+    // Where a client gets the key every request needs (never the key itself).
+    expect(text({ ...real, serving: o })).toContain(
+      "every request but GET /health needs the stack's key: export OPENAI_API_KEY=$(sparkform key --stack local)",
+    );
     const last = summaryLines({ ...real, serving: o }, opts).at(-1);
     expect(last).toBe(
       "try  sparkform run spark-1 --stack local -- sh -c " +
