@@ -83,6 +83,7 @@ describe.skipIf(!isRoot)("acceptance: the local stack on a simulated pair", () =
       expected["ServingDrain serving-drain"] = "create";
       expected["LlamaServer serving-server"] = "create";
       expected["Router serving-router"] = "create";
+      expected["ServerApiKey serving-api-key"] = "create";
       expect(ops).toEqual(expected);
       // On the nodes: llama-server and its RSS guard on spark-1 (the client); the worker and its
       // guard on spark-2, listening on the worker port.
