@@ -101,10 +101,14 @@ describe.skipIf(!isRoot)("build once, fan out on a simulated pair (real pulumi C
     extractLlamaSource(treeDir);
     agent = await startSshAgent(work, cluster.sshKeyPath);
     mkdirSync(path.join(work, "backend"));
-    cli = pulumiCli(projectDir, {
-      PULUMI_BACKEND_URL: `file://${path.join(work, "backend")}`,
-      SSH_AUTH_SOCK: agent.socket,
-    });
+    cli = pulumiCli(
+      projectDir,
+      {
+        PULUMI_BACKEND_URL: `file://${path.join(work, "backend")}`,
+        SSH_AUTH_SOCK: agent.socket,
+      },
+      { upSkipsPreview: true },
+    );
     await cli.run(["stack", "init", stack, "--secrets-provider", "passphrase"]);
     writeStackConfig();
     if (warmCache && existsSync(warmCache)) {

@@ -131,10 +131,14 @@ describe.skipIf(!isRoot)("sparkform on a simulated pair (real pulumi CLI)", () =
     agent = await startSshAgent(work, cluster.sshKeyPath);
     agentSocket = agent.socket;
     // A private backend; no agent by default (each test says whether it forwards one).
-    cli = pulumiCli(repoRoot, {
-      PULUMI_BACKEND_URL: `file://${path.join(work, "backend")}`,
-      SSH_AUTH_SOCK: "",
-    });
+    cli = pulumiCli(
+      repoRoot,
+      {
+        PULUMI_BACKEND_URL: `file://${path.join(work, "backend")}`,
+        SSH_AUTH_SOCK: "",
+      },
+      { upSkipsPreview: true },
+    );
     mkdirSync(path.join(work, "backend"));
     await cli.run(["stack", "init", stack, "--secrets-provider", "passphrase"]);
     writeStackConfig(stack);

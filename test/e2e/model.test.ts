@@ -115,12 +115,16 @@ describe.skipIf(!isRoot)("Model on a simulated pair (real pulumi CLI, local HF e
     agent = await startSshAgent(work, cluster.sshKeyPath);
     agentSocket = agent.socket;
     mkdirSync(path.join(work, "backend"));
-    cli = pulumiCli(project, {
-      PULUMI_BACKEND_URL: `file://${path.join(work, "backend")}`,
-      SSH_AUTH_SOCK: "",
-      // Its own GGUF header cache, so the first up reads the header from the endpoint.
-      XDG_CACHE_HOME: path.join(work, "xdg-cache"),
-    });
+    cli = pulumiCli(
+      project,
+      {
+        PULUMI_BACKEND_URL: `file://${path.join(work, "backend")}`,
+        SSH_AUTH_SOCK: "",
+        // Its own GGUF header cache, so the first up reads the header from the endpoint.
+        XDG_CACHE_HOME: path.join(work, "xdg-cache"),
+      },
+      { upSkipsPreview: true },
+    );
     await cli.run(["stack", "init", stack, "--secrets-provider", "passphrase"]);
     writeStackConfig(stack, {
       repo: pub.repo,

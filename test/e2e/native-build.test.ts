@@ -118,10 +118,14 @@ describe.skipIf(!isRoot)("NativeBuild on a simulated pair (real pulumi CLI)", ()
     agent = await startSshAgent(work, cluster.sshKeyPath);
     agentSocket = agent.socket;
     mkdirSync(path.join(work, "backend"));
-    cli = pulumiCli(projectDir, {
-      PULUMI_BACKEND_URL: `file://${path.join(work, "backend")}`,
-      SSH_AUTH_SOCK: agentSocket,
-    });
+    cli = pulumiCli(
+      projectDir,
+      {
+        PULUMI_BACKEND_URL: `file://${path.join(work, "backend")}`,
+        SSH_AUTH_SOCK: agentSocket,
+      },
+      { upSkipsPreview: true },
+    );
     await cli.run(["stack", "init", stack, "--secrets-provider", "passphrase"]);
     writeStackConfig(stack, SIM_BUILD);
     nodeCcache(cluster, warmCache).seed();

@@ -238,10 +238,14 @@ describe.skipIf(!isRoot)("RpcWorker on a simulated pair (real pulumi CLI)", () =
     });
     agent = await startSshAgent(work, cluster.sshKeyPath);
     mkdirSync(path.join(work, "backend"));
-    cli = pulumiCli(repoRoot, {
-      PULUMI_BACKEND_URL: `file://${path.join(work, "backend")}`,
-      SSH_AUTH_SOCK: agent.socket,
-    });
+    cli = pulumiCli(
+      repoRoot,
+      {
+        PULUMI_BACKEND_URL: `file://${path.join(work, "backend")}`,
+        SSH_AUTH_SOCK: agent.socket,
+      },
+      { upSkipsPreview: true },
+    );
     await cli.run(["stack", "init", stack, "--secrets-provider", "passphrase"]);
     writeStackConfig();
     nodeCcache(cluster, warmCache).seed();

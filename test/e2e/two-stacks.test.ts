@@ -110,10 +110,14 @@ describe.skipIf(!isRoot)(
       );
       agent = await startSshAgent(work, cluster.sshKeyPath);
       mkdirSync(path.join(work, "backend"));
-      cli = pulumiCli(projectDir, {
-        PULUMI_BACKEND_URL: `file://${path.join(work, "backend")}`,
-        SSH_AUTH_SOCK: agent.socket,
-      });
+      cli = pulumiCli(
+        projectDir,
+        {
+          PULUMI_BACKEND_URL: `file://${path.join(work, "backend")}`,
+          SSH_AUTH_SOCK: agent.socket,
+        },
+        { upSkipsPreview: true },
+      );
       for (const s of [A, B]) {
         await cli.run(["stack", "init", s, "--secrets-provider", "passphrase"]);
         writeStackConfig(s);

@@ -11,7 +11,7 @@ export interface PulumiRun {
 export interface PulumiCli {
   run(
     args: string[],
-    opts?: { expectFailure?: boolean; stdin?: string; env?: NodeJS.ProcessEnv },
+    opts?: { expectFailure?: boolean; stdin?: string; env?: NodeJS.ProcessEnv; preview?: boolean },
   ): Promise<PulumiRun>;
   env: NodeJS.ProcessEnv;
   /**
@@ -38,13 +38,43 @@ export function changedResourceLines(output: string): string[] {
   ];
 }
 
+export interface PulumiCliOptions {
+  /**
+   * An `up` or `refresh` expected to succeed skips its preview (`--skip-preview`) unless the
+   * call asks for one (`preview: true`), prints JSON, or is expected to fail. The preview runs
+   * the program and every node check a second time (5–8 s of each `up` on the simulated pair): a
+   * feature test that judges what the update did pays for it a hundred times over. The README's walks
+   * (test/acceptance) keep the user's `up`, preview and all, and leave this off.
+   */
+  upSkipsPreview?: boolean;
+}
+
+/** `--skip-preview` where PulumiCliOptions.upSkipsPreview says an `up` may go without one. */
+export function withoutPreview(
+  args: readonly string[],
+  opts: { expectFailure?: boolean; preview?: boolean },
+): string[] {
+  const skip =
+    (args[0] === "up" || args[0] === "refresh") &&
+    !opts.expectFailure &&
+    !opts.preview &&
+    !args.includes("--json") &&
+    !args.includes("--skip-preview");
+  return skip ? [...args, "--skip-preview"] : [...args];
+}
+
 /** A CLI bound to one project directory and extra environment (e.g. a private backend). */
-export function pulumiCli(cwd: string, extraEnv: NodeJS.ProcessEnv = {}): PulumiCli {
+export function pulumiCli(
+  cwd: string,
+  extraEnv: NodeJS.ProcessEnv = {},
+  options: PulumiCliOptions = {},
+): PulumiCli {
   const env = { ...pulumiEnv(), ...extraEnv };
   const bin = pulumiBinary();
   return {
     env,
-    async run(args, opts = {}) {
+    async run(given, opts = {}) {
+      const args = options.upSkipsPreview ? withoutPreview(given, opts) : [...given];
       const result = await execa(bin, [...args, "--non-interactive"], {
         cwd,
         env: { ...env, ...opts.env },
