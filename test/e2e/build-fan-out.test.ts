@@ -107,7 +107,7 @@ describe.skipIf(!isRoot)("build once, fan out on a simulated pair (real pulumi C
         PULUMI_BACKEND_URL: `file://${path.join(work, "backend")}`,
         SSH_AUTH_SOCK: agent.socket,
       },
-      { upSkipsPreview: true },
+      { skipPreviewWhenExpectedToSucceed: true },
     );
     await cli.run(["stack", "init", stack, "--secrets-provider", "passphrase"]);
     writeStackConfig();

@@ -137,7 +137,7 @@ describe.skipIf(!isRoot)("sparkform on a simulated pair (real pulumi CLI)", () =
         PULUMI_BACKEND_URL: `file://${path.join(work, "backend")}`,
         SSH_AUTH_SOCK: "",
       },
-      { upSkipsPreview: true },
+      { skipPreviewWhenExpectedToSucceed: true },
     );
     mkdirSync(path.join(work, "backend"));
     await cli.run(["stack", "init", stack, "--secrets-provider", "passphrase"]);

@@ -123,7 +123,7 @@ describe.skipIf(!isRoot)("Model on a simulated pair (real pulumi CLI, local HF e
         // Its own GGUF header cache, so the first up reads the header from the endpoint.
         XDG_CACHE_HOME: path.join(work, "xdg-cache"),
       },
-      { upSkipsPreview: true },
+      { skipPreviewWhenExpectedToSucceed: true },
     );
     await cli.run(["stack", "init", stack, "--secrets-provider", "passphrase"]);
     writeStackConfig(stack, {

@@ -124,7 +124,7 @@ describe.skipIf(!isRoot)("NativeBuild on a simulated pair (real pulumi CLI)", ()
         PULUMI_BACKEND_URL: `file://${path.join(work, "backend")}`,
         SSH_AUTH_SOCK: agentSocket,
       },
-      { upSkipsPreview: true },
+      { skipPreviewWhenExpectedToSucceed: true },
     );
     await cli.run(["stack", "init", stack, "--secrets-provider", "passphrase"]);
     writeStackConfig(stack, SIM_BUILD);

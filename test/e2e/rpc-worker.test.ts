@@ -244,7 +244,7 @@ describe.skipIf(!isRoot)("RpcWorker on a simulated pair (real pulumi CLI)", () =
         PULUMI_BACKEND_URL: `file://${path.join(work, "backend")}`,
         SSH_AUTH_SOCK: agent.socket,
       },
-      { upSkipsPreview: true },
+      { skipPreviewWhenExpectedToSucceed: true },
     );
     await cli.run(["stack", "init", stack, "--secrets-provider", "passphrase"]);
     writeStackConfig();

@@ -230,7 +230,7 @@ describe.skipIf(!isRoot)("serving on a simulated pair (real pulumi CLI, policy p
         PULUMI_BACKEND_URL: `file://${path.join(work, "backend")}`,
         SSH_AUTH_SOCK: agent.socket,
       },
-      { upSkipsPreview: true },
+      { skipPreviewWhenExpectedToSucceed: true },
     );
     await cli.run(["stack", "init", stack, "--secrets-provider", "passphrase"]);
     writeStackConfig();

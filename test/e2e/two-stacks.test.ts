@@ -116,7 +116,7 @@ describe.skipIf(!isRoot)(
           PULUMI_BACKEND_URL: `file://${path.join(work, "backend")}`,
           SSH_AUTH_SOCK: agent.socket,
         },
-        { upSkipsPreview: true },
+        { skipPreviewWhenExpectedToSucceed: true },
       );
       for (const s of [A, B]) {
         await cli.run(["stack", "init", s, "--secrets-provider", "passphrase"]);

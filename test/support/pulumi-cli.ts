@@ -46,10 +46,10 @@ export interface PulumiCliOptions {
    * feature test that judges what the update did pays for it a hundred times over. The README's walks
    * (test/acceptance) keep the user's `up`, preview and all, and leave this off.
    */
-  upSkipsPreview?: boolean;
+  skipPreviewWhenExpectedToSucceed?: boolean;
 }
 
-/** `--skip-preview` where PulumiCliOptions.upSkipsPreview says an `up` may go without one. */
+/** `--skip-preview` where PulumiCliOptions.skipPreviewWhenExpectedToSucceed says an `up` or `refresh` may go without one. */
 export function withoutPreview(
   args: readonly string[],
   opts: { expectFailure?: boolean; preview?: boolean },
@@ -74,7 +74,9 @@ export function pulumiCli(
   return {
     env,
     async run(given, opts = {}) {
-      const args = options.upSkipsPreview ? withoutPreview(given, opts) : [...given];
+      const args = options.skipPreviewWhenExpectedToSucceed
+        ? withoutPreview(given, opts)
+        : [...given];
       const result = await execa(bin, [...args, "--non-interactive"], {
         cwd,
         env: { ...env, ...opts.env },
