@@ -61,12 +61,15 @@ router_prebuild() {
     say "warning: router (Caddy) not built: Go is missing (install Go >= 1.21; \`up\` builds it then)"
     return 0
   fi
-  if [ ! -x "$repo/node_modules/.bin/tsx" ]; then
+  if [ ! -d "$repo/node_modules/esbuild" ]; then
     say "warning: router (Caddy) not built: run npm install first"
     return 0
   fi
   say "router: caddy for $(uname -m) (cached, else built from setup/router: minutes on 2 cores)"
-  PATH="/usr/local/go/bin:$PATH" "$repo/node_modules/.bin/tsx" "$tools/router/prebuild.ts" ||
+  # Through the loader the providers use (components/ts/require.js), not tsx: tsx's CommonJS
+  # hook cannot resolve execa's ESM-only dependencies (unicorn-magic has no "require" export).
+  PATH="/usr/local/go/bin:$PATH" node -e 'const [l, f] = process.argv.splice(1, 2); require(l).register(); require(f)' \
+    "$repo/components/ts/require.js" "$tools/router/prebuild.ts" ||
     say "warning: router (Caddy) not built (the error is above); \`up\` tries again when it needs it"
 }
 # A `sparkform` command on PATH (setup/install-launcher.sh): `npx sparkform` costs ~1 s before
