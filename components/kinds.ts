@@ -6,7 +6,7 @@
 import type { NativeBuildOutputs } from "./build/provider";
 import type { RpcWorkerOutputs } from "./rpc-worker/provider";
 import type { ModelReplicaOutputs } from "./model/provider";
-import type { SparkNodeOutputs } from "./node/provider";
+import type { SparkNodeOutputs } from "./node/state";
 import type { ToolchainOutputs } from "./toolchain/provider";
 import type { TreeSyncOutputs } from "./tree/provider";
 import type { LlamaServerGate } from "./serving/placement";
