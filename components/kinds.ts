@@ -3,7 +3,7 @@
 // import here is `import type`: nothing of @pulumi/* (or of the providers) loads with it.
 // The evidence is a slice of each provider's Outputs interface, so a renamed or retyped output
 // breaks the pack's compile instead of silently hiding evidence from a policy.
-import type { NativeBuildOutputs } from "./build/provider";
+import type { NativeBuildOutputs } from "./build/state";
 import type { RpcWorkerOutputs } from "./rpc-worker/provider";
 import type { ModelReplicaOutputs } from "./model/provider";
 import type { SparkNodeOutputs } from "./node/state";
