@@ -5,7 +5,7 @@
 // breaks the pack's compile instead of silently hiding evidence from a policy.
 import type { NativeBuildOutputs } from "./build/state";
 import type { RpcWorkerOutputs } from "./rpc-worker/provider";
-import type { ModelReplicaOutputs } from "./model/provider";
+import type { ModelReplicaOutputs } from "./model/state";
 import type { SparkNodeOutputs } from "./node/state";
 import type { ToolchainOutputs } from "./toolchain/state";
 import type { TreeSyncOutputs } from "./tree/state";
