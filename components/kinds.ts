@@ -11,7 +11,7 @@ import type { ToolchainOutputs } from "./toolchain/state";
 import type { TreeSyncOutputs } from "./tree/state";
 import type { LlamaServerGate } from "./serving/placement";
 import type { BuildInputs } from "./build/difference";
-import type { FabricLinkOutputs } from "./fabric/provider";
+import type { FabricLinkOutputs } from "./fabric/state";
 import type { ServingDrainOutputs } from "./serving/drain-provider";
 import type { RouterOutputs } from "./router/provider";
 
