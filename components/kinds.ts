@@ -3,15 +3,15 @@
 // import here is `import type`: nothing of @pulumi/* (or of the providers) loads with it.
 // The evidence is a slice of each provider's Outputs interface, so a renamed or retyped output
 // breaks the pack's compile instead of silently hiding evidence from a policy.
-import type { NativeBuildOutputs } from "./build/provider";
+import type { NativeBuildOutputs } from "./build/state";
 import type { RpcWorkerOutputs } from "./rpc-worker/provider";
-import type { ModelReplicaOutputs } from "./model/provider";
-import type { SparkNodeOutputs } from "./node/provider";
-import type { ToolchainOutputs } from "./toolchain/provider";
-import type { TreeSyncOutputs } from "./tree/provider";
+import type { ModelReplicaOutputs } from "./model/state";
+import type { SparkNodeOutputs } from "./node/state";
+import type { ToolchainOutputs } from "./toolchain/state";
+import type { TreeSyncOutputs } from "./tree/state";
 import type { LlamaServerGate } from "./serving/placement";
 import type { BuildInputs } from "./build/difference";
-import type { FabricLinkOutputs } from "./fabric/provider";
+import type { FabricLinkOutputs } from "./fabric/state";
 import type { ServingDrainOutputs } from "./serving/drain-provider";
 import type { RouterOutputs } from "./router/provider";
 

@@ -13,12 +13,12 @@ import {
   DEFAULT_ARTIFACTS,
   DEFAULT_TARGETS,
 } from "./plan";
-import type { CacheSource, NativeBuildOutputs } from "./provider";
+import type { CacheSource, NativeBuildOutputs } from "./state";
 import type { FanOutSource } from "./fan-out";
 import type { CompilerDigests } from "./plan";
 import { type Check, VERIFY_PROGRAM } from "./verify";
 
-export type { CacheSource } from "./provider";
+export type { CacheSource } from "./state";
 export type { FanOutSource } from "./fan-out";
 
 /** Bump when the provider's behaviour changes, so `up` rewrites it in state (and rebuilds). */

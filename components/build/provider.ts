@@ -18,7 +18,7 @@ import * as path from "node:path";
 import type { ProviderImpl } from "../providers/delegate";
 import { changedKeys } from "../providers/diff";
 import { progress, since } from "../providers/progress";
-import { copyFromPeerOrRelay, type Peer, relayDirectory } from "../peer-copy";
+import { copyFromPeerOrRelay, relayDirectory } from "../peer-copy";
 import {
   homeRelative,
   openNode,
@@ -28,10 +28,9 @@ import {
   shJoin,
   DEFAULT_PATH,
 } from "../transport";
-import { type BuildFlags, parseBuildFlags, targetIsa } from "./flags";
+import { parseBuildFlags, targetIsa } from "./flags";
 import {
   BUILD_PROGRAMS,
-  type BuildCommand,
   type BuildPlan,
   buildPlan,
   buildRequirements,
@@ -44,87 +43,23 @@ import {
   parseProbe,
 } from "./plan";
 import {
-  type Check,
   evaluate,
   formatVerdict,
   parseEvidence,
   VERIFY_PROGRAM,
   verifyScriptArgs,
 } from "./verify";
-import { programCommand, programFor, type ProgramRef, sameProgram } from "../native-script";
+import { programCommand, programFor, sameProgram } from "../native-script";
 import { newRefToken } from "../tree/node-dir";
-import { fanOut, type FanOutSource } from "./fan-out";
+import { fanOut } from "./fan-out";
 import type { CompilerDigests } from "./plan";
+import type { NativeBuildInputs, NativeBuildOutputs } from "./state";
+import { upgrade } from "./state-upgrade";
+import { driftedArtifacts, REBUILD_KEYS } from "./verdicts";
+import { withStateUpgrade } from "../providers/state-upgrade";
 
-/** A node whose compiler cache seeds this one's (it has built the same tree and flags). */
-export type CacheSource = Peer;
-
-export interface NativeBuildInputs {
-  kind: "NativeBuild";
-  providerVersion: string;
-  target: SshTarget;
-  /** The synced tree on the node (absolute or ~/...). */
-  tree: string;
-  /** TreeSync's digest of the tree: a new digest is a rebuild. */
-  treeDigest: string;
-  flags: BuildFlags;
-  /** cmake targets (unused with a command). */
-  targets: string[];
-  /** Artifact paths relative to the build directory (with a command: to the tree). */
-  artifactPaths: string[];
-  /** The project's build command instead of sparkform's CMake build. */
-  command?: BuildCommand;
-  /** More PATH entries for the build (absolute or ~/…), e.g. the toolchain's bin dirs. */
-  path?: string[];
-  /** ninja parallelism; 0 = ninja's default. */
-  jobs: number;
-  cacheFrom?: CacheSource;
-  /** native/build/verify-build.sh: name and sha256; a changed verifier is a rebuild. */
-  verifyProgram: ProgramRef;
-  /**
-   * Inputs and state written before ProgramRefs held the text itself (`refresh` diffs against
-   * those inputs); only the diff reads it.
-   */
-  verifyScript?: string;
-  /**
-   * sparkform:build.distribute fan-out: build nothing here, receive this source's verified
-   * artifacts (fan-out.ts). Its `installed` digests are an input: a new source build re-copies.
-   */
-  fanOutFrom?: FanOutSource;
-}
-
-export interface NativeBuildOutputs extends NativeBuildInputs {
-  buildKey: string;
-  commit: string;
-  buildDir: string;
-  /** The stable directory of the installed artifacts (a symlink swapped on every install). */
-  installDir: string;
-  /** Verification: every check passed when the resource exists. */
-  checks: Check[];
-  /** Signature-instruction counts in the CPU library (verify-build.sh). */
-  instructions: Record<string, number>;
-  cpuLibrary: { path: string; sha256: string };
-  /** Artifact digests as installed by the last build (the desired state). */
-  installed: Record<string, string>;
-  /** Artifact digests as last measured on the node ("" = missing); refresh re-measures. */
-  artifacts: Record<string, string>;
-  compiler: string;
-  cache: { hits: number; misses: number; seededBy: "none" | "fabric" | "relay" | "failed" };
-  seconds: Record<string, number>;
-  /**
-   * This resource's reference to `installDir` on the node (install.sh records it): destroy
-   * removes the key's build only with the last reference, so another stack on the node with
-   * the same flags keeps its binaries. Absent in state written before references: destroy
-   * keeps the build then.
-   */
-  refToken?: string;
-  /** sha256 of the compiler binaries that made the artifacts (probe.sh; the source's when fanned out). */
-  compilerDigests: CompilerDigests;
-  /** `self`: compiled here; `fan-out`: received from `builtOn`'s build (fan-out.ts). */
-  builtBy: "self" | "fan-out";
-  /** The node that compiled the artifacts. */
-  builtOn: string;
-}
+export type { CacheSource, NativeBuildInputs, NativeBuildOutputs } from "./state";
+export { driftedArtifacts, REBUILD_KEYS } from "./verdicts";
 
 const tag = (t: SshTarget) => `[${t.name}] build`;
 
@@ -463,54 +398,29 @@ async function measure(props: NativeBuildOutputs): Promise<Record<string, string
   return parseDigests(r.stdout, props.artifactPaths);
 }
 
-export async function create(
+async function createBuild(
   inputs: NativeBuildInputs,
 ): Promise<pulumi.dynamic.CreateResult<NativeBuildOutputs>> {
   return { id: `${inputs.target.name}:native-build`, outs: await converge(inputs) };
 }
 
 /** Refresh: re-digest the installed artifacts; a deleted or modified one is drift. */
-export async function read(
+async function readBuild(
   id: string,
   props: NativeBuildOutputs,
 ): Promise<pulumi.dynamic.ReadResult<NativeBuildOutputs>> {
   return { id, props: { ...props, artifacts: await measure(props) } };
 }
 
-/** The inputs whose change means a rebuild (cacheFrom is how, not what: not among them). */
-export const REBUILD_KEYS = [
-  "providerVersion",
-  "target",
-  "tree",
-  "treeDigest",
-  "flags",
-  "targets",
-  "artifactPaths",
-  "jobs",
-  "command",
-  "path",
-  "fanOutFrom",
-] as const;
-
-/** Artifacts whose measured digest differs from the installed one (deleted or modified). */
-export function driftedArtifacts(
-  olds: Pick<NativeBuildOutputs, "installed" | "artifacts" | "artifactPaths">,
-): string[] {
-  return (olds.artifactPaths ?? []).filter(
-    (a) => !olds.installed?.[a] || olds.artifacts?.[a] !== olds.installed[a],
-  );
-}
-
-export async function diff(
+async function diffBuild(
   _id: string,
   olds: NativeBuildOutputs,
   news: NativeBuildInputs,
 ): Promise<pulumi.dynamic.DiffResult> {
   const changed: string[] = changedKeys(olds, news, REBUILD_KEYS);
-  // A changed verifier is a rebuild too (its ref, or the text of state written before refs).
-  if (
-    !sameProgram(olds.verifyProgram ?? olds.verifyScript, news.verifyProgram ?? news.verifyScript)
-  ) {
+  // A changed verifier is a rebuild too. `news` may be inputs recorded before ProgramRefs (a
+  // refresh diffs against those).
+  if (!sameProgram(olds.verifyProgram, news.verifyProgram ?? news.verifyScript)) {
     changed.push("verifyProgram");
   }
   const drifted = driftedArtifacts(olds).length > 0;
@@ -523,7 +433,7 @@ export async function diff(
   };
 }
 
-export async function update(
+async function updateBuild(
   _id: string,
   olds: NativeBuildOutputs,
   news: NativeBuildInputs,
@@ -532,7 +442,7 @@ export async function update(
 }
 
 /** Destroy removes this key's build directory and installed artifacts; the compiler cache stays. */
-async function deleteBuild(_id: string, props: NativeBuildOutputs): Promise<void> {
+async function deleteBuildRaw(_id: string, props: NativeBuildOutputs): Promise<void> {
   const marker = "/.cache/sparkform/llama-build/";
   if (!props.installDir?.includes(marker)) return;
   // A command's build directory lies in the synced tree, which is TreeSync's: leave it.
@@ -561,12 +471,17 @@ async function deleteBuild(_id: string, props: NativeBuildOutputs): Promise<void
     );
   }
 }
-export { deleteBuild as delete };
 
-export const provider = {
-  create,
-  read,
-  diff,
-  update,
-  delete: deleteBuild,
+const current = {
+  create: createBuild,
+  read: readBuild,
+  diff: diffBuild,
+  update: updateBuild,
+  delete: deleteBuildRaw,
 } satisfies ProviderImpl<NativeBuildInputs, NativeBuildOutputs>;
+
+export const provider = withStateUpgrade(current, upgrade) as typeof current;
+// Also as named exports: a delegate serialized before `provider` existed loads these, and its
+// stack's state is the oldest of all.
+export const { create, read, diff, update, delete: deleteBuild } = provider;
+export { deleteBuild as delete };

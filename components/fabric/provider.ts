@@ -12,14 +12,17 @@ import { parseFacts, type SparkNodeFacts } from "../node/facts";
 import { nativeProgram, programCommand, type ProgramRef } from "../native-script";
 import type { ProviderImpl } from "../providers/delegate";
 import { steadyReading } from "../providers/diff";
-import { run, type SshTarget } from "../transport";
+import { run } from "../transport";
+import { withStateUpgrade } from "../providers/state-upgrade";
+import { ifaceHolding } from "./node-output";
+import type { FabricEnd, FabricLinkInputs, FabricLinkOutputs } from "./state";
+import { upgrade } from "./state-upgrade";
+import { INPUT_KEYS, verdict } from "./verdicts";
 import {
   checkBandwidth,
   checkReachable,
   classify,
   portChecks,
-  type BandwidthClass,
-  type CheckResult,
   type FabricThresholds,
   type Measured,
 } from "./checks";
@@ -31,83 +34,10 @@ import {
   type RailReading,
   type ReadingLength,
 } from "./readings";
-import {
-  liveRdma,
-  parseIpLink,
-  portFacts,
-  withIface,
-  type FactSource,
-  type PortFacts,
-  type RailConfig,
-  type RdmaSource,
-} from "./ports";
+import { liveRdma, parseIpLink, portFacts, withIface, type PortFacts } from "./ports";
 
-export interface FabricEnd {
-  node: string;
-  target: SshTarget;
-  rail: RailConfig;
-  /** RDMA facts from a fixture (labelled) for a node without HCAs; null: the node's /sys. */
-  fixture: RdmaSource | null;
-  /** Performance cores to pin the probe to (the fact sheet's), or null. */
-  cpus: number[] | null;
-  /** The port as the SparkNode fact sheet showed it at program time. */
-  port: PortFacts;
-}
-
-export interface FabricLinkInputs {
-  kind: "FabricLink";
-  providerVersion: string;
-  /** "spark-1↔spark-2". */
-  link: string;
-  rail: number;
-  topology: "point-to-point" | "switch";
-  /** The probe client's end. */
-  a: FabricEnd;
-  /** The probe server's end. */
-  b: FabricEnd;
-  gidIndex: number;
-  thresholds: FabricThresholds;
-  /** The rail's line rate, Gbit/s; null: the port ceiling (TCP: × thresholds.tcpShare). */
-  referenceGbps: number | null;
-  probe: ProbeSettings;
-  /** Checks computed over all rails in the program (address in subnet, unique). */
-  addressChecks: CheckResult[];
-  /**
-   * native/fabric/probe.py and native/node/facts.sh by name and sha256; the provider loads this
-   * checkout's text by name, and a new sha256 re-measures.
-   */
-  programs: { probe: ProgramRef; facts: ProgramRef };
-}
-
-export interface FabricLinkOutputs extends FabricLinkInputs {
-  ports: { a: PortFacts; b: PortFacts };
-  /** "fixture" when either end's RDMA facts came from a fixture tree. */
-  source: FactSource;
-  rttP50Us: number | null;
-  rttP99Us: number | null;
-  throughputGbps: number | null;
-  /** What the class was judged against (classReference): a fixed fact, never a reading. */
-  classReferenceGbps: number | null;
-  class: BandwidthClass;
-  checks: CheckResult[];
-  healthy: boolean;
-  /** perftest RDMA latency/bandwidth, or why not measured. */
-  rdma: { measured: false; reason: string };
-  /** Why the probe could not measure (null when it did). */
-  error: string | null;
-  /** Each end's management interface (holding the ssh address): NCCL_SOCKET_IFNAME. */
-  mgmtIface: { a: string | null; b: string | null };
-}
-
-/** The interface holding `host` in `ip -j -4 addr` output, or null. */
-export function ifaceHolding(stdout: string, host: string): string | null {
-  try {
-    const links = JSON.parse(stdout) as { ifname?: string; addr_info?: { local?: string }[] }[];
-    return links.find((l) => (l.addr_info ?? []).some((a) => a.local === host))?.ifname ?? null;
-  } catch {
-    return null;
-  }
-}
+export type { FabricEnd, FabricLinkInputs, FabricLinkOutputs } from "./state";
+export { ifaceHolding } from "./node-output";
 
 function mgmtIfaceOf(end: FabricEnd): Promise<string | null> {
   return shared(end, "ip addr", async () => {
@@ -339,12 +269,7 @@ async function evaluate(
   };
 }
 
-/** Everything a refresh compares: the facts, the class and which checks pass. Not the numbers. */
-function verdict(o: FabricLinkOutputs) {
-  return { ports: o.ports, class: o.class, checks: o.checks.map((c) => [c.check, c.ok]) };
-}
-
-export async function create(
+async function createLink(
   inputs: FabricLinkInputs,
 ): Promise<pulumi.dynamic.CreateResult<FabricLinkOutputs>> {
   return {
@@ -361,7 +286,7 @@ export async function create(
  * kept from the last `up` unless a fact, the class or a check's verdict changed, so
  * `preview --refresh --expect-no-changes` holds on a healthy fabric and fails on a real change.
  */
-export async function read(
+async function readLink(
   id: string,
   props: FabricLinkOutputs,
 ): Promise<pulumi.dynamic.ReadResult<FabricLinkOutputs>> {
@@ -370,22 +295,7 @@ export async function read(
   return { id, props: steadyReading(props, fresh, verdict) };
 }
 
-const INPUT_KEYS = [
-  "providerVersion",
-  "link",
-  "rail",
-  "topology",
-  "a",
-  "b",
-  "gidIndex",
-  "thresholds",
-  "referenceGbps",
-  "probe",
-  "addressChecks",
-  "programs",
-] as const;
-
-export async function diff(
+async function diffLink(
   _id: string,
   olds: FabricLinkOutputs,
   news: FabricLinkInputs,
@@ -396,7 +306,7 @@ export async function diff(
   return { changes: changed.length > 0 || !olds.healthy, replaces: [] };
 }
 
-export async function update(
+async function updateLink(
   _id: string,
   _olds: FabricLinkOutputs,
   news: FabricLinkInputs,
@@ -406,7 +316,14 @@ export async function update(
 }
 
 /** The contract, checked at compile time; nothing to delete: a measurement leaves nothing behind. */
-export const provider = { create, read, diff, update } satisfies ProviderImpl<
-  FabricLinkInputs,
-  FabricLinkOutputs
->;
+const current = {
+  create: createLink,
+  read: readLink,
+  diff: diffLink,
+  update: updateLink,
+} satisfies ProviderImpl<FabricLinkInputs, FabricLinkOutputs>;
+
+export const provider = withStateUpgrade(current, upgrade) as typeof current;
+// Also as named exports: a delegate serialized before `provider` existed loads these, and its
+// stack's state is the oldest of all.
+export const { create, read, diff, update } = provider;

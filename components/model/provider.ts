@@ -11,7 +11,7 @@ import type * as pulumi from "@pulumi/pulumi";
 import { mkdirSync } from "node:fs";
 import * as path from "node:path";
 import { human } from "../bytes";
-import { nativeProgram, programCommand, programPath } from "../native-script";
+import { programCommand } from "../native-script";
 import type { ProviderImpl } from "../providers/delegate";
 import { changedKeys } from "../providers/diff";
 import { progress, since } from "../providers/progress";
@@ -26,78 +26,29 @@ import {
   resultOf,
   type ScriptLine,
 } from "./fetch-output";
-import { copyFromPeerOrRelay, type Peer } from "../peer-copy";
-import { homeRelative, openNode, type EnvValue, type SshTarget } from "../transport";
+import { copyFromPeerOrRelay } from "../peer-copy";
+import { withStateUpgrade } from "../providers/state-upgrade";
+import { homeRelative, openNode, type EnvValue } from "../transport";
+import { FETCH_PROGRAM } from "./commands";
+import type {
+  ModelFile,
+  ModelReplicaInputs,
+  ModelReplicaOutputs,
+  ModelSource,
+  NodeFile,
+} from "./state";
+import { upgrade } from "./state-upgrade";
+import { driftedFiles } from "./verdicts";
 
-export const FETCH_PROGRAM = "model/model-fetch.py";
-/** The checkout's file (the unit tests run it from there). */
-export const FETCH_SCRIPT = programPath(FETCH_PROGRAM);
-
-export function fetchScript(): string {
-  return nativeProgram(FETCH_PROGRAM).text;
-}
-
-/** What ModelReplica records of the script (`scriptDigest`): a changed script is an update. */
-export function fetchScriptDigest(): string {
-  return nativeProgram(FETCH_PROGRAM).sha256;
-}
-
-export interface ModelFile {
-  path: string;
-  size: number;
-  sha256: string;
-  /** Download URL at the pinned commit (no credentials). */
-  url: string;
-}
-
-/** The node the other nodes copy the model from (peer-copy's Peer). */
-export type ModelSource = Peer;
-
-export interface ModelReplicaInputs {
-  kind: "ModelReplica";
-  providerVersion: string;
-  target: SshTarget;
-  repo: string;
-  commit: string;
-  modelsDir: string;
-  /** `<modelsDir>/<repo>/<commit>` */
-  dir: string;
-  files: ModelFile[];
-  verify: "fast" | "full";
-  retries: number;
-  /** The node to copy from; absent on the node that downloads from the hub. */
-  source?: ModelSource;
-  /** Bearer token for the endpoint (a secret input; never in outputs, argv or messages). */
-  token?: string;
-  /** SHA-256 of native/model/model-fetch.py: a changed script is an update. */
-  scriptDigest: string;
-  /** Refuse a download that would leave less than this many bytes free. */
-  reserveBytes: number;
-}
-
-/** A file as measured on the node. `sha256` is the hash known for exactly these bytes ("" if not). */
-export interface NodeFile {
-  path: string;
-  present: boolean;
-  size: number;
-  mtimeNs: string;
-  sha256: string;
-  partBytes: number;
-}
-
-export interface ModelReplicaOutputs extends Omit<ModelReplicaInputs, "token"> {
-  nodeFiles: NodeFile[];
-  /** How the files got here in the last create/update. */
-  fetchedBy: "hub" | "fabric" | "relay" | "present";
-  /** Files this resource put in place (the only ones delete removes). */
-  created: string[];
-  /**
-   * This resource's reference to `dir` on the node (native/lib/guard.sh): destroy removes files
-   * only with the last reference, so another stack using the same revision keeps it. Absent in
-   * state written before references: destroy then keeps the files.
-   */
-  refToken?: string;
-}
+export type {
+  ModelFile,
+  ModelReplicaInputs,
+  ModelReplicaOutputs,
+  ModelSource,
+  NodeFile,
+} from "./state";
+export { FETCH_PROGRAM, FETCH_SCRIPT, fetchScript, fetchScriptDigest } from "./commands";
+export { driftedFiles } from "./verdicts";
 
 const mib = human;
 // Re-exported: callers (and tests) that format sizes beside the model read it from here.
@@ -426,14 +377,14 @@ async function converge(
   };
 }
 
-export async function create(
+async function createReplica(
   inputs: ModelReplicaInputs,
 ): Promise<pulumi.dynamic.CreateResult<ModelReplicaOutputs>> {
   return { id: `${inputs.target.name}:${inputs.dir}`, outs: await converge(inputs, undefined) };
 }
 
 /** Refresh: size + mtime (verify "fast") or a full re-hash (verify "full") of every file. */
-export async function read(
+async function readReplica(
   id: string,
   props: ModelReplicaOutputs,
 ): Promise<pulumi.dynamic.ReadResult<ModelReplicaOutputs>> {
@@ -441,20 +392,7 @@ export async function read(
   return { id, props: { ...props, nodeFiles } };
 }
 
-/** Files that are not known to hold the hub's bytes on the node. */
-export function driftedFiles(
-  olds: Pick<ModelReplicaOutputs, "nodeFiles">,
-  news: Pick<ModelReplicaInputs, "files">,
-): string[] {
-  return news.files
-    .filter((f) => {
-      const n = olds.nodeFiles?.find((x) => x.path === f.path);
-      return !n || !n.present || n.size !== f.size || n.sha256 !== f.sha256;
-    })
-    .map((f) => f.path);
-}
-
-export async function diff(
+async function diffReplica(
   _id: string,
   olds: ModelReplicaOutputs,
   news: ModelReplicaInputs,
@@ -472,7 +410,7 @@ export async function diff(
   };
 }
 
-export async function update(
+async function updateReplica(
   _id: string,
   olds: ModelReplicaOutputs,
   news: ModelReplicaInputs,
@@ -522,9 +460,9 @@ async function removeFiles(
  * resource's own. State written before references has no token: the files are kept (said so),
  * as another stack on the node may use them and nothing on the node says otherwise.
  */
-async function deleteReplica(_id: string, props: ModelReplicaOutputs): Promise<void> {
+async function deleteReplicaRaw(_id: string, props: ModelReplicaOutputs): Promise<void> {
   if (!props.refToken) {
-    if (props.created?.length) {
+    if (props.created.length > 0) {
       await progress(
         `${label(props)}: kept ${props.dir} (its state predates sparkform's references, so another ` +
           "stack may use it); remove it by hand when nothing does",
@@ -542,15 +480,20 @@ async function deleteReplica(_id: string, props: ModelReplicaOutputs): Promise<v
     );
     return;
   }
-  const files = r.created ? props.files.map((f) => f.path) : (props.created ?? []);
+  const files = r.created ? props.files.map((f) => f.path) : props.created;
   if (files.length > 0) await removeFiles(props, files);
 }
-export { deleteReplica as delete };
 
-export const provider = {
-  create,
-  read,
-  diff,
-  update,
-  delete: deleteReplica,
+const current = {
+  create: createReplica,
+  read: readReplica,
+  diff: diffReplica,
+  update: updateReplica,
+  delete: deleteReplicaRaw,
 } satisfies ProviderImpl<ModelReplicaInputs, ModelReplicaOutputs>;
+
+export const provider = withStateUpgrade(current, upgrade) as typeof current;
+// Also as named exports: a delegate serialized before `provider` existed loads these, and its
+// stack's state is the oldest of all.
+export const { create, read, diff, update, delete: deleteReplica } = provider;
+export { deleteReplica as delete };

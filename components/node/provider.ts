@@ -2,32 +2,20 @@
 // run native/node/facts.sh, validate its JSON. `refresh` re-measures, so a changed kernel or
 // driver shows up as a diff in the refresh.
 import type * as pulumi from "@pulumi/pulumi";
-import { programCommand, programFor, type ProgramRef, sameProgram } from "../native-script";
+import { programCommand, programFor, sameProgram } from "../native-script";
 import type { ProviderImpl } from "../providers/delegate";
 import { changedKeys } from "../providers/diff";
-import { openNode, type SshTarget } from "../transport";
+import { withStateUpgrade } from "../providers/state-upgrade";
+import { openNode } from "../transport";
+import { FACTS_PROGRAM } from "./commands";
 import { parseFacts, type SparkNodeFacts } from "./facts";
+import type { SparkNodeInputs, SparkNodeOutputs } from "./state";
+import { upgrade } from "./state-upgrade";
+import { withVolatileFrom } from "./verdicts";
 
-export interface SparkNodeInputs {
-  kind: "SparkNode";
-  providerVersion: string;
-  target: SshTarget;
-  /** native/node/facts.sh: name and sha256; the provider runs its checkout's text by name. */
-  factsProgram: ProgramRef;
-  /**
-   * Inputs and state written before ProgramRefs held the text itself (`refresh` diffs against
-   * those inputs); only the diff reads it.
-   */
-  factsScript?: string;
-  /** Directories whose free space the fact sheet reports (model and tree directories). */
-  diskPaths: string[];
-}
-
-export interface SparkNodeOutputs extends SparkNodeInputs {
-  facts: SparkNodeFacts;
-}
-
-export const FACTS_PROGRAM = "node/facts.sh";
+export type { SparkNodeInputs, SparkNodeOutputs } from "./state";
+export { FACTS_PROGRAM } from "./commands";
+export { withVolatileFrom } from "./verdicts";
 
 async function measure(inputs: SparkNodeInputs): Promise<SparkNodeFacts> {
   const result = await openNode(inputs.target).run(
@@ -40,28 +28,13 @@ async function measure(inputs: SparkNodeInputs): Promise<SparkNodeFacts> {
   return parseFacts(result.stdout, inputs.target.name);
 }
 
-/**
- * Free memory and free disk change all the time; a refresh that reported them would never
- * pass `--expect-no-changes`. They are measured at `up`, and refresh keeps those values
- * unless a stable fact changed.
- */
-export function withVolatileFrom(fresh: SparkNodeFacts, old: SparkNodeFacts): SparkNodeFacts {
-  const stable = (f: SparkNodeFacts) =>
-    JSON.stringify({
-      ...f,
-      memory: { ...f.memory, availableBytes: null },
-      disk: f.disk.map((d) => ({ ...d, freeBytes: null })),
-    });
-  return stable(fresh) === stable(old) ? old : fresh;
-}
-
-export async function create(
+async function createNode(
   inputs: SparkNodeInputs,
 ): Promise<pulumi.dynamic.CreateResult<SparkNodeOutputs>> {
   return { id: inputs.target.name, outs: { ...inputs, facts: await measure(inputs) } };
 }
 
-export async function read(
+async function readNode(
   id: string,
   props: SparkNodeOutputs,
 ): Promise<pulumi.dynamic.ReadResult<SparkNodeOutputs>> {
@@ -69,20 +42,18 @@ export async function read(
   return { id, props: { ...props, facts } };
 }
 
-export async function diff(
+async function diffNode(
   _id: string,
   olds: SparkNodeOutputs,
   news: SparkNodeInputs,
 ): Promise<pulumi.dynamic.DiffResult> {
   const changed = changedKeys(olds, news, ["providerVersion", "target", "diskPaths"] as const);
-  const program = sameProgram(
-    olds.factsProgram ?? olds.factsScript,
-    news.factsProgram ?? news.factsScript,
-  );
+  // `news` may be inputs recorded before ProgramRefs (a refresh diffs against those).
+  const program = sameProgram(olds.factsProgram, news.factsProgram ?? news.factsScript);
   return { changes: changed.length > 0 || !program, replaces: [] };
 }
 
-export async function update(
+async function updateNode(
   _id: string,
   _olds: SparkNodeOutputs,
   news: SparkNodeInputs,
@@ -90,7 +61,14 @@ export async function update(
   return { outs: { ...news, facts: await measure(news) } };
 }
 
-export const provider = { create, read, diff, update } satisfies ProviderImpl<
-  SparkNodeInputs,
-  SparkNodeOutputs
->;
+const current = {
+  create: createNode,
+  read: readNode,
+  diff: diffNode,
+  update: updateNode,
+} satisfies ProviderImpl<SparkNodeInputs, SparkNodeOutputs>;
+
+export const provider = withStateUpgrade(current, upgrade) as typeof current;
+// Also as named exports: a delegate serialized before `provider` existed loads these, and its
+// stack's state is the oldest of all.
+export const { create, read, diff, update } = provider;

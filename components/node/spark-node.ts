@@ -4,7 +4,8 @@ import { delegatingProvider } from "../providers/delegate";
 import { SparkformResource } from "../providers/resource";
 import type { SshTarget } from "../transport";
 import type { SparkNodeFacts } from "./facts";
-import { FACTS_PROGRAM, type SparkNodeOutputs } from "./provider";
+import { FACTS_PROGRAM } from "./commands";
+import type { SparkNodeOutputs } from "./state";
 
 /** Bump when the provider's behaviour changes, so `up` rewrites it in state. */
 export const SPARK_NODE_PROVIDER_VERSION = "1";

@@ -5,14 +5,18 @@
 // install directories put on PATH directly (no shims: asdf's shims need the asdf binary).
 import type * as pulumi from "@pulumi/pulumi";
 import * as path from "node:path";
-import { programFor, type ProgramRef, sameProgram } from "../native-script";
+import { programFor, sameProgram } from "../native-script";
 import type { ProviderImpl } from "../providers/delegate";
 import { changedKeys } from "../providers/diff";
-import { TREE_DIGEST_PROGRAM, type TreeDigest } from "../tree/digest";
+import type { TreeDigest } from "../tree/digest";
+import { TREE_DIGEST_PROGRAM } from "../tree/commands";
 import { newRefToken, prepareDir, removeDir } from "../tree/node-dir";
 import { remoteTreeDigest } from "../tree/remote-digest";
 import { progress } from "../providers/progress";
-import { copyFromPeerOrRelay, type Peer, relayDirectory } from "../peer-copy";
+import { copyFromPeerOrRelay, relayDirectory } from "../peer-copy";
+import { withStateUpgrade } from "../providers/state-upgrade";
+import type { ToolchainInputs, ToolchainOutputs, ToolchainSource } from "./state";
+import { upgrade } from "./state-upgrade";
 import {
   deletableOperand,
   homeRelative,
@@ -21,48 +25,7 @@ import {
   type SshTarget,
 } from "../transport";
 
-/** The node the toolchain is copied from (peer-copy's Peer). */
-export type ToolchainSource = Peer;
-
-export interface ToolchainInputs {
-  kind: "Toolchain";
-  providerVersion: string;
-  target: SshTarget;
-  /** The node to copy from; absent on the source node itself. */
-  source?: ToolchainSource;
-  /** The toolchain directory (absolute or ~/...), the same on every node. */
-  path: string;
-  binDirs: string[];
-  probe: string[];
-  expect: string;
-  /** The source node's digest (absent on the source node itself). */
-  expectedDigest?: string;
-  /** native/tree/tree-digest.py: name and sha256; run on the node with python3. */
-  digestProgram: ProgramRef;
-  /**
-   * Inputs and state written before ProgramRefs held the text itself (`refresh` diffs against
-   * those inputs); only the diff reads it.
-   */
-  digestScript?: string;
-}
-
-export interface ToolchainOutputs extends ToolchainInputs {
-  /** The node's digest of the directory ("" when missing). */
-  digest: string;
-  files: number;
-  bytes: number;
-  probeOutput: string;
-  /** How the directory got here: "present", "fabric" (node to node) or "relay" (via control). */
-  copiedBy: "present" | "fabric" | "relay";
-  /**
-   * This resource's reference to the directory on the node (native/lib/guard.sh): destroy
-   * removes the copy only when no other resource (another stack on the node) references it and
-   * sparkform created it. Absent in state written before references: destroy then keeps it.
-   */
-  refToken?: string;
-  /** The directory was missing (or empty) when this resource first copied into it. */
-  created?: boolean;
-}
+export type { ToolchainInputs, ToolchainOutputs, ToolchainSource } from "./state";
 
 function digestOf(target: SshTarget, inputs: ToolchainInputs): Promise<TreeDigest | undefined> {
   const program = programFor(inputs.digestProgram, TREE_DIGEST_PROGRAM);
@@ -166,14 +129,14 @@ async function converge(
   };
 }
 
-export async function create(
+async function createToolchain(
   inputs: ToolchainInputs,
 ): Promise<pulumi.dynamic.CreateResult<ToolchainOutputs>> {
   return { id: `${inputs.target.name}:${inputs.path}`, outs: await converge(inputs) };
 }
 
 /** Refresh: re-digest; a deleted or changed toolchain is drift. */
-export async function read(
+async function readToolchain(
   id: string,
   props: ToolchainOutputs,
 ): Promise<pulumi.dynamic.ReadResult<ToolchainOutputs>> {
@@ -184,7 +147,7 @@ export async function read(
   };
 }
 
-export async function diff(
+async function diffToolchain(
   _id: string,
   olds: ToolchainOutputs,
   news: ToolchainInputs,
@@ -201,13 +164,14 @@ export async function diff(
   ] as const;
   const changed =
     changedKeys(olds, news, keys).length > 0 ||
-    !sameProgram(olds.digestProgram ?? olds.digestScript, news.digestProgram ?? news.digestScript);
+    // `news` may be inputs recorded before ProgramRefs (a refresh diffs against those).
+    !sameProgram(olds.digestProgram, news.digestProgram ?? news.digestScript);
   // The source node's desired state is "present"; every other node's is "equal to the source".
   const drifted = news.source ? olds.digest !== news.expectedDigest : olds.digest === "";
   return { changes: changed || drifted, replaces: [] };
 }
 
-export async function update(
+async function updateToolchain(
   _id: string,
   olds: ToolchainOutputs,
   news: ToolchainInputs,
@@ -221,7 +185,7 @@ export async function update(
  * never removed. State written before references has no token: the copy is kept (said so), as
  * another stack may use it and nothing on the node says otherwise.
  */
-async function deleteToolchain(_id: string, props: ToolchainOutputs): Promise<void> {
+async function deleteToolchainRaw(_id: string, props: ToolchainOutputs): Promise<void> {
   if (!props.source) return;
   // Never $HOME itself, nor / or a directory directly under it (paths.ts).
   const operand = deletableOperand(props.path, { node: props.target.name, minHomeDepth: 1 });
@@ -247,12 +211,17 @@ async function deleteToolchain(_id: string, props: ToolchainOutputs): Promise<vo
     );
   }
 }
-export { deleteToolchain as delete };
 
-export const provider = {
-  create,
-  read,
-  diff,
-  update,
-  delete: deleteToolchain,
+const current = {
+  create: createToolchain,
+  read: readToolchain,
+  diff: diffToolchain,
+  update: updateToolchain,
+  delete: deleteToolchainRaw,
 } satisfies ProviderImpl<ToolchainInputs, ToolchainOutputs>;
+
+export const provider = withStateUpgrade(current, upgrade) as typeof current;
+// Also as named exports: a delegate serialized before `provider` existed loads these, and its
+// stack's state is the oldest of all.
+export const { create, read, diff, update, delete: deleteToolchain } = provider;
+export { deleteToolchain as delete };

@@ -3,8 +3,8 @@ import * as path from "node:path";
 import { delegatingProvider } from "../providers/delegate";
 import { SparkformResource } from "../providers/resource";
 import type { SshTarget } from "../transport";
-import { TREE_DIGEST_PROGRAM } from "../tree/digest";
-import type { ToolchainOutputs, ToolchainSource } from "./provider";
+import { TREE_DIGEST_PROGRAM } from "../tree/commands";
+import type { ToolchainOutputs, ToolchainSource } from "./state";
 
 /** Bump when the provider's behaviour changes, so `up` rewrites it in state. */
 export const TOOLCHAIN_PROVIDER_VERSION = "1";

@@ -9,8 +9,10 @@ import { childEnv } from "../transport";
 import type { Exclusion } from "./config";
 import { type NativeProgram, nativeProgram, programPath } from "../native-script";
 import { nodeJsonParser } from "../schema/node-json";
+import { TREE_DIGEST_PROGRAM } from "./commands";
 
-export const TREE_DIGEST_PROGRAM = "tree/tree-digest.py";
+// Re-exported: the digest and its program name are read together.
+export { TREE_DIGEST_PROGRAM };
 /** The checkout's file: the control node runs it from there. */
 export const TREE_DIGEST_SCRIPT_PATH = programPath(TREE_DIGEST_PROGRAM);
 export const TREE_DIGEST_ALGORITHM = "sparkform-tree-v1";

@@ -2,11 +2,14 @@
 // prove the node holds exactly the synced file set by digest (tree/digest.ts).
 import type * as pulumi from "@pulumi/pulumi";
 import type { Exclusion } from "./config";
+import type { TreeSyncInputs, TreeSyncOutputs } from "./state";
+import { upgrade } from "./state-upgrade";
+import { withStateUpgrade } from "../providers/state-upgrade";
 import type { ProviderImpl } from "../providers/delegate";
 import { changedKeys } from "../providers/diff";
 import { progress, since } from "../providers/progress";
 import { remoteTreeDigest } from "./remote-digest";
-import { deletableOperand, homeRelative, openNode, type SshTarget } from "../transport";
+import { deletableOperand, homeRelative, openNode } from "../transport";
 import { prepareDir, removeDir } from "./node-dir";
 import {
   differingPaths,
@@ -18,34 +21,9 @@ import {
   TREE_DIGEST_PROGRAM,
   type TreeDigest,
 } from "./digest";
-import { programFor, type ProgramRef, sameProgram } from "../native-script";
+import { programFor, sameProgram } from "../native-script";
 
-export interface TreeSyncInputs {
-  kind: "TreeSync";
-  providerVersion: string;
-  target: SshTarget;
-  /** Absolute directory on the control node. */
-  source: string;
-  /** Directory on the node (absolute or ~/...). */
-  dest: string;
-  exclude: Exclusion[];
-  /** The control node's digest of `source` over the synced file set, at program time. */
-  expectedDigest: string;
-  /** native/tree/tree-digest.py: name and sha256; run on the node with python3. */
-  digestProgram: ProgramRef;
-  /**
-   * Inputs and state written before ProgramRefs held the text itself (`refresh` diffs against
-   * those inputs); only the diff reads it.
-   */
-  digestScript?: string;
-}
-
-export interface TreeSyncOutputs extends TreeSyncInputs {
-  /** The node's digest of `dest` ("" when the directory is missing). */
-  digest: string;
-  files: number;
-  bytes: number;
-}
+export type { TreeSyncInputs, TreeSyncOutputs } from "./state";
 
 function remoteDigest(inputs: TreeSyncInputs, manifest: boolean): Promise<TreeDigest | undefined> {
   const program = programFor(inputs.digestProgram, TREE_DIGEST_PROGRAM);
@@ -141,7 +119,7 @@ export async function syncTree(inputs: TreeSyncInputs): Promise<TreeSyncOutputs>
   return outputs(inputs, got);
 }
 
-export async function create(
+async function createTree(
   inputs: TreeSyncInputs,
 ): Promise<pulumi.dynamic.CreateResult<TreeSyncOutputs>> {
   return { id: `${inputs.target.name}:${inputs.dest}`, outs: await syncTree(inputs) };
@@ -155,7 +133,7 @@ export async function create(
  * moved, so a quiet refresh does not pay for it; an edit on the control node alone changes
  * nothing here (preview shows it as an update, as before).
  */
-export async function read(
+async function readTree(
   id: string,
   props: TreeSyncOutputs,
 ): Promise<pulumi.dynamic.ReadResult<TreeSyncOutputs>> {
@@ -175,7 +153,7 @@ export async function read(
   return { id, props: outputs(props, got) };
 }
 
-export async function diff(
+async function diffTree(
   _id: string,
   olds: TreeSyncOutputs,
   news: TreeSyncInputs,
@@ -188,7 +166,8 @@ export async function diff(
       "exclude",
       "expectedDigest",
     ] as const).length > 0 ||
-    !sameProgram(olds.digestProgram ?? olds.digestScript, news.digestProgram ?? news.digestScript);
+    // `news` may be inputs recorded before ProgramRefs (a refresh diffs against those).
+    !sameProgram(olds.digestProgram, news.digestProgram ?? news.digestScript);
   const drifted = olds.digest !== news.expectedDigest;
   return {
     changes: inputsChanged || drifted || olds.dest !== news.dest,
@@ -197,7 +176,7 @@ export async function diff(
   };
 }
 
-export async function update(
+async function updateTree(
   _id: string,
   _olds: TreeSyncOutputs,
   news: TreeSyncInputs,
@@ -206,7 +185,7 @@ export async function update(
 }
 
 /** Destroy removes the synced tree (it was created by this resource), never a home or root. */
-export async function deleteTree(_id: string, props: TreeSyncOutputs): Promise<void> {
+async function deleteTreeRaw(_id: string, props: TreeSyncOutputs): Promise<void> {
   // At least 2 components under $HOME (never ~/src itself) or under / (paths.ts).
   const operand = deletableOperand(props.dest, { node: props.target.name, minHomeDepth: 2 });
   // And again on the node, where a symlink or a resolved $HOME can still make it something else.
@@ -223,12 +202,17 @@ export async function deleteTree(_id: string, props: TreeSyncOutputs): Promise<v
     { step: "remove tree digest cache", timeoutMs: 60_000 },
   );
 }
-export { deleteTree as delete };
 
-export const provider = {
-  create,
-  read,
-  diff,
-  update,
-  delete: deleteTree,
+const current = {
+  create: createTree,
+  read: readTree,
+  diff: diffTree,
+  update: updateTree,
+  delete: deleteTreeRaw,
 } satisfies ProviderImpl<TreeSyncInputs, TreeSyncOutputs>;
+
+export const provider = withStateUpgrade(current, upgrade) as typeof current;
+// Also as named exports: a delegate serialized before `provider` existed loads these, and its
+// stack's state is the oldest of all.
+export const { create, read, diff, update, delete: deleteTree } = provider;
+export { deleteTree as delete };

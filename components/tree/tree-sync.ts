@@ -5,7 +5,7 @@ import { delegatingProvider } from "../providers/delegate";
 import { SparkformResource } from "../providers/resource";
 import type { SshTarget } from "../transport";
 import { TREE_DIGEST_PROGRAM } from "./digest";
-import type { TreeSyncOutputs } from "./provider";
+import type { TreeSyncOutputs } from "./state";
 
 /** Bump when the provider's behaviour changes, so `up` rewrites it in state. */
 export const TREE_SYNC_PROVIDER_VERSION = "1";
