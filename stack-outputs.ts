@@ -52,3 +52,20 @@ export function parseStackOutputs(value: unknown, stack = "the stack"): StackOut
   }
   return currentOutputs(value as Record<string, unknown>) as StackOutputs;
 }
+
+/**
+ * `pulumi stack output --json`'s text as StackOutputs: parsed once here, then as
+ * parseStackOutputs checks it. An error says the text is not JSON and how to read it again.
+ */
+export function parseOutputsText(text: string, stack = "<stack>"): StackOutputs {
+  let value: unknown;
+  try {
+    value = JSON.parse(text) as unknown;
+  } catch (err) {
+    throw new Error(
+      `outputs of ${stack} are not JSON (${(err as Error).message}); ` +
+        `read them with \`pulumi stack output --json -s ${stack}\``,
+    );
+  }
+  return parseStackOutputs(value, stack);
+}
