@@ -10,6 +10,7 @@
 // module never decrypts: such a value stays as it is, and isSecret tells it from a plain one.
 import Ajv, { type ErrorObject } from "ajv";
 import { type Kind, KINDS, type KindOutputs, LEGACY_TYPE, typeToken } from "./components/kinds";
+import type { LlamaServerOutputs } from "./components/serving/provider";
 
 /** The key and value that mark a secret in Pulumi's serialized state. */
 export const SECRET_SIG = "4dabf18193072939515e22adb298388d";
@@ -49,13 +50,21 @@ export interface AnyResource {
 }
 
 /**
- * A resource of sparkform kind K. Its outputs are the kind's (KindOutputs[K]) as far as the
+ * What each kind's resource records: its provider's outputs (kinds.ts keeps LlamaServer's gate
+ * only, the slice the policy pack judges; its provider records the whole server).
+ */
+export type RecordedOutputs = Omit<KindOutputs, "LlamaServer"> & {
+  LlamaServer: LlamaServerOutputs;
+};
+
+/**
+ * A resource of sparkform kind K. Its outputs are the kind's (RecordedOutputs[K]) as far as the
  * state holds them: state written by an older program may lack a field, and a field the stack
  * keeps secret (a `target` with a private key) is a Secret object, not the value.
  */
 export interface StateResource<K extends Kind = Kind> extends AnyResource {
   readonly kind: K;
-  readonly outputs: Readonly<Partial<KindOutputs[K]>>;
+  readonly outputs: Readonly<Partial<RecordedOutputs[K]>>;
 }
 
 /** A stack's state as `pulumi stack export` wrote it. */
@@ -64,6 +73,18 @@ export interface StackState {
   readonly version: number;
   /** Every resource, in the state's order (parents before children). */
   readonly resources: readonly AnyResource[];
+  /**
+   * The export as read, for what only a whole document does: `pulumi stack import` of it, or a
+   * look at its manifest and pending operations. Resources are read from `resources`.
+   */
+  readonly document: ExportDocument;
+}
+
+/** `pulumi stack export`'s document, as far as this module checks it. */
+export interface ExportDocument {
+  readonly version: number;
+  readonly deployment: { readonly resources?: readonly unknown[]; readonly [k: string]: unknown };
+  readonly [k: string]: unknown;
 }
 
 // Only what this module reads is required; the rest of Pulumi's format (manifest, providers,
@@ -155,8 +176,8 @@ export function readState(text: unknown, stack = "<stack>"): StackState {
     inputs?: object;
     outputs?: object;
   };
-  const v = value as { version: number; deployment: { resources?: Raw[] } };
-  const resources = (v.deployment.resources ?? []).map((r): AnyResource => {
+  const v = value as ExportDocument;
+  const resources = ((v.deployment.resources ?? []) as Raw[]).map((r): AnyResource => {
     const base = {
       urn: r.urn,
       type: r.type,
@@ -169,7 +190,7 @@ export function readState(text: unknown, stack = "<stack>"): StackState {
     const kind = kindOf(base);
     return kind ? { ...base, kind } : base;
   });
-  return { version: v.version, resources };
+  return { version: v.version, resources, document: v };
 }
 
 /** The state's resources of `kind` (by its type token, or the legacy type with that kind). */
