@@ -15,9 +15,9 @@ export function stackName(given: string | undefined): string {
   return stack;
 }
 
-function pulumi(args: string[], stack: string, capture: boolean, cwd = repoRoot) {
+function pulumi(args: string[], stack: string, capture: boolean) {
   const r = spawnSync(pulumiBinary(), [...args, "-s", stack], {
-    cwd,
+    cwd: repoRoot,
     env: pulumiEnv(),
     encoding: "utf8",
     maxBuffer: 256 << 20,
@@ -27,12 +27,9 @@ function pulumi(args: string[], stack: string, capture: boolean, cwd = repoRoot)
   return r;
 }
 
-/**
- * The stack's state (`pulumi stack export`), read once by stack-state.ts; `projectDir`: the
- * Pulumi project's directory (default: this checkout).
- */
-export function stackState(stack: string, projectDir = repoRoot): StackState {
-  const r = pulumi(["stack", "export"], stack, true, projectDir);
+/** The stack's state (`pulumi stack export`), read once by stack-state.ts. */
+export function stackState(stack: string): StackState {
+  const r = pulumi(["stack", "export"], stack, true);
   if (r.status !== 0)
     throw new Error(
       `pulumi stack export failed: ${r.stderr.trim()}; select the stack with --stack`,
