@@ -18,7 +18,7 @@ import { GgmlType, GgufWriter } from "../sim/gguf/writer";
 import { commitFor, COMMITS_DIR, REFS_FILE, repoDir } from "../sim/hub/repo";
 import { LOCAL_HUB_PORT } from "../sim/stack";
 import type { SimCluster } from "../sim/state";
-import { startSshAgent } from "../test/support/ssh-agent";
+import { startSshAgent } from "../sim/world/ssh-agent";
 import { tailMarkdown } from "./report-tail";
 import { fmt, load1, rotation, summarize, type Summary } from "./stats";
 

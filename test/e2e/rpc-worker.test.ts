@@ -28,9 +28,10 @@ import { extractLlamaSource } from "../../sim/llama/index";
 import { simDown, simExec, simUp } from "../../sim/index";
 import { renderStackConfig } from "../../sim/stack";
 import type { SimCluster } from "../../sim/state";
-import { type PulumiCli, pulumiCli } from "../support/pulumi-cli";
-import { asUser, listeningPorts, nodeCcache } from "../support/sim-node";
-import { startSshAgent, type TestAgent } from "../support/ssh-agent";
+import { type PulumiCli, pulumiCli } from "../../sim/world/pulumi-cli";
+import { nodeCcache } from "../../sim/world/ccache";
+import { asUser, listeningPorts } from "../support/sim-node";
+import { startSshAgent, type TestAgent } from "../../sim/world/ssh-agent";
 import { LARGE_DIMS } from "./rpc-worker/large-model";
 import { policyPackArgs } from "../../setup/pulumi/policy";
 

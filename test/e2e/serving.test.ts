@@ -32,9 +32,10 @@ import { extractLlamaSource } from "../../sim/llama/index";
 import { simDown, simStart, simStop, simUp } from "../../sim/index";
 import { renderStackConfig } from "../../sim/stack";
 import type { SimCluster } from "../../sim/state";
-import { type PulumiCli, pulumiCli } from "../support/pulumi-cli";
-import { asUser, keyedCurl, listeningPorts, nodeCcache } from "../support/sim-node";
-import { startSshAgent, type TestAgent } from "../support/ssh-agent";
+import { type PulumiCli, pulumiCli } from "../../sim/world/pulumi-cli";
+import { nodeCcache } from "../../sim/world/ccache";
+import { asUser, keyedCurl, listeningPorts } from "../support/sim-node";
+import { startSshAgent, type TestAgent } from "../../sim/world/ssh-agent";
 import { policyPackArgs } from "../../setup/pulumi/policy";
 
 const isRoot = process.getuid?.() === 0;

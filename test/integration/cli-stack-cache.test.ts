@@ -10,7 +10,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { readOutputs, readStack } from "../../cli/stack";
 import { selectedStackName, setCliBuild } from "../../cli/stack-cache";
 import { repoRoot } from "../../setup/pulumi/env";
-import { type PulumiCli, pulumiCli } from "../support/pulumi-cli";
+import { type PulumiCli, pulumiCli } from "../../sim/world/pulumi-cli";
 
 const hasPulumi = fs.existsSync(path.join(repoRoot, ".sparkform", "toolchain.env"));
 const HOST_KEY = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIHotKQgqqiemTGB/6SmyM/G48iZRmJFDHA58qr3L3Kc3";
