@@ -9,9 +9,10 @@ import { cpSync, existsSync, mkdirSync, readFileSync, symlinkSync, writeFileSync
 import * as path from "node:path";
 import { pulumiBinary, pulumiEnv, repoRoot, stateDir } from "../setup/pulumi/env";
 import { breakdown, type Phase } from "./phases";
-import { tailMarkdown } from "./report-tail";
+import { tailMarkdown } from "./lib/report";
 import { stackResources } from "./stack-state";
-import { fmt, load1, rotation, summarize, type Summary } from "./stats";
+import { fmt, load1, summarize, type Summary } from "./lib/stats";
+import { rotation } from "./lib/rounds";
 import { policyPackArgs } from "../setup/pulumi/policy";
 
 /**

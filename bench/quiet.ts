@@ -10,7 +10,7 @@ import OpenAI from "openai";
 import { pulumiBinary, pulumiEnv, repoRoot } from "../setup/pulumi/env";
 import { changedResourceLines } from "../sim/world/pulumi-cli";
 import { readApiKey } from "./router";
-import { load1, summarize, type Summary } from "./stats";
+import { load1, summarize, type Summary } from "./lib/stats";
 
 /** What the client's requests before a refresh came to: counts, or the error's kind. */
 export type QuietTraffic =

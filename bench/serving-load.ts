@@ -17,9 +17,10 @@ import { CACHE_DIR } from "../components/rpc-worker/plan";
 import { shJoin } from "../components/transport";
 import { repoRoot, stateDir } from "../setup/pulumi/env";
 import type { SimCluster } from "../sim/state";
-import { tailMarkdown } from "./report-tail";
+import { tailMarkdown } from "./lib/report";
 import { stackResources } from "./stack-state";
-import { fmt, load1, rotation, summarize, type Summary } from "./stats";
+import { fmt, load1, summarize, type Summary } from "./lib/stats";
+import { rotation } from "./lib/rounds";
 
 /** Where the worker's pre-warmed entries wait while a round runs with an empty cache. */
 const SAVED = "~/.cache/sparkform/bench-rpc-prewarmed";

@@ -8,7 +8,7 @@ import * as path from "node:path";
 import { repoRoot } from "../setup/pulumi/env";
 import { renderLocalSettings, renderStackConfig } from "../sim/stack";
 import { type Acceptance, openAcceptance } from "../sim/world/acceptance";
-import { load1 } from "./stats";
+import { load1 } from "./lib/stats";
 import { type Stamped, type StateResource, watchEvents } from "./timeline";
 import { policyPackArgs } from "../setup/pulumi/policy";
 

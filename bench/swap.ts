@@ -19,7 +19,8 @@ import { shJoin } from "../components/transport";
 import { pulumiBinary, pulumiEnv, repoRoot } from "../setup/pulumi/env";
 import { policyPackArgs } from "../setup/pulumi/policy";
 import { publishStagedTestModel } from "../sim/hub";
-import { median, rotation, summarize, type Summary } from "./stats";
+import { median, summarizeOrEmpty, type Summary } from "./lib/stats";
+import { paired, rotation } from "./lib/rounds";
 
 export type SwapVariant = "hot" | "cold";
 const VARIANTS: readonly SwapVariant[] = ["hot", "cold"];
@@ -236,20 +237,20 @@ export function analyzeSwap(
   samples: readonly SwapSample[],
 ): Pick<SwapResult, "ratio" | "hot" | "cold" | "hotFirstToken" | "coldFirstToken"> {
   const of = (v: SwapVariant) => samples.filter((s) => s.variant === v);
-  const ratios = of("hot").flatMap((h) => {
-    const c = samples.find(
-      (s) => s.variant === "cold" && s.round === h.round && s.direction === h.direction,
-    );
-    return c ? [h.seconds / c.seconds] : [];
-  });
-  const summary = (xs: number[]): Summary =>
-    xs.length ? summarize(xs) : { n: 0, median: NaN, min: NaN, max: NaN };
+  const ratios = paired(
+    samples,
+    () => true,
+    "hot",
+    "cold",
+    (h, c) => h.seconds / c.seconds,
+    (s) => `${s.round} ${s.direction}`,
+  );
   const firstToken = (v: SwapVariant) =>
-    summary(of(v).flatMap((s) => (s.readiness ? [s.readiness.firstTokenSeconds] : [])));
+    summarizeOrEmpty(of(v).flatMap((s) => (s.readiness ? [s.readiness.firstTokenSeconds] : [])));
   return {
-    ratio: summary(ratios),
-    hot: summary(of("hot").map((s) => s.seconds)),
-    cold: summary(of("cold").map((s) => s.seconds)),
+    ratio: summarizeOrEmpty(ratios),
+    hot: summarizeOrEmpty(of("hot").map((s) => s.seconds)),
+    cold: summarizeOrEmpty(of("cold").map((s) => s.seconds)),
     hotFirstToken: firstToken("hot"),
     coldFirstToken: firstToken("cold"),
   };
