@@ -52,3 +52,30 @@ export function parseStackOutputs(value: unknown, stack = "the stack"): StackOut
   }
   return currentOutputs(value as Record<string, unknown>) as StackOutputs;
 }
+
+/**
+ * Any program's `pulumi stack output --json` text (a test program's too) as a record of its
+ * outputs, unchecked beyond that; sparkform's own outputs are read with parseOutputsText.
+ */
+export function parseOutputsRecord(text: string, stack = "<stack>"): Record<string, unknown> {
+  let value: unknown;
+  try {
+    value = JSON.parse(text) as unknown;
+  } catch (err) {
+    throw new Error(
+      `outputs of ${stack} are not JSON (${(err as Error).message}); ` +
+        `read them with \`pulumi stack output --json -s ${stack}\``,
+    );
+  }
+  if (typeof value !== "object" || value === null || Array.isArray(value))
+    throw new Error(`outputs of ${stack} are not one JSON object: / must be object`);
+  return value as Record<string, unknown>;
+}
+
+/**
+ * `pulumi stack output --json`'s text as StackOutputs: parsed once here, then as
+ * parseStackOutputs checks it. An error says the text is not JSON and how to read it again.
+ */
+export function parseOutputsText(text: string, stack = "<stack>"): StackOutputs {
+  return parseStackOutputs(parseOutputsRecord(text, stack), stack);
+}

@@ -3,18 +3,10 @@
 // command touches, under the stack's policy config (setup/pulumi/policy.ts), with the engine's
 // own progress on the terminal. This module runs it and reads the stack's resources back.
 import { spawnSync } from "node:child_process";
-import type { SshTarget } from "../components/transport";
 import { pulumiBinary, pulumiEnv, repoRoot } from "../setup/pulumi/env";
 import { policyPackArgs, selectedStack } from "../setup/pulumi/policy";
+import { readState, type StackState } from "../stack-state";
 import { UsageError } from "./errors";
-
-/** A resource as `pulumi stack export` holds it (what the CLI reads of it). */
-export interface StateResource {
-  urn: string;
-  type: string;
-  id?: string;
-  outputs?: Record<string, unknown> & { kind?: string; target?: Partial<SshTarget> };
-}
 
 /** The stack a command acts on: the one given, else the selected one. */
 export function stackName(given: string | undefined): string {
@@ -23,9 +15,9 @@ export function stackName(given: string | undefined): string {
   return stack;
 }
 
-function pulumi(args: string[], stack: string, capture: boolean) {
+function pulumi(args: string[], stack: string, capture: boolean, cwd = repoRoot) {
   const r = spawnSync(pulumiBinary(), [...args, "-s", stack], {
-    cwd: repoRoot,
+    cwd,
     env: pulumiEnv(),
     encoding: "utf8",
     maxBuffer: 256 << 20,
@@ -35,27 +27,17 @@ function pulumi(args: string[], stack: string, capture: boolean) {
   return r;
 }
 
-/** The stack's resources (`pulumi stack export`). */
-export function stackResources(stack: string): StateResource[] {
-  const r = pulumi(["stack", "export"], stack, true);
+/**
+ * The stack's state (`pulumi stack export`), read once by stack-state.ts; `projectDir`: the
+ * Pulumi project's directory (default: this checkout).
+ */
+export function stackState(stack: string, projectDir = repoRoot): StackState {
+  const r = pulumi(["stack", "export"], stack, true, projectDir);
   if (r.status !== 0)
     throw new Error(
       `pulumi stack export failed: ${r.stderr.trim()}; select the stack with --stack`,
     );
-  const exported = JSON.parse(r.stdout) as { deployment?: { resources?: StateResource[] } };
-  return exported.deployment?.resources ?? [];
-}
-
-/**
- * The stack's resources of one sparkform kind (the typed `sparkform:<Kind>`, or the generic
- * type that stacks made before the stage layout recorded, with the kind in its outputs).
- */
-export function resourcesOfKind(resources: readonly StateResource[], kind: string) {
-  return resources.filter(
-    (r) =>
-      r.type === `pulumi-nodejs:dynamic/sparkform:${kind}` ||
-      (r.type === "pulumi-nodejs:dynamic:Resource" && r.outputs?.kind === kind),
-  );
+  return readState(r.stdout, stack);
 }
 
 /**

@@ -1,14 +1,15 @@
 // What the stack outputs leave to the resources' state (components/outputs.ts), read back for
 // `sparkform status --json`: each node's whole fact sheet (SparkNode), each build's instruction
 // counts (NativeBuild), and the server's whole plan, its smoke with the token ids, and the plan's
-// renderings (LlamaServer). Pure over `pulumi stack export`'s resources (cli/engine.ts); only
+// renderings (LlamaServer). Pure over the stack's state (stack-state.ts's reader); only
 // values that are not secret are taken (a resource's target, which may hold a key, never is).
 import type { BuildSummary } from "../components/build/builds";
 import type { SparkNodeFacts } from "../components/node/facts";
 import type { ServingPlan } from "../components/serving/placement";
 import type { SmokeOutput } from "../components/serving/provider";
 import { type Renderings, renderings } from "../components/serving/render";
-import { resourcesOfKind, type StateResource } from "./engine";
+import type { Kind } from "../components/kinds";
+import { nodeOf, resourcesOf, type StackState } from "../stack-state";
 
 export interface StateEvidence {
   /** Per node: the fact sheet as native/node/facts.sh measured it at the last up or refresh. */
@@ -19,21 +20,16 @@ export interface StateEvidence {
   serving: Record<string, { plan: ServingPlan; renderings: Renderings; smoke: SmokeOutput }>;
 }
 
-const nodeOf = (r: StateResource): string | undefined => {
-  const name = r.outputs?.target?.name;
-  return typeof name === "string" ? name : undefined;
-};
-
-function byNode<T>(
-  resources: readonly StateResource[],
-  kind: string,
+function byNodeOf<K extends Kind, T>(
+  state: StackState,
+  kind: K,
   pick: (o: Record<string, unknown>) => T | undefined,
 ): Record<string, T> {
   const out: Record<string, T> = {};
-  for (const r of resourcesOfKind(resources, kind)) {
+  for (const r of resourcesOf(state, kind)) {
     const node = nodeOf(r);
-    const v = r.outputs && pick(r.outputs);
-    if (node && v !== undefined) out[node] = v;
+    const v = pick(r.outputs as Record<string, unknown>);
+    if (node !== undefined && v !== undefined) out[node] = v;
   }
   return out;
 }
@@ -42,17 +38,17 @@ const isRecord = (x: unknown): x is Record<string, unknown> =>
   typeof x === "object" && x !== null && !Array.isArray(x);
 
 /** The evidence the stack outputs summarise, from the stack's resources. */
-export function stateEvidence(resources: readonly StateResource[]): StateEvidence {
+export function stateEvidence(state: StackState): StateEvidence {
   return {
-    facts: byNode(resources, "SparkNode", (o) =>
+    facts: byNodeOf(state, "SparkNode", (o) =>
       isRecord(o.facts) ? (o.facts as unknown as SparkNodeFacts) : undefined,
     ),
-    build: byNode(resources, "NativeBuild", (o) =>
+    build: byNodeOf(state, "NativeBuild", (o) =>
       isRecord(o.instructions)
         ? { instructions: o.instructions as Record<string, number> }
         : undefined,
     ),
-    serving: byNode(resources, "LlamaServer", (o) => {
+    serving: byNodeOf(state, "LlamaServer", (o) => {
       if (!isRecord(o.plan) || !isRecord(o.smoke) || typeof o.modelPath !== "string")
         return undefined;
       const plan = o.plan as unknown as ServingPlan;

@@ -13,7 +13,7 @@ import { statSync } from "node:fs";
 import type { StackConfigData } from "../components/stack-config";
 import type { SshTarget } from "../components/transport";
 import { pulumiBinary, pulumiEnv, repoRoot } from "../setup/pulumi/env";
-import { parseStackOutputs, type StackOutputs } from "../stack-outputs";
+import { parseOutputsText, parseStackOutputs, type StackOutputs } from "../stack-outputs";
 import { cached, configKey, outputsKey, selectedStackName } from "./stack-cache";
 
 export interface StackView {
@@ -30,8 +30,8 @@ export interface StackView {
   target(node: string): SshTarget;
 }
 
-/** `pulumi <args> --json` of the project's stacks, parsed; an error says how to select or make one. */
-export function pulumiJson(args: string[], what: string, cwd = repoRoot): unknown {
+/** `pulumi <args> --json`'s text of the project's stacks; an error says how to select or make one. */
+export function pulumiText(args: string[], what: string, cwd = repoRoot): string {
   const r = spawnSync(pulumiBinary(), [...args, "--json"], {
     cwd,
     env: pulumiEnv(),
@@ -45,7 +45,12 @@ export function pulumiJson(args: string[], what: string, cwd = repoRoot): unknow
         `${r.stderr.trim()}\nSelect the stack with --stack, or create it with \`npm run local\` / \`pulumi up\`.`,
     );
   }
-  return JSON.parse(r.stdout) as unknown;
+  return r.stdout;
+}
+
+/** `pulumi <args> --json` of the project's stacks, parsed (config; outputs go through parseOutputsText). */
+export function pulumiJson(args: string[], what: string, cwd = repoRoot): unknown {
+  return JSON.parse(pulumiText(args, what, cwd)) as unknown;
 }
 
 /**
@@ -113,9 +118,13 @@ function readPrivateKey(name: string | undefined, projectDir: string): string {
 export function readOutputs(name: string | undefined, projectDir = projectRoot()): StackOutputs {
   const stack = name ?? selectedStackName(projectDir);
   const read = () =>
-    pulumiJson(["stack", "output", ...(stack ? ["-s", stack] : [])], "outputs", projectDir);
+    parseOutputsText(
+      pulumiText(["stack", "output", ...(stack ? ["-s", stack] : [])], "outputs", projectDir),
+      stack,
+    );
+  if (!stack) return read();
   // Validated after the cache too: a cache written by an older CLI is checked like a fresh read.
-  return parseStackOutputs(stack ? cached(outputsKey(stack, projectDir), read) : read(), stack);
+  return parseStackOutputs(cached(outputsKey(stack, projectDir), read), stack);
 }
 
 /**

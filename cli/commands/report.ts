@@ -7,6 +7,7 @@ import * as path from "node:path";
 import { parseArgs } from "node:util";
 import { renderMarkdown, renderSvg, type ReportLink } from "../../components/fabric/report";
 import { pulumiBinary, pulumiEnv, repoRoot } from "../../setup/pulumi/env";
+import { readState, resourcesOf, type StackState } from "../../stack-state";
 import { out, UsageError } from "../errors";
 
 export const usage = `usage: sparkform report fabric [--stack S] [--from EXPORT.json] [--out DIR]
@@ -16,22 +17,14 @@ export const usage = `usage: sparkform report fabric [--stack S] [--from EXPORT.
 
 export const FABRIC_LINK_TYPE = "pulumi-nodejs:dynamic/sparkform:FabricLink";
 
-interface ExportedResource {
-  type?: string;
-  urn?: string;
-  outputs?: Record<string, unknown>;
+/** The FabricLink outputs in a stack's state (one recorded before its first measure has no ports). */
+export function fabricLinksOf(state: StackState): ReportLink[] {
+  return resourcesOf(state, "FabricLink")
+    .filter((r) => r.outputs.ports)
+    .map((r) => r.outputs as ReportLink);
 }
 
-/** The FabricLink outputs in a `pulumi stack export` document. */
-export function fabricLinksOf(exported: unknown): ReportLink[] {
-  const resources =
-    (exported as { deployment?: { resources?: ExportedResource[] } })?.deployment?.resources ?? [];
-  return resources
-    .filter((r) => r.type === FABRIC_LINK_TYPE && r.outputs && r.outputs.ports)
-    .map((r) => r.outputs as unknown as ReportLink);
-}
-
-function stackExport(stack: string): unknown {
+function stackExport(stack: string): StackState {
   const r = spawnSync(pulumiBinary(), ["stack", "export", "--stack", stack], {
     cwd: repoRoot,
     env: pulumiEnv(),
@@ -44,7 +37,7 @@ function stackExport(stack: string): unknown {
         "check the stack name (pulumi stack ls) or pass --from a saved export",
     );
   }
-  return JSON.parse(r.stdout) as unknown;
+  return readState(r.stdout, stack);
 }
 
 /** The PNG of an SVG, rendered with resvg (prebuilt binaries from the npm registry). */
@@ -69,7 +62,7 @@ export async function run(argv: string[]): Promise<number> {
   if (what !== "fabric" || extra.length > 0) throw new UsageError("the report is `report fabric`");
   const stack = values.stack ?? "local";
   const exported = values.from
-    ? (JSON.parse(fs.readFileSync(values.from, "utf8")) as unknown)
+    ? readState(fs.readFileSync(values.from, "utf8"), values.from)
     : stackExport(stack);
   const links = fabricLinksOf(exported);
   const dir = path.resolve(

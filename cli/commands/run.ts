@@ -15,7 +15,11 @@ import {
   type RemoteScript,
 } from "../../components/transport";
 import { UsageError } from "../errors";
-import { readStack, type StackView } from "../stack";
+import type { BuildFlags } from "../../components/build/flags";
+import { stackState } from "../engine";
+import { recordedBuildFlags } from "../recorded";
+import { projectRoot, readStack, type StackView } from "../stack";
+import { cached, outputsKey, selectedStackName } from "../stack-cache";
 
 export const usage = `usage: sparkform run <node> [--stack S] [--big-cores] [--env K=V]... [--login] [--print] -- <command> [args...]
   --stack S      the stack (default: the selected one)
@@ -61,8 +65,16 @@ function modelFile(config: StackConfigData, view: StackView, node: string): stri
   return dir && gguf ? `${dir}/${gguf}` : undefined;
 }
 
-/** The remote script for `req` on a stack: pure, so `--print` shows exactly what runs. */
-export function runScript(view: StackView, req: RunRequest): RemoteScript {
+/**
+ * The remote script for `req` on a stack: pure, so `--print` shows exactly what runs. `built`:
+ * per node, the flags its build recorded (cli/recorded.ts); a node without is given the flags
+ * rendered from the configuration, as its first `up` will build it.
+ */
+export function runScript(
+  view: StackView,
+  req: RunRequest,
+  built: Readonly<Record<string, BuildFlags>> = {},
+): RemoteScript {
   const { config } = view;
   if (!config.nodes.some((n) => n.name === req.node)) {
     throw new UsageError(
@@ -74,7 +86,8 @@ export function runScript(view: StackView, req: RunRequest): RemoteScript {
     throw new Error("the stack has no sparkform:tree: `run` runs in the synced tree; set it");
   }
   const flags = config.build
-    ? stackBuildFlags(config.build, { source: tree.source, exclude: tree.exclude })
+    ? (built[req.node] ??
+      stackBuildFlags(config.build, { source: tree.source, exclude: tree.exclude }))
     : undefined;
   const model = modelFile(config, view, req.node);
   const contract = commandContract({
@@ -124,13 +137,23 @@ export async function run(argv: string[]): Promise<number> {
     env[kv.slice(0, i)] = kv.slice(i + 1);
   }
   const view = readStack(values.stack);
-  const script = runScript(view, {
-    node,
-    argv: command,
-    bigCores: values["big-cores"] ?? false,
-    login: values.login ?? false,
-    env,
-  });
+  // What the node's build recorded (none before the first up, nor without a stack selected).
+  const dir = projectRoot();
+  const stack = view.name ?? selectedStackName(dir);
+  const built = stack
+    ? cached(outputsKey(stack, dir, "recorded"), () => recordedBuildFlags(stackState(stack, dir)))
+    : {};
+  const script = runScript(
+    view,
+    {
+      node,
+      argv: command,
+      bigCores: values["big-cores"] ?? false,
+      login: values.login ?? false,
+      env,
+    },
+    built,
+  );
   // The command line and the command's output are passed through as they are, not made
   // terminal-safe (cli/errors.ts) as a log or a node's report is: the user typed the command and
   // asked to see what it writes, as `ssh node cmd` shows it (colours, progress bars, a pager's

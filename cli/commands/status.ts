@@ -6,7 +6,7 @@ import { existsSync } from "node:fs";
 import * as path from "node:path";
 import { parseArgs } from "node:util";
 import { pulumiBinary, pulumiEnv, repoRoot } from "../../setup/pulumi/env";
-import { stackResources } from "../engine";
+import { stackState } from "../engine";
 import { out } from "../errors";
 import { stateEvidence } from "../evidence";
 import { readOutputs } from "../stack";
@@ -66,7 +66,7 @@ export function run(argv: string[]): Promise<number> {
     // The outputs (cached), then `pulumi stack export` for what they leave to the state.
     const outputs = readOutputs(stack);
     const evidence = cached(outputsKey(stack, repoRoot, "evidence"), () =>
-      stateEvidence(stackResources(stack)),
+      stateEvidence(stackState(stack)),
     );
     out(JSON.stringify({ ...outputs, evidence }, null, 2));
   } else {

@@ -8,7 +8,8 @@ import { parseArgs } from "node:util";
 import isEqual from "fast-deep-equal";
 import { syncTree, type TreeSyncOutputs } from "../../components/tree/provider";
 import { localTreeDigest } from "../../components/tree/digest";
-import { refreshTargets, resourcesOfKind, stackName, stackResources } from "../engine";
+import { resourcesOf } from "../../stack-state";
+import { refreshTargets, stackName, stackState } from "../engine";
 import { out, UsageError } from "../errors";
 import { readStack } from "../stack";
 
@@ -21,10 +22,10 @@ type TreeState = Partial<TreeSyncOutputs>;
 // The node from the resource's id (`<node>:<dest>`): a stack with a private key keeps `target`
 // encrypted in state, and `stack export` shows it as ciphertext.
 const treesOf = (stack: string) =>
-  resourcesOfKind(stackResources(stack), "TreeSync").map((r) => ({
+  resourcesOf(stackState(stack), "TreeSync").map((r) => ({
     urn: r.urn,
     node: r.id?.split(":")[0] ?? r.urn,
-    o: (r.outputs ?? {}) as TreeState,
+    o: r.outputs as TreeState,
   }));
 
 const proofLine = (s: TreeSyncOutputs, digest: string, state: string) =>

@@ -34,13 +34,8 @@ import {
   workerTransport,
 } from "../../components/rpc-worker/plan";
 import { openNode, type RemoteScript } from "../../components/transport";
-import {
-  resourcesOfKind,
-  type StateResource,
-  stackName,
-  stackResources,
-  upTargets,
-} from "../engine";
+import { nodeOf, resourcesOf, type StackState } from "../../stack-state";
+import { stackName, stackState, upTargets } from "../engine";
 import { out, UsageError } from "../errors";
 import { readStack, type StackView } from "../stack";
 
@@ -302,21 +297,17 @@ export function rssLine(plan: WorkerPlan, st: WorkerStatus): string {
 }
 
 /** The URN of the stack's RpcWorker on the plan's node. */
-export function workerResource(resources: readonly StateResource[], plan: WorkerPlan): string {
-  const r = resourcesOfKind(resources, "RpcWorker").find(
-    (x) => x.outputs?.target?.name === plan.node,
-  );
+export function workerResource(state: StackState, plan: WorkerPlan): string {
+  const r = resourcesOf(state, "RpcWorker").find((x) => nodeOf(x) === plan.node);
   if (!r)
     throw new Error(`the stack has no RpcWorker on ${plan.node} in its state: run \`pulumi up\``);
   return r.urn;
 }
 
 /** The URNs of the stack's LlamaServers whose plan uses the worker on the plan's node. */
-export function serversUsing(resources: readonly StateResource[], plan: WorkerPlan): string[] {
-  return resourcesOfKind(resources, "LlamaServer")
-    .filter((r) =>
-      ((r.outputs?.workers ?? []) as { node?: string }[]).some((w) => w.node === plan.node),
-    )
+export function serversUsing(state: StackState, plan: WorkerPlan): string[] {
+  return resourcesOf(state, "LlamaServer")
+    .filter((r) => (r.outputs.workers ?? []).some((w) => w.node === plan.node))
     .map((r) => r.urn);
 }
 
@@ -401,8 +392,8 @@ export async function run(argv: string[]): Promise<number> {
       // No client may hold the worker while it goes away: upstream aborts it on its next request.
       await stopClients();
       const stack = stackName(req.stack);
-      const resources = stackResources(stack);
-      const servers = serversUsing(resources, plan);
+      const state = stackState(stack);
+      const servers = serversUsing(state, plan);
       if (!hasOverrides(req) && plan.start.port === plan.stackPort) {
         // The stack's own worker: stopped here, started by the engine as `up` starts it, and
         // the servers after it, so the stack's state records both and the next refresh agrees.
@@ -410,7 +401,7 @@ export async function run(argv: string[]): Promise<number> {
           step: `worker stop on ${plan.node}`,
           timeoutMs: 60_000,
         });
-        const own = workerResource(resources, plan);
+        const own = workerResource(state, plan);
         const code = upTargets(stack, [own, ...servers], { refresh: true });
         if (code !== 0) return code;
         const st = await status();

@@ -18,6 +18,8 @@ import { type PulumiCli, type PulumiRun, pulumiCli } from "./pulumi-cli";
 import { nodeCcache } from "./ccache";
 import { startSshAgent, type TestAgent } from "./ssh-agent";
 import { policyPackArgs } from "../../setup/pulumi/policy";
+import { parseOutputsText, type StackOutputs } from "../../stack-outputs";
+import { readState, type StackState } from "../../stack-state";
 
 export const NODES = ["spark-1", "spark-2"] as const;
 export const WORKER_PORT = 50052;
@@ -81,20 +83,13 @@ export interface Acceptance {
   preview(extra?: string[], o?: { expectFailure?: boolean }): Promise<Run>;
   /** A pulumi command run in the background (its own process group), with an event log. */
   start(args: string[]): { child: ResultPromise; events: string };
-  outputs(): Promise<Record<string, unknown>>;
-  exportState(
-    showSecrets?: boolean,
-  ): Promise<{ deployment: { manifest?: unknown; resources: StateResource[] } }>;
+  outputs(): Promise<StackOutputs>;
+  /** The stack's state (with --show-secrets: plaintext in place of each secret's ciphertext). */
+  exportState(showSecrets?: boolean): Promise<StackState>;
   urn(suffix: string): Promise<string>;
   onNode(node: string, script: string): Promise<string>;
   node(name: string): SimNode;
   close(): Promise<void>;
-}
-
-export interface StateResource {
-  urn: string;
-  type: string;
-  outputs?: Record<string, unknown>;
 }
 
 let eventN = 0;
@@ -224,7 +219,7 @@ export async function openAcceptance(opts: { nodes?: number } = {}): Promise<Acc
     },
     async outputs() {
       const out = await cli.run(["stack", "output", "--json", "--show-secrets", "-s", stack]);
-      return JSON.parse(out.output) as Record<string, unknown>;
+      return parseOutputsText(out.output, stack);
     },
     async exportState(showSecrets = false) {
       const out = await cli.run([
@@ -234,10 +229,10 @@ export async function openAcceptance(opts: { nodes?: number } = {}): Promise<Acc
         stack,
         ...(showSecrets ? ["--show-secrets"] : []),
       ]);
-      return JSON.parse(out.output) as { deployment: { resources: StateResource[] } };
+      return readState(out.output, stack);
     },
     async urn(suffix) {
-      const r = (await acc.exportState()).deployment.resources.find((x) =>
+      const r = (await acc.exportState()).resources.find((x) =>
         x.urn.endsWith(`::${stack}-${suffix}`),
       );
       if (!r) throw new Error(`no resource ${stack}-${suffix} in the state`);

@@ -2,6 +2,7 @@
 // echoing its output into the test log so a failure can be read without re-running.
 import { execa } from "execa";
 import { pulumiBinary, pulumiEnv } from "../../setup/pulumi/env";
+import { readState } from "../../stack-state";
 
 export interface PulumiRun {
   exitCode: number;
@@ -107,10 +108,9 @@ export function pulumiCli(
     },
     async resourceCount(name) {
       const out = await this.run(["stack", "export", "-s", name]);
-      const resources = (
-        JSON.parse(out.output) as { deployment: { resources?: { type: string }[] } }
-      ).deployment.resources;
-      return (resources ?? []).filter((r) => !r.type.startsWith("pulumi:providers:")).length;
+      return readState(out.output, name).resources.filter(
+        (r) => !r.type.startsWith("pulumi:providers:"),
+      ).length;
     },
   };
 }

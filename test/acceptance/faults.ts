@@ -125,7 +125,7 @@ export function faultScenarios(get: () => Acceptance, log: (s: string) => void):
       expect(r.exitCode).toBe(0);
       expect(lockFiles()).toEqual([]);
       const after = await a.exportState();
-      const urns = (d: typeof before) => d.deployment.resources.map((x) => x.urn).sort();
+      const urns = (d: typeof before) => d.resources.map((x) => x.urn).sort();
       expect(urns(after)).toEqual(urns(before));
       expect(JSON.stringify(after)).not.toMatch(/pending_operations":\s*\[\s*\{/);
       const digest = localTreeDigest(a.treeDir, a.treeExclude).digest;
@@ -187,8 +187,8 @@ export function faultScenarios(get: () => Acceptance, log: (s: string) => void):
       );
       expect(await a.onNode("spark-2", `test -e ${part} && echo left || echo none`)).toBe("none");
       const state = await a.exportState();
-      const replica = state.deployment.resources.find((x) => x.urn.endsWith("-model-spark-2"));
-      expect(replica?.outputs?.fetchedBy).toBe("fabric");
+      const replica = state.resources.find((x) => x.urn.endsWith("-model-spark-2"));
+      expect(replica?.outputs.fetchedBy).toBe("fabric");
       await converged();
     },
     STEP_MS,
@@ -301,9 +301,9 @@ export function faultScenarios(get: () => Acceptance, log: (s: string) => void):
         expect(done.some((u) => u.endsWith("-build-spark-1"))).toBe(true);
         // (The stack's outputs are written only by a successful up: read the resource's state.)
         const digest = localTreeDigest(a.treeDir, a.treeExclude).digest;
-        const state = (await a.exportState()).deployment.resources;
+        const state = (await a.exportState()).resources;
         const tree1 = state.find((x) => x.urn.endsWith("-tree-spark-1"));
-        expect(tree1?.outputs?.digest).toBe(digest);
+        expect(tree1?.outputs.digest).toBe(digest);
       } finally {
         await simStart("spark-2");
       }
@@ -355,7 +355,7 @@ export function faultScenarios(get: () => Acceptance, log: (s: string) => void):
         log(`still running after 60 s, killed: ${left.join(" ")}`);
         for (const p of left) process.kill(p, "SIGKILL");
       });
-      const state = JSON.stringify(await a.exportState());
+      const state = JSON.stringify((await a.exportState()).document);
       log(
         `pending after the kill: ${/"pending_operations":\s*(\[[^\]]*\])/.exec(state)?.[1] ?? "none"}`,
       );

@@ -16,6 +16,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { repoRoot } from "../../setup/pulumi/env";
 import { readSimCluster } from "../../sim/index";
 import { asUser } from "../support/sim-node";
+import { readState, resourcesOf } from "../../stack-state";
 
 const isRoot = process.getuid?.() === 0;
 /** A cold `npm run local` builds llama.cpp on a simulated node: long on 2 busy cores. */
@@ -73,13 +74,9 @@ async function traffic(): Promise<string> {
 /** Each rail's class as the state records it (a refresh writes resources, not stack outputs). */
 async function railClasses(): Promise<Record<number, string>> {
   const out = await readme("npm run pulumi -- stack export -s local");
-  const state = JSON.parse(out.slice(out.indexOf("{"))) as {
-    deployment: { resources: { type: string; outputs?: { rail?: number; class?: string } }[] };
-  };
+  const state = readState(out.slice(out.indexOf("{")), "local");
   return Object.fromEntries(
-    state.deployment.resources
-      .filter((r) => r.type.endsWith(":FabricLink"))
-      .map((r) => [r.outputs?.rail ?? -1, r.outputs?.class ?? "?"]),
+    resourcesOf(state, "FabricLink").map((r) => [r.outputs.rail ?? -1, r.outputs.class ?? "?"]),
   );
 }
 

@@ -20,6 +20,7 @@ import { renderStackConfig } from "../../sim/stack";
 import type { SimCluster } from "../../sim/state";
 import { type PulumiCli, pulumiCli } from "../../sim/world/pulumi-cli";
 import { startSshAgent, type TestAgent } from "../../sim/world/ssh-agent";
+import { byName, readState } from "../../stack-state";
 
 const isRoot = process.getuid?.() === 0;
 const work = mkdtempSync(path.join(tmpdir(), "sparkform-fo-"));
@@ -79,13 +80,8 @@ function writeStackConfig(): void {
 
 async function stateOf(node: string): Promise<BuildState> {
   const out = await cli.run(["stack", "export", "-s", stack]);
-  const resources = (
-    JSON.parse(out.output) as {
-      deployment: { resources?: { urn: string; outputs?: Record<string, unknown> }[] };
-    }
-  ).deployment.resources;
-  const r = resources?.find((x) => x.urn.endsWith(`::${stack}-build-${node}`));
-  if (!r?.outputs) throw new Error(`no state for ${stack}-build-${node}`);
+  const r = byName(readState(out.output, stack).resources)[`${stack}-build-${node}`];
+  if (!r) throw new Error(`no state for ${stack}-build-${node}`);
   return r.outputs as unknown as BuildState;
 }
 

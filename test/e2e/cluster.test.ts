@@ -28,6 +28,8 @@ import { renderStackConfig } from "../../sim/stack";
 import type { SimCluster } from "../../sim/state";
 import { type PulumiCli, pulumiCli } from "../../sim/world/pulumi-cli";
 import { startSshAgent, type TestAgent } from "../../sim/world/ssh-agent";
+import { parseOutputsRecord } from "../../stack-outputs";
+import { type AnyResource, readState } from "../../stack-state";
 
 const isRoot = process.getuid?.() === 0;
 const work = mkdtempSync(path.join(tmpdir(), "sparkform-e2e-"));
@@ -86,22 +88,14 @@ function writeStackConfig(name: string, edit: (text: string) => string = (t) => 
   writeFileSync(file, edit(text));
 }
 
-interface StateResource {
-  urn: string;
-  outputs?: Record<string, unknown>;
-}
-
-async function resources(name = stack): Promise<StateResource[]> {
+async function resources(name = stack): Promise<readonly AnyResource[]> {
   const out = await cli.run(["stack", "export", "-s", name]);
-  return (
-    (JSON.parse(out.output) as { deployment: { resources?: StateResource[] } }).deployment
-      .resources ?? []
-  );
+  return readState(out.output, name).resources;
 }
 
 async function outputsOf(suffix: string): Promise<Record<string, unknown>> {
   const r = (await resources()).find((x) => x.urn.endsWith(`::${stack}-${suffix}`));
-  if (!r?.outputs) throw new Error(`no state for ${suffix}`);
+  if (!r) throw new Error(`no state for ${suffix}`);
   return r.outputs;
 }
 
@@ -157,7 +151,8 @@ describe.skipIf(!isRoot)("sparkform on a simulated pair (real pulumi CLI)", () =
 
   it("up: facts from both nodes, the toolchain copied node to node, the tree proven on both", async () => {
     await cli.run(["up", "--yes", "-s", stack, ...policyPackArgs(stack)], withAgent());
-    const out = JSON.parse((await cli.run(["stack", "output", "--json", "-s", stack])).output) as {
+    const text = (await cli.run(["stack", "output", "--json", "-s", stack])).output;
+    const out = parseOutputsRecord(text, stack) as {
       facts: Record<string, NodeFactsOutput>;
       toolchain: Record<string, { digest: string; probe: string; copiedBy: string }>;
       tree: {

@@ -23,6 +23,8 @@ import { renderStackConfig } from "../../sim/stack";
 import type { SimCluster } from "../../sim/state";
 import { type PulumiCli, pulumiCli } from "../../sim/world/pulumi-cli";
 import { startSshAgent, type TestAgent } from "../../sim/world/ssh-agent";
+import { parseOutputsRecord } from "../../stack-outputs";
+import { byName, readState } from "../../stack-state";
 
 const isRoot = process.getuid?.() === 0;
 const work = mkdtempSync(path.join(tmpdir(), "sparkform-model-e2e-"));
@@ -68,20 +70,13 @@ function writeStackConfig(name: string, model: Record<string, unknown>): void {
   writeFileSync(path.join(project, `Pulumi.${name}.yaml`), text);
 }
 
-interface StateResource {
-  urn: string;
-  outputs?: Record<string, unknown>;
-}
-
 async function exported(name = stack): Promise<string> {
   return (await cli.run(["stack", "export", "-s", name])).output;
 }
 
 async function replica(node: string): Promise<Record<string, unknown>> {
-  const res = (
-    JSON.parse(await exported()) as { deployment: { resources?: StateResource[] } }
-  ).deployment.resources?.find((r) => r.urn.endsWith(`::${stack}-model-${node}`));
-  if (!res?.outputs) throw new Error(`no state for ${node}`);
+  const res = byName(readState(await exported(), stack).resources)[`${stack}-model-${node}`];
+  if (!res) throw new Error(`no state for ${node}`);
   return res.outputs;
 }
 
@@ -174,7 +169,8 @@ describe.skipIf(!isRoot)("Model on a simulated pair (real pulumi CLI, local HF e
       fetchedBy: "fabric",
       created: [pub.model.path],
     });
-    const out = JSON.parse((await cli.run(["stack", "output", "--json", "-s", stack])).output) as {
+    const text = (await cli.run(["stack", "output", "--json", "-s", stack])).output;
+    const out = parseOutputsRecord(text, stack) as {
       commit: string;
       files: unknown[];
       gguf: Record<string, unknown>;

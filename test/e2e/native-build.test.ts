@@ -24,6 +24,8 @@ import type { SimCluster } from "../../sim/state";
 import { type PulumiCli, pulumiCli } from "../../sim/world/pulumi-cli";
 import { nodeCcache } from "../../sim/world/ccache";
 import { startSshAgent, type TestAgent } from "../../sim/world/ssh-agent";
+import { parseOutputsRecord } from "../../stack-outputs";
+import { byName, readState } from "../../stack-state";
 
 const isRoot = process.getuid?.() === 0;
 const work = mkdtempSync(path.join(tmpdir(), "sparkform-nb-"));
@@ -89,18 +91,13 @@ const SIM_BUILD = ["    preset: sim", `    artifacts: [${RPC}, ${CLIENT}, ${LIB}
 
 async function results(): Promise<Record<string, NodeResult>> {
   const out = await cli.run(["stack", "output", "--json", "-s", stack]);
-  return (JSON.parse(out.output) as { result: Record<string, NodeResult> }).result;
+  return parseOutputsRecord(out.output, stack).result as Record<string, NodeResult>;
 }
 
 async function stateOf(name: string): Promise<{ artifacts: Record<string, string> }> {
   const out = await cli.run(["stack", "export", "-s", stack]);
-  const resources = (
-    JSON.parse(out.output) as {
-      deployment: { resources?: { urn: string; outputs?: Record<string, unknown> }[] };
-    }
-  ).deployment.resources;
-  const r = resources?.find((x) => x.urn.endsWith(`::${stack}-${name}`));
-  if (!r?.outputs) throw new Error(`no state for ${name}`);
+  const r = byName(readState(out.output, stack).resources)[`${stack}-${name}`];
+  if (!r) throw new Error(`no state for ${name}`);
   return r.outputs as { artifacts: Record<string, string> };
 }
 
@@ -336,7 +333,7 @@ describe.skipIf(!isRoot)("NativeBuild on a simulated pair (real pulumi CLI)", ()
 
     async function cmdResults(): Promise<Record<string, NodeResult>> {
       const out = await cli.run(["stack", "output", "--json", "-s", cmd]);
-      return (JSON.parse(out.output) as { result: Record<string, NodeResult> }).result;
+      return parseOutputsRecord(out.output, cmd).result as Record<string, NodeResult>;
     }
 
     beforeAll(async () => {

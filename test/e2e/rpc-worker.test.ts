@@ -34,6 +34,8 @@ import { asUser, listeningPorts } from "../support/sim-node";
 import { startSshAgent, type TestAgent } from "../../sim/world/ssh-agent";
 import { LARGE_DIMS } from "./rpc-worker/large-model";
 import { policyPackArgs } from "../../setup/pulumi/policy";
+import { parseOutputsRecord } from "../../stack-outputs";
+import { readState } from "../../stack-state";
 
 const isRoot = process.getuid?.() === 0;
 const repoRoot = path.join(__dirname, "..", "..");
@@ -163,7 +165,7 @@ time.sleep(900)
 
 async function stackOutput<T>(name: string): Promise<T> {
   const out = await cli.run(["stack", "output", "--json", "-s", stack]);
-  return (JSON.parse(out.output) as Record<string, T>)[name] as T;
+  return parseOutputsRecord(out.output, stack)[name] as T;
 }
 
 async function worker(): Promise<WorkerOut> {
@@ -186,16 +188,11 @@ interface WorkerState {
 
 async function workerState(): Promise<WorkerState> {
   const out = await cli.run(["stack", "export", "-s", stack]);
-  const resources = (
-    JSON.parse(out.output) as {
-      deployment: {
-        resources?: WorkerState[];
-      };
-    }
-  ).deployment.resources;
-  const r = resources?.find((x) => x.type === "pulumi-nodejs:dynamic/sparkform:RpcWorker");
+  const r = readState(out.output, stack).resources.find(
+    (x) => x.type === "pulumi-nodejs:dynamic/sparkform:RpcWorker",
+  );
   if (!r) throw new Error("no RpcWorker in the state");
-  return r;
+  return r as unknown as WorkerState;
 }
 
 const up = (extra: string[] = [], opts: { expectFailure?: boolean } = {}) =>

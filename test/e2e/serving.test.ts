@@ -37,6 +37,8 @@ import { nodeCcache } from "../../sim/world/ccache";
 import { asUser, keyedCurl, listeningPorts } from "../support/sim-node";
 import { startSshAgent, type TestAgent } from "../../sim/world/ssh-agent";
 import { policyPackArgs } from "../../setup/pulumi/policy";
+import { parseOutputsRecord } from "../../stack-outputs";
+import { readState } from "../../stack-state";
 
 const isRoot = process.getuid?.() === 0;
 const work = mkdtempSync(path.join(tmpdir(), "sparkform-serving-"));
@@ -176,14 +178,12 @@ const AUTH_CURL = keyedCurl(PORT);
 
 async function stackOutput<T>(name: string): Promise<T> {
   const out = await cli.run(["stack", "output", "--json", "-s", stack]);
-  return (JSON.parse(out.output) as Record<string, T>)[name] as T;
+  return parseOutputsRecord(out.output, stack)[name] as T;
 }
 
 async function urnOf(type: string): Promise<string> {
   const out = await cli.run(["stack", "export", "-s", stack]);
-  const r = (
-    JSON.parse(out.output) as { deployment: { resources?: { urn: string; type: string }[] } }
-  ).deployment.resources?.find((x) => x.type === type);
+  const r = readState(out.output, stack).resources.find((x) => x.type === type);
   if (!r) throw new Error(`no ${type} in the state`);
   return r.urn;
 }

@@ -22,6 +22,7 @@ import { PROGRAM_UPGRADES } from "../../components/unit/programs";
 import { changedResourceLines, type PulumiCli, pulumiCli } from "../../sim/world/pulumi-cli";
 import { asUser } from "../support/sim-node";
 import { startSshAgent, type TestAgent } from "../../sim/world/ssh-agent";
+import { readState } from "../../stack-state";
 
 const isRoot = process.getuid?.() === 0;
 const work = mkdtempSync(path.join(tmpdir(), "sparkform-two-stacks-"));
@@ -72,16 +73,14 @@ const configDigest = () => asUser("spark-1", `sha256sum ${CONFIG} | cut -d' ' -f
 async function rewriteAsBeforeOwners(stack: string): Promise<void> {
   const file = path.join(work, `${stack}.json`);
   const out = await cli.run(["stack", "export", "-s", stack]);
-  const state = JSON.parse(out.output) as {
-    deployment: {
-      resources?: {
-        urn: string;
-        inputs?: Record<string, unknown>;
-        outputs?: Record<string, unknown>;
-      }[];
-    };
-  };
-  const router = state.deployment.resources?.find((r) => r.urn.endsWith("::two-router"));
+  // Edited in place and imported back: the document as read, not the reader's view of it.
+  const state = readState(out.output, stack).document;
+  const resources = state.deployment.resources as {
+    urn: string;
+    inputs?: Record<string, unknown>;
+    outputs?: Record<string, unknown>;
+  }[];
+  const router = resources.find((r) => r.urn.endsWith("::two-router"));
   if (!router) throw new Error(`no router in ${stack}'s state`);
   for (const props of [router.inputs, router.outputs]) {
     if (!props) continue;

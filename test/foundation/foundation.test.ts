@@ -8,6 +8,8 @@ import * as path from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { type PulumiCli, pulumiCli } from "../../sim/world/pulumi-cli";
 import { POLICY_PACK } from "../../setup/pulumi/policy";
+import { parseOutputsRecord } from "../../stack-outputs";
+import { byName, readState } from "../../stack-state";
 
 const sha256 = (text: string) => createHash("sha256").update(text).digest("hex");
 const projectDir = path.join(__dirname, "proof");
@@ -24,7 +26,7 @@ describe("pulumi toolchain proof stack", () => {
   let cli: PulumiCli;
 
   const outputs = async () =>
-    JSON.parse((await cli.run(["stack", "output", "--json", "-s", stack])).output) as {
+    parseOutputsRecord((await cli.run(["stack", "output", "--json", "-s", stack])).output) as {
       path: string;
       sha256: string;
       size: number;
@@ -32,10 +34,8 @@ describe("pulumi toolchain proof stack", () => {
 
   // Stack outputs only change when the program runs; refresh updates the resource's state.
   const resourceState = async () => {
-    const exported = JSON.parse((await cli.run(["stack", "export", "-s", stack])).output) as {
-      deployment: { resources?: { urn: string; outputs?: { sha256?: string } }[] };
-    };
-    return exported.deployment.resources?.find((r) => r.urn.endsWith("::proof-file"))?.outputs;
+    const state = readState((await cli.run(["stack", "export", "-s", stack])).output, stack);
+    return byName(state.resources)["proof-file"]?.outputs as { sha256?: string } | undefined;
   };
 
   beforeAll(async () => {
@@ -115,9 +115,7 @@ describe("pulumi toolchain proof stack", () => {
   it("destroy removes what the stack created", async () => {
     await cli.run(["destroy", "--yes", "-s", stack]);
     expect(existsSync(file)).toBe(false);
-    const exported = JSON.parse((await cli.run(["stack", "export", "-s", stack])).output) as {
-      deployment: { resources?: unknown[] };
-    };
-    expect(exported.deployment.resources ?? []).toHaveLength(0);
+    const state = readState((await cli.run(["stack", "export", "-s", stack])).output, stack);
+    expect(state.resources).toHaveLength(0);
   });
 });

@@ -11,6 +11,7 @@ import { readOutputs, readStack } from "../../cli/stack";
 import { selectedStackName, setCliBuild } from "../../cli/stack-cache";
 import { repoRoot } from "../../setup/pulumi/env";
 import { type PulumiCli, pulumiCli } from "../../sim/world/pulumi-cli";
+import { readState } from "../../stack-state";
 
 const hasPulumi = fs.existsSync(path.join(repoRoot, ".sparkform", "toolchain.env"));
 const HOST_KEY = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIHotKQgqqiemTGB/6SmyM/G48iZRmJFDHA58qr3L3Kc3";
@@ -85,13 +86,15 @@ describe.skipIf(!hasPulumi)("the CLI's stack cache, with the real pulumi CLI", (
 
   it("a new state (another update's outputs) is seen by the next read", async () => {
     expect(readOutputs(stack, project)).toEqual({});
-    const exported = JSON.parse((await pulumi.run(["stack", "export", "-s", stack])).output) as {
-      deployment: { resources?: Record<string, unknown>[] };
-    };
+    const { document } = readState((await pulumi.run(["stack", "export", "-s", stack])).output);
     const urn = `urn:pulumi:${stack}::cachetest::pulumi:pulumi:Stack::cachetest-${stack}`;
-    exported.deployment.resources = [
-      { urn, custom: false, type: "pulumi:pulumi:Stack", outputs: { answer: 42 } },
-    ];
+    const exported = {
+      ...document,
+      deployment: {
+        ...document.deployment,
+        resources: [{ urn, custom: false, type: "pulumi:pulumi:Stack", outputs: { answer: 42 } }],
+      },
+    };
     const file = path.join(work, "export.json");
     fs.writeFileSync(file, JSON.stringify(exported));
     await pulumi.run(["stack", "import", "--file", file, "-s", stack]);

@@ -5,7 +5,7 @@
 import { readFileSync } from "node:fs";
 import * as path from "node:path";
 import { tokensSha256 } from "../../components/outputs";
-import { parseStackOutputs, type StackOutputs } from "../../stack-outputs";
+import { parseOutputsText, type StackOutputs } from "../../stack-outputs";
 
 type Outputs = { [K in keyof StackOutputs]-?: NonNullable<StackOutputs[K]> };
 /** The sections that hold one entry per node. */
@@ -19,7 +19,7 @@ const text = readFileSync(FIXTURE, "utf8");
 
 /** The local stack's outputs (facts, fabric, toolchain, tree, build, worker, model); a fresh copy. */
 export function localOutputs(): StackOutputs {
-  return parseStackOutputs(JSON.parse(text), "local");
+  return parseOutputsText(text, "local");
 }
 
 /** `v`, or a test failure saying which part of the fixture is not there. */

@@ -1,15 +1,20 @@
 // `sparkform run`: the remote script it sends, from a stack's config and outputs (pure), and the
 // exact command line `--print` shows.
+import { readFileSync } from "node:fs";
+import * as path from "node:path";
 import { describe, expect, it } from "vitest";
 import { cpuList, runScript } from "../../cli/commands/run";
+import { recordedBuildFlags } from "../../cli/recorded";
 import type { StackView } from "../../cli/stack";
 import { parseStackConfig } from "../../components/stack-config";
 import { buildRemoteCommand } from "../../components/transport";
+import { readState, SECRET_SIG } from "../../stack-state";
 import { modelOutput, nodeOutput } from "../support/stack-outputs";
 
 const HOST_KEY = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIGx0ZXN0a2V5Zm9yc3Bhcmtmb3Jtc3RhZ2V0ZXN0cw";
 const COMMIT = "80fb11ac0f0e0d0c0b0a09080706050403020100";
 const GB10_PERF = [5, 6, 7, 8, 9, 15, 16, 17, 18, 19];
+const EXPORT = path.join(__dirname, "..", "fixtures", "stack-export-local.json");
 
 function view(performanceCores: number[] | null): StackView {
   const facts = nodeOutput("facts");
@@ -84,6 +89,37 @@ describe("sparkform run", () => {
     const line = buildRemoteCommand(s).commandLine;
     expect(line).toContain("exec /usr/bin/env -i");
     expect(line).not.toMatch(/bash -l|--login/);
+  });
+
+  it("gives a node the flags its build recorded, and renders them from config where none is built", () => {
+    // The local stack's state: spark-1's NativeBuild recorded a CPU build at another commit.
+    const state = readState(readFileSync(EXPORT, "utf8"), "local");
+    const built = recordedBuildFlags(state);
+    expect(Object.keys(built)).toEqual(["spark-1"]);
+    const s = runScript(view(null), req(), built);
+    expect(s.env).toMatchObject({
+      LLAMA_BACKEND: "cpu",
+      LLAMA_CPU_X86_MARCH: "x86-64-v3",
+      LLAMA_COMMIT: "80fb11ac73e66d89eae2c6a91d8a77428fa733ed",
+    });
+    expect(s.env?.CUDA_HOME).toBeUndefined();
+    expect(s.path).not.toContain("/usr/local/cuda/bin");
+    // spark-2 has no build in that state: the configuration's flags, as its first up builds.
+    expect(runScript(view(null), req({ node: "spark-2" }), built).env).toMatchObject({
+      LLAMA_BACKEND: "cuda",
+      LLAMA_COMMIT: COMMIT,
+    });
+  });
+
+  it("names the build's node by its id where the stack keeps the target secret", () => {
+    // The export as read, edited: a stack with a private key keeps each target as ciphertext.
+    const doc = structuredClone(readState(readFileSync(EXPORT, "utf8")).document) as unknown as {
+      deployment: { resources: { type: string; outputs: Record<string, unknown> }[] };
+    };
+    for (const r of doc.deployment.resources)
+      if (r.type.endsWith(":NativeBuild"))
+        r.outputs.target = { [SECRET_SIG]: "1b47061264138c4ac30d75fd1eb44270", ciphertext: "v1:c" };
+    expect(Object.keys(recordedBuildFlags(readState(doc)))).toEqual(["spark-1"]);
   });
 
   it("names the model file where the stack put the model", () => {

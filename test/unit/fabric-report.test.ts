@@ -21,6 +21,7 @@ import { parseRpcTransport } from "../../components/fabric/rpc-log";
 import { SIM_RAILS } from "../../components/fabric/sim-rails";
 import type { SparkNodeFacts } from "../../components/node/facts";
 import { fabricLinksOf, svgToPng, FABRIC_LINK_TYPE } from "../../cli/commands/report";
+import { readState } from "../../stack-state";
 import { fabricHealthy, measuredLinks, rdmaTransport } from "../../policies/fabric";
 
 const live = {
@@ -137,14 +138,20 @@ describe("fabric report", () => {
       version: 3,
       deployment: {
         resources: [
-          { type: "pulumi:pulumi:Stack", urn: "urn:s", outputs: {} },
-          ...fourNode
-            .slice(0, 2)
-            .map((l, i) => ({ type: FABRIC_LINK_TYPE, urn: `urn:${i}`, outputs: l })),
+          {
+            type: "pulumi:pulumi:Stack",
+            urn: "urn:pulumi:t::sparkform::pulumi:pulumi:Stack::sparkform-t",
+            outputs: {},
+          },
+          ...fourNode.slice(0, 2).map((l, i) => ({
+            type: FABRIC_LINK_TYPE,
+            urn: `urn:pulumi:t::sparkform::${FABRIC_LINK_TYPE}::t-fabric-${i}`,
+            outputs: l,
+          })),
         ],
       },
     };
-    expect(fabricLinksOf(exported)).toHaveLength(2);
+    expect(fabricLinksOf(readState(exported))).toHaveLength(2);
     fs.writeFileSync(path.join(dir, "export.json"), JSON.stringify(exported));
     const r = spawnSync(
       process.execPath,

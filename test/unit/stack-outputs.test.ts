@@ -4,17 +4,17 @@
 import { readFileSync } from "node:fs";
 import * as path from "node:path";
 import { describe, expect, it } from "vitest";
-import type { StateResource } from "../../cli/engine";
 import { stateEvidence } from "../../cli/evidence";
 import { cpuList, currentOutputs, tokensSha256 } from "../../components/outputs";
 import type { ServingPlan } from "../../components/serving/placement";
-import { parseStackOutputs } from "../../stack-outputs";
+import { parseOutputsText, parseStackOutputs } from "../../stack-outputs";
+import { readState } from "../../stack-state";
 
 const fixture = path.join(__dirname, "..", "fixtures", "stack-outputs-local.json");
 
 describe("parseStackOutputs", () => {
   it("reads a real local stack's outputs", () => {
-    const o = parseStackOutputs(JSON.parse(readFileSync(fixture, "utf8")), "local");
+    const o = parseOutputsText(readFileSync(fixture, "utf8"), "local");
     expect(Object.keys(o).sort()).toEqual(
       ["build", "fabric", "facts", "model", "toolchain", "tree", "worker"].sort(),
     );
@@ -99,19 +99,19 @@ describe("stateEvidence: what status --json adds from the resources' state", () 
     serving: { plan: ServingPlan; smoke: unknown; renderings: { llamaServer: string[] } };
   };
   const target = (name: string) => ({ name, host: "10.0.0.1", user: "spark", privateKey: "KEY" });
-  const resources: StateResource[] = [
+  const resources = [
     ...Object.entries(old.facts).map(([n, facts]) => ({
       urn: `urn:pulumi:local::sparkform::x$pulumi-nodejs:dynamic/sparkform:SparkNode::local-node-${n}`,
       type: "pulumi-nodejs:dynamic/sparkform:SparkNode",
       outputs: { kind: "SparkNode", target: target(n), facts },
     })),
     ...Object.entries(old.build).map(([n, b]) => ({
-      urn: `urn:b-${n}`,
+      urn: `urn:pulumi:local::sparkform::pulumi-nodejs:dynamic:Resource::local-build-${n}`,
       type: "pulumi-nodejs:dynamic:Resource",
       outputs: { kind: "NativeBuild", target: target(n), instructions: b.instructions },
     })),
     {
-      urn: "urn:s",
+      urn: "urn:pulumi:local::sparkform::pulumi-nodejs:dynamic/sparkform:LlamaServer::local-server",
       type: "pulumi-nodejs:dynamic/sparkform:LlamaServer",
       outputs: {
         kind: "LlamaServer",
@@ -128,7 +128,7 @@ describe("stateEvidence: what status --json adds from the resources' state", () 
   ];
 
   it("holds every node's whole sheet, the instruction counts, the plan, its renderings and the token ids", () => {
-    const e = stateEvidence(resources);
+    const e = stateEvidence(readState({ version: 3, deployment: { resources } }));
     expect(e.facts).toEqual(old.facts);
     expect(e.build["spark-2"]).toEqual({ instructions: old.build["spark-2"]?.instructions });
     const s = e.serving["spark-1"];
