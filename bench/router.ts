@@ -11,13 +11,14 @@
 //              straight to the next one in turn: the replicas' spread without a router, so the
 //              router's own cost is measurable when it spreads too.
 // Read-only: nothing on the stack changes.
-import { spawn, spawnSync } from "node:child_process";
+import { spawn } from "node:child_process";
 import * as fs from "node:fs";
 import * as os from "node:os";
 import * as path from "node:path";
-import { pulumiJson, readStack } from "../cli/stack";
+import { readStack } from "../cli/stack";
+import { outputsOf } from "./lib/outputs";
 import { shJoin } from "../components/transport";
-import { pulumiBinary, pulumiEnv, repoRoot } from "../setup/pulumi/env";
+import { repoRoot } from "../setup/pulumi/env";
 import { tailMarkdown } from "./lib/report";
 import { load1, median, quantile, summarizeOrEmpty, type Summary } from "./lib/stats";
 import { paired, rotation } from "./lib/rounds";
@@ -418,18 +419,13 @@ export interface RouterOptions {
  * before every stack had one.
  */
 export function readApiKey(stack: string): string | undefined {
-  const r = spawnSync(
-    pulumiBinary(),
-    ["stack", "output", "serverApiKey", "--show-secrets", "--stack", stack, "--json"],
-    { cwd: repoRoot, env: pulumiEnv(), encoding: "utf8" },
-  );
-  if (r.status !== 0) return undefined;
+  let v: unknown;
   try {
-    const v = JSON.parse(r.stdout) as unknown;
-    return typeof v === "string" && v !== "" ? v : undefined;
+    v = outputsOf(stack, ["--show-secrets"]).serverApiKey;
   } catch {
     return undefined;
   }
+  return typeof v === "string" && v !== "" ? v : undefined;
 }
 
 /** What one sample's process returned (ssh running the load program on the node). */
@@ -568,10 +564,7 @@ function execute(command: string, args: string[], input: string): Promise<Execut
 }
 
 export async function runRouter(opts: RouterOptions): Promise<RouterResult> {
-  const outputs = pulumiJson(["stack", "output", "-s", opts.stack], "outputs") as Record<
-    string,
-    unknown
-  >;
+  const outputs = outputsOf(opts.stack);
   const t = routerTargets(outputs.serving);
   const local = [t.endpoint, t.direct].filter(isLoopbackUrl);
   if (local.length && opts.node !== t.node)

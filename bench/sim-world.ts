@@ -11,6 +11,7 @@ import { type Acceptance, openAcceptance } from "../sim/world/acceptance";
 import { load1 } from "./lib/stats";
 import { type Stamped, type StateResource, watchEvents } from "./timeline";
 import { policyPackArgs } from "../setup/pulumi/policy";
+import { readState } from "../stack-state";
 
 /** The e2e tests' compiler cache for spark-1 (sim/world/ccache.ts). */
 export const E2E_CCACHE = path.join(
@@ -108,8 +109,9 @@ export async function openWorld(log: (s: string) => void): Promise<World> {
     },
     async state(stack) {
       const out = await acc.cli.run(["stack", "export", "-s", stack]);
-      return (JSON.parse(out.output) as { deployment: { resources: StateResource[] } }).deployment
-        .resources;
+      // The raw resources: the critical path needs each one's dependencies, which the typed
+      // resources leave out.
+      return readState(out.output, stack).document.deployment.resources as StateResource[];
     },
     ssh(node, script) {
       return new Promise((resolve) => {

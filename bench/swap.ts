@@ -14,7 +14,8 @@ import { spawnSync } from "node:child_process";
 import * as fs from "node:fs";
 import * as os from "node:os";
 import * as path from "node:path";
-import { pulumiJson, readStack } from "../cli/stack";
+import { readStack } from "../cli/stack";
+import { outputsOf } from "./lib/outputs";
 import { shJoin } from "../components/transport";
 import { pulumiBinary, pulumiEnv, repoRoot } from "../setup/pulumi/env";
 import { policyPackArgs } from "../setup/pulumi/policy";
@@ -102,10 +103,7 @@ export function runSwap(opts: SwapOptions): SwapResult {
     throw new Error(
       `stack ${stack} already stages sparkform:models: the bench stages its own; remove them first`,
     );
-  const outputs = pulumiJson(["stack", "output", "-s", stack], "outputs") as Record<
-    string,
-    unknown
-  >;
+  const outputs = outputsOf(stack);
   const worker = Object.entries(isRecord(outputs.worker) ? outputs.worker : {})[0];
   if (!worker || !isRecord(worker[1]))
     throw new Error(`stack ${stack} has no worker: the bench checks that a swap keeps its PID`);
@@ -163,7 +161,7 @@ export function runSwap(opts: SwapOptions): SwapResult {
     return Number(process.hrtime.bigint() - t) / 1e9;
   };
   const readiness = (): Readiness | null => {
-    const o = pulumiJson(["stack", "output", "-s", stack], "outputs") as Record<string, unknown>;
+    const o = outputsOf(stack);
     const s = isRecord(o.serving) && isRecord(o.serving.smoke) ? o.serving.smoke : {};
     const r = isRecord(s.readiness) ? s.readiness : undefined;
     return r
