@@ -2,6 +2,12 @@
 import eslint from "@eslint/js";
 import tseslint from "typescript-eslint";
 
+const folderEntries = {
+  group: ["**/transport/*", "**/peer-copy/*"],
+  message:
+    "Import the folder's entry (components/transport, components/peer-copy), not its modules.",
+};
+
 export default tseslint.config(
   { ignores: ["node_modules/**", "policies/node_modules/**", ".sparkform/**", "bin/**"] },
   eslint.configs.recommended,
@@ -29,13 +35,7 @@ export default tseslint.config(
       "no-restricted-imports": [
         "error",
         {
-          patterns: [
-            {
-              group: ["**/transport/*", "**/peer-copy/*"],
-              message:
-                "Import the folder's entry (components/transport, components/peer-copy), not its modules.",
-            },
-          ],
+          patterns: [folderEntries],
         },
       ],
     },
@@ -52,6 +52,27 @@ export default tseslint.config(
             {
               group: ["../*"],
               message: "components/transport/ imports nothing from outside its folder.",
+            },
+          ],
+        },
+      ],
+    },
+  },
+  {
+    // Tests may import product code, never the reverse: the benches and everything else stand
+    // the simulated world up from sim/world/, so test/ can be reorganised without breaking them.
+    // (Flat config replaces a rule's options per file: the folder-entry rule is repeated here.)
+    files: ["**/*.ts"],
+    ignores: ["test/**", "components/transport/**"],
+    rules: {
+      "no-restricted-imports": [
+        "error",
+        {
+          patterns: [
+            folderEntries,
+            {
+              group: ["**/test/*", "**/test"],
+              message: "Only test/ imports from test/: shared harness code lives in sim/world/.",
             },
           ],
         },

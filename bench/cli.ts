@@ -25,8 +25,9 @@ import {
 import * as path from "node:path";
 import { readStack } from "../cli/stack";
 import { repoRoot, stateDir } from "../setup/pulumi/env";
-import { tailMarkdown } from "./report-tail";
-import { fmt, load1, rotation, summarize, type Summary } from "./stats";
+import { tailMarkdown } from "./lib/report";
+import { fmt, load1, summarize, type Summary } from "./lib/stats";
+import { rotation } from "./lib/rounds";
 
 export const CLI_ITEMS = ["cli", "run", "sync"] as const;
 

@@ -6,7 +6,8 @@
 import { publishRepo } from "../sim/hub";
 import { makeTinyLlamaGguf } from "../sim/gguf/tiny-llama";
 import type { World } from "./sim-world";
-import { fmt, load1, rotation, summarize, type Summary } from "./stats";
+import { fmt, load1, summarize, type Summary } from "./lib/stats";
+import { rotation } from "./lib/rounds";
 import { spans } from "./timeline";
 
 const REPO = "sparkform/bench-egress";

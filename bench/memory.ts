@@ -4,6 +4,8 @@
 // sample, so a peak is missed only if it came in its last 200 ms.
 import { spawn } from "node:child_process";
 import { readdirSync, readFileSync } from "node:fs";
+import { pulumiBinary, pulumiEnv, repoRoot } from "../setup/pulumi/env";
+import { policyPackArgs } from "../setup/pulumi/policy";
 
 export interface ProcessPeak {
   role: string;
@@ -81,4 +83,35 @@ export function byRole(
     roles.set(p.role, { peakMiB: Math.max(r.peakMiB, p.peakMiB), processes: r.processes + 1 });
   }
   return [...roles].map(([role, r]) => ({ role, ...r })).sort((a, b) => b.peakMiB - a.peakMiB);
+}
+
+export interface MemoryResult {
+  command: string;
+  exitCode: number;
+  peaks: ProcessPeak[];
+  seconds: number;
+  roles: { role: string; peakMiB: number; processes: number }[];
+}
+
+/** One no-op `up` of `stack` with every process it starts sampled. */
+export async function runMemory(opts: {
+  stack: string;
+  log(s: string): void;
+}): Promise<MemoryResult> {
+  const args = ["up", "--yes", "--stack", opts.stack, "--expect-no-changes", "--non-interactive"];
+  args.push(...policyPackArgs(opts.stack));
+  opts.log("memory: one up with its processes sampled");
+  const r = await peakRss(pulumiBinary(), args, { cwd: repoRoot, env: pulumiEnv() });
+  return { command: `pulumi ${args.join(" ")}`, ...r, roles: byRole(r.peaks) };
+}
+
+export function memoryMarkdown(r: MemoryResult): string {
+  return [
+    `\`${r.command}\` (exit ${r.exitCode}, ${r.seconds.toFixed(1)} s), every process sampled each 200 ms from /proc (VmHWM):`,
+    "",
+    "| process | peak RSS | processes |",
+    "|---|---:|---:|",
+    ...r.roles.map((x) => `| ${x.role} | ${x.peakMiB.toFixed(0)} MiB | ${x.processes} |`),
+    "",
+  ].join("\n");
 }

@@ -18,9 +18,10 @@ import { GgmlType, GgufWriter } from "../sim/gguf/writer";
 import { commitFor, COMMITS_DIR, REFS_FILE, repoDir } from "../sim/hub/repo";
 import { LOCAL_HUB_PORT } from "../sim/stack";
 import type { SimCluster } from "../sim/state";
-import { startSshAgent } from "../test/support/ssh-agent";
-import { tailMarkdown } from "./report-tail";
-import { fmt, load1, rotation, summarize, type Summary } from "./stats";
+import { startSshAgent } from "../sim/world/ssh-agent";
+import { tailMarkdown } from "./lib/report";
+import { fmt, load1, summarize, type Summary } from "./lib/stats";
+import { rotation } from "./lib/rounds";
 
 /** Bytes of one synthetic shard (1 GiB). */
 const SHARD_BYTES = 2 ** 30;

@@ -9,10 +9,13 @@ import { cpSync, existsSync, mkdirSync, readFileSync, symlinkSync, writeFileSync
 import * as path from "node:path";
 import { pulumiBinary, pulumiEnv, repoRoot, stateDir } from "../setup/pulumi/env";
 import { breakdown, type Phase } from "./phases";
-import { tailMarkdown } from "./report-tail";
-import { stackResources } from "./stack-state";
-import { fmt, load1, rotation, summarize, type Summary } from "./stats";
+import { tailMarkdown } from "./lib/report";
+import { fmt, load1, summarize, type Summary } from "./lib/stats";
+import { rotation } from "./lib/rounds";
 import { policyPackArgs } from "../setup/pulumi/policy";
+import { stackState } from "../cli/engine";
+import type { Kind } from "../components/kinds";
+import { nodeOf, resourcesOf } from "../stack-state";
 
 /**
  * `refresh-once` is `refresh --skip-preview`: the nodes measured once, where plain `refresh --yes`
@@ -140,22 +143,17 @@ export function floorProject(): string {
   return dir;
 }
 
-interface Exported {
-  type: string;
-  outputs?: Record<string, unknown>;
-}
-
 /** bench/hand-check.sh's expectations, from the stack's state (what refresh compares with). */
 function handCheckEnv(stack: string): string {
-  const resources = stackResources<Exported>(stack);
-  const of = (t: string) => resources.filter((x) => x.type.endsWith(`sparkform:${t}`));
+  const state = stackState(stack);
+  const of = (k: Kind) => resourcesOf(state, k);
   const tree = of("TreeSync")[0]?.outputs as
     { source: string; dest: string; exclude: { path?: string; name?: string }[] } | undefined;
   const build = of("NativeBuild")[0]?.outputs as
     { installDir: string; artifacts: Record<string, string> } | undefined;
   const model = of("ModelReplica")[0]?.outputs as
     { dir: string; files: { path: string; size: number }[] } | undefined;
-  const nodes = of("SparkNode").map((n) => (n.outputs?.target as { name: string }).name);
+  const nodes = of("SparkNode").flatMap((n) => nodeOf(n) ?? []);
   if (!tree || !build || !model) throw new Error(`stack ${stack} lacks a tree, build or model`);
   const sim = JSON.parse(readFileSync(path.join(stateDir(), "sim", "cluster.json"), "utf8")) as {
     sshConfigPath: string;

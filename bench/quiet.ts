@@ -8,9 +8,9 @@ import { createServer } from "node:net";
 import * as path from "node:path";
 import OpenAI from "openai";
 import { pulumiBinary, pulumiEnv, repoRoot } from "../setup/pulumi/env";
-import { changedResourceLines } from "../test/support/pulumi-cli";
+import { changedResourceLines } from "../sim/world/pulumi-cli";
 import { readApiKey } from "./router";
-import { load1, summarize, type Summary } from "./stats";
+import { load1, summarize, type Summary } from "./lib/stats";
 
 /** What the client's requests before a refresh came to: counts, or the error's kind. */
 export type QuietTraffic =

@@ -11,15 +11,17 @@
 //              straight to the next one in turn: the replicas' spread without a router, so the
 //              router's own cost is measurable when it spreads too.
 // Read-only: nothing on the stack changes.
-import { spawn, spawnSync } from "node:child_process";
+import { spawn } from "node:child_process";
 import * as fs from "node:fs";
 import * as os from "node:os";
 import * as path from "node:path";
-import { pulumiJson, readStack } from "../cli/stack";
+import { readStack } from "../cli/stack";
+import { outputsOf } from "./lib/outputs";
 import { shJoin } from "../components/transport";
-import { pulumiBinary, pulumiEnv, repoRoot } from "../setup/pulumi/env";
-import { tailMarkdown } from "./report-tail";
-import { load1, median, rotation, summarize, type Summary } from "./stats";
+import { repoRoot } from "../setup/pulumi/env";
+import { tailMarkdown } from "./lib/report";
+import { load1, median, quantile, summarizeOrEmpty, type Summary } from "./lib/stats";
+import { paired, rotation } from "./lib/rounds";
 
 export const CONCURRENCY = [1, 4, 8] as const;
 /** Where replicas vs one node is read (aggregate throughput needs more than one client). */
@@ -228,14 +230,6 @@ export const sampleOf = (
   load1: at.load1,
 });
 
-/** Nearest-rank quantile (q in 0–1) of `xs`; NaN when empty. */
-export function quantile(xs: readonly number[], q: number): number {
-  if (xs.length === 0) return NaN;
-  const s = [...xs].sort((a, b) => a - b);
-  const k = Math.min(s.length - 1, Math.max(0, Math.ceil(q * s.length) - 1));
-  return s[k] as number;
-}
-
 /** One sample's numbers: median latency, requests/s and completion tokens/s in aggregate. */
 export function sampleRates(s: RouterSample): {
   latency: number;
@@ -305,30 +299,6 @@ export interface RouterAnalysis {
   replicas?: ReplicaRow[];
 }
 
-const EMPTY: Summary = { n: 0, median: NaN, min: NaN, max: NaN };
-const summary = (xs: number[]): Summary => (xs.length ? summarize(xs) : EMPTY);
-
-/**
- * Per round, f(a's sample, b's sample) for the rounds where both have one with a number: the
- * ratios are paired, so both sides of each share that round's load.
- */
-export function paired(
-  samples: readonly RouterSample[],
-  pick: (s: RouterSample) => boolean,
-  a: RouterVariant,
-  b: RouterVariant,
-  f: (x: RouterSample, y: RouterSample) => number,
-): number[] {
-  const rounds = [...new Set(samples.map((s) => s.round))].sort((x, y) => x - y);
-  return rounds.flatMap((r) => {
-    const x = samples.find((s) => s.round === r && s.variant === a && pick(s));
-    const y = samples.find((s) => s.round === r && s.variant === b && pick(s));
-    if (!x || !y) return [];
-    const v = f(x, y);
-    return Number.isFinite(v) ? [v] : [];
-  });
-}
-
 /** The tables' numbers from the samples (pure). */
 export function analyzeRouter(
   samples: readonly RouterSample[],
@@ -348,10 +318,10 @@ export function analyzeRouter(
         variant,
         clients,
         samples: ss.length,
-        latency: summary(lat),
+        latency: summarizeOrEmpty(lat),
         p90: quantile(lat, 0.9),
-        requestsPerSecond: summary(ss.map((s) => sampleRates(s).rps)),
-        tokensPerSecond: summary(ss.map((s) => sampleRates(s).tps)),
+        requestsPerSecond: summarizeOrEmpty(ss.map((s) => sampleRates(s).rps)),
+        tokensPerSecond: summarizeOrEmpty(ss.map((s) => sampleRates(s).tps)),
         requests: ss.reduce((a, s) => a + s.ok, 0),
         failed: ss.reduce((a, s) => a + s.failed, 0),
       });
@@ -360,7 +330,7 @@ export function analyzeRouter(
   const at = (clients: number) => (s: RouterSample) => s.mode === "load" && s.clients === clients;
   const r = sampleRates;
   const cost = concurrency.map((clients): CostRow => {
-    const latency = summary(
+    const latency = summarizeOrEmpty(
       paired(samples, at(clients), "router", base, (x, y) => r(x).latency / r(y).latency),
     );
     return {
@@ -368,7 +338,7 @@ export function analyzeRouter(
       baseline: base,
       rounds: latency.n,
       latency,
-      addedMs: summary(
+      addedMs: summarizeOrEmpty(
         paired(
           samples,
           at(clients),
@@ -377,7 +347,7 @@ export function analyzeRouter(
           (x, y) => 1000 * (r(x).latency - r(y).latency),
         ),
       ),
-      throughput: summary(
+      throughput: summarizeOrEmpty(
         paired(samples, at(clients), "router", base, (x, y) => r(x).rps / r(y).rps),
       ),
       met: latency.n > 0 && latency.median <= GOAL,
@@ -388,25 +358,25 @@ export function analyzeRouter(
     const ss = samples.filter((s) => isTtft(s) && s.variant === variant);
     return {
       variant,
-      ttft: summary(ss.flatMap((s) => s.ttft)),
+      ttft: summarizeOrEmpty(ss.flatMap((s) => s.ttft)),
       failed: ss.reduce((a, s) => a + s.failed, 0),
     };
   });
-  const ttftRatio = summary(
+  const ttftRatio = summarizeOrEmpty(
     paired(samples, isTtft, "router", "direct", (x, y) => r(x).ttft / r(y).ttft),
   );
   const result: RouterAnalysis = { load, cost, ttft, ttftRatio };
   if (hasReplicas(t)) {
     result.replicas = REPLICA_CONCURRENCY.filter((c) => concurrency.includes(c)).map((clients) => {
       const rps = (v: RouterVariant) =>
-        summary(paired(samples, at(clients), v, "direct", (x, y) => r(x).rps / r(y).rps));
+        summarizeOrEmpty(paired(samples, at(clients), v, "direct", (x, y) => r(x).rps / r(y).rps));
       const router = rps("router");
       return {
         clients,
         rounds: router.n,
         router,
         servers: rps("servers"),
-        routerTokens: summary(
+        routerTokens: summarizeOrEmpty(
           paired(samples, at(clients), "router", "direct", (x, y) => r(x).tps / r(y).tps),
         ),
       };
@@ -449,18 +419,13 @@ export interface RouterOptions {
  * before every stack had one.
  */
 export function readApiKey(stack: string): string | undefined {
-  const r = spawnSync(
-    pulumiBinary(),
-    ["stack", "output", "serverApiKey", "--show-secrets", "--stack", stack, "--json"],
-    { cwd: repoRoot, env: pulumiEnv(), encoding: "utf8" },
-  );
-  if (r.status !== 0) return undefined;
+  let v: unknown;
   try {
-    const v = JSON.parse(r.stdout) as unknown;
-    return typeof v === "string" && v !== "" ? v : undefined;
+    v = outputsOf(stack, ["--show-secrets"]).serverApiKey;
   } catch {
     return undefined;
   }
+  return typeof v === "string" && v !== "" ? v : undefined;
 }
 
 /** What one sample's process returned (ssh running the load program on the node). */
@@ -599,10 +564,7 @@ function execute(command: string, args: string[], input: string): Promise<Execut
 }
 
 export async function runRouter(opts: RouterOptions): Promise<RouterResult> {
-  const outputs = pulumiJson(["stack", "output", "-s", opts.stack], "outputs") as Record<
-    string,
-    unknown
-  >;
+  const outputs = outputsOf(opts.stack);
   const t = routerTargets(outputs.serving);
   const local = [t.endpoint, t.direct].filter(isLoopbackUrl);
   if (local.length && opts.node !== t.node)

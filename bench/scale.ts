@@ -11,7 +11,7 @@ import type { World } from "./sim-world";
 import { spawnSync } from "node:child_process";
 import { pulumiBinary, pulumiEnv } from "../setup/pulumi/env";
 import { floorProject } from "./noop";
-import { fmt, load1, median, summarize, type Summary } from "./stats";
+import { fmt, load1, median, summarize, type Summary } from "./lib/stats";
 import {
   criticalPath,
   firstStep,

@@ -17,18 +17,14 @@ import { CACHE_DIR } from "../components/rpc-worker/plan";
 import { shJoin } from "../components/transport";
 import { repoRoot, stateDir } from "../setup/pulumi/env";
 import type { SimCluster } from "../sim/state";
-import { tailMarkdown } from "./report-tail";
-import { stackResources } from "./stack-state";
-import { fmt, load1, rotation, summarize, type Summary } from "./stats";
+import { tailMarkdown } from "./lib/report";
+import { stackState } from "../cli/engine";
+import { nodeOf, resourcesOf } from "../stack-state";
+import { fmt, load1, summarize, type Summary } from "./lib/stats";
+import { rotation } from "./lib/rounds";
 
 /** Where the worker's pre-warmed entries wait while a round runs with an empty cache. */
 const SAVED = "~/.cache/sparkform/bench-rpc-prewarmed";
-
-interface Resource {
-  type: string;
-  inputs?: Record<string, unknown>;
-  outputs?: Record<string, unknown>;
-}
 
 interface Server {
   node: string;
@@ -102,15 +98,15 @@ export function runServingLoad(opts: ServingLoadOptions): ServingLoadResult {
   const c = JSON.parse(
     fs.readFileSync(path.join(stateDir(), "sim", "cluster.json"), "utf8"),
   ) as SimCluster;
-  const resources = stackResources<Resource>(opts.stack);
-  const server = resources.find((x) => x.type.endsWith("sparkform:LlamaServer"))?.inputs as
-    Server | undefined;
-  const worker = resources.find((x) => x.type.endsWith("sparkform:RpcWorker"));
-  const model = resources.find((x) => x.type.endsWith("sparkform:ModelReplica"))?.outputs as
+  const state = stackState(opts.stack);
+  const server = resourcesOf(state, "LlamaServer")[0]?.inputs as Server | undefined;
+  const worker = resourcesOf(state, "RpcWorker")[0];
+  const model = resourcesOf(state, "ModelReplica")[0]?.outputs as
     { files: { size: number }[] } | undefined;
   if (!server || !worker || !model) throw new Error(`stack ${opts.stack} serves no model`);
-  const workerNode = (worker.inputs!.target as { name: string }).name;
-  const prewarmed = (worker.outputs!.prewarmed ?? { entries: 0 }) as { entries: number };
+  const workerNode = nodeOf(worker);
+  if (!workerNode) throw new Error(`stack ${opts.stack} records no node for its RPC worker`);
+  const prewarmed = (worker.outputs.prewarmed ?? { entries: 0 }) as { entries: number };
   const health = `http://${server.bind.includes(":") ? `[${server.bind}]` : server.bind}:${server.port}/health`;
   const restartCmd = shJoin([
     "python3",

@@ -1,5 +1,5 @@
 // The world of the simulated-cluster benches (items 2, 5, 6 of issue 16): the acceptance
-// suite's sim (test/acceptance/stack.ts: its own SPARKFORM_STATE_DIR, in-process test hub, ssh
+// suite's sim (sim/world/acceptance.ts: its own SPARKFORM_STATE_DIR, in-process test hub, ssh
 // agent, private backend, spark-1's ccache seeded from the e2e tests' cache) with four nodes,
 // and stacks of the local stack's config that list only the first k of them.
 import { spawn } from "node:child_process";
@@ -7,12 +7,13 @@ import { rmSync, writeFileSync } from "node:fs";
 import * as path from "node:path";
 import { repoRoot } from "../setup/pulumi/env";
 import { renderLocalSettings, renderStackConfig } from "../sim/stack";
-import { type Acceptance, openAcceptance } from "../test/acceptance/stack";
-import { load1 } from "./stats";
+import { type Acceptance, openAcceptance } from "../sim/world/acceptance";
+import { load1 } from "./lib/stats";
 import { type Stamped, type StateResource, watchEvents } from "./timeline";
 import { policyPackArgs } from "../setup/pulumi/policy";
+import { readState } from "../stack-state";
 
-/** The e2e tests' compiler cache for spark-1 (test/support/sim-node.ts nodeCcache). */
+/** The e2e tests' compiler cache for spark-1 (sim/world/ccache.ts). */
 export const E2E_CCACHE = path.join(
   process.env.HOME ?? "/root",
   ".cache/sparkform/e2e-node-ccache",
@@ -108,8 +109,9 @@ export async function openWorld(log: (s: string) => void): Promise<World> {
     },
     async state(stack) {
       const out = await acc.cli.run(["stack", "export", "-s", stack]);
-      return (JSON.parse(out.output) as { deployment: { resources: StateResource[] } }).deployment
-        .resources;
+      // The raw resources: the critical path needs each one's dependencies, which the typed
+      // resources leave out.
+      return readState(out.output, stack).document.deployment.resources as StateResource[];
     },
     ssh(node, script) {
       return new Promise((resolve) => {

@@ -14,12 +14,14 @@ import { spawnSync } from "node:child_process";
 import * as fs from "node:fs";
 import * as os from "node:os";
 import * as path from "node:path";
-import { pulumiJson, readStack } from "../cli/stack";
+import { readStack } from "../cli/stack";
+import { outputsOf } from "./lib/outputs";
 import { shJoin } from "../components/transport";
 import { pulumiBinary, pulumiEnv, repoRoot } from "../setup/pulumi/env";
 import { policyPackArgs } from "../setup/pulumi/policy";
 import { publishStagedTestModel } from "../sim/hub";
-import { median, rotation, summarize, type Summary } from "./stats";
+import { median, summarizeOrEmpty, type Summary } from "./lib/stats";
+import { paired, rotation } from "./lib/rounds";
 
 export type SwapVariant = "hot" | "cold";
 const VARIANTS: readonly SwapVariant[] = ["hot", "cold"];
@@ -101,10 +103,7 @@ export function runSwap(opts: SwapOptions): SwapResult {
     throw new Error(
       `stack ${stack} already stages sparkform:models: the bench stages its own; remove them first`,
     );
-  const outputs = pulumiJson(["stack", "output", "-s", stack], "outputs") as Record<
-    string,
-    unknown
-  >;
+  const outputs = outputsOf(stack);
   const worker = Object.entries(isRecord(outputs.worker) ? outputs.worker : {})[0];
   if (!worker || !isRecord(worker[1]))
     throw new Error(`stack ${stack} has no worker: the bench checks that a swap keeps its PID`);
@@ -162,7 +161,7 @@ export function runSwap(opts: SwapOptions): SwapResult {
     return Number(process.hrtime.bigint() - t) / 1e9;
   };
   const readiness = (): Readiness | null => {
-    const o = pulumiJson(["stack", "output", "-s", stack], "outputs") as Record<string, unknown>;
+    const o = outputsOf(stack);
     const s = isRecord(o.serving) && isRecord(o.serving.smoke) ? o.serving.smoke : {};
     const r = isRecord(s.readiness) ? s.readiness : undefined;
     return r
@@ -236,20 +235,20 @@ export function analyzeSwap(
   samples: readonly SwapSample[],
 ): Pick<SwapResult, "ratio" | "hot" | "cold" | "hotFirstToken" | "coldFirstToken"> {
   const of = (v: SwapVariant) => samples.filter((s) => s.variant === v);
-  const ratios = of("hot").flatMap((h) => {
-    const c = samples.find(
-      (s) => s.variant === "cold" && s.round === h.round && s.direction === h.direction,
-    );
-    return c ? [h.seconds / c.seconds] : [];
-  });
-  const summary = (xs: number[]): Summary =>
-    xs.length ? summarize(xs) : { n: 0, median: NaN, min: NaN, max: NaN };
+  const ratios = paired(
+    samples,
+    () => true,
+    "hot",
+    "cold",
+    (h, c) => h.seconds / c.seconds,
+    (s) => `${s.round} ${s.direction}`,
+  );
   const firstToken = (v: SwapVariant) =>
-    summary(of(v).flatMap((s) => (s.readiness ? [s.readiness.firstTokenSeconds] : [])));
+    summarizeOrEmpty(of(v).flatMap((s) => (s.readiness ? [s.readiness.firstTokenSeconds] : [])));
   return {
-    ratio: summary(ratios),
-    hot: summary(of("hot").map((s) => s.seconds)),
-    cold: summary(of("cold").map((s) => s.seconds)),
+    ratio: summarizeOrEmpty(ratios),
+    hot: summarizeOrEmpty(of("hot").map((s) => s.seconds)),
+    cold: summarizeOrEmpty(of("cold").map((s) => s.seconds)),
     hotFirstToken: firstToken("hot"),
     coldFirstToken: firstToken("cold"),
   };

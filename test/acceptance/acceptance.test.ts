@@ -17,7 +17,15 @@ import { LOCAL_MODEL } from "../../sim/stack";
 import { changedSteps, opsByResource } from "../support/event-log";
 import { fileListing, keyedCurl, listeningPorts, sparkformUnits } from "../support/sim-node";
 import { faultScenarios } from "./faults";
-import { type Acceptance, KEPT, NODES, openAcceptance, UNIT, GUARD, WORKER_PORT } from "./stack";
+import {
+  type Acceptance,
+  KEPT,
+  NODES,
+  openAcceptance,
+  UNIT,
+  GUARD,
+  WORKER_PORT,
+} from "../../sim/world/acceptance";
 
 const isRoot = process.getuid?.() === 0;
 const STEP_MS = 15 * 60_000;

@@ -9,7 +9,7 @@ import { simExec, simLink, simRate, simStart, simStop } from "../../sim/index";
 import { LOCAL_MODEL, renderStackConfig } from "../../sim/stack";
 import { changedSteps, failedResources, opsByResource, readEvents } from "../support/event-log";
 import { keyedCurl, sparkformUnits } from "../support/sim-node";
-import { type Acceptance, GUARD, UNIT } from "./stack";
+import { type Acceptance, GUARD, UNIT } from "../../sim/world/acceptance";
 
 const STEP_MS = 15 * 60_000;
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));

@@ -18,8 +18,8 @@ import { extractLlamaSource } from "../../sim/llama/index";
 import { simDown, simExec, simUp } from "../../sim/index";
 import { renderStackConfig } from "../../sim/stack";
 import type { SimCluster } from "../../sim/state";
-import { type PulumiCli, pulumiCli } from "../support/pulumi-cli";
-import { startSshAgent, type TestAgent } from "../support/ssh-agent";
+import { type PulumiCli, pulumiCli } from "../../sim/world/pulumi-cli";
+import { startSshAgent, type TestAgent } from "../../sim/world/ssh-agent";
 import { byName, readState } from "../../stack-state";
 
 const isRoot = process.getuid?.() === 0;

@@ -26,8 +26,8 @@ import { policyPackArgs } from "../../setup/pulumi/policy";
 import { simDown, simExec, simLink, simUp } from "../../sim/index";
 import { renderStackConfig } from "../../sim/stack";
 import type { SimCluster } from "../../sim/state";
-import { type PulumiCli, pulumiCli } from "../support/pulumi-cli";
-import { startSshAgent, type TestAgent } from "../support/ssh-agent";
+import { type PulumiCli, pulumiCli } from "../../sim/world/pulumi-cli";
+import { startSshAgent, type TestAgent } from "../../sim/world/ssh-agent";
 import { parseOutputsRecord } from "../../stack-outputs";
 import { type AnyResource, readState } from "../../stack-state";
 

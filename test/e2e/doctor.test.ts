@@ -11,8 +11,8 @@ import { doctor, exitCode, renderFindings, type Finding } from "../../cli/doctor
 import { CONNECT_TIMEOUT_S, fingerprint } from "../../cli/doctor/nodes";
 import { simDown, simExec, simStop, simUp } from "../../sim/index";
 import type { SimCluster } from "../../sim/state";
-import { pulumiCli, type PulumiCli } from "../support/pulumi-cli";
-import { startSshAgent, type TestAgent } from "../support/ssh-agent";
+import { pulumiCli, type PulumiCli } from "../../sim/world/pulumi-cli";
+import { startSshAgent, type TestAgent } from "../../sim/world/ssh-agent";
 
 const isRoot = process.getuid?.() === 0;
 const work = mkdtempSync(path.join(tmpdir(), "sparkform-doctor-e2e-"));

@@ -24,7 +24,7 @@ import { publishRepo, startHfEndpoint, type HfEndpoint, type PublishedRepo } fro
 import { simDown, simExec, simUp } from "../../sim/index";
 import type { SimCluster } from "../../sim/state";
 import { simTarget } from "../support/sim-node";
-import { startSshAgent, type TestAgent } from "../support/ssh-agent";
+import { startSshAgent, type TestAgent } from "../../sim/world/ssh-agent";
 
 const isRoot = process.getuid?.() === 0;
 const work = mkdtempSync(path.join(tmpdir(), "sparkform-hardening-e2e-"));

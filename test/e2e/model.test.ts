@@ -21,8 +21,8 @@ import { TINY_LLAMA_DIMS } from "../../sim/gguf/tiny-llama";
 import { simDown, simExec, simUp } from "../../sim/index";
 import { renderStackConfig } from "../../sim/stack";
 import type { SimCluster } from "../../sim/state";
-import { type PulumiCli, pulumiCli } from "../support/pulumi-cli";
-import { startSshAgent, type TestAgent } from "../support/ssh-agent";
+import { type PulumiCli, pulumiCli } from "../../sim/world/pulumi-cli";
+import { startSshAgent, type TestAgent } from "../../sim/world/ssh-agent";
 import { parseOutputsRecord } from "../../stack-outputs";
 import { byName, readState } from "../../stack-state";
 

@@ -21,9 +21,9 @@ import { extractLlamaSource } from "../../sim/llama/index";
 import { simDown, simExec, simUp } from "../../sim/index";
 import { renderStackConfig } from "../../sim/stack";
 import type { SimCluster } from "../../sim/state";
-import { type PulumiCli, pulumiCli } from "../support/pulumi-cli";
-import { nodeCcache } from "../support/sim-node";
-import { startSshAgent, type TestAgent } from "../support/ssh-agent";
+import { type PulumiCli, pulumiCli } from "../../sim/world/pulumi-cli";
+import { nodeCcache } from "../../sim/world/ccache";
+import { startSshAgent, type TestAgent } from "../../sim/world/ssh-agent";
 import { parseOutputsRecord } from "../../stack-outputs";
 import { byName, readState } from "../../stack-state";
 

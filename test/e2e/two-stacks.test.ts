@@ -19,9 +19,9 @@ import { simDown, simUp } from "../../sim/index";
 import { renderStackConfig } from "../../sim/stack";
 import type { SimCluster } from "../../sim/state";
 import { PROGRAM_UPGRADES } from "../../components/unit/programs";
-import { changedResourceLines, type PulumiCli, pulumiCli } from "../support/pulumi-cli";
+import { changedResourceLines, type PulumiCli, pulumiCli } from "../../sim/world/pulumi-cli";
 import { asUser } from "../support/sim-node";
-import { startSshAgent, type TestAgent } from "../support/ssh-agent";
+import { startSshAgent, type TestAgent } from "../../sim/world/ssh-agent";
 import { readState } from "../../stack-state";
 
 const isRoot = process.getuid?.() === 0;

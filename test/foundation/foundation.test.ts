@@ -6,7 +6,7 @@ import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync
 import { tmpdir } from "node:os";
 import * as path from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { type PulumiCli, pulumiCli } from "../support/pulumi-cli";
+import { type PulumiCli, pulumiCli } from "../../sim/world/pulumi-cli";
 import { POLICY_PACK } from "../../setup/pulumi/policy";
 import { parseOutputsRecord } from "../../stack-outputs";
 import { byName, readState } from "../../stack-state";

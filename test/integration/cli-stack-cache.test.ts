@@ -10,7 +10,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { readOutputs, readStack } from "../../cli/stack";
 import { selectedStackName, setCliBuild } from "../../cli/stack-cache";
 import { repoRoot } from "../../setup/pulumi/env";
-import { type PulumiCli, pulumiCli } from "../support/pulumi-cli";
+import { type PulumiCli, pulumiCli } from "../../sim/world/pulumi-cli";
 import { readState } from "../../stack-state";
 
 const hasPulumi = fs.existsSync(path.join(repoRoot, ".sparkform", "toolchain.env"));

@@ -20,7 +20,7 @@ import { peerSshArgv, sshDestination, sshOptions } from "../../components/transp
 import { copyFromPeerOrRelay } from "../../components/peer-copy";
 import { close, openNode, RemoteCommandError, type SshTarget } from "../../components/transport";
 import { forwardableKey } from "../../components/transport/node-connection";
-import { startSshAgent, type TestAgent } from "../support/ssh-agent";
+import { startSshAgent, type TestAgent } from "../../sim/world/ssh-agent";
 
 const SSHD = "/usr/sbin/sshd";
 const haveTools = ["/usr/sbin/sshd", "/usr/bin/rsync", "/usr/bin/git", "/usr/bin/python3"].every(

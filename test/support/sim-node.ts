@@ -1,7 +1,5 @@
 // What a test reads off a simulated node: units, listening sockets, files. Shared by the e2e,
 // acceptance and fault tests so each asserts on the node itself the same way.
-import { execFileSync } from "node:child_process";
-import { mkdirSync } from "node:fs";
 import { homeRelative, type SshTarget } from "../../components/transport";
 import { apiKeyPath } from "../../components/unit/names";
 import { simExec } from "../../sim/index";
@@ -63,29 +61,6 @@ export async function fileListing(
     .split("\n")
     .filter((p) => p !== "" && !ignore.some((re) => re.test(p)))
     .sort();
-}
-
-/**
- * spark-1's compiler cache, kept on the control node between runs in `dir` (CI passes
- * SPARKFORM_E2E_NODE_CCACHE): seeded before the first build, saved after it. A no-op without a
- * directory. spark-2 seeds itself from spark-1 (NativeBuild's cacheFrom).
- */
-export function nodeCcache(cluster: SimCluster, dir: string | undefined, node = "spark-1") {
-  const remote = `spark@${node}:.cache/sparkform/ccache/`;
-  const ssh = ["-a", "-e", `ssh -F ${cluster.sshConfigPath}`];
-  return {
-    seed(): void {
-      if (!dir) return;
-      mkdirSync(dir, { recursive: true });
-      execFileSync("ssh", ["-F", cluster.sshConfigPath, node, "mkdir -p .cache/sparkform/ccache"]);
-      execFileSync("rsync", [...ssh, `${dir}/`, remote]);
-    },
-    save(): void {
-      if (!dir) return;
-      mkdirSync(dir, { recursive: true });
-      execFileSync("rsync", [...ssh, remote, `${dir}/`]);
-    },
-  };
 }
 
 /**

@@ -12,10 +12,8 @@ import {
   analyzeRouter,
   isLoopbackUrl,
   measureRouter,
-  paired,
   parseLoadOutput,
   PROMPT,
-  quantile,
   type RouterResult,
   type RouterSample,
   routerMarkdown,
@@ -24,6 +22,8 @@ import {
   variantUrls,
   verdict,
 } from "../../bench/router";
+import { paired } from "../../bench/lib/rounds";
+import { quantile } from "../../bench/lib/stats";
 
 const layerSplit = {
   topology: "layer-split",

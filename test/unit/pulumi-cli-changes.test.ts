@@ -1,7 +1,7 @@
-// test/support/pulumi-cli.ts: a failed run's error ends with the resources that changed, so a
+// sim/world/pulumi-cli.ts: a failed run's error ends with the resources that changed, so a
 // CI report that keeps only the tail still names them (a refresh's "~ 2 updated" alone did not).
 import { describe, expect, it } from "vitest";
-import { changedResourceLines } from "../support/pulumi-cli";
+import { changedResourceLines } from "../../sim/world/pulumi-cli";
 
 const REFRESH = `Refreshing (model-4242):
 

@@ -2,7 +2,7 @@
 // no JSON and did not ask for a preview; a refused `up` keeps its preview, where a policy or a
 // config error stops it before anything changes.
 import { describe, expect, it } from "vitest";
-import { withoutPreview } from "../support/pulumi-cli";
+import { withoutPreview } from "../../sim/world/pulumi-cli";
 
 describe("withoutPreview", () => {
   it("adds --skip-preview to an up or refresh expected to succeed", () => {

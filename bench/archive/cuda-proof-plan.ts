@@ -1,5 +1,5 @@
 // Renders NativeBuild's exact CUDA build (components/build/plan.ts buildPlan, flags.ts) for
-// bench/cuda-proof.sh, as a bash file of arrays that the script sources: the machine that runs
+// bench/archive/cuda-proof.sh, as a bash file of arrays that the script sources: the machine that runs
 // the proof needs no node. Flags: the x86-64 analogue of the Spark preset (one CUDA
 // architecture, real code only; -march named; RDMA on, NCCL off), or a variant of it:
 //
@@ -8,15 +8,15 @@
 //   fat        pinned without -DCMAKE_CUDA_ARCHITECTURES (CMake's own list: the fat binary)
 //   cpu        the CPU backend with RDMA pinned off (NEEDED without libibverbs)
 //
-// Usage: npx tsx bench/cuda-proof-plan.ts --home DIR --tree DIR --variant V --out FILE
+// Usage: npx tsx bench/archive/cuda-proof-plan.ts --home DIR --tree DIR --variant V --out FILE
 //          [--arch 90a-real] [--march x86-64-v3] [--rdma 1] [--nccl 0] [--jobs N] [--commit SHA]
-//        npx tsx bench/cuda-proof-plan.ts judge EVIDENCE.json...   (verify.ts's verdict on
+//        npx tsx bench/archive/cuda-proof-plan.ts judge EVIDENCE.json...   (verify.ts's verdict on
 //          what native/verify-build.sh printed there, against the pinned flags)
 import * as fs from "node:fs";
 import { parseArgs } from "node:util";
-import { type BuildFlags, parseBuildFlags } from "../components/build/flags";
-import { buildPlan, DEFAULT_ARTIFACTS, DEFAULT_TARGETS } from "../components/build/plan";
-import { evaluate, formatVerdict, parseEvidence } from "../components/build/verify";
+import { type BuildFlags, parseBuildFlags } from "../../components/build/flags";
+import { buildPlan, DEFAULT_ARTIFACTS, DEFAULT_TARGETS } from "../../components/build/plan";
+import { evaluate, formatVerdict, parseEvidence } from "../../components/build/verify";
 
 const COMMIT = "80fb11ac73e66d89eae2c6a91d8a77428fa733ed";
 const VARIANTS = ["pinned", "noprefix", "fat", "cpu"] as const;
@@ -73,7 +73,7 @@ export function renderProofPlan(o: {
   }
   const arr = (name: string, xs: readonly string[]) => `${name}=(${xs.map(q).join(" ")})`;
   return [
-    `# ${o.variant}: rendered by bench/cuda-proof-plan.ts from buildPlan(); key ${plan.key}`,
+    `# ${o.variant}: rendered by bench/archive/cuda-proof-plan.ts from buildPlan(); key ${plan.key}`,
     `PLAN_VARIANT=${q(o.variant)}`,
     `PLAN_KEY=${q(plan.key)}`,
     `PLAN_TREE=${q(plan.tree)}`,

@@ -1,13 +1,13 @@
 #!/usr/bin/env bash
 # serving-cuda.sh — the Serving stage's split on a real CUDA device (issue 13; results in
-# bench/serving-cuda.md). Inputs from bench/serving-cuda-inputs.ts (INPUTS): NativeBuild's CUDA
+# bench/archive/serving-cuda.md). Inputs from bench/archive/serving-cuda-inputs.ts (INPUTS): NativeBuild's CUDA
 # build plan, a generated model, and the llama-server argv that planPlacement/renderLlamaServer
 # produce for client CUDA0 + one ggml-rpc-server worker (RPC0, here on the same GPU, over TCP
 # on loopback). Steps: build ggml-rpc-server + llama-server under the plan; start the worker
 # (GGML_RPC_DEBUG=1, as RpcWorker runs it); start llama-server with the plan's argv and a
 # single-node reference with every layer on CUDA0; the same greedy completion through each
 # server's /completion with token ids; the worker's graph_compute/graph_recompute counts.
-#   bench/serving-cuda.sh INPUTS RESULTS
+#   bench/archive/serving-cuda.sh INPUTS RESULTS
 set -uo pipefail
 IN=$(cd "$1" && pwd)
 RES=$2

@@ -1,19 +1,23 @@
-// Renders the inputs of bench/serving-cuda.sh, the Serving stage's split proven on a real CUDA
-// device (issue 13; results in bench/serving-cuda.md): NativeBuild's CUDA build plan
-// (bench/cuda-proof-plan.ts), a generated llama model wide enough to time, and the llama-server
+// Renders the inputs of bench/archive/serving-cuda.sh, the Serving stage's split proven on a real CUDA
+// device (issue 13; results in bench/archive/serving-cuda.md): NativeBuild's CUDA build plan
+// (bench/archive/cuda-proof-plan.ts), a generated llama model wide enough to time, and the llama-server
 // argv that planPlacement + renderLlamaServer (components/serving/) produce for a client CUDA0
 // and one ggml-rpc-server worker (RPC0), with declared usable memory, so the CUDA machine
 // needs no node.
-//   npx tsx bench/serving-cuda-inputs.ts --out DIR --work /tmp/serving-cuda
-//   npx tsx bench/serving-cuda-inputs.ts judge DIR RESULTS   (the plan against the server's log)
+//   npx tsx bench/archive/serving-cuda-inputs.ts --out DIR --work /tmp/serving-cuda
+//   npx tsx bench/archive/serving-cuda-inputs.ts judge DIR RESULTS   (the plan against the server's log)
 import { execFileSync } from "node:child_process";
 import { createHash } from "node:crypto";
 import * as fs from "node:fs";
 import * as path from "node:path";
 import { parseArgs } from "node:util";
-import { planPlacement, placementNodes, type ServingPlan } from "../components/serving/placement";
-import { renderLlamaServer, renderings } from "../components/serving/render";
-import { makeTinyLlamaGguf, type TinyLlamaDims } from "../sim/gguf/tiny-llama";
+import {
+  planPlacement,
+  placementNodes,
+  type ServingPlan,
+} from "../../components/serving/placement";
+import { renderLlamaServer, renderings } from "../../components/serving/render";
+import { makeTinyLlamaGguf, type TinyLlamaDims } from "../../sim/gguf/tiny-llama";
 
 /** 12 layers, GQA 6:2, ~38 MB of f16 weights: every layer's matrices on one device each. */
 export const PROOF_DIMS: TinyLlamaDims = {
@@ -80,7 +84,7 @@ function render(out: string, work: string): void {
   );
   fs.writeFileSync(
     path.join(out, "serve.sh"),
-    `# rendered by bench/serving-cuda-inputs.ts\nRPC_PORT=${RPC_PORT}\n` +
+    `# rendered by bench/archive/serving-cuda-inputs.ts\nRPC_PORT=${RPC_PORT}\n` +
       bashArray("SPLIT_ARGS", split) +
       bashArray("REFERENCE_ARGS", reference),
   );

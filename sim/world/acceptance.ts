@@ -1,26 +1,22 @@
-// The acceptance suite's world: one simulated pair, a private file backend and state dir, the
-// local stack's config as sim/stack.ts renders it (under the stack name `acc-<pid>`), an
-// in-process Hugging Face endpoint serving the local stack's pinned test model (so a fault
-// can throttle it), and the pulumi CLI with an ssh agent for node-to-node copies.
+// The simulated world the acceptance suite and the sim benches (bench/sim-world.ts) share: a
+// simulated pair (or up to 4 nodes), a private file backend and state dir, the local stack's
+// config as sim/stack.ts renders it (under the stack name `acc-<pid>`), an in-process Hugging
+// Face endpoint serving the local stack's pinned test model (so a fault can throttle it), and
+// the pulumi CLI with an ssh agent for node-to-node copies.
 import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync, existsSync } from "node:fs";
 import { tmpdir } from "node:os";
 import * as path from "node:path";
 import { execa, type ResultPromise } from "execa";
 import { repoRoot } from "../../setup/pulumi/env";
 import { pulumiBinary } from "../../setup/pulumi/env";
-import {
-  type HfEndpoint,
-  type PublishedRepo,
-  publishTestModel,
-  startHfEndpoint,
-} from "../../sim/hub";
-import { extractLlamaSource } from "../../sim/llama/index";
-import { simDown, simExec, simUp } from "../../sim/index";
-import { LOCAL_MODEL, renderLocalSettings, renderStackConfig } from "../../sim/stack";
-import type { SimCluster, SimNode } from "../../sim/state";
-import { type PulumiCli, type PulumiRun, pulumiCli } from "../support/pulumi-cli";
-import { nodeCcache } from "../support/sim-node";
-import { startSshAgent, type TestAgent } from "../support/ssh-agent";
+import { type HfEndpoint, type PublishedRepo, publishTestModel, startHfEndpoint } from "../hub";
+import { extractLlamaSource } from "../llama/index";
+import { simDown, simExec, simUp } from "../index";
+import { LOCAL_MODEL, renderLocalSettings, renderStackConfig } from "../stack";
+import type { SimCluster, SimNode } from "../state";
+import { type PulumiCli, type PulumiRun, pulumiCli } from "./pulumi-cli";
+import { nodeCcache } from "./ccache";
+import { startSshAgent, type TestAgent } from "./ssh-agent";
 import { policyPackArgs } from "../../setup/pulumi/policy";
 import { parseOutputsText, type StackOutputs } from "../../stack-outputs";
 import { readState, type StackState } from "../../stack-state";

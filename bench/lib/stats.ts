@@ -1,6 +1,5 @@
-// Small statistics and the machine description shared by the benches.
+// Small statistics shared by the bench items: medians, quantiles, summaries, the load average.
 import { readFileSync } from "node:fs";
-import * as os from "node:os";
 
 export function median(xs: readonly number[]): number {
   const s = [...xs].sort((a, b) => a - b);
@@ -20,6 +19,21 @@ export function summarize(xs: readonly number[]): Summary {
   return { n: xs.length, median: median(xs), min: Math.min(...xs), max: Math.max(...xs) };
 }
 
+const EMPTY: Summary = { n: 0, median: NaN, min: NaN, max: NaN };
+
+/** summarize, or NaNs with n 0 when there is no sample (a variant that never ran). */
+export function summarizeOrEmpty(xs: readonly number[]): Summary {
+  return xs.length ? summarize(xs) : EMPTY;
+}
+
+/** Nearest-rank quantile (q in 0–1) of `xs`; NaN when empty. */
+export function quantile(xs: readonly number[], q: number): number {
+  if (xs.length === 0) return NaN;
+  const s = [...xs].sort((a, b) => a - b);
+  const k = Math.min(s.length - 1, Math.max(0, Math.ceil(q * s.length) - 1));
+  return s[k] as number;
+}
+
 /** "12.34 s (11.0–15.2)" */
 export function fmt(s: Summary, digits = 2): string {
   return `${s.median.toFixed(digits)} s (${s.min.toFixed(digits)}–${s.max.toFixed(digits)})`;
@@ -28,30 +42,4 @@ export function fmt(s: Summary, digits = 2): string {
 /** The 1-minute load average now. */
 export function load1(): number {
   return Number(readFileSync("/proc/loadavg", "utf8").split(" ")[0]);
-}
-
-export interface Machine {
-  hostname: string;
-  cpus: number;
-  cpuModel: string;
-  memGiB: number;
-  kernel: string;
-  node: string;
-}
-
-export function machine(): Machine {
-  return {
-    hostname: os.hostname(),
-    cpus: os.cpus().length,
-    cpuModel: os.cpus()[0]?.model ?? "?",
-    memGiB: Math.round(os.totalmem() / 2 ** 30),
-    kernel: os.release(),
-    node: process.version,
-  };
-}
-
-/** Round r's order of the variants: rotated each round, so load falls on all of them alike. */
-export function rotation<T>(variants: readonly T[], round: number): T[] {
-  const k = round % variants.length;
-  return [...variants.slice(k), ...variants.slice(0, k)];
 }

@@ -1,4 +1,5 @@
-// An ssh-agent holding one key, for tests of node-to-node copies (which ride a forwarded agent).
+// An ssh-agent holding one key, for runs of node-to-node copies (which ride a forwarded agent):
+// the e2e tests, the acceptance world and the benches that stand it up.
 import { execFileSync, spawn } from "node:child_process";
 import { existsSync } from "node:fs";
 import * as path from "node:path";

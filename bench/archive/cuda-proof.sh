@@ -1,14 +1,14 @@
 #!/usr/bin/env bash
 # cuda-proof.sh — NativeBuild's CUDA build, proven on a real nvcc (issue 14; results in
 # bench/cuda-proof.md). Every build runs the exact configure and build argv and environment
-# that components/build/plan.ts renders (bench/cuda-proof-plan.ts writes them out as bash
+# that components/build/plan.ts renders (bench/archive/cuda-proof-plan.ts writes them out as bash
 # arrays, so the CUDA machine needs no node), and is verified with native/verify-build.sh.
 #
-#   bench/cuda-proof.sh render INPUTS       where node is: write INPUTS/plans/*.sh, the tiny
+#   bench/archive/cuda-proof.sh render INPUTS       where node is: write INPUTS/plans/*.sh, the tiny
 #                                           model and the llama.cpp source tarball
-#   bench/cuda-proof.sh judge RESULTS       where node is: verify.ts's verdict on each
+#   bench/archive/cuda-proof.sh judge RESULTS       where node is: verify.ts's verdict on each
 #                                           *.evidence.json the steps wrote
-#   bench/cuda-proof.sh STEP...             on the CUDA machine, in this order:
+#   bench/archive/cuda-proof.sh STEP...             on the CUDA machine, in this order:
 #     setup        unpack the tree into each home; ccache from INPUTS/ccache if none installed
 #     build-a      pinned, cold, home h1, its own empty compiler cache
 #     smoke        the tiny model, greedy, 16 tokens: CPU, CUDA, CUDA + a CUDA rpc-server
@@ -30,11 +30,11 @@
 set -uo pipefail
 
 HERE=$(cd "$(dirname -- "$0")" && pwd)
-INPUTS=${CUDA_PROOF_INPUTS:-$HERE/../.sparkform/cuda-proof}
+INPUTS=${CUDA_PROOF_INPUTS:-$HERE/../../.sparkform/cuda-proof}
 WORK=${CUDA_PROOF_WORK:-/tmp/cuda-proof}
 RES=${CUDA_PROOF_RESULTS:-$WORK/results}
 JOBS=${JOBS:-$(nproc)}
-VERIFY=${CUDA_PROOF_VERIFY:-$HERE/../native/verify-build.sh}
+VERIFY=${CUDA_PROOF_VERIFY:-$HERE/../../native/verify-build.sh}
 COMMIT=80fb11ac73e66d89eae2c6a91d8a77428fa733ed
 MODEL=$INPUTS/tiny-llama-f16.gguf
 # The fat-vs-pinned subset: the heaviest template kinds and a spread of plain kernels.
@@ -62,11 +62,11 @@ render() {
 	done
 	npx tsx "$HERE/cuda-proof-plan.ts" --home "$WORK/h8" --tree "$WORK/h8/llama.cpp" \
 		--variant cpu --jobs "$JOBS" --out "$dir/plans/h8.sh" || exit 1
-	npx tsx "$HERE/../sim/gguf/make-model.ts" --out "$dir/tiny-llama-f16.gguf" || exit 1
+	npx tsx "$HERE/../../sim/gguf/make-model.ts" --out "$dir/tiny-llama-f16.gguf" || exit 1
 	if [ ! -f "$dir/llama.cpp.tar.xz" ]; then
 		local src
 		src=$(mktemp -d)
-		node "$HERE/../bin/sparkform.js" llama-source "$src/llama.cpp" || exit 1
+		node "$HERE/../../bin/sparkform.js" llama-source "$src/llama.cpp" || exit 1
 		# models/ and docs/ (113 MB of vocabularies and pages) are not compiled.
 		git -C "$src/llama.cpp" archive --format=tar HEAD -- . ':!models' ':!docs' | xz -T0 -6 >"$dir/llama.cpp.tar.xz"
 		rm -rf "$src"

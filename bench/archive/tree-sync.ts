@@ -3,7 +3,7 @@
 //
 // Run as root (the simulated cluster needs it), from the repository root:
 //
-//   node -e 'require("execa"); require("tsx/cjs"); require("./bench/tree-sync.ts")'
+//   node -e 'require("execa"); require("tsx/cjs"); require("./bench/archive/tree-sync.ts")'
 //
 // BENCH_RUNS (default 15) timed runs per case and variant. The two variants alternate run by run
 // (round i runs TreeSync then rsync when i is even, rsync then TreeSync when odd), so load from
@@ -16,17 +16,17 @@ import { execFileSync } from "node:child_process";
 import * as fs from "node:fs";
 import * as os from "node:os";
 import * as path from "node:path";
-import type { Exclusion } from "../components/tree/config";
+import type { Exclusion } from "../../components/tree/config";
 import {
   localTreeDigest,
   rsyncExcludes,
   TREE_DIGEST_ALGORITHM,
   TREE_DIGEST_PROGRAM,
-} from "../components/tree/digest";
-import { programRef } from "../components/native-script";
-import { create, read, type TreeSyncInputs } from "../components/tree/provider";
-import { close, rsync, run, type SshTarget } from "../components/transport";
-import { extractLlamaSource } from "../sim/llama/index";
+} from "../../components/tree/digest";
+import { programRef } from "../../components/native-script";
+import { create, read, type TreeSyncInputs } from "../../components/tree/provider";
+import { close, rsync, run, type SshTarget } from "../../components/transport";
+import { extractLlamaSource } from "../../sim/llama/index";
 
 type Variant = "treesync" | "rsync";
 type Case = "cold" | "warm" | "edit";
@@ -71,7 +71,7 @@ async function main(): Promise<void> {
   process.env.SPARKFORM_SIM_QUIET ??= "1";
   // Loaded after the state dir is set (its paths are read lazily, but keep it obvious).
   // eslint-disable-next-line @typescript-eslint/no-require-imports
-  const sim = require("../sim/index") as typeof import("../sim/index");
+  const sim = require("../../sim/index") as typeof import("../../sim/index");
   try {
     await bench(work, sim);
   } finally {
@@ -82,7 +82,7 @@ async function main(): Promise<void> {
   }
 }
 
-async function bench(work: string, sim: typeof import("../sim/index")): Promise<void> {
+async function bench(work: string, sim: typeof import("../../sim/index")): Promise<void> {
   const source = path.join(work, "llama.cpp");
   log(`extracting llama.cpp into ${source}`);
   const { commit, tag } = extractLlamaSource(source);
