@@ -12,7 +12,7 @@ import type { TreeSyncOutputs } from "./tree/provider";
 import type { LlamaServerGate } from "./serving/placement";
 import type { BuildInputs } from "./build/difference";
 import type { FabricLinkOutputs } from "./fabric/provider";
-import type { ServingDrainOutputs } from "./serving/drain-provider";
+import type { ServingDrainOutputs } from "./serving/state";
 import type { RouterOutputs } from "./router/provider";
 
 /** Each kind's state as its provider writes it: the inputs plus what it measured. */
