@@ -13,7 +13,7 @@ import type { LlamaServerGate } from "./serving/placement";
 import type { BuildInputs } from "./build/difference";
 import type { FabricLinkOutputs } from "./fabric/provider";
 import type { ServingDrainOutputs } from "./serving/state";
-import type { RouterOutputs } from "./router/provider";
+import type { RouterOutputs } from "./router/state";
 
 /** Each kind's state as its provider writes it: the inputs plus what it measured. */
 export interface KindOutputs {
