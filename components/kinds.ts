@@ -4,7 +4,7 @@
 // The evidence is a slice of each provider's Outputs interface, so a renamed or retyped output
 // breaks the pack's compile instead of silently hiding evidence from a policy.
 import type { NativeBuildOutputs } from "./build/provider";
-import type { RpcWorkerOutputs } from "./rpc-worker/provider";
+import type { RpcWorkerOutputs } from "./rpc-worker/state";
 import type { ModelReplicaOutputs } from "./model/provider";
 import type { SparkNodeOutputs } from "./node/provider";
 import type { ToolchainOutputs } from "./toolchain/provider";
