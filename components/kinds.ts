@@ -4,7 +4,7 @@
 // The evidence is a slice of each provider's Outputs interface, so a renamed or retyped output
 // breaks the pack's compile instead of silently hiding evidence from a policy.
 import type { NativeBuildOutputs } from "./build/state";
-import type { RpcWorkerOutputs } from "./rpc-worker/provider";
+import type { RpcWorkerOutputs } from "./rpc-worker/state";
 import type { ModelReplicaOutputs } from "./model/state";
 import type { SparkNodeOutputs } from "./node/state";
 import type { ToolchainOutputs } from "./toolchain/state";
@@ -12,8 +12,8 @@ import type { TreeSyncOutputs } from "./tree/state";
 import type { LlamaServerGate } from "./serving/placement";
 import type { BuildInputs } from "./build/difference";
 import type { FabricLinkOutputs } from "./fabric/state";
-import type { ServingDrainOutputs } from "./serving/drain-provider";
-import type { RouterOutputs } from "./router/provider";
+import type { ServingDrainOutputs } from "./serving/state";
+import type { RouterOutputs } from "./router/state";
 
 /** Each kind's state as its provider writes it: the inputs plus what it measured. */
 export interface KindOutputs {

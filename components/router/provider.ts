@@ -14,280 +14,58 @@
 //             moves on its own and is not drift.
 //   delete    native/unit/stop.sh, then files.sh remove (config, data dir, a binary no other
 //             router on the node runs)
-import { createHash } from "node:crypto";
 import type * as pulumi from "@pulumi/pulumi";
-import { isLoopbackAddress } from "../config/address";
-import { programCommand, programFor, type ProgramRef } from "../native-script";
 import type { ProviderImpl } from "../providers/delegate";
-import { changedKeys, steadyReading } from "../providers/diff";
+import { steadyReading } from "../providers/diff";
 import { progress, since } from "../providers/progress";
-import {
-  homeRelative,
-  openNode,
-  RemoteCommandError,
-  type RemoteScript,
-  type SshTarget,
-} from "../transport";
-import { apiKeyEnv, keyDigest } from "../unit/api-key";
-import {
-  leftUnit,
-  ownerOf,
-  type UnitOwner,
-  unitStartCommand,
-  unitStatusCommand,
-  unitStopCommand,
-} from "../unit/commands";
+import { withStateUpgrade } from "../providers/state-upgrade";
+import { openNode, RemoteCommandError, type SshTarget } from "../transport";
+import { keyDigest } from "../unit/api-key";
+import { leftUnit, ownerOf } from "../unit/commands";
 import { claimUnit, leftRunning, type OwnerCheck, refusedByOwner } from "../unit/owner";
-import { programsChange } from "../unit/programs";
-import { apiKeyPath, UNIT_ROLES, unitLogPath, unitName } from "../unit/names";
+import { unitName } from "../unit/names";
+import { ownerDrift, startedOf } from "../unit/status";
+import { routerBinary } from "./artifact";
+import { listenAddress } from "./caddy-config";
 import {
-  type Started,
-  startedOf,
-  type UnitState,
-  type UnitStatus,
-  ownerDrift,
-  unitDrift,
-  unitStatusParser,
-} from "../unit/status";
-import { type GoArch, routerBinary } from "./artifact";
-import { dialOf, listenAddress, renderRouterConfig } from "./caddy-config";
+  binaryName,
+  configPath,
+  configText,
+  filesCommand,
+  installCommand,
+  ROUTER_DIR,
+  routerUrl,
+  startCommand,
+  statusCommand,
+  stopCommand,
+  textDigest,
+} from "./commands";
+import { keyValues, parseUnitStatus, routerStatusOf } from "./node-output";
+import type { RouterInputs, RouterOutputs, RouterStatus } from "./state";
+import { upgrade } from "./state-upgrade";
+import { routerChanges, routerDrift, routerVerdict } from "./verdicts";
 
-export const ROUTER_PROGRAMS = {
-  start: "unit/start.sh",
-  stop: "unit/stop.sh",
-  status: "unit/status.py",
-  files: "router/files.sh",
-} as const;
-
-/** The router's directory on the node: binaries, configs, data dirs, logs. */
-export const ROUTER_DIR = UNIT_ROLES.router.state;
-
-export interface RouterUpstreamInput {
-  readonly node: string;
-  /** The llama-server's URL, e.g. http://10.0.0.2:8080. */
-  readonly url: string;
-}
-
-export interface RouterInputs {
-  kind: "Router";
-  providerVersion: string;
-  target: SshTarget;
-  node: string;
-  bind: string;
-  port: number;
-  /**
-   * The key every route but GET /health requires (a secret input; state keeps its sha256).
-   * Written by files.sh to router-<port>.key (0600), which the config names: a new key is a
-   * new file, not a restart. Absent in state written before every stack had a key.
-   */
-  apiKey?: string;
-  /** Browser origins let through (absent in older state: none). */
-  allowedOrigins?: string[];
-  /** The node's `uname -m`. */
-  arch: string;
-  /** The artifact's identity (artifact.ts routerArtifactId): a new key is a restart. */
-  artifact: { version: string; key: string; arch: GoArch };
-  upstreams: RouterUpstreamInput[];
-  /** Recorded only (serving's topology: single, replicas, layer-split). */
-  topology: string;
-  /** The 503 body when no upstream can answer. */
-  unavailable: string;
-  healthIntervalSeconds: number;
-  healthTimeoutSeconds: number;
-  programs: Record<keyof typeof ROUTER_PROGRAMS, ProgramRef>;
-  /**
-   * The stack the unit belongs to, `<project>/<stack>` (components/unit/owner.ts): recorded on
-   * the unit, and another stack's router on the port is refused (its config is not written).
-   * Absent in state written before owners; a change only rewrites state.
-   */
-  owner?: string;
-}
-
-/** What the router's refresh keeps of status.py's reading (nothing that moves by itself). */
-export interface RouterStatus {
-  unit: Pick<UnitState, "ActiveState" | "SubState" | "Result" | "NRestarts" | "InvocationID">;
-  /** sha256 of /proc/<MainPID>/exe ("" when not running). */
-  runningDigest: string;
-  /** sha256 of the installed binary file ("" when missing). */
-  binaryDigest: string;
-  /** Addresses listening on the port. */
-  listening: string[];
-  /** sha256 of the config file on the node ("" when missing). */
-  configDigest: string;
-  /**
-   * What the key file holds, judged on the node's reading against the key's digest (never the
-   * digest itself: that is a secret output): absent for a router without a key, or older state.
-   */
-  keyFile?: "the stack's key" | "another key" | "missing";
-}
-
-export interface RouterOutputs extends Omit<RouterInputs, "apiKey"> {
-  /** sha256 of the API key ("" = none), a secret output: a changed key is rewritten. */
-  apiKeySha256?: string;
-  /** http://<bind>:<port> (clients use <url>/v1). */
-  url: string;
-  unit: string;
-  /** The binary on the node (~/.cache/sparkform/router/caddy-<sha256 first 16>). */
-  binary: string;
-  /** sha256 of the Caddy binary (the control node's build, checked on the node). */
-  binaryDigest: string;
-  /** sha256 of the config JSON as written on the node. */
-  configDigest: string;
-  status: RouterStatus;
-  /** The unit's InvocationID and NRestarts when `up` started it. */
-  started: Started;
-  /** Why the measured router differs from the one started ([] = none). */
-  drift: string[];
-}
+export type { RouterInputs, RouterOutputs, RouterStatus, RouterUpstreamInput } from "./state";
+export {
+  binaryName,
+  configPath,
+  configText,
+  dataDir,
+  installCommand,
+  keyFileForCaddy,
+  keyPath,
+  ROUTER_DIR,
+  ROUTER_PROGRAMS,
+  routerLogPath,
+  routerUrl,
+  startCommand,
+  statusCommand,
+  stopCommand,
+} from "./commands";
+export { routerStatusOf } from "./node-output";
+export { RECORD_KEYS, RESTART_KEYS, routerChanges, routerDrift, routerVerdict } from "./verdicts";
 
 const tag = (t: SshTarget) => `[${t.name}] router`;
-const sha256 = (text: string) => createHash("sha256").update(text).digest("hex");
-
-export const binaryName = (sha: string) => `caddy-${sha.slice(0, 16)}`;
-export const configPath = (port: number) => `${ROUTER_DIR}/router-${port}.json`;
-export const dataDir = (port: number) => `${ROUTER_DIR}/data-${port}`;
-export const keyPath = (port: number) => apiKeyPath("router", port);
-/**
- * The key file as the config names it: relative to the unit's working directory, the node
- * user's home (start.sh sets it), since Caddy's {file.…} does not expand `~`.
- */
-export const keyFileForCaddy = (port: number) => homeRelative(keyPath(port));
-
-export function routerUrl(bind: string, port: number): string {
-  return `http://${listenAddress(bind, port)}`;
-}
-
-/** The config text as written on the node: a function of the inputs only. */
-export function configText(
-  i: Pick<
-    RouterInputs,
-    | "bind"
-    | "port"
-    | "upstreams"
-    | "unavailable"
-    | "healthIntervalSeconds"
-    | "allowedOrigins"
-    | "apiKey"
-  >,
-): string {
-  return renderRouterConfig({
-    bind: i.bind,
-    port: i.port,
-    upstreams: i.upstreams.map((u) => ({ node: u.node, dial: dialOf(u.url) })),
-    unavailable: i.unavailable,
-    healthIntervalSeconds: i.healthIntervalSeconds,
-    ...(i.apiKey ? { apiKeyFile: keyFileForCaddy(i.port) } : {}),
-    allowedOrigins: i.allowedOrigins ?? [],
-  });
-}
-
-function filesCommand(
-  i: Pick<RouterInputs, "programs">,
-  args: string[],
-  display: string,
-  extra: ReturnType<typeof apiKeyEnv> = {},
-) {
-  return programCommand(programFor(i.programs.files, ROUTER_PROGRAMS.files), {
-    args,
-    display,
-    ...extra,
-  });
-}
-
-/**
- * files.sh install: the binary, the config and, with a key, the key files. The key travels in
- * the secret preamble (SPARKFORM_API_KEY on stdin), never in the arguments.
- */
-export function installCommand(
-  i: Pick<RouterInputs, "programs" | "port" | "apiKey">,
-  name: string,
-  sha: string,
-  text: string,
-  owner?: UnitOwner,
-): RemoteScript {
-  return filesCommand(
-    i,
-    [
-      "install",
-      ROUTER_DIR,
-      name,
-      sha,
-      String(i.port),
-      text,
-      // Another stack's router on the port: its config is not written over (exit 10).
-      ...(owner ? [owner.stack, owner.node, owner.portKey, ...(owner.was ? [owner.was] : [])] : []),
-    ],
-    `install ${ROUTER_DIR}/${name} and ${configPath(i.port)}`,
-    apiKeyEnv(i.apiKey),
-  );
-}
-
-const keyValues = (stdout: string): Record<string, string> =>
-  Object.fromEntries(
-    stdout
-      .split("\n")
-      .map((l) => l.match(/^([A-Za-z]+)=(.*)$/))
-      .filter((m): m is RegExpMatchArray => m !== null)
-      .map((m) => [m[1], m[2]]),
-  );
-
-/** start.sh for the router: no guard, flags `run --config <path>`, up = /health through it. */
-export function startCommand(
-  i: Pick<RouterInputs, "bind" | "port" | "programs" | "healthTimeoutSeconds">,
-  binary: string,
-  digest: string,
-  owner?: UnitOwner,
-): RemoteScript {
-  const data = dataDir(i.port);
-  return unitStartCommand(
-    {
-      role: "router",
-      port: i.port,
-      bind: i.bind,
-      binary,
-      digest,
-      rssLimitPercent: 0,
-      rssIntervalSeconds: 2,
-      flags: ["run", "--config", configPath(i.port)],
-      what: "router",
-      // Off loopback: never on the interface of the management session (the node's check,
-      // the third layer after the Router's refusal and the router-bind policy).
-      notOnManagement: !isLoopbackAddress(i.bind),
-      // Caddy's data and config directories (instance id, certificates it never gets here):
-      // the router's own, removed with it.
-      env: [
-        ["XDG_DATA_HOME", data],
-        ["XDG_CONFIG_HOME", data],
-      ],
-      mkdir: [data],
-      healthTimeoutSeconds: i.healthTimeoutSeconds,
-      ...(owner ? { owner } : {}),
-    },
-    i.programs,
-    {
-      display: `systemd-run --user --unit=${unitName("router", i.port)} ${binary} run --config ${configPath(i.port)}`,
-    },
-  );
-}
-
-export function statusCommand(
-  i: Pick<RouterInputs, "port" | "programs">,
-  binary: string,
-): RemoteScript {
-  return unitStatusCommand(
-    // bound: a log past 64 MiB is cut in place (the health checker's lines are sampled).
-    { role: "router", port: i.port, binary, marks: [], keep: 20, bound: true },
-    i.programs,
-    `router status :${i.port}`,
-  );
-}
-
-export function stopCommand(i: Pick<RouterInputs, "port" | "programs" | "owner">): RemoteScript {
-  return unitStopCommand({ role: "router", port: i.port }, i.programs, {
-    display: `stop ${unitName("router", i.port)}`,
-    ...(i.owner ? { owner: i.owner } : {}),
-  });
-}
 
 /** The owner check of the router's unit (`was`: the owner state recorded, on an update). */
 const ownerCheck = (
@@ -302,24 +80,6 @@ const ownerCheck = (
   programs: i.programs,
   tag: tag(i.target),
 });
-
-const parseUnitStatus = unitStatusParser("router status (native/unit/status.py)");
-
-export function routerStatusOf(u: UnitStatus, configDigest: string): RouterStatus {
-  return {
-    unit: {
-      ActiveState: u.unit.ActiveState ?? "",
-      SubState: u.unit.SubState ?? "",
-      Result: u.unit.Result ?? "",
-      NRestarts: u.unit.NRestarts ?? "",
-      InvocationID: u.unit.InvocationID ?? "",
-    },
-    runningDigest: u.runningDigest,
-    binaryDigest: u.binaryDigest,
-    listening: u.listening,
-    configDigest,
-  };
-}
 
 async function readStatus(
   i: Pick<RouterInputs, "target" | "port" | "programs">,
@@ -353,46 +113,13 @@ async function readStatus(
   };
 }
 
-/** Why the measured router is not the one `up` started ([] = none). */
-export function routerDrift(o: {
-  status: RouterStatus;
-  started: Started;
-  binaryDigest: string;
-  configDigest: string;
-  bind: string;
-  port: number;
-}): string[] {
-  const r = unitDrift({
-    words: { what: "router", binary: "caddy", guarded: "the router" },
-    status: o.status,
-    started: o.started,
-    expectedDigest: o.binaryDigest,
-    bind: o.bind,
-    guardOn: false,
-  });
-  if (o.status.unit.ActiveState === "active" && o.status.listening.length === 0)
-    r.push(`nothing listens on ${listenAddress(o.bind, o.port)}`);
-  if (o.status.configDigest !== o.configDigest)
-    r.push(
-      `router config ${configPath(o.port)} sha256 ${o.status.configDigest.slice(0, 12) || "(missing)"} is not the one written (${o.configDigest.slice(0, 12)})`,
-    );
-  if (o.status.keyFile !== undefined && o.status.keyFile !== "the stack's key")
-    r.push(
-      `router key ${keyPath(o.port)} ${o.status.keyFile === "missing" ? "is missing" : "does not hold the stack's key"}: every request would get 401`,
-    );
-  return r;
-}
-
-/** The router's refresh is judged by its status and drift (both free of moving readings). */
-export const routerVerdict = (o: RouterOutputs) => ({ status: o.status, drift: o.drift });
-
 async function converge(i: RouterInputs, was?: string): Promise<RouterOutputs> {
   const who = tag(i.target);
   const owner = ownerOf("router", i, was);
   if (i.upstreams.length === 0) throw new Error(`${who}: no upstreams to route to`);
   const text = configText(i);
   const apiKeySha256 = keyDigest(i.apiKey);
-  const configDigest = sha256(text);
+  const configDigest = textDigest(text);
   const start = Date.now();
   const artifact = await routerBinary({ arch: i.arch, progress: (l) => progress(`${who}: ${l}`) });
   const name = binaryName(artifact.sha256);
@@ -536,51 +263,6 @@ export async function read(
   return { id, props: steadyReading(props, fresh, routerVerdict) };
 }
 
-/** Inputs whose change restarts the router. */
-export const RESTART_KEYS = [
-  "providerVersion",
-  "target",
-  "bind",
-  "port",
-  "artifact",
-  "upstreams",
-  "unavailable",
-  "healthIntervalSeconds",
-  "programs",
-] as const;
-// apiKey and allowedOrigins are judged by the rendered config and the key's digest (below).
-/**
- * Inputs that are only recorded: a change updates state, the router keeps running (the owner is
- * recorded on the running unit first, components/unit/owner.ts).
- */
-export const RECORD_KEYS = ["node", "arch", "topology", "healthTimeoutSeconds", "owner"] as const;
-
-/**
- * What changed between state and program: restart keys, the rendered config, drift. `programs`
- * restarts the router only when a program changed other than by a declared upgrade
- * (components/unit/programs.ts); that is recorded.
- */
-export function routerChanges(olds: RouterOutputs, news: RouterInputs) {
-  const programs = programsChange(olds.programs, news.programs);
-  const restart: string[] = changedKeys(olds, news, RESTART_KEYS).filter(
-    (k) => k !== "programs" || programs === "restart",
-  );
-  let rendered: string;
-  try {
-    rendered = sha256(configText(news));
-  } catch {
-    rendered = "";
-  }
-  if (rendered !== olds.configDigest && !restart.includes("config")) restart.push("config");
-  if ((olds.apiKeySha256 ?? "") !== keyDigest(news.apiKey)) restart.push("apiKey");
-  if ((olds.drift ?? []).length > 0) restart.push("drift");
-  const record: string[] = [
-    ...(programs === "record" ? ["programs"] : []),
-    ...changedKeys(olds, news, RECORD_KEYS),
-  ];
-  return { restart, record };
-}
-
 export async function diff(
   _id: string,
   olds: RouterOutputs,
@@ -634,13 +316,13 @@ async function deleteRouter(_id: string, props: RouterOutputs): Promise<void> {
 }
 export { deleteRouter as delete };
 
-/** The router's log on its node (Caddy's own lines: start, health checker; no requests). */
-export const routerLogPath = (port: number): string => unitLogPath("router", port);
-
-export const provider = {
-  create,
-  read,
-  diff,
-  update,
-  delete: deleteRouter,
-} satisfies ProviderImpl<RouterInputs, RouterOutputs>;
+export const provider = withStateUpgrade(
+  {
+    create,
+    read,
+    diff,
+    update,
+    delete: deleteRouter,
+  } satisfies ProviderImpl<RouterInputs, RouterOutputs>,
+  upgrade,
+);

@@ -8,7 +8,8 @@ import { SparkformResource } from "../providers/resource";
 import type { SshTarget } from "../transport";
 import { routerArtifactId } from "./artifact";
 import type { Started } from "../unit/status";
-import { ROUTER_PROGRAMS, type RouterOutputs, type RouterUpstreamInput } from "./provider";
+import { ROUTER_PROGRAMS } from "./commands";
+import type { RouterOutputs, RouterUpstreamInput } from "./state";
 import { stackOwner } from "../unit/stack-owner";
 
 /** Bump when the provider's behaviour changes, so `up` rewrites it in state (and restarts). */

@@ -14,7 +14,14 @@ import {
 } from "../unit/commands";
 import { guardUnitName as guardUnitNameOf, unitName as unitNameOf } from "../unit/names";
 import { type UnitStatus, unitStatusParser } from "../unit/status";
-import { CACHE_DIR, type ProbeResult, RPC_PROGRAMS, type WorkerStatus } from "./plan";
+import {
+  CACHE_DIR,
+  HASH_THRESHOLD,
+  prewarmManifest,
+  type ProbeResult,
+  RPC_PROGRAMS,
+  type WorkerStatus,
+} from "./plan";
 
 export const unitName = (port: number): string => unitNameOf("worker", port);
 export const guardUnitName = (port: number): string => guardUnitNameOf("worker", port);
@@ -248,3 +255,47 @@ export const parseProbe = nodeJsonParser<ProbeResult>(
   },
   (node, path, detail) => new NodeOutputError("rpc HELLO probe", node, path, detail),
 );
+
+/**
+ * prewarm.py on the worker: write the cache entries of `files` (verified by SHA-256 on the node)
+ * and remove the entries sparkform wrote that none references; no files = prune all. With
+ * `retain`, those entries stay, unreferenced, for prune.py's least-recently-used order.
+ */
+export function prewarmCommand(
+  i: { port: number; programs: Pick<WorkerPrograms, "prewarm"> },
+  files: readonly { path: string; sha256: string }[],
+  retain = false,
+): RemoteScript {
+  return programCommand(programFor(i.programs.prewarm, RPC_PROGRAMS.prewarm), {
+    args: [
+      ...(retain ? ["--retain"] : []),
+      homeRelative(CACHE_DIR),
+      homeRelative(prewarmManifest(i.port)),
+      String(HASH_THRESHOLD),
+      ...files.flatMap((f) => [homeRelative(f.path), f.sha256]),
+    ],
+    display: files.length
+      ? `pre-warm ${CACHE_DIR} from ${files.map((f) => f.path).join(" ")}`
+      : `prune sparkform's entries in ${CACHE_DIR}`,
+  });
+}
+
+/**
+ * prune.py on the worker: hold the tensor cache under `bound` ("auto": derived on the node;
+ * "all": nothing kept), or with `check` only say what a prune would do.
+ */
+export function pruneCommand(
+  i: { port: number; programs: Pick<WorkerPrograms, "prune"> },
+  bound: number | "auto" | "all",
+  check = false,
+): RemoteScript {
+  return programCommand(programFor(i.programs.prune, RPC_PROGRAMS.prune), {
+    args: [
+      homeRelative(CACHE_DIR),
+      homeRelative(prewarmManifest(i.port)),
+      String(bound),
+      ...(check ? ["--check"] : []),
+    ],
+    display: `${check ? "check" : "prune"} ${CACHE_DIR} against ${bound === "auto" ? "its derived bound" : bound === "all" ? "nothing kept (destroy)" : `${bound} bytes`}`,
+  });
+}

@@ -10,16 +10,13 @@
 //   identity version (patch included) and digest equal to the client build's, else the worker
 //            is stopped again and the error names both builds: no client ever uses it
 import type * as pulumi from "@pulumi/pulumi";
-import { programCommand, programFor, type ProgramRef } from "../native-script";
-import type { BuildInputs } from "../build/difference";
-import type { RpcTransport } from "../fabric/rpc-log";
 import type { ProviderImpl } from "../providers/delegate";
 import { changedKeys, steadyReading } from "../providers/diff";
 import { progress } from "../providers/progress";
-import { homeRelative, openNode, RemoteCommandError, type SshTarget } from "../transport";
+import { withStateUpgrade } from "../providers/state-upgrade";
+import { openNode, RemoteCommandError, type SshTarget } from "../transport";
 import { ownerOf, type UnitOwner } from "../unit/commands";
 import { claimUnit, leftRunning, type OwnerCheck, unitHeldBy } from "../unit/owner";
-import { programsChange } from "../unit/programs";
 import { ownerDrift, startedOf } from "../unit/status";
 import {
   guardUnitName,
@@ -27,6 +24,8 @@ import {
   parseWorkerOwner,
   parseWorkerStatus,
   probeCommand,
+  prewarmCommand,
+  pruneCommand,
   startCommand,
   statusCommand,
   stopClientsCommand,
@@ -35,97 +34,44 @@ import {
   unitName,
 } from "./commands";
 import {
-  cacheDrift,
   type CachePrune,
   driftReasons,
   type Health,
   identityMismatch,
   heldBy,
   judgeHealth,
-  CACHE_DIR,
-  HASH_THRESHOLD,
   type Prewarm,
   parseCachePrune,
   parsePrewarm,
-  prewarmManifest,
   type ProbeResult,
-  RPC_PROGRAMS,
-  type Started,
   type TensorCache,
   type WorkerStatus,
   workerTransport,
 } from "./plan";
+import type { RpcWorkerInputs, RpcWorkerOutputs } from "./state";
+import { upgrade } from "./state-upgrade";
+import {
+  cacheDrifted,
+  DIFF_KEYS,
+  RECORD_KEYS,
+  tensorCacheOf,
+  updateKind,
+  workerChanges,
+  workerVerdict,
+} from "./verdicts";
 
-export interface RpcWorkerInputs {
-  kind: "RpcWorker";
-  providerVersion: string;
-  /** The worker node. */
-  target: SshTarget;
-  /** The client node, which probes the worker over the fabric. */
-  client: { target: SshTarget; fabricAddress: string };
-  /** The address the server binds: the worker's fabric address on the client's rail. */
-  bind: string;
-  port: number;
-  /** The node's fabric addresses (the policy's allowed binds). */
-  fabricAddresses: string[];
-  /** The node's management address (how the control node reaches it): never a bind. */
-  managementAddress: string;
-  threads: number;
-  devices: string[];
-  cache: boolean;
-  /**
-   * The tensor cache's bound in bytes (sparkform:worker.cacheMaxBytes); absent = derived on
-   * the node at each `up` (prune.py `auto`), 0 = none.
-   */
-  cacheMaxBytes?: number;
-  debug: boolean;
-  /** Stop the worker at this % of RAM used; 0 = no guard (the policy rejects it). */
-  rssLimitPercent: number;
-  rssIntervalSeconds: number;
-  /** The worker node's installed ggml-rpc-server (NativeBuild installDir + artifact). */
-  binary: string;
-  /** The worker node's build: installDir and its measured digest of the server. */
-  workerBuild: { installDir: string; digest: string };
-  /** The client node's build: the digest every worker's binary must equal. */
-  clientBuild: { installDir: string; digest: string; header: string };
-  programs: Record<keyof typeof RPC_PROGRAMS, ProgramRef>;
-  /** Model files on the worker node (SHA-256 known) whose tensors pre-warm the cache. */
-  prewarm: { path: string; sha256: string }[];
-  /** Both builds' recorded inputs (tree, flags, compiler): what names why they differ. */
-  buildInputs?: { worker: BuildInputs; client: BuildInputs };
-  /**
-   * The stack the unit belongs to, `<project>/<stack>` (components/unit/owner.ts): recorded on
-   * the unit, and another stack's unit on the port is refused. Absent in state written before
-   * owners; a change only rewrites state (and the record on the running unit).
-   */
-  owner?: string;
-}
-
-export interface RpcWorkerOutputs extends RpcWorkerInputs {
-  endpoint: string;
-  unit: string;
-  guardUnit: string;
-  status: WorkerStatus;
-  started: Started;
-  /** The worker's RPC protocol version from HELLO, patch included ("" when never answered). */
-  version: string;
-  clientVersion: string;
-  /** sha256 of the running server binary (/proc/<pid>/exe). */
-  digest: string;
-  /** Per device the server exposes: free and total bytes (GET_DEVICE_MEMORY). */
-  deviceMemory: { device: number; free: number; total: number }[];
-  health: Health;
-  transport: RpcTransport;
-  /** The last pre-warm of the tensor cache (null with the cache off). */
-  prewarmed: Prewarm | null;
-  /**
-   * The tensor cache's bound and verdict (null with the cache off; absent in state written
-   * before the bound existed): refresh checks the cache against the bound `up` recorded.
-   */
-  tensorCache?: TensorCache | null;
-  /** Why the measured worker differs from the one started ([] = none): drift on refresh. */
-  drift: string[];
-}
+export type { RpcWorkerInputs, RpcWorkerOutputs } from "./state";
+export {
+  cacheDrifted,
+  DIFF_KEYS,
+  PREWARM_KEYS,
+  RECORD_KEYS,
+  tensorCacheOf,
+  type UpdateKind,
+  updateKind,
+  workerChanges,
+  workerVerdict,
+} from "./verdicts";
 
 const tag = (t: SshTarget) => `[${t.name}] rpc-worker`;
 
@@ -208,21 +154,11 @@ async function prewarm(
   files: RpcWorkerInputs["prewarm"],
   retain = false,
 ): Promise<Prewarm> {
-  const r = await openNode(i.target).run(
-    programCommand(programFor(i.programs.prewarm, RPC_PROGRAMS.prewarm), {
-      args: [
-        ...(retain ? ["--retain"] : []),
-        homeRelative(CACHE_DIR),
-        homeRelative(prewarmManifest(i.port)),
-        String(HASH_THRESHOLD),
-        ...files.flatMap((f) => [homeRelative(f.path), f.sha256]),
-      ],
-      display: files.length
-        ? `pre-warm ${CACHE_DIR} from ${files.map((f) => f.path).join(" ")}`
-        : `prune sparkform's entries in ${CACHE_DIR}`,
-    }),
-    { step: "rpc-worker pre-warm", timeoutMs: 60 * 60_000, okExitCodes: [0, 3] },
-  );
+  const r = await openNode(i.target).run(prewarmCommand(i, files, retain), {
+    step: "rpc-worker pre-warm",
+    timeoutMs: 60 * 60_000,
+    okExitCodes: [0, 3],
+  });
   const out = parsePrewarm(r.stdout, i.target.name);
   if ("error" in out) throw new Error(`${tag(i.target)}: pre-warm refused: ${out.error}`);
   return out;
@@ -237,30 +173,14 @@ async function prune(
   bound: number | "auto" | "all",
   check = false,
 ): Promise<CachePrune> {
-  const r = await openNode(i.target).run(
-    programCommand(programFor(i.programs.prune, RPC_PROGRAMS.prune), {
-      args: [
-        homeRelative(CACHE_DIR),
-        homeRelative(prewarmManifest(i.port)),
-        String(bound),
-        ...(check ? ["--check"] : []),
-      ],
-      display: `${check ? "check" : "prune"} ${CACHE_DIR} against ${bound === "auto" ? "its derived bound" : bound === "all" ? "nothing kept (destroy)" : `${bound} bytes`}`,
-    }),
-    { step: "rpc-worker cache prune", timeoutMs: 10 * 60_000, okExitCodes: [0, 3] },
-  );
+  const r = await openNode(i.target).run(pruneCommand(i, bound, check), {
+    step: "rpc-worker cache prune",
+    timeoutMs: 10 * 60_000,
+    okExitCodes: [0, 3],
+  });
   const out = parseCachePrune(r.stdout, i.target.name);
   if ("error" in out) throw new Error(`${tag(i.target)}: tensor-cache prune refused: ${out.error}`);
   return out;
-}
-
-/** The verdict state keeps from a prune (or a check): the bound and the drift, not the bytes. */
-export function tensorCacheOf(p: CachePrune): TensorCache {
-  return {
-    maxBytes: p.maxBytes,
-    derived: p.derived,
-    drift: cacheDrift(p, p.derived ? "derived" : "configured"),
-  };
 }
 
 const retainedNote = (p: Prewarm) =>
@@ -466,103 +386,6 @@ export async function read(
   return { id, props: steadyReading(props, fresh, workerVerdict) };
 }
 
-/**
- * What a worker's refresh is judged by: its units, binaries, sockets listened on, protocol,
- * devices, health state, transport and drift. Not the readings that move while nothing
- * changes: memory, log lines, the client's ephemeral ports, free device memory, health detail.
- */
-export function workerVerdict(o: RpcWorkerOutputs) {
-  const { memory: _m, log: _l, guardLog: _g, established: _e, tail: _t, ...status } = o.status;
-  return {
-    status,
-    version: o.version,
-    clientVersion: o.clientVersion,
-    digest: o.digest,
-    devices: o.deviceMemory.map((d) => [d.device, d.total]),
-    health: o.health.state,
-    transport: o.transport,
-    drift: o.drift,
-    tensorCache: o.tensorCache ?? null,
-  };
-}
-
-/**
- * Inputs whose change is an update; all but PREWARM_KEYS restart the worker, and `programs`
- * only when a program changed other than by a declared upgrade (components/unit/programs.ts).
- */
-export const DIFF_KEYS = [
-  "providerVersion",
-  "target",
-  "client",
-  "bind",
-  "port",
-  "threads",
-  "devices",
-  "cache",
-  "cacheMaxBytes",
-  "debug",
-  "rssLimitPercent",
-  "rssIntervalSeconds",
-  "binary",
-  "workerBuild",
-  "clientBuild",
-  "programs",
-  "prewarm",
-] as const;
-
-/** Inputs whose change re-warms and re-bounds the cache beside the running worker. */
-export const PREWARM_KEYS: readonly string[] = ["prewarm", "cacheMaxBytes"];
-
-/**
- * Inputs whose change only rewrites state: the worker keeps running (its owner is recorded on
- * the running unit first, components/unit/owner.ts).
- */
-export const RECORD_KEYS = ["owner"] as const;
-
-/** The changed inputs by what they do: restart the worker, re-warm its cache, or rewrite state. */
-export function workerChanges(
-  olds: RpcWorkerOutputs,
-  news: RpcWorkerInputs,
-): { restart: string[]; prewarm: string[]; record: string[] } {
-  const restart: string[] = [];
-  const prewarm: string[] = [];
-  const record: string[] = [];
-  for (const k of changedKeys(olds, news, [...DIFF_KEYS, ...RECORD_KEYS])) {
-    if (k === "programs") {
-      const c = programsChange(olds.programs, news.programs);
-      if (c !== "none") (c === "restart" ? restart : record).push(k);
-    } else if ((RECORD_KEYS as readonly string[]).includes(k)) record.push(k);
-    else (PREWARM_KEYS.includes(k) ? prewarm : restart).push(k);
-  }
-  return { restart, prewarm, record };
-}
-
-/**
- * The cache needs `up` without a restart: over its bound, or on with no bound recorded yet
- * (state written before the bound existed).
- */
-export function cacheDrifted(olds: RpcWorkerOutputs, news: RpcWorkerInputs): boolean {
-  if (!news.cache || !olds.cache) return false;
-  return olds.tensorCache == null || olds.tensorCache.drift.length > 0;
-}
-
-/** What `up` does to a worker whose state is `olds` for the inputs `news`. */
-export type UpdateKind = "restart" | "prewarm" | "record" | "none";
-
-/**
- * Only the model or the cache's bound changed, or the cache is over its bound: re-warm and
- * prune the cache beside the running server, which reads entries from disk per
- * SET_TENSOR_HASH, so the unit, its loaded state and the entries of unchanged tensors stay
- * (issue 13). Only the owner or a declared upgrade of a program: state is rewritten. A drifted
- * worker is restarted whatever changed.
- */
-export function updateKind(olds: RpcWorkerOutputs, news: RpcWorkerInputs): UpdateKind {
-  const c = workerChanges(olds, news);
-  if ((olds.drift ?? []).length > 0 || c.restart.length > 0) return "restart";
-  if (c.prewarm.length > 0 || cacheDrifted(olds, news)) return "prewarm";
-  return c.record.length > 0 ? "record" : "none";
-}
-
 export async function diff(
   _id: string,
   olds: RpcWorkerOutputs,
@@ -572,7 +395,7 @@ export async function diff(
   const changed = changedKeys(olds, news, [...DIFF_KEYS, ...RECORD_KEYS]).filter((k) =>
     [...c.restart, ...c.prewarm, ...c.record].includes(k),
   );
-  const drifted = (olds.drift ?? []).length > 0;
+  const drifted = olds.drift.length > 0;
   const all = [
     ...changed,
     ...(drifted ? ["drift"] : []),
@@ -637,10 +460,13 @@ async function deleteWorker(_id: string, props: RpcWorkerOutputs): Promise<void>
 }
 export { deleteWorker as delete };
 
-export const provider = {
-  create,
-  read,
-  diff,
-  update,
-  delete: deleteWorker,
-} satisfies ProviderImpl<RpcWorkerInputs, RpcWorkerOutputs>;
+export const provider = withStateUpgrade(
+  {
+    create,
+    read,
+    diff,
+    update,
+    delete: deleteWorker,
+  } satisfies ProviderImpl<RpcWorkerInputs, RpcWorkerOutputs>,
+  upgrade,
+);

@@ -3,30 +3,16 @@
 // on it, so `up` stops the server before any worker restarts with a new build; the
 // LlamaServer depends on the workers, so it starts again only after every worker runs it.
 import type * as pulumi from "@pulumi/pulumi";
-import type { ProgramRef } from "../native-script";
 import type { ProviderImpl } from "../providers/delegate";
 import { changedKeys } from "../providers/diff";
 import { progress } from "../providers/progress";
-import { openNode, type SshTarget } from "../transport";
+import { withStateUpgrade } from "../providers/state-upgrade";
+import { openNode } from "../transport";
 import { serverStopCommand, serverUnit } from "./server-plan";
+import type { ServingDrainInputs, ServingDrainOutputs } from "./state";
+import { upgradeServingDrain } from "./state-upgrade";
 
-export interface ServingDrainInputs {
-  kind: "ServingDrain";
-  /** The client node, where the server runs. */
-  target: SshTarget;
-  /** The server's port. */
-  port: number;
-  /** Per node: the build's commit, tree digest and artifact digests. */
-  builds: Record<string, { commit: string; treeDigest: string; artifacts: Record<string, string> }>;
-  programs: { stop: ProgramRef };
-  /**
-   * The stack the server belongs to (`<project>/<stack>`): another stack's server on the port is
-   * left running. Not a diff key: only the update that drains reads it.
-   */
-  owner?: string;
-}
-
-export type ServingDrainOutputs = ServingDrainInputs & { drainedAt: string };
+export type { ServingDrainInputs, ServingDrainOutputs } from "./state";
 
 const DRAIN_KEYS = ["builds", "port", "target"] as const;
 
@@ -76,7 +62,7 @@ export async function update(
   return { outs: { ...news, drainedAt: new Date().toISOString() } };
 }
 
-export const provider = { create, diff, update } satisfies ProviderImpl<
-  ServingDrainInputs,
-  ServingDrainOutputs
->;
+export const provider = withStateUpgrade(
+  { create, diff, update } satisfies ProviderImpl<ServingDrainInputs, ServingDrainOutputs>,
+  upgradeServingDrain,
+);

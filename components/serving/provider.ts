@@ -12,173 +12,60 @@
 //              token ids), then the same on a reference llama-server without --rpc, stopped afterwards
 //   fast path  native/serving/worker-log.py on each worker: `[graph_recompute]` after the
 //              first `[graph_compute]` in the worker's GGML_RPC_DEBUG log
-import { isLoopbackAddress } from "../config/address";
 import type * as pulumi from "@pulumi/pulumi";
-import { programCommand, programFor, type ProgramRef } from "../native-script";
 import type { ProviderImpl } from "../providers/delegate";
-import { changedKeys } from "../providers/diff";
 import { progress } from "../providers/progress";
-import {
-  homeRelative,
-  openNode,
-  RemoteCommandError,
-  type RemoteScript,
-  type SshTarget,
-} from "../transport";
-import { apiKeyEnv, keyDigest } from "../unit/api-key";
-import { ownerOf, parseUnitStartTimings, unitStartCommand } from "../unit/commands";
+import { withStateUpgrade } from "../providers/state-upgrade";
+import { openNode, RemoteCommandError, type SshTarget } from "../transport";
+import { keyDigest } from "../unit/api-key";
+import { ownerOf, parseUnitStartTimings } from "../unit/commands";
 import { claimUnit, type OwnerCheck, refusedByOwner } from "../unit/owner";
-import { programsChange } from "../unit/programs";
 import { ownerDrift, startedOf } from "../unit/status";
-import type { LlamaServerGate, ServingPlan } from "./placement";
-import type { TopologyChoice } from "./topology";
+import { smokeCommand, startCommand, workerLogCommand } from "./commands";
 import { parseServerStatus, parseSmoke, parseWorkerLog, parseWorkerLogSize } from "./node-output";
 import {
   describePlanned,
   describeSeen,
-  guardUnit,
   parsePlacement,
   placementMismatch,
-  referenceArgv,
   referenceFits,
   referencePort,
-  referenceUnit,
-  type SeenDevice,
-  SERVER_PROGRAMS,
-  type SmokeChat,
-  serverArgv,
   serverStatusCommand,
   serverStopCommand,
   serverUrl,
-  type ServerStarted,
   type ServerStatus,
   serverDrift,
   unreachedWorkers,
-  type FabricRails,
   type WireEnd,
   wireEnds,
   wireProofFailure,
   wireRailNote,
   workerLogFailure,
-  workerLogPath,
 } from "./server-plan";
+import type {
+  LlamaServerInputs,
+  LlamaServerOutputs,
+  MeasuredServer,
+  Readiness,
+  ServingWorker,
+  SmokeOutput,
+} from "./state";
+import { upgrade } from "./state-upgrade";
+import type { ServingPlan } from "./placement";
+import { serverChanges } from "./verdicts";
 
-/** What the policies validate before the server starts (SERVING-CONTRACT.md). */
-export type ServingEvidence = LlamaServerGate["evidence"];
+export type {
+  LlamaServerInputs,
+  LlamaServerOutputs,
+  MeasuredServer,
+  Readiness,
+  ServingEvidence,
+  ServingWorker,
+  SmokeOutput,
+} from "./state";
+export { startCommand } from "./commands";
+export { RECORD_KEYS, RESTART_KEYS, serverChanges } from "./verdicts";
 
-/** A worker the server's plan uses: where its debug log is read. */
-export interface ServingWorker {
-  node: string;
-  device: string;
-  endpoint: string;
-  port: number;
-  target: SshTarget;
-  /** The worker unit's InvocationID as `up` started it: a new one restarts the server. */
-  invocationId: string;
-}
-
-export interface LlamaServerInputs {
-  kind: "LlamaServer";
-  providerVersion: string;
-  /** The client node, where the server runs. */
-  target: SshTarget;
-  node: string;
-  bind: string;
-  port: number;
-  unit: string;
-  /** `sparkform:serverApiKey` (a secret; never in outputs, never on a command line). */
-  apiKey?: string;
-  plan: ServingPlan;
-  evidence: ServingEvidence;
-  /** The plan's llama-server flags (renderings.llamaServer), model path included. */
-  flags: string[];
-  /** The client build's installed llama-server, and its verified sha256. */
-  binary: string;
-  binaryDigest: string;
-  modelPath: string;
-  /** The client's own device ("CPU" in the sim, "CUDA0" on a Spark): the reference's. */
-  clientDevice: string;
-  /** The smoke generation: prompt, tokens to generate, seed. */
-  smokeRequest: { prompt: string; tokens: number; seed: number };
-  workers: ServingWorker[];
-  /**
-   * Per node, its rails from the Fabric stage (sparkform:fabric.rails): the wire proof holds
-   * each end of the split to a rail the pair shares. Absent without a Fabric stage (the rails
-   * are then not checked, and the smoke's verdict says so). Not a restart key: it only judges.
-   */
-  fabricRails?: FabricRails;
-  /** The stage's topology choice (absent in state written before topologies). */
-  topology?: TopologyChoice;
-  /** A replica the chosen topology does not use: nothing runs (absent = false). */
-  standby?: boolean;
-  healthTimeoutSeconds: number;
-  /** The RSS guard stops the server at this % of the node's RAM used; 0 = no guard. */
-  rssLimitPercent: number;
-  rssIntervalSeconds: number;
-  programs: Record<keyof typeof SERVER_PROGRAMS, ProgramRef>;
-  /**
-   * The stack the unit belongs to, `<project>/<stack>` (components/unit/owner.ts): recorded on
-   * the unit, and another stack's server on the port is refused. Absent in state written before
-   * owners; a change only rewrites state (and the record on the running unit).
-   */
-  owner?: string;
-}
-
-/**
- * The smoke's evidence at create: token ids and counts, the create-time rate, never the text
- * the model wrote (nothing generated goes into state).
- */
-export interface SmokeOutput {
-  tokens: number[];
-  tokensPerSecond: number;
-  chat: SmokeChat;
-  reference: { tokens: number[]; tokensPerSecond: number; skipped?: string };
-  identical: boolean;
-  graphCompute: number;
-  graphRecompute: number;
-  /**
-   * Bytes (rx + tx) the client's route to the workers carried during the smoke's generation and
-   * chat; absent in state written before the wire proof. 0 without workers.
-   */
-  fabricBytes?: number;
-  /** Each end of the proof: the client's interfaces, each worker's fabric interface. */
-  fabricEnds?: WireEnd[];
-  /**
-   * How soon the server was ready, at create (absent in state written before it was measured).
-   * Kept from create on: a refresh does not measure it again.
-   */
-  readiness?: Readiness;
-}
-
-/**
- * Seconds from the unit's start (start.sh's systemd-run) to its port listening and to GET
- * /health = 200 (start.sh), and the time to first token of the server's first request, a
- * streamed chat completion (smoke.py; from the request, not from the unit's start).
- */
-export interface Readiness {
-  portOpenSeconds: number;
-  healthSeconds: number;
-  firstTokenSeconds: number;
-}
-
-export interface LlamaServerOutputs extends Omit<LlamaServerInputs, "apiKey"> {
-  /** sha256 of the API key ("" = none): a changed key restarts the server. */
-  apiKeySha256: string;
-  url: string;
-  health: string;
-  placement: SeenDevice[];
-  smoke: SmokeOutput;
-  /** The unit, digests, listeners and health as measured: the log stays on the node. */
-  status: MeasuredServer;
-  started: ServerStarted;
-  drift: string[];
-}
-
-/**
- * What state keeps of a status: everything but the log (which holds what clients caused) and
- * the owner (read for the drift only).
- */
-export type MeasuredServer = Omit<ServerStatus, "log" | "owner">;
 const measured = ({ log: _log, owner: _owner, ...rest }: ServerStatus): MeasuredServer => rest;
 
 const tag = (t: SshTarget) => `[${t.name}] llama-server`;
@@ -216,25 +103,16 @@ async function stop(
   });
 }
 
-/** The worker's address on the fabric (its endpoint's host: workers are IPv4 only). */
-const workerAddress = (w: ServingWorker): string => w.endpoint.replace(/:\d+$/, "");
-
-/**
- * worker-log.py on a worker: from `from` on, the graph counts; "size", only the log's size. Both
- * with the wire counters of the worker's fabric interface.
- */
+/** worker-log.py on a worker (commands.ts workerLogCommand): its stdout. */
 async function workerLogRun(
   w: ServingWorker,
   programs: LlamaServerInputs["programs"],
   from: string,
 ) {
-  const r = await openNode(w.target).run(
-    programCommand(programFor(programs.workerLog, SERVER_PROGRAMS.workerLog), {
-      args: [homeRelative(workerLogPath(w.port)), from, workerAddress(w)],
-      display: `count graph_compute/graph_recompute in ${workerLogPath(w.port)}`,
-    }),
-    { step: "rpc worker log", timeoutMs: 120_000 },
-  );
+  const r = await openNode(w.target).run(workerLogCommand(w, programs, from), {
+    step: "rpc worker log",
+    timeoutMs: 120_000,
+  });
   return r.stdout;
 }
 
@@ -250,41 +128,6 @@ const workerLogCounts = async (
 /** Both placements, for every message that refuses one. */
 function placements(plan: ServingPlan, st: ServerStatus): string {
   return `planned: ${describePlanned(plan)}; seen in the log: ${describeSeen(parsePlacement(st.log))}`;
-}
-
-/**
- * start.sh (native/unit/, the worker's too): (re)start the server and its RSS guard, then wait
- * until GET /health answers 200.
- */
-export function startCommand(i: LlamaServerInputs, was?: string): RemoteScript {
-  const guarded = i.rssLimitPercent > 0;
-  const owner = ownerOf("server", i, was);
-  return unitStartCommand(
-    {
-      role: "server",
-      port: i.port,
-      bind: i.bind,
-      binary: i.binary,
-      digest: i.binaryDigest,
-      rssLimitPercent: i.rssLimitPercent,
-      rssIntervalSeconds: i.rssIntervalSeconds,
-      what: "server",
-      // A replica bound to its fabric address without a key (the router reaches it there): the
-      // management network must not reach it (the worker's rule).
-      notOnManagement: !isLoopbackAddress(i.bind) && !i.apiKey,
-      // Up is /health = 200 (the model is loaded), not a listening port.
-      healthTimeoutSeconds: i.healthTimeoutSeconds,
-      flags: serverArgv({ placement: i.flags, bind: i.bind, port: i.port }),
-      ...(owner ? { owner } : {}),
-    },
-    i.programs,
-    {
-      ...apiKeyEnv(i.apiKey),
-      display:
-        `systemd-run --user --unit=${i.unit} llama-server ${i.flags.join(" ")} --host ${i.bind} --port ${i.port}` +
-        (guarded ? ` and ${guardUnit(i.port)} at ${i.rssLimitPercent}% of RAM` : ""),
-    },
-  );
 }
 
 /** start.sh's timings: seconds from the unit's start to its port listening and to /health = 200. */
@@ -340,32 +183,10 @@ async function smoke(i: LlamaServerInputs, started: StartTimings): Promise<Smoke
   const sizes = await Promise.all(i.workers.map((w) => workerLogSize(w, i.programs)));
   const skip = referenceFits(i.plan);
   const refPort = referencePort(i.port);
-  const r = await openNode(i.target).run(
-    programCommand(programFor(i.programs.smoke, SERVER_PROGRAMS.smoke), {
-      args: [
-        serverUrl(i),
-        String(i.smokeRequest.tokens),
-        String(i.smokeRequest.seed),
-        i.smokeRequest.prompt,
-        homeRelative(i.binary),
-        referenceUnit(i.port),
-        String(refPort),
-        String(i.healthTimeoutSeconds),
-        i.workers.length ? i.workers.map(workerAddress).join(",") : "-",
-        ...(skip
-          ? []
-          : referenceArgv({
-              modelPath: i.modelPath,
-              plan: i.plan,
-              clientDevice: i.clientDevice,
-              port: refPort,
-            })),
-      ],
-      ...apiKeyEnv(i.apiKey),
-      display: `smoke: POST ${serverUrl(i)}/v1/chat/completions streamed (time to first token), /completion and /v1/chat/completions (${i.smokeRequest.tokens} tokens, seed ${i.smokeRequest.seed}), then a single-node reference on 127.0.0.1:${refPort}`,
-    }),
-    { step: "llama-server smoke", timeoutMs: (i.healthTimeoutSeconds + 600) * 1000 },
-  );
+  const r = await openNode(i.target).run(smokeCommand(i, skip, refPort), {
+    step: "llama-server smoke",
+    timeoutMs: (i.healthTimeoutSeconds + 600) * 1000,
+  });
   const run = parseSmoke(r.stdout, i.target.name);
   const counts = await Promise.all(
     i.workers.map((w, k) => workerLogCounts(w, i.programs, sizes[k]?.size ?? 0)),
@@ -539,8 +360,7 @@ export async function read(
       started: props.started,
       expectedDigest: props.binaryDigest,
       bind: props.bind,
-      // State from before the guard has no limit: no guard to look for (the diff restarts it).
-      guardOn: (props.rssLimitPercent ?? 0) > 0,
+      guardOn: props.rssLimitPercent > 0,
     }),
     ...ownerDrift(props.unit, props.target.name, props.owner, st.owner),
   ];
@@ -553,61 +373,6 @@ export async function read(
       drift,
     },
   };
-}
-
-/**
- * Inputs whose change restarts the server. Not the plan itself: its flags are what the server
- * runs, while its numbers (usable memory, measured) move a little on every refresh. Not the
- * evidence's health lines either. `programs` restarts it only when a program changed other
- * than by a declared upgrade (components/unit/programs.ts).
- */
-export const RESTART_KEYS = [
-  "providerVersion",
-  "target",
-  "bind",
-  "port",
-  "flags",
-  "binary",
-  "binaryDigest",
-  "modelPath",
-  "smokeRequest",
-  "workers",
-  "rssLimitPercent",
-  "rssIntervalSeconds",
-  "programs",
-] as const;
-
-/**
- * Inputs whose change only rewrites state: the server keeps running (its owner is recorded on
- * the running unit first, components/unit/owner.ts).
- */
-export const RECORD_KEYS = ["owner"] as const;
-
-/** The changed inputs by what they do: restart the server, or only rewrite state. */
-export function serverChanges(
-  olds: LlamaServerOutputs,
-  news: LlamaServerInputs,
-): { restart: string[]; record: string[] } {
-  const restart: string[] = [];
-  const record: string[] = [];
-  for (const k of changedKeys(olds, news, RESTART_KEYS)) {
-    if (k !== "programs") restart.push(k);
-    else {
-      const c = programsChange(olds.programs, news.programs);
-      if (c !== "none") (c === "restart" ? restart : record).push(k);
-    }
-  }
-  // Builds and models of the evidence: a rebuilt peer is a restart, a worker's health is not.
-  if (JSON.stringify(olds.evidence?.builds) !== JSON.stringify(news.evidence.builds))
-    restart.push("evidence.builds");
-  if (JSON.stringify(olds.evidence?.models) !== JSON.stringify(news.evidence.models))
-    restart.push("evidence.models");
-  if ((olds.apiKeySha256 ?? "") !== keyDigest(news.apiKey)) restart.push("apiKey");
-  // State from before topologies has no standby: a serving server, as `false` is.
-  if (Boolean(olds.standby) !== Boolean(news.standby)) restart.push("standby");
-  if ((olds.drift ?? []).length > 0) restart.push("drift");
-  record.push(...changedKeys(olds, news, RECORD_KEYS));
-  return { restart, record };
 }
 
 export async function diff(
@@ -646,10 +411,13 @@ async function deleteServer(_id: string, props: LlamaServerOutputs): Promise<voi
 }
 export { deleteServer as delete };
 
-export const provider = {
-  create,
-  read,
-  diff,
-  update,
-  delete: deleteServer,
-} satisfies ProviderImpl<LlamaServerInputs, LlamaServerOutputs>;
+export const provider = withStateUpgrade(
+  {
+    create,
+    read,
+    diff,
+    update,
+    delete: deleteServer,
+  } satisfies ProviderImpl<LlamaServerInputs, LlamaServerOutputs>,
+  upgrade,
+);
