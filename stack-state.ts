@@ -10,7 +10,7 @@
 // module never decrypts: such a value stays as it is, and isSecret tells it from a plain one.
 import Ajv, { type ErrorObject } from "ajv";
 import { type Kind, KINDS, type KindOutputs, LEGACY_TYPE, typeToken } from "./components/kinds";
-import type { LlamaServerOutputs } from "./components/serving/provider";
+import type { LlamaServerOutputs } from "./components/serving/state";
 
 /** The key and value that mark a secret in Pulumi's serialized state. */
 export const SECRET_SIG = "4dabf18193072939515e22adb298388d";
