@@ -28,8 +28,8 @@ import { renderStackConfig } from "../../sim/stack";
 import type { SimCluster } from "../../sim/state";
 import { type PulumiCli, pulumiCli } from "../support/pulumi-cli";
 import { startSshAgent, type TestAgent } from "../support/ssh-agent";
+import { isRoot, requireOrSkip } from "../support/requires";
 
-const isRoot = process.getuid?.() === 0;
 const work = mkdtempSync(path.join(tmpdir(), "sparkform-e2e-"));
 process.env.SPARKFORM_STATE_DIR = path.join(work, "state");
 process.env.SPARKFORM_SIM_QUIET = "1";
@@ -124,7 +124,9 @@ async function sparkform(args: string[]) {
   return { exitCode: r.exitCode ?? -1, stdout: r.stdout, stderr: r.stderr };
 }
 
-describe.skipIf(!isRoot)("sparkform on a simulated pair (real pulumi CLI)", () => {
+describe.skipIf(
+  requireOrSkip("root", isRoot, "the simulated pair needs namespaces, mounts and containers"),
+)("sparkform on a simulated pair (real pulumi CLI)", () => {
   beforeAll(async () => {
     cluster = await simUp({ nodes: 2 });
     makeTree();

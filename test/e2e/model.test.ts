@@ -23,8 +23,8 @@ import { renderStackConfig } from "../../sim/stack";
 import type { SimCluster } from "../../sim/state";
 import { type PulumiCli, pulumiCli } from "../support/pulumi-cli";
 import { startSshAgent, type TestAgent } from "../support/ssh-agent";
+import { isRoot, requireOrSkip } from "../support/requires";
 
-const isRoot = process.getuid?.() === 0;
 const work = mkdtempSync(path.join(tmpdir(), "sparkform-model-e2e-"));
 process.env.SPARKFORM_STATE_DIR = path.join(work, "state");
 process.env.SPARKFORM_SIM_QUIET = "1";
@@ -102,7 +102,9 @@ async function sha256On(node: string): Promise<string> {
   return (await onNode(node, `sha256sum ${modelPath()} | cut -d' ' -f1`)) || "(missing)";
 }
 
-describe.skipIf(!isRoot)("Model on a simulated pair (real pulumi CLI, local HF endpoint)", () => {
+describe.skipIf(
+  requireOrSkip("root", isRoot, "the simulated pair needs namespaces, mounts and containers"),
+)("Model on a simulated pair (real pulumi CLI, local HF endpoint)", () => {
   beforeAll(async () => {
     cluster = await simUp({ nodes: 2 });
     pub = publishTestModel(path.join(work, "hub"));

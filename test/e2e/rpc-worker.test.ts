@@ -33,8 +33,8 @@ import { asUser, listeningPorts, nodeCcache } from "../support/sim-node";
 import { startSshAgent, type TestAgent } from "../support/ssh-agent";
 import { LARGE_DIMS } from "./rpc-worker/large-model";
 import { policyPackArgs } from "../../setup/pulumi/policy";
+import { isRoot, requireOrSkip } from "../support/requires";
 
-const isRoot = process.getuid?.() === 0;
 const repoRoot = path.join(__dirname, "..", "..");
 const work = mkdtempSync(path.join(tmpdir(), "sparkform-rpc-"));
 process.env.SPARKFORM_STATE_DIR = path.join(work, "state");
@@ -221,7 +221,9 @@ async function sparkform(args: string[]) {
 }
 const workerCli = (...args: string[]) => sparkform(["worker", ...args, "--stack", stack]);
 
-describe.skipIf(!isRoot)("RpcWorker on a simulated pair (real pulumi CLI)", () => {
+describe.skipIf(
+  requireOrSkip("root", isRoot, "the simulated pair needs namespaces, mounts and containers"),
+)("RpcWorker on a simulated pair (real pulumi CLI)", () => {
   beforeAll(async () => {
     cluster = await simUp({ nodes: 2 });
     extractLlamaSource(treeDir);

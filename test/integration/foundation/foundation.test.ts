@@ -6,8 +6,8 @@ import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync
 import { tmpdir } from "node:os";
 import * as path from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { type PulumiCli, pulumiCli } from "../support/pulumi-cli";
-import { POLICY_PACK } from "../../setup/pulumi/policy";
+import { type PulumiCli, pulumiCli } from "../../support/pulumi-cli";
+import { POLICY_PACK } from "../../../setup/pulumi/policy";
 
 const sha256 = (text: string) => createHash("sha256").update(text).digest("hex");
 const projectDir = path.join(__dirname, "proof");
