@@ -4,7 +4,7 @@
 // passed empty would look the same as one that passed.
 
 /** Set by .ci/run: every requirement must be met, none may skip. */
-export const REQUIRE_ALL_TIERS = process.env.SPARKFORM_REQUIRE_ALL_TIERS === "1";
+export const requireAllTiers = () => process.env.SPARKFORM_REQUIRE_ALL_TIERS === "1";
 
 export const isRoot = process.getuid?.() === 0;
 
@@ -16,7 +16,7 @@ export const isRoot = process.getuid?.() === 0;
 export function requireOrSkip(what: string, have: boolean, why: string): boolean {
   if (have) return false;
   const line = `${what} is missing: ${why}`;
-  if (REQUIRE_ALL_TIERS) {
+  if (requireAllTiers()) {
     throw new Error(`${line} (SPARKFORM_REQUIRE_ALL_TIERS=1: a tier may not skip)`);
   }
   console.warn(`SKIPPED — ${line}`);
