@@ -3,7 +3,8 @@
 import type { ResourceValidationPolicy } from "@pulumi/policy";
 import type { Target } from "../components/kinds";
 import { asKind } from "./evidence";
-import { HOST_KEY } from "../components/transport";
+// The transport's names module alone: its entry would load ssh and execa into the policy pack.
+import { HOST_KEY } from "../components/transport/names";
 
 /** A connection pins the node's host key (`type base64`, a comment after it is fine). */
 export function checkHostKeyPinned(target: Pick<Target, "name" | "hostKey">): string[] {

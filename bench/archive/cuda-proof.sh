@@ -215,7 +215,7 @@ record_dir() { echo "$1 $PLAN_BUILD_DIR" >>"$WORK/build-dirs"; }
 # ---- the smoke ----------------------------------------------------------------------------------
 
 # complete BIN_DIR NAME ARGS...: greedy 16 tokens; retries a log cut short at exit (see
-# test/hf-endpoint/llama-generate.test.ts); prints the token ids (byte + 3).
+# test/integration/hf-endpoint/llama-generate.test.ts); prints the token ids (byte + 3).
 complete() {
 	local bin=$1 name=$2 i
 	shift 2

@@ -26,8 +26,8 @@ import {
   GUARD,
   WORKER_PORT,
 } from "../../sim/world/acceptance";
+import { isRoot, requireOrSkip } from "../support/requires";
 
-const isRoot = process.getuid?.() === 0;
 const STEP_MS = 15 * 60_000;
 /** A cold llama.cpp build on a simulated node sharing 2 busy cores can take well over 10 min. */
 const COLD_BUILD_MS = 45 * 60_000;
@@ -55,7 +55,9 @@ const chatOnSpark1 = () =>
 const listing = (node: string) =>
   fileListing(node, ["/home/spark", "/tmp", "/var/tmp", "/dev/shm"], NOT_OURS);
 
-describe.skipIf(!isRoot)("acceptance: the local stack on a simulated pair", () => {
+describe.skipIf(
+  requireOrSkip("root", isRoot, "the simulated pair needs namespaces, mounts and containers"),
+)("acceptance: the local stack on a simulated pair", () => {
   beforeAll(async () => {
     acc = await openAcceptance();
     for (const n of NODES) {

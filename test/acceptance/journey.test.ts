@@ -17,8 +17,8 @@ import { repoRoot } from "../../setup/pulumi/env";
 import { readSimCluster } from "../../sim/index";
 import { asUser } from "../support/sim-node";
 import { readState, resourcesOf } from "../../stack-state";
+import { isRoot, requireOrSkip } from "../support/requires";
 
-const isRoot = process.getuid?.() === 0;
 /** A cold `npm run local` builds llama.cpp on a simulated node: long on 2 busy cores. */
 const LOCAL_MS = 60 * 60_000;
 const STEP_MS = 15 * 60_000;
@@ -84,7 +84,9 @@ const serverUnit = "sparkform-llama-server-8080";
 const nRestarts = async () =>
   Number(await asUser("spark-1", `systemctl --user show -p NRestarts --value ${serverUnit}`));
 
-describe.skipIf(!isRoot)("a user's day on the local stack, in the README's order", () => {
+describe.skipIf(
+  requireOrSkip("root", isRoot, "the simulated pair needs namespaces, mounts and containers"),
+)("a user's day on the local stack, in the README's order", () => {
   beforeAll(() => {
     wasUp = existsSync(path.join(repoRoot, ".sparkform", "sim", "cluster.json"));
     log(`simulated cluster up before: ${wasUp}`);

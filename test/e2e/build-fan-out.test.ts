@@ -21,8 +21,8 @@ import type { SimCluster } from "../../sim/state";
 import { type PulumiCli, pulumiCli } from "../../sim/world/pulumi-cli";
 import { startSshAgent, type TestAgent } from "../../sim/world/ssh-agent";
 import { byName, readState } from "../../stack-state";
+import { isRoot, requireOrSkip } from "../support/requires";
 
-const isRoot = process.getuid?.() === 0;
 const work = mkdtempSync(path.join(tmpdir(), "sparkform-fo-"));
 process.env.SPARKFORM_STATE_DIR = path.join(work, "state");
 process.env.SPARKFORM_SIM_QUIET = "1";
@@ -91,7 +91,9 @@ async function onNode(node: string, script: string): Promise<string> {
 
 const log = (s: string) => process.stderr.write(`[build-fan-out] ${s}\n`);
 
-describe.skipIf(!isRoot)("build once, fan out on a simulated pair (real pulumi CLI)", () => {
+describe.skipIf(
+  requireOrSkip("root", isRoot, "the simulated pair needs namespaces, mounts and containers"),
+)("build once, fan out on a simulated pair (real pulumi CLI)", () => {
   beforeAll(async () => {
     cluster = await simUp({ nodes: 2 });
     extractLlamaSource(treeDir);

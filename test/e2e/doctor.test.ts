@@ -13,8 +13,8 @@ import { simDown, simExec, simStop, simUp } from "../../sim/index";
 import type { SimCluster } from "../../sim/state";
 import { pulumiCli, type PulumiCli } from "../../sim/world/pulumi-cli";
 import { startSshAgent, type TestAgent } from "../../sim/world/ssh-agent";
+import { isRoot, requireOrSkip } from "../support/requires";
 
-const isRoot = process.getuid?.() === 0;
 const work = mkdtempSync(path.join(tmpdir(), "sparkform-doctor-e2e-"));
 process.env.SPARKFORM_STATE_DIR = path.join(work, "state");
 process.env.SPARKFORM_SIM_QUIET = "1";
@@ -62,7 +62,9 @@ async function snapshot(node: string): Promise<string> {
   return `${files.stdout}\n--- units\n${units.stdout}`;
 }
 
-describe.skipIf(!isRoot)("sparkform doctor on a simulated pair", () => {
+describe.skipIf(
+  requireOrSkip("root", isRoot, "the simulated pair needs namespaces, mounts and containers"),
+)("sparkform doctor on a simulated pair", () => {
   beforeAll(async () => {
     cluster = await simUp({ nodes: 2 });
     // The sim's stack config (nodes, ssh, both fabric rails) as this stack's configuration.

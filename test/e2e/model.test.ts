@@ -25,8 +25,8 @@ import { type PulumiCli, pulumiCli } from "../../sim/world/pulumi-cli";
 import { startSshAgent, type TestAgent } from "../../sim/world/ssh-agent";
 import { parseOutputsRecord } from "../../stack-outputs";
 import { byName, readState } from "../../stack-state";
+import { isRoot, requireOrSkip } from "../support/requires";
 
-const isRoot = process.getuid?.() === 0;
 const work = mkdtempSync(path.join(tmpdir(), "sparkform-model-e2e-"));
 process.env.SPARKFORM_STATE_DIR = path.join(work, "state");
 process.env.SPARKFORM_SIM_QUIET = "1";
@@ -97,7 +97,9 @@ async function sha256On(node: string): Promise<string> {
   return (await onNode(node, `sha256sum ${modelPath()} | cut -d' ' -f1`)) || "(missing)";
 }
 
-describe.skipIf(!isRoot)("Model on a simulated pair (real pulumi CLI, local HF endpoint)", () => {
+describe.skipIf(
+  requireOrSkip("root", isRoot, "the simulated pair needs namespaces, mounts and containers"),
+)("Model on a simulated pair (real pulumi CLI, local HF endpoint)", () => {
   beforeAll(async () => {
     cluster = await simUp({ nodes: 2 });
     pub = publishTestModel(path.join(work, "hub"));

@@ -26,8 +26,8 @@ import { nodeCcache } from "../../sim/world/ccache";
 import { startSshAgent, type TestAgent } from "../../sim/world/ssh-agent";
 import { parseOutputsRecord } from "../../stack-outputs";
 import { byName, readState } from "../../stack-state";
+import { isRoot, requireOrSkip } from "../support/requires";
 
-const isRoot = process.getuid?.() === 0;
 const work = mkdtempSync(path.join(tmpdir(), "sparkform-nb-"));
 process.env.SPARKFORM_STATE_DIR = path.join(work, "state");
 process.env.SPARKFORM_SIM_QUIET = "1";
@@ -108,7 +108,9 @@ async function onNode(node: string, script: string): Promise<string> {
 
 const log = (s: string) => process.stderr.write(`[native-build] ${s}\n`);
 
-describe.skipIf(!isRoot)("NativeBuild on a simulated pair (real pulumi CLI)", () => {
+describe.skipIf(
+  requireOrSkip("root", isRoot, "the simulated pair needs namespaces, mounts and containers"),
+)("NativeBuild on a simulated pair (real pulumi CLI)", () => {
   beforeAll(async () => {
     cluster = await simUp({ nodes: 2 });
     commit = extractLlamaSource(treeDir).commit;

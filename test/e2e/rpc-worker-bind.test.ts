@@ -12,8 +12,8 @@ import { RemoteCommandError, closeAll, openNode } from "../../components/transpo
 import { simDown, simExec, simUp } from "../../sim/index";
 import type { SimCluster } from "../../sim/state";
 import { simTarget, sparkformUnits } from "../support/sim-node";
+import { isRoot, requireOrSkip } from "../support/requires";
 
-const isRoot = process.getuid?.() === 0;
 const work = mkdtempSync(path.join(tmpdir(), "sparkform-rpc-bind-"));
 process.env.SPARKFORM_STATE_DIR = path.join(work, "state");
 process.env.SPARKFORM_SIM_QUIET = "1";
@@ -23,7 +23,9 @@ const ALIAS = "10.255.255.2";
 
 let cluster: SimCluster;
 
-describe.skipIf(!isRoot)("start.sh on a simulated node refuses the management interface", () => {
+describe.skipIf(
+  requireOrSkip("root", isRoot, "the simulated pair needs namespaces, mounts and containers"),
+)("start.sh on a simulated node refuses the management interface", () => {
   beforeAll(async () => {
     cluster = await simUp({ nodes: 2 });
     await simExec("spark-2", ["ip", "addr", "add", `${ALIAS}/32`, "dev", "mgmt0"]);

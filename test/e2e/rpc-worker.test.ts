@@ -36,8 +36,8 @@ import { LARGE_DIMS } from "./rpc-worker/large-model";
 import { policyPackArgs } from "../../setup/pulumi/policy";
 import { parseOutputsRecord } from "../../stack-outputs";
 import { readState } from "../../stack-state";
+import { isRoot, requireOrSkip } from "../support/requires";
 
-const isRoot = process.getuid?.() === 0;
 const repoRoot = path.join(__dirname, "..", "..");
 const work = mkdtempSync(path.join(tmpdir(), "sparkform-rpc-"));
 process.env.SPARKFORM_STATE_DIR = path.join(work, "state");
@@ -219,7 +219,9 @@ async function sparkform(args: string[]) {
 }
 const workerCli = (...args: string[]) => sparkform(["worker", ...args, "--stack", stack]);
 
-describe.skipIf(!isRoot)("RpcWorker on a simulated pair (real pulumi CLI)", () => {
+describe.skipIf(
+  requireOrSkip("root", isRoot, "the simulated pair needs namespaces, mounts and containers"),
+)("RpcWorker on a simulated pair (real pulumi CLI)", () => {
   beforeAll(async () => {
     cluster = await simUp({ nodes: 2 });
     extractLlamaSource(treeDir);

@@ -39,8 +39,8 @@ import { startSshAgent, type TestAgent } from "../../sim/world/ssh-agent";
 import { policyPackArgs } from "../../setup/pulumi/policy";
 import { parseOutputsRecord } from "../../stack-outputs";
 import { readState } from "../../stack-state";
+import { isRoot, requireOrSkip } from "../support/requires";
 
-const isRoot = process.getuid?.() === 0;
 const work = mkdtempSync(path.join(tmpdir(), "sparkform-serving-"));
 process.env.SPARKFORM_STATE_DIR = path.join(work, "state");
 process.env.SPARKFORM_SIM_QUIET = "1";
@@ -212,7 +212,9 @@ async function completionOnSpark1(): Promise<{ tokens: number[]; content: string
   return JSON.parse(out) as { tokens: number[]; content: string };
 }
 
-describe.skipIf(!isRoot)("serving on a simulated pair (real pulumi CLI, policy pack)", () => {
+describe.skipIf(
+  requireOrSkip("root", isRoot, "the simulated pair needs namespaces, mounts and containers"),
+)("serving on a simulated pair (real pulumi CLI, policy pack)", () => {
   beforeAll(async () => {
     cluster = await simUp({ nodes: 2 });
     extractLlamaSource(treeDir);

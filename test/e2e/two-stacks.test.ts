@@ -23,8 +23,8 @@ import { changedResourceLines, type PulumiCli, pulumiCli } from "../../sim/world
 import { asUser } from "../support/sim-node";
 import { startSshAgent, type TestAgent } from "../../sim/world/ssh-agent";
 import { readState } from "../../stack-state";
+import { isRoot, requireOrSkip } from "../support/requires";
 
-const isRoot = process.getuid?.() === 0;
 const work = mkdtempSync(path.join(tmpdir(), "sparkform-two-stacks-"));
 process.env.SPARKFORM_STATE_DIR = path.join(work, "state");
 process.env.SPARKFORM_SIM_QUIET = "1";
@@ -95,129 +95,128 @@ async function rewriteAsBeforeOwners(stack: string): Promise<void> {
   await cli.run(["stack", "import", "-s", stack, "--file", file]);
 }
 
-describe.skipIf(!isRoot)(
-  "two stacks on one node and port (real pulumi CLI, simulated pair)",
-  () => {
-    beforeAll(async () => {
-      cluster = await simUp({ nodes: 2 });
-      // The upstream: /health is a file, so GET /health answers 200 (what the router waits for).
+describe.skipIf(
+  requireOrSkip("root", isRoot, "the simulated pair needs namespaces, mounts and containers"),
+)("two stacks on one node and port (real pulumi CLI, simulated pair)", () => {
+  beforeAll(async () => {
+    cluster = await simUp({ nodes: 2 });
+    // The upstream: /health is a file, so GET /health answers 200 (what the router waits for).
+    await asUser(
+      "spark-1",
+      `mkdir -p ~/two-stacks-upstream && echo ok > ~/two-stacks-upstream/health && ` +
+        `systemd-run --user --unit=${UPSTREAM_UNIT} python3 -m http.server ${UPSTREAM_PORT} ` +
+        `--bind 127.0.0.1 --directory /home/spark/two-stacks-upstream`,
+    );
+    agent = await startSshAgent(work, cluster.sshKeyPath);
+    mkdirSync(path.join(work, "backend"));
+    cli = pulumiCli(
+      projectDir,
+      {
+        PULUMI_BACKEND_URL: `file://${path.join(work, "backend")}`,
+        SSH_AUTH_SOCK: agent.socket,
+      },
+      { skipPreviewWhenExpectedToSucceed: true },
+    );
+    for (const s of [A, B]) {
+      await cli.run(["stack", "init", s, "--secrets-provider", "passphrase"]);
+      writeStackConfig(s);
+    }
+  }, STEP_MS);
+
+  afterAll(async () => {
+    if (cli)
+      for (const s of [B, A]) {
+        await cli.run(["destroy", "--yes", "-s", s]).catch(() => undefined);
+        await cli.run(["stack", "rm", "--yes", "--force", "-s", s]).catch(() => undefined);
+        rmSync(path.join(projectDir, `Pulumi.${s}.yaml`), { force: true });
+      }
+    agent?.stop();
+    await simDown().catch(() => undefined);
+    rmSync(work, { recursive: true, force: true });
+  }, STEP_MS);
+
+  let started: { state: string; invocation: string; description: string };
+  let config: string;
+
+  it(
+    "stack A's up starts the router; its unit records A",
+    async () => {
+      await cli.run(["up", "--yes", "-s", A]);
+      started = await routerUnit();
+      config = await configDigest();
+      expect(started.state).toBe("active");
+      expect(started.description).toBe(`sparkform router of stack ${ownerOf(A)}`);
+    },
+    STEP_MS,
+  );
+
+  it(
+    "stack B's up on the same port fails naming A; A's router runs on, untouched",
+    async () => {
+      const r = await cli.run(["up", "--yes", "-s", B], { expectFailure: true });
+      expect(r.output).toContain(
+        `${UNIT} on spark-1 belongs to stack ${ownerOf(A)}, not this stack (${ownerOf(B)}), so nothing was stopped or written: ` +
+          `give this stack another port (pulumi config set --path sparkform:server.router.port <port>) or run \`pulumi destroy\` on stack ${ownerOf(A)} first`,
+      );
+      expect(await routerUnit()).toEqual(started);
+      expect(await configDigest()).toBe(config);
+    },
+    STEP_MS,
+  );
+
+  it(
+    "A's refresh and preview stay quiet",
+    async () => {
+      await cli.run(["refresh", "--yes", "--expect-no-changes", "-s", A]);
+      await cli.run(["preview", "--expect-no-changes", "-s", A]);
+    },
+    STEP_MS,
+  );
+
+  it(
+    "B's destroy leaves A's router running",
+    async () => {
+      await cli.run(["destroy", "--yes", "-s", B]);
+      expect(await routerUnit()).toEqual(started);
+    },
+    STEP_MS,
+  );
+
+  it(
+    "the upgrade: state and unit from before owners; A's up records A on the running router, no restart",
+    async () => {
+      await rewriteAsBeforeOwners(A);
+      // What an older sparkform's unit has: no record (systemd-run's default, the command line).
       await asUser(
         "spark-1",
-        `mkdir -p ~/two-stacks-upstream && echo ok > ~/two-stacks-upstream/health && ` +
-          `systemd-run --user --unit=${UPSTREAM_UNIT} python3 -m http.server ${UPSTREAM_PORT} ` +
-          `--bind 127.0.0.1 --directory /home/spark/two-stacks-upstream`,
+        `systemctl --user set-property --runtime ${UNIT}.service Description=caddy-run`,
       );
-      agent = await startSshAgent(work, cluster.sshKeyPath);
-      mkdirSync(path.join(work, "backend"));
-      cli = pulumiCli(
-        projectDir,
-        {
-          PULUMI_BACKEND_URL: `file://${path.join(work, "backend")}`,
-          SSH_AUTH_SOCK: agent.socket,
-        },
-        { skipPreviewWhenExpectedToSucceed: true },
-      );
-      for (const s of [A, B]) {
-        await cli.run(["stack", "init", s, "--secrets-provider", "passphrase"]);
-        writeStackConfig(s);
-      }
-    }, STEP_MS);
+      const preview = await cli.run(["preview", "--diff", "-s", A]);
+      const lines = changedResourceLines(preview.output);
+      expect(lines.some((l) => /two-router/.test(l) && /replace/.test(l))).toBe(false);
+      expect(preview.output).toMatch(/two-router/);
+      const up = await cli.run(["up", "--yes", "--skip-preview", "-s", A]);
+      // The one step: an update (no replace, no delete-create).
+      expect(changedResourceLines(up.output).filter((l) => /two-router/.test(l))).toEqual([
+        expect.stringMatching(/ updated .*\[diff: \+owner~programs\]/),
+      ]);
+      const now = await routerUnit();
+      expect(now.invocation).toBe(started.invocation);
+      expect(now.state).toBe("active");
+      expect(now.description).toBe(`sparkform router of stack ${ownerOf(A)}`);
+      await cli.run(["preview", "--expect-no-changes", "-s", A]);
+    },
+    STEP_MS,
+  );
 
-    afterAll(async () => {
-      if (cli)
-        for (const s of [B, A]) {
-          await cli.run(["destroy", "--yes", "-s", s]).catch(() => undefined);
-          await cli.run(["stack", "rm", "--yes", "--force", "-s", s]).catch(() => undefined);
-          rmSync(path.join(projectDir, `Pulumi.${s}.yaml`), { force: true });
-        }
-      agent?.stop();
-      await simDown().catch(() => undefined);
-      rmSync(work, { recursive: true, force: true });
-    }, STEP_MS);
-
-    let started: { state: string; invocation: string; description: string };
-    let config: string;
-
-    it(
-      "stack A's up starts the router; its unit records A",
-      async () => {
-        await cli.run(["up", "--yes", "-s", A]);
-        started = await routerUnit();
-        config = await configDigest();
-        expect(started.state).toBe("active");
-        expect(started.description).toBe(`sparkform router of stack ${ownerOf(A)}`);
-      },
-      STEP_MS,
-    );
-
-    it(
-      "stack B's up on the same port fails naming A; A's router runs on, untouched",
-      async () => {
-        const r = await cli.run(["up", "--yes", "-s", B], { expectFailure: true });
-        expect(r.output).toContain(
-          `${UNIT} on spark-1 belongs to stack ${ownerOf(A)}, not this stack (${ownerOf(B)}), so nothing was stopped or written: ` +
-            `give this stack another port (pulumi config set --path sparkform:server.router.port <port>) or run \`pulumi destroy\` on stack ${ownerOf(A)} first`,
-        );
-        expect(await routerUnit()).toEqual(started);
-        expect(await configDigest()).toBe(config);
-      },
-      STEP_MS,
-    );
-
-    it(
-      "A's refresh and preview stay quiet",
-      async () => {
-        await cli.run(["refresh", "--yes", "--expect-no-changes", "-s", A]);
-        await cli.run(["preview", "--expect-no-changes", "-s", A]);
-      },
-      STEP_MS,
-    );
-
-    it(
-      "B's destroy leaves A's router running",
-      async () => {
-        await cli.run(["destroy", "--yes", "-s", B]);
-        expect(await routerUnit()).toEqual(started);
-      },
-      STEP_MS,
-    );
-
-    it(
-      "the upgrade: state and unit from before owners; A's up records A on the running router, no restart",
-      async () => {
-        await rewriteAsBeforeOwners(A);
-        // What an older sparkform's unit has: no record (systemd-run's default, the command line).
-        await asUser(
-          "spark-1",
-          `systemctl --user set-property --runtime ${UNIT}.service Description=caddy-run`,
-        );
-        const preview = await cli.run(["preview", "--diff", "-s", A]);
-        const lines = changedResourceLines(preview.output);
-        expect(lines.some((l) => /two-router/.test(l) && /replace/.test(l))).toBe(false);
-        expect(preview.output).toMatch(/two-router/);
-        const up = await cli.run(["up", "--yes", "--skip-preview", "-s", A]);
-        // The one step: an update (no replace, no delete-create).
-        expect(changedResourceLines(up.output).filter((l) => /two-router/.test(l))).toEqual([
-          expect.stringMatching(/ updated .*\[diff: \+owner~programs\]/),
-        ]);
-        const now = await routerUnit();
-        expect(now.invocation).toBe(started.invocation);
-        expect(now.state).toBe("active");
-        expect(now.description).toBe(`sparkform router of stack ${ownerOf(A)}`);
-        await cli.run(["preview", "--expect-no-changes", "-s", A]);
-      },
-      STEP_MS,
-    );
-
-    it(
-      "once A is destroyed, B's up takes the port",
-      async () => {
-        await cli.run(["destroy", "--yes", "-s", A]);
-        expect((await routerUnit()).state).not.toBe("active");
-        await cli.run(["up", "--yes", "-s", B]);
-        expect((await routerUnit()).description).toBe(`sparkform router of stack ${ownerOf(B)}`);
-      },
-      STEP_MS,
-    );
-  },
-);
+  it(
+    "once A is destroyed, B's up takes the port",
+    async () => {
+      await cli.run(["destroy", "--yes", "-s", A]);
+      expect((await routerUnit()).state).not.toBe("active");
+      await cli.run(["up", "--yes", "-s", B]);
+      expect((await routerUnit()).description).toBe(`sparkform router of stack ${ownerOf(B)}`);
+    },
+    STEP_MS,
+  );
+});

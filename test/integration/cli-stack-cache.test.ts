@@ -12,6 +12,7 @@ import { selectedStackName, setCliBuild } from "../../cli/stack-cache";
 import { repoRoot } from "../../setup/pulumi/env";
 import { type PulumiCli, pulumiCli } from "../../sim/world/pulumi-cli";
 import { readState } from "../../stack-state";
+import { requireOrSkip } from "../support/requires";
 
 const hasPulumi = fs.existsSync(path.join(repoRoot, ".sparkform", "toolchain.env"));
 const HOST_KEY = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIHotKQgqqiemTGB/6SmyM/G48iZRmJFDHA58qr3L3Kc3";
@@ -28,7 +29,13 @@ const entryId = (kind: string) => {
 const saved = { ...process.env };
 let pulumi: PulumiCli;
 
-describe.skipIf(!hasPulumi)("the CLI's stack cache, with the real pulumi CLI", () => {
+describe.skipIf(
+  requireOrSkip(
+    "the pulumi toolchain",
+    hasPulumi,
+    "`npm run setup` writes .sparkform/toolchain.env",
+  ),
+)("the CLI's stack cache, with the real pulumi CLI", () => {
   beforeAll(async () => {
     fs.mkdirSync(project);
     fs.writeFileSync(

@@ -28,8 +28,8 @@ import { railRateMbit } from "../../sim/network";
 import { simDown, simLink, simRate, simUp, type SimCluster } from "../../sim/index";
 import { readState } from "../../sim/state";
 import { fabricLineMbit } from "../../sim/paths";
+import { isRoot, requireOrSkip } from "../support/requires";
 
-const isRoot = process.getuid?.() === 0;
 const stateDir = isRoot ? fs.mkdtempSync(path.join(os.tmpdir(), "sparkform-fabric-test-")) : "";
 if (isRoot) process.env.SPARKFORM_STATE_DIR = stateDir;
 process.env.SPARKFORM_SIM_QUIET = "1";
@@ -103,7 +103,9 @@ async function created(i: FabricLinkInputs): Promise<{ id: string; outs: FabricL
 const failed = (checks: { check: string; ok: boolean; message: string }[]) =>
   checks.filter((x) => !x.ok);
 
-describe.skipIf(!isRoot)("fabric on the simulated cluster (root)", () => {
+describe.skipIf(
+  requireOrSkip("root", isRoot, "the simulated cluster needs namespaces, mounts and containers"),
+)("fabric on the simulated cluster (root)", () => {
   beforeAll(async () => {
     c = await simUp({ nodes: 2 });
   });

@@ -24,8 +24,8 @@ import { parseFacts } from "../../components/node/facts";
 import { close, run, type SshTarget } from "../../components/transport";
 import { simDown, simLink, simUp, type SimCluster } from "../../sim/index";
 import { fabricLineMbit } from "../../sim/paths";
+import { isRoot, requireOrSkip } from "../support/requires";
 
-const isRoot = process.getuid?.() === 0;
 const stateDir = isRoot ? fs.mkdtempSync(path.join(os.tmpdir(), "sparkform-fabric4-test-")) : "";
 if (isRoot) process.env.SPARKFORM_STATE_DIR = stateDir;
 process.env.SPARKFORM_SIM_QUIET = "1";
@@ -99,7 +99,9 @@ async function created(i: FabricLinkInputs): Promise<{ id: string; outs: FabricL
 const failed = (checks: { check: string; ok: boolean; message: string }[]) =>
   checks.filter((x) => !x.ok);
 
-describe.skipIf(!isRoot)("fabric on a 4-node simulated cluster (root)", () => {
+describe.skipIf(
+  requireOrSkip("root", isRoot, "the simulated cluster needs namespaces, mounts and containers"),
+)("fabric on a 4-node simulated cluster (root)", () => {
   beforeAll(async () => {
     c = await simUp({ nodes: 4 });
   });

@@ -49,7 +49,7 @@ const server = { ...SERVER, context: TINY_LLAMA_DIMS.nCtx, computeMarginBytes: 0
 function load(plan: ServingPlan): { devices: string[]; kvMiB: Map<string, number> } {
   const argv = [...renderLlamaCli(plan, model), "-n", "1", "-p", "hi", "-t", "1"];
   argv.push("-no-cnv", "--no-warmup", "--simple-io", "-v");
-  // The async logger can lose its tail at exit (see test/hf-endpoint/llama-generate.test.ts);
+  // The async logger can lose its tail at exit (see test/integration/hf-endpoint/llama-generate.test.ts);
   // the lines read here come early, so a run counts once it shows every layer and the KV.
   for (let attempt = 1; attempt <= 8; attempt++) {
     const r = spawnSync(build.bin.llamaCompletion, argv, {

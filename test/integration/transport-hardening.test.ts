@@ -21,6 +21,7 @@ import { copyFromPeerOrRelay } from "../../components/peer-copy";
 import { close, openNode, RemoteCommandError, type SshTarget } from "../../components/transport";
 import { forwardableKey } from "../../components/transport/node-connection";
 import { startSshAgent, type TestAgent } from "../../sim/world/ssh-agent";
+import { requireOrSkip } from "../support/requires";
 
 const SSHD = "/usr/sbin/sshd";
 const haveTools = ["/usr/sbin/sshd", "/usr/bin/rsync", "/usr/bin/git", "/usr/bin/python3"].every(
@@ -160,7 +161,13 @@ function alive(pid: number): boolean {
   }
 }
 
-describe.skipIf(!haveTools)("transport hardening against a local sshd", () => {
+describe.skipIf(
+  requireOrSkip(
+    "sshd, rsync, git and python3",
+    haveTools,
+    "the transport is hardened against a real sshd",
+  ),
+)("transport hardening against a local sshd", () => {
   beforeAll(async () => {
     dir = fs.mkdtempSync("/tmp/sf-hard-");
     hostPub = keygen(path.join(dir, "host"));

@@ -18,6 +18,7 @@ import {
   type SshTarget,
 } from "../../components/transport";
 import { copyFromPeerOrRelay } from "../../components/peer-copy";
+import { requireOrSkip } from "../support/requires";
 
 const SSHD = "/usr/sbin/sshd";
 const haveSshd = fs.existsSync(SSHD) && fs.existsSync("/usr/bin/rsync");
@@ -136,7 +137,9 @@ const HOSTILE = [
   "%h",
 ];
 
-describe.skipIf(!haveSshd)("ssh transport against a local sshd", () => {
+describe.skipIf(
+  requireOrSkip("sshd and rsync", haveSshd, "the transport runs against a real sshd"),
+)("ssh transport against a local sshd", () => {
   beforeAll(async () => {
     dir = fs.mkdtempSync("/tmp/sf-it-");
     const hostPub = keygen(path.join(dir, "host"));

@@ -1,7 +1,8 @@
 // The programs in native/ as a node receives them: libraries inlined (from a checkout the same
 // program sources them, and both must print the same), delivered on stdin with "$@" intact,
-// and recorded in state as {name, sha256}. The rendered text of every program is pinned by a
-// snapshot, as pulumi-eks pins its user-data: a change to what runs on nodes shows in review.
+// and recorded in state as {name, sha256}. The text sent is the file in native/ byte for byte,
+// with each library line given way to that library's text (test/support/as-sent.ts): a change to
+// what runs on nodes is a change to a file in native/, which review reads as it is.
 import { execFileSync, spawnSync } from "node:child_process";
 import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
@@ -19,6 +20,7 @@ import {
   sha256Hex,
 } from "../../components/native-script";
 import { buildRemoteCommand } from "../../components/transport";
+import { asSent, checkoutSkeleton, libraryAsInlined } from "../support/as-sent";
 
 const ENV = { PATH: "/usr/bin:/bin", LANG: "C.UTF-8" };
 
@@ -71,9 +73,11 @@ describe("every program in native/", () => {
   });
 
   for (const name of names) {
-    it(`${name}: rendered as sent to a node (snapshot), parses, sources nothing`, () => {
+    it(`${name}: sent as the file in native/ with its libraries inlined, parses, sources nothing`, () => {
       const p = nativeProgram(name);
-      expect(p.text).toMatchSnapshot();
+      const sent = asSent(name);
+      expect(sent.skeleton).toBe(checkoutSkeleton(name));
+      for (const { lib, body } of sent.inlined) expect(body, lib).toBe(libraryAsInlined(lib));
       expect(p.sha256).toBe(sha256Hex(p.text));
       expect(p.text).not.toMatch(/^\. /m);
       // The sh launcher passes the text as one argument (`sh -c "$p"`): Linux caps one at 128 KiB.

@@ -1,13 +1,13 @@
 // Policies are called directly with crafted resource arguments (awsguard's way); the real
-// CLI run with --policy-pack is in test/foundation.
+// CLI run with --policy-pack is in test/integration/foundation.
 import { describe, expect, it } from "vitest";
 import { LEGACY_TYPE } from "../../components/kinds";
 import { modelPinned } from "../../policies/model";
-import { digestPinned } from "../foundation/proof-policies/digest";
+import { digestPinned } from "../integration/foundation/proof-policies/digest";
 import { resourceViolations, sparkform } from "../support/policy";
 
 // sha256-pinned guards FileDigest, which only the proof stack creates: it is the proof stack's
-// own pack (test/foundation/proof-policies).
+// own pack (test/integration/foundation/proof-policies).
 describe("sha256-pinned", () => {
   const pinned = "a".repeat(64);
   const violations = (props: Record<string, unknown>, type: string = LEGACY_TYPE) =>

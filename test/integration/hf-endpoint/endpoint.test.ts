@@ -9,15 +9,16 @@ import * as path from "node:path";
 import { gguf } from "@huggingface/gguf";
 import { downloadFile, fileDownloadInfo, listFiles, modelInfo, pathsInfo } from "@huggingface/hub";
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest";
-import { makeTinyLlamaGguf, TINY_LLAMA_DIMS, N_VOCAB } from "../../sim/gguf/tiny-llama";
-import { writeTinyLlamaGguf } from "../../sim/gguf/make-model";
+import { makeTinyLlamaGguf, TINY_LLAMA_DIMS, N_VOCAB } from "../../../sim/gguf/tiny-llama";
+import { writeTinyLlamaGguf } from "../../../sim/gguf/make-model";
 import {
   publishTestModel,
   startHfEndpoint,
   type HfEndpoint,
   type PublishedRepo,
   type PublishedFile,
-} from "../../sim/hub";
+} from "../../../sim/hub";
+import { requireOrSkip } from "../../support/requires";
 
 /** sha256 of the generated model; changes only when the generator changes on purpose. */
 const TINY_LLAMA_SHA256 = "0efb83eb23e17f3e6b38f8b629248ec45d80f1cac001d0572ef374704aa24dea";
@@ -411,8 +412,8 @@ describe("HF endpoint CLI and bind address", () => {
     const cliRoot = path.join(tmp, "cli-hub");
     const tokenFile = path.join(tmp, "token");
     fs.writeFileSync(tokenFile, "hf_cliToken\n", { mode: 0o600 });
-    const tsx = path.join(__dirname, "../../node_modules/.bin/tsx");
-    const main = path.join(__dirname, "../../sim/hub/main.ts");
+    const tsx = path.join(__dirname, "../../../node_modules/.bin/tsx");
+    const main = path.join(__dirname, "../../../sim/hub/main.ts");
     const child = spawn(
       tsx,
       [main, "--root", cliRoot, "--port", "0", "--token-file", tokenFile, "--publish-test-model"],
@@ -457,60 +458,63 @@ describe("HF endpoint CLI and bind address", () => {
 
 // What the Model component's node-side download will meet, with curl as the client.
 const hasCurl = spawnSync("curl", ["--version"]).status === 0;
-describe.skipIf(!hasCurl)("curl against the endpoint", () => {
-  const token = "hf_curlToken";
-  let ep: HfEndpoint;
-  let url: string;
-  beforeAll(async () => {
-    ep = await startHfEndpoint({ root, port: 0, token });
-    url = `${ep.url}/${published.repo}/resolve/${published.commit}/${published.model.path}`;
-  });
-  afterAll(() => ep.close());
+describe.skipIf(requireOrSkip("curl", hasCurl, "the endpoint is checked with a real client"))(
+  "curl against the endpoint",
+  () => {
+    const token = "hf_curlToken";
+    let ep: HfEndpoint;
+    let url: string;
+    beforeAll(async () => {
+      ep = await startHfEndpoint({ root, port: 0, token });
+      url = `${ep.url}/${published.repo}/resolve/${published.commit}/${published.model.path}`;
+    });
+    afterAll(() => ep.close());
 
-  /**
-   * curl with the token in a header file (never on the command line). Asynchronous: the
-   * endpoint runs in this process, so a synchronous spawn would deadlock it.
-   */
-  async function curl(args: string[]): Promise<number> {
-    const hdr = path.join(tmp, "curl-auth");
-    fs.writeFileSync(hdr, `Authorization: Bearer ${token}\n`, { mode: 0o600 });
-    try {
-      const child = spawn(
-        "curl",
-        ["-sS", "-f", "--max-time", "60", "-H", `@${hdr}`, ...args, url],
-        {
-          stdio: "ignore",
-        },
-      );
-      return await new Promise<number>((resolve) =>
-        child.once("exit", (code) => resolve(code ?? -1)),
-      );
-    } finally {
-      fs.rmSync(hdr, { force: true });
+    /**
+     * curl with the token in a header file (never on the command line). Asynchronous: the
+     * endpoint runs in this process, so a synchronous spawn would deadlock it.
+     */
+    async function curl(args: string[]): Promise<number> {
+      const hdr = path.join(tmp, "curl-auth");
+      fs.writeFileSync(hdr, `Authorization: Bearer ${token}\n`, { mode: 0o600 });
+      try {
+        const child = spawn(
+          "curl",
+          ["-sS", "-f", "--max-time", "60", "-H", `@${hdr}`, ...args, url],
+          {
+            stdio: "ignore",
+          },
+        );
+        return await new Promise<number>((resolve) =>
+          child.once("exit", (code) => resolve(code ?? -1)),
+        );
+      } finally {
+        fs.rmSync(hdr, { force: true });
+      }
     }
-  }
 
-  it("resumes a cut download from the .part with a Range request", async () => {
-    const part = path.join(tmp, "curl.gguf.part");
-    fs.rmSync(part, { force: true });
-    const half = Math.floor(modelBytes.length / 2);
-    ep.setFaults({ cutAfterBytes: half });
-    ep.clearLog();
-    expect(await curl(["-o", part])).not.toBe(0);
-    expect(fs.statSync(part).size).toBe(half);
-    expect(await curl(["-C", "-", "-o", part])).toBe(0);
-    expect(sha256(fs.readFileSync(part))).toBe(TINY_LLAMA_SHA256);
-    expect(ep.log().map((e) => [e.status, e.range, e.bytes, e.complete])).toEqual([
-      [200, null, half, false],
-      [206, `bytes=${half}-`, modelBytes.length - half, true],
-    ]);
-  });
+    it("resumes a cut download from the .part with a Range request", async () => {
+      const part = path.join(tmp, "curl.gguf.part");
+      fs.rmSync(part, { force: true });
+      const half = Math.floor(modelBytes.length / 2);
+      ep.setFaults({ cutAfterBytes: half });
+      ep.clearLog();
+      expect(await curl(["-o", part])).not.toBe(0);
+      expect(fs.statSync(part).size).toBe(half);
+      expect(await curl(["-C", "-", "-o", part])).toBe(0);
+      expect(sha256(fs.readFileSync(part))).toBe(TINY_LLAMA_SHA256);
+      expect(ep.log().map((e) => [e.status, e.range, e.bytes, e.complete])).toEqual([
+        [200, null, half, false],
+        [206, `bytes=${half}-`, modelBytes.length - half, true],
+      ]);
+    });
 
-  it("refuses to resume when the server ignores Range", async () => {
-    const part = path.join(tmp, "curl2.gguf.part");
-    fs.writeFileSync(part, modelBytes.subarray(0, 1000));
-    ep.setFaults({ ignoreRange: true });
-    expect(await curl(["-C", "-", "-o", part])).toBe(33); // CURLE_RANGE_ERROR
-    expect(fs.statSync(part).size).toBe(1000);
-  });
-});
+    it("refuses to resume when the server ignores Range", async () => {
+      const part = path.join(tmp, "curl2.gguf.part");
+      fs.writeFileSync(part, modelBytes.subarray(0, 1000));
+      ep.setFaults({ ignoreRange: true });
+      expect(await curl(["-C", "-", "-o", part])).toBe(33); // CURLE_RANGE_ERROR
+      expect(fs.statSync(part).size).toBe(1000);
+    });
+  },
+);

@@ -1,26 +1,14 @@
 // The router's bind off loopback, three layers like the server's and the worker's: the Router
 // component refuses one without a key, the router-bind policy refuses one without a recorded
 // key or on the node's management address, and the node's start.sh gets --not-on-management.
-import * as pulumi from "@pulumi/pulumi";
 import { beforeAll, describe, expect, it } from "vitest";
 import { programRef } from "../../components/native-script";
 import { installCommand, startCommand } from "../../components/router/provider";
 import { Router } from "../../components/router/router";
 import { checkRouterBind, routerBind } from "../../policies/router";
+import { setPulumiMocks } from "../support/pulumi-mocks";
 
-beforeAll(() => {
-  pulumi.runtime.setMocks(
-    {
-      newResource: (args) => ({ id: `${args.name}-id`, state: { ...args.inputs } }),
-      call: (args) => {
-        throw new Error(`unexpected call ${args.token}`);
-      },
-    },
-    "sparkform",
-    "test",
-    false,
-  );
-});
+beforeAll(() => setPulumiMocks());
 
 const target = { name: "spark-1", host: "192.168.1.5", port: 22, user: "spark", hostKey: "" };
 

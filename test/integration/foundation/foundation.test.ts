@@ -6,10 +6,10 @@ import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync
 import { tmpdir } from "node:os";
 import * as path from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { type PulumiCli, pulumiCli } from "../../sim/world/pulumi-cli";
-import { POLICY_PACK } from "../../setup/pulumi/policy";
-import { parseOutputsRecord } from "../../stack-outputs";
-import { byName, readState } from "../../stack-state";
+import { type PulumiCli, pulumiCli } from "../../../sim/world/pulumi-cli";
+import { POLICY_PACK } from "../../../setup/pulumi/policy";
+import { parseOutputsRecord } from "../../../stack-outputs";
+import { byName, readState } from "../../../stack-state";
 
 const sha256 = (text: string) => createHash("sha256").update(text).digest("hex");
 const projectDir = path.join(__dirname, "proof");

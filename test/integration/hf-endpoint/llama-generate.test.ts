@@ -6,10 +6,10 @@ import * as fs from "node:fs";
 import * as os from "node:os";
 import * as path from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { writeTinyLlamaGguf } from "../../sim/gguf/make-model";
-import { BYTE_TOKEN_OFFSET, TINY_LLAMA_DIMS } from "../../sim/gguf/tiny-llama";
-import { buildLlamaHost, type LlamaHostBuild } from "../../sim/llama";
-import { startRpcServer as startLocalRpc, stop } from "../support/local-rpc";
+import { writeTinyLlamaGguf } from "../../../sim/gguf/make-model";
+import { BYTE_TOKEN_OFFSET, TINY_LLAMA_DIMS } from "../../../sim/gguf/tiny-llama";
+import { buildLlamaHost, type LlamaHostBuild } from "../../../sim/llama";
+import { startRpcServer as startLocalRpc, stop } from "../../support/local-rpc";
 
 let build: LlamaHostBuild;
 let tmp: string;

@@ -11,13 +11,7 @@ import { listMounts, nspawnProcesses } from "../../sim/node";
 import { listLinks, listNetns, listSimRoutes } from "../../sim/network";
 import { parseTcpRtt, tcpRttScript, type TcpRtt } from "../../sim/probe";
 import { repoRoot } from "../../sim/paths";
-
-const isRoot = process.getuid?.() === 0;
-if (!isRoot) {
-  console.warn(
-    "test/sim: SKIPPED — the simulated cluster needs root (namespaces, mounts, containers)",
-  );
-}
+import { isRoot, requireOrSkip } from "../support/requires";
 
 // A state dir of our own (the image cache stays the shared one).
 const stateDir = isRoot ? fs.mkdtempSync(path.join(os.tmpdir(), "sparkform-sim-test-")) : "";
@@ -68,7 +62,9 @@ function hostConnect(addr: string, port: number): Promise<string> {
   });
 }
 
-describe.skipIf(!isRoot)("sim: a two-node simulated Spark cluster (root)", () => {
+describe.skipIf(
+  requireOrSkip("root", isRoot, "the simulated pair needs namespaces, mounts and containers"),
+)("sim: a two-node simulated Spark cluster (root)", () => {
   beforeAll(async () => {
     c = await simUp({ nodes: 2 });
   });

@@ -11,6 +11,7 @@ import * as pulumi from "@pulumi/pulumi";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { ModelDirClaims, sharedDirProblem } from "../../components/model/dir-claims";
 import { PAIR_CONFIG } from "../support/mock-pair";
+import { setPulumiMocks } from "../support/pulumi-mocks";
 import {
   publishTestModel,
   startHfEndpoint,
@@ -82,17 +83,7 @@ beforeAll(async () => {
   pub = publishTestModel(path.join(tmp, "hub"));
   hub = await startHfEndpoint({ root: path.join(tmp, "hub") });
   process.env.XDG_CACHE_HOME = path.join(tmp, "xdg");
-  await pulumi.runtime.setMocks(
-    {
-      newResource: (args) => ({ id: `${args.name}-id`, state: { ...args.inputs, nodeFiles: [] } }),
-      call: (args) => {
-        throw new Error(`unexpected call ${args.token}`);
-      },
-    },
-    "sparkform",
-    "shared-dir",
-    true,
-  );
+  await setPulumiMocks({ stack: "shared-dir", preview: true, measured: () => ({ nodeFiles: [] }) });
 });
 afterAll(async () => {
   await hub?.close();

@@ -12,25 +12,11 @@ import { Nodes } from "../../components/node/nodes";
 import { RpcWorkers } from "../../components/rpc-worker/workers";
 import type { Trees } from "../../components/tree/trees";
 import { inputsOf, PAIR_CONFIG, type Registered } from "../support/mock-pair";
+import { setPulumiMocks } from "../support/pulumi-mocks";
 
 const registered: Registered[] = [];
 
-beforeAll(() => {
-  pulumi.runtime.setMocks(
-    {
-      newResource: (args) => {
-        registered.push({ type: args.type, name: args.name, inputs: args.inputs });
-        return { id: `${args.name}-id`, state: args.inputs };
-      },
-      call: (args) => {
-        throw new Error(`unexpected call ${args.token}`);
-      },
-    },
-    "sparkform",
-    "test",
-    true,
-  );
-});
+beforeAll(() => setPulumiMocks({ registered, preview: true }));
 
 const raw = PAIR_CONFIG;
 const D = (c: string) => c.repeat(64);
