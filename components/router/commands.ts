@@ -14,14 +14,14 @@ import {
 } from "../unit/commands";
 import { apiKeyPath, UNIT_ROLES, unitLogPath, unitName } from "../unit/names";
 import { dialOf, listenAddress, renderRouterConfig } from "./caddy-config";
-import type { RouterInputs } from "./state";
+import type { RouterInputs, RouterProgram } from "./state";
 
 export const ROUTER_PROGRAMS = {
   start: "unit/start.sh",
   stop: "unit/stop.sh",
   status: "unit/status.py",
   files: "router/files.sh",
-} as const;
+} as const satisfies Record<RouterProgram, string>;
 
 /** The router's directory on the node: binaries, configs, data dirs, logs. */
 export const ROUTER_DIR = UNIT_ROLES.router.state;

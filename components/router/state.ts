@@ -4,7 +4,9 @@ import type { ProgramRef } from "../native-script";
 import type { SshTarget } from "../transport";
 import type { Started, UnitState } from "../unit/status";
 import type { GoArch } from "./artifact";
-import type { ROUTER_PROGRAMS } from "./commands";
+
+/** The node programs the router runs (components/router/commands.ts names their files). */
+export type RouterProgram = "start" | "stop" | "status" | "files";
 
 export interface RouterUpstreamInput {
   readonly node: string;
@@ -38,7 +40,7 @@ export interface RouterInputs {
   unavailable: string;
   healthIntervalSeconds: number;
   healthTimeoutSeconds: number;
-  programs: Record<keyof typeof ROUTER_PROGRAMS, ProgramRef>;
+  programs: Record<RouterProgram, ProgramRef>;
   /**
    * The stack the unit belongs to, `<project>/<stack>` (components/unit/owner.ts): recorded on
    * the unit, and another stack's router on the port is refused (its config is not written).

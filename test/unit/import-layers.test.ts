@@ -107,12 +107,8 @@ function cliOutOfBounds(g: Graph): string[] {
 /** Known: the CLI's sync runs the tree stage's copy itself; D2's file roles move it out. */
 const CLI_KNOWN = ["cli/commands/sync.ts -> components/tree/provider.ts"];
 
-/** bench/ reaches into test/ for the simulated world until bench/lib holds the shared world. */
-const BENCH_KNOWN = [
-  "bench/model-bytes.ts -> test/support/ssh-agent.ts",
-  "bench/quiet.ts -> test/support/pulumi-cli.ts",
-  "bench/sim-world.ts -> test/acceptance/stack.ts",
-];
+/** bench/ reaches nothing in test/: the world it shares with the tests is sim/world/. */
+const BENCH_KNOWN: string[] = [];
 const benchIntoTest = (g: Graph) => edgesInto(g, "bench/", (to) => to.startsWith("test/"));
 
 /** The simulator stands a cluster up under the product: it loads no provider, CLI or test. */
@@ -124,7 +120,7 @@ function simOutOfBounds(g: Graph): string[] {
   ).concat(edgesInto(g, "sim/", (to) => to.startsWith("components/") && isProvider(to), true));
 }
 
-/** The product (not test/) loads nothing from test/ but bench's known edges. */
+/** The product (not test/) loads nothing from test/. */
 const productIntoTest = (g: Graph) =>
   [...PRODUCT_DIRS.filter((d) => d !== "bench"), ""]
     .flatMap((d) => (d === "" ? [] : edgesInto(g, `${d}/`, (to) => to.startsWith("test/"))))
@@ -261,7 +257,7 @@ describe("layers beyond components/", () => {
     ]);
   });
 
-  it("bench/ imports nothing from test/ but the known edges", () => {
+  it("bench/ imports nothing from test/", () => {
     expect(benchIntoTest(product)).toEqual(BENCH_KNOWN);
   });
 
