@@ -118,7 +118,7 @@ export interface NativeBuildOutputs extends NativeBuildInputs {
    * keeps the build then.
    */
   refToken?: string;
-  /** sha256 of the compiler binaries that made the artifacts (probe.sh; the source's when fanned out). */
+  /** sha256 of the compiler binaries that made the artifacts (toolchain-facts.sh; the source's when fanned out). */
   compilerDigests: CompilerDigests;
   /** `self`: compiled here; `fan-out`: received from `builtOn`'s build (fan-out.ts). */
   builtBy: "self" | "fan-out";
@@ -144,7 +144,7 @@ async function probe(inputs: NativeBuildInputs): Promise<Probe> {
         args: [homeRelative(inputs.tree), needs.treeMarker, ...needs.tools],
         display: "probe build tools",
       }),
-      // probe.sh finds nvcc under CUDA_HOME for its digest (the build's own env is not set yet).
+      // toolchain-facts.sh finds nvcc under CUDA_HOME for its digest (the build's own env is not set yet).
       ...(inputs.flags.CUDA_HOME ? { env: { CUDA_HOME: inputs.flags.CUDA_HOME } } : {}),
     },
     { step: "build probe", timeoutMs: 60_000, okExitCodes: [0, 3, 4] },

@@ -60,7 +60,7 @@ export class FabricLink extends SparkformResource<"FabricLink", FabricLinkOutput
         kind: "FabricLink",
         provider,
         version: FABRIC_LINK_PROVIDER_VERSION,
-        programs: { programs: { probe: "fabric/probe.py", facts: "node/facts.sh" } },
+        programs: { programs: { probe: "fabric/rail-rtt-throughput.py", facts: "node/facts.sh" } },
         outputs: [
           "ports",
           "source",

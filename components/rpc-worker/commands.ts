@@ -1,6 +1,6 @@
 // The remote invocations of the worker's programs: one place that turns a worker's settings
 // into the unit programs' command lines (native/unit/: start.sh, stop.sh, status.py, shared
-// with the server) and native/rpc-worker/probe.py's, shared by the provider
+// with the server) and native/rpc-worker/rpc-hello.py's, shared by the provider
 // (`pulumi up`, refresh) and `sparkform worker`, so a worker started by hand is started exactly
 // as `up` starts it, with only the overrides the user asked for.
 import { programCommand, programFor, type ProgramRef, programRef } from "../native-script";
@@ -186,7 +186,7 @@ export function statusCommand(
   );
 }
 
-/** probe.py on the client node: HELLO, DEVICE_COUNT, GET_DEVICE_MEMORY over the fabric. */
+/** rpc-hello.py on the client node: HELLO, DEVICE_COUNT, GET_DEVICE_MEMORY over the fabric. */
 export function probeCommand(
   s: {
     readonly bind: string;
@@ -224,7 +224,7 @@ export const parseWorkerStatus = (stdout: string, node: string): WorkerStatus =>
 export const parseWorkerOwner = (stdout: string, node: string): string =>
   parseUnitStatus(stdout, node).owner ?? "";
 
-/** probe.py's JSON, checked likewise. */
+/** rpc-hello.py's JSON, checked likewise. */
 export const parseProbe = nodeJsonParser<ProbeResult>(
   {
     type: "object",

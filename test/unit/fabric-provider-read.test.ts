@@ -176,7 +176,10 @@ function inputs(
     referenceGbps: fabric.referenceGbps,
     probe,
     addressChecks: [addr.get("spark-1/0")!, addr.get("spark-2/0")!],
-    programs: { probe: programRef("fabric/probe.py"), facts: programRef("node/facts.sh") },
+    programs: {
+      probe: programRef("fabric/rail-rtt-throughput.py"),
+      facts: programRef("node/facts.sh"),
+    },
   };
 }
 
