@@ -13,6 +13,7 @@ import type { SshTarget } from "../transport";
 import { checkAddresses, type BandwidthClass, type CheckResult } from "./checks";
 import { fabricThresholds, linkPairs, type FabricConfig } from "./config";
 import { fixtureRdma } from "./fixture";
+import { PROBE_PROGRAM } from "./probe";
 import {
   liveRdma,
   portFacts,
@@ -60,7 +61,7 @@ export class FabricLink extends SparkformResource<"FabricLink", FabricLinkOutput
         kind: "FabricLink",
         provider,
         version: FABRIC_LINK_PROVIDER_VERSION,
-        programs: { programs: { probe: "fabric/rail-rtt-throughput.py", facts: "node/facts.sh" } },
+        programs: { programs: { probe: PROBE_PROGRAM, facts: "node/facts.sh" } },
         outputs: [
           "ports",
           "source",

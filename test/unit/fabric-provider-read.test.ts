@@ -238,6 +238,17 @@ describe("FabricLink read (refresh): a short burst first", () => {
     expect(r.props).toBe(state);
   });
 
+  it("a state that names the probe by its old name (fabric/probe.py) is probed by the renamed one", async () => {
+    const state = await upState(LOCAL);
+    const old = {
+      ...state,
+      programs: { ...state.programs, probe: { ...state.programs.probe, name: "fabric/probe.py" } },
+    };
+    const r = await read("id", old);
+    expect(probes).toEqual([BURST]);
+    expect(r.props).toBe(old);
+  });
+
   it("a state from before refreshSeconds existed: the default burst, 0.2 s", async () => {
     const state = await upState({ count: 2000, seconds: 2 });
     await read("id", state);
