@@ -4,7 +4,8 @@
 // (`pulumi up`, refresh) and `sparkform worker`, so a worker started by hand is started exactly
 // as `up` starts it, with only the overrides the user asked for.
 import { programCommand, programFor, type ProgramRef, programRef } from "../native-script";
-import { NodeOutputError, nodeJsonParser } from "../schema/node-json";
+import { NodeOutputError } from "../schema/node-json";
+import { programJsonParser } from "../schema/program-json";
 import { homeRelative, type RemoteScript } from "../transport";
 import {
   type UnitOwner,
@@ -203,8 +204,6 @@ export function probeCommand(
   });
 }
 
-const bytes = { type: "integer", minimum: 0 } as const;
-
 /**
  * status.py's JSON as the worker keeps it (its `status` output): the unit under `worker`, as
  * state has it since the worker had its own status program.
@@ -224,27 +223,8 @@ export const parseWorkerStatus = (stdout: string, node: string): WorkerStatus =>
 export const parseWorkerOwner = (stdout: string, node: string): string =>
   parseUnitStatus(stdout, node).owner ?? "";
 
-/** rpc-hello.py's JSON, checked likewise. */
-export const parseProbe = nodeJsonParser<ProbeResult>(
-  {
-    type: "object",
-    required: ["endpoint", "ok", "state"],
-    properties: {
-      endpoint: { type: "string" },
-      ok: { type: "boolean" },
-      state: { enum: ["ok", "refused", "unreachable", "no-answer", "protocol"] },
-      version: { type: "string" },
-      clientVersion: {},
-      devices: {
-        type: "array",
-        items: {
-          type: "object",
-          required: ["device", "free", "total"],
-          properties: { device: { type: "integer" }, free: bytes, total: bytes },
-        },
-      },
-      error: { type: "string" },
-    },
-  },
+/** rpc-hello.py's JSON, checked likewise (its schema: native/rpc-worker/rpc-hello.schema.json). */
+export const parseProbe = programJsonParser<ProbeResult>(
+  RPC_PROGRAMS.probe,
   (node, path, detail) => new NodeOutputError("rpc HELLO probe", node, path, detail),
 );
