@@ -1,6 +1,6 @@
 // The checks that read the nodes: reachable with the pinned host key (fast: a short connect
 // timeout and an overall limit, all nodes at once), then one read-only probe (clock, linger,
-// ports, model files: native/doctor/probe.py) and the fact sheet (native/node/facts.sh, as
+// ports, model files: native/doctor/ports-and-files.py) and the fact sheet (native/node/facts.sh, as
 // SparkNode runs it) per node, from which disk space and the fabric's port checks are judged.
 import { spawnSync } from "node:child_process";
 import { createHash } from "node:crypto";
@@ -236,7 +236,7 @@ async function readNode(
   try {
     t0 = Date.now() / 1000;
     const r = await conn.run(
-      programCommand("doctor/probe.py", {
+      programCommand("doctor/ports-and-files.py", {
         args: [
           ...needs.ports.flatMap((p) => ["--port", String(p.port)]),
           ...needs.modelFiles.flatMap((f) => ["--file", f]),

@@ -18,7 +18,7 @@ export interface BuildInputs {
   flags?: Record<string, unknown>;
   /** The compiler's version line (`gcc (Debian 12.2.0-14) 12.2.0`). */
   compiler?: string;
-  /** sha256 of the c++, cc and nvcc binaries (probe.sh); nvcc's version line. */
+  /** sha256 of the c++, cc and nvcc binaries (toolchain-facts.sh); nvcc's version line. */
   compilerDigests?: { cxx?: string; cc?: string; nvcc?: string; nvccVersion?: string };
   /** The resource, for a fix that names it (`pulumi up --replace <urn>`). */
   urn?: string;

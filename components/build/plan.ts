@@ -349,7 +349,7 @@ export function planEnv(plan: BuildPlan): Record<string, EnvValue> {
  *   remove          BUILD_DIR OUT_DIR KEY        destroy (the compiler cache stays)
  */
 export const BUILD_PROGRAMS = {
-  probe: "build/probe.sh",
+  probe: "build/toolchain-facts.sh",
   configure: "build/configure.sh",
   build: "build/build.sh",
   commandBuild: "build/command-build.sh",
@@ -359,7 +359,7 @@ export const BUILD_PROGRAMS = {
   remove: "build/delete.sh",
 } as const;
 
-/** native/build/probe.sh's output: $HOME first, then `key=value` lines. */
+/** native/build/toolchain-facts.sh's output: $HOME first, then `key=value` lines. */
 export function parseProbe(stdout: string): {
   home: string;
   compiler: string;
@@ -376,7 +376,7 @@ export function parseProbe(stdout: string): {
     ccache: value("ccache"),
     compilerDigests: {
       cxx: value("compilerSha256"),
-      // Absent from a probe.sh older than the cc digest: left out, not "" (= no cc on the node).
+      // Absent from a toolchain-facts.sh older than the cc digest: left out, not "" (= no cc on the node).
       ...(lines.some((l) => l.startsWith("ccSha256=")) ? { cc: value("ccSha256") } : {}),
       nvcc: value("nvccSha256"),
       nvccVersion: value("nvcc"),
@@ -384,7 +384,7 @@ export function parseProbe(stdout: string): {
   };
 }
 
-/** The compiler binaries' digests, as probe.sh measures them ("" = absent). */
+/** The compiler binaries' digests, as toolchain-facts.sh measures them ("" = absent). */
 export interface CompilerDigests {
   /** sha256 of `c++` (symlinks resolved). */
   cxx: string;

@@ -79,7 +79,7 @@ async function probe(inputs: NativeBuildInputs): Promise<Probe> {
         args: [homeRelative(inputs.tree), needs.treeMarker, ...needs.tools],
         display: "probe build tools",
       }),
-      // probe.sh finds nvcc under CUDA_HOME for its digest (the build's own env is not set yet).
+      // toolchain-facts.sh finds nvcc under CUDA_HOME for its digest (the build's own env is not set yet).
       ...(inputs.flags.CUDA_HOME ? { env: { CUDA_HOME: inputs.flags.CUDA_HOME } } : {}),
     },
     { step: "build probe", timeoutMs: 60_000, okExitCodes: [0, 3, 4] },

@@ -71,7 +71,7 @@ export interface NativeBuildOutputs extends NativeBuildInputs {
    * keeps the build then.
    */
   refToken?: string;
-  /** sha256 of the compiler binaries that made the artifacts (probe.sh; the source's when fanned out). */
+  /** sha256 of the compiler binaries that made the artifacts (toolchain-facts.sh; the source's when fanned out). */
   compilerDigests: CompilerDigests;
   /** `self`: compiled here; `fan-out`: received from `builtOn`'s build (fan-out.ts). */
   builtBy: "self" | "fan-out";

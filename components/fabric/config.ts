@@ -57,7 +57,7 @@ export const fabricConfigSchema = z.strictObject({
    * the TCP probe times `thresholds.tcpShare`. Never a reading that moves with the host's load.
    */
   referenceGbps: z.number().positive().optional(),
-  /** How each rail is probed (native/fabric/probe.py); `up` always runs the full probe. */
+  /** How each rail is probed (native/fabric/rail-rtt-throughput.py); `up` always runs the full probe. */
   probe: z
     .strictObject({
       /** RTT round trips. Default 2000. */

@@ -6,6 +6,7 @@ import { SparkformResource } from "../providers/resource";
 import { fabricThresholds, type FabricConfig } from "./config";
 import type { BandwidthClass, CheckResult } from "./checks";
 import type { FactSource, PortFacts } from "./ports";
+import { PROBE_PROGRAM } from "./probe";
 import type { FabricEnd, FabricLinkOutputs } from "./state";
 
 /** Bump when the provider's behaviour changes, so `up` rewrites it in state. */
@@ -45,7 +46,7 @@ export class FabricLink extends SparkformResource<"FabricLink", FabricLinkOutput
         kind: "FabricLink",
         provider,
         version: FABRIC_LINK_PROVIDER_VERSION,
-        programs: { programs: { probe: "fabric/probe.py", facts: "node/facts.sh" } },
+        programs: { programs: { probe: PROBE_PROGRAM, facts: "node/facts.sh" } },
         outputs: [
           "ports",
           "source",

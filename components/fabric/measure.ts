@@ -1,4 +1,4 @@
-// One rail of one link, measured over ssh: native/fabric/probe.py as a server bound to the far
+// One rail of one link, measured over ssh: native/fabric/rail-rtt-throughput.py as a server bound to the far
 // end's rail address, the client on the near end bound to its own, so the bytes cross exactly
 // that rail. Never ICMP. Measurements in one provider process run one at a time: two rails
 // measured at once would share the nodes' cores and halve each other's throughput.
@@ -59,7 +59,7 @@ async function probeOnce(
       script: PY,
       args: serverArgs(bind, serverTimeoutS, server.cpus),
       stdin: script,
-      display: `python3 native/fabric/probe.py server --bind ${bind}`,
+      display: `python3 native/fabric/rail-rtt-throughput.py server --bind ${bind}`,
     },
     {
       step: `fabric probe server (${server.node} ${bind})`,
@@ -91,7 +91,7 @@ async function probeOnce(
         cpus: client.cpus,
       }),
       stdin: script,
-      display: `python3 native/fabric/probe.py client --addr ${target} --port ${p}`,
+      display: `python3 native/fabric/rail-rtt-throughput.py client --addr ${target} --port ${p}`,
     },
     {
       step: `fabric probe client (${client.node} → ${server.node} ${target})`,

@@ -1,4 +1,4 @@
-// Parsers of what a node prints for a FabricLink (besides native/fabric/probe.py, probe.ts).
+// Parsers of what a node prints for a FabricLink (besides native/fabric/rail-rtt-throughput.py, probe.ts).
 
 /** The interface holding `host` in `ip -j -4 addr` output, or null. */
 export function ifaceHolding(stdout: string, host: string): string | null {

@@ -1,10 +1,13 @@
-// native/fabric/probe.py as the control node drives it: argv for both modes and a strict
+// native/fabric/rail-rtt-throughput.py as the control node drives it: argv for both modes and a strict
 // parser for the one JSON line each prints (node output is untrusted input).
 import { nativeProgram } from "../native-script";
 
+/** The rail probe's name under native/ (renamed from fabric/probe.py: older state names that). */
+export const PROBE_PROGRAM = "fabric/rail-rtt-throughput.py";
+
 /** The probe's text, sent on stdin to `python3 -` (a node has no checkout). */
 export function probeScript(): string {
-  return nativeProgram("fabric/probe.py").text;
+  return nativeProgram(PROBE_PROGRAM).text;
 }
 
 export interface ProbeOptions {

@@ -9,7 +9,7 @@
 // reads of a link (ports, management interfaces, perftest) run together, before its probe.
 import type * as pulumi from "@pulumi/pulumi";
 import { parseFacts, type SparkNodeFacts } from "../node/facts";
-import { nativeProgram, programCommand, type ProgramRef } from "../native-script";
+import { programCommand, programFor, type ProgramRef } from "../native-script";
 import type { ProviderImpl } from "../providers/delegate";
 import { steadyReading } from "../providers/diff";
 import { run } from "../transport";
@@ -27,6 +27,7 @@ import {
   type Measured,
 } from "./checks";
 import { measure, perftestPresent, type ProbeSettings } from "./measure";
+import { PROBE_PROGRAM } from "./probe";
 import {
   bestReading,
   burstSettings,
@@ -179,7 +180,7 @@ async function measureLink(
     cpus: e.cpus,
   });
   const p = await measure(
-    nativeProgram(inputs.programs.probe.name).text,
+    programFor(inputs.programs.probe, PROBE_PROGRAM).text,
     end(inputs.b),
     end(inputs.a),
     settings,

@@ -38,7 +38,7 @@ export interface FabricLinkInputs {
   /** Checks computed over all rails in the program (address in subnet, unique). */
   addressChecks: CheckResult[];
   /**
-   * native/fabric/probe.py and native/node/facts.sh by name and sha256; the provider loads this
+   * native/fabric/rail-rtt-throughput.py and native/node/facts.sh by name and sha256; the provider loads this
    * checkout's text by name, and a new sha256 re-measures.
    */
   programs: { probe: ProgramRef; facts: ProgramRef };

@@ -1,10 +1,11 @@
 // The remote invocations of the worker's programs: one place that turns a worker's settings
 // into the unit programs' command lines (native/unit/: start.sh, stop.sh, status.py, shared
-// with the server) and native/rpc-worker/probe.py's, shared by the provider
+// with the server) and native/rpc-worker/rpc-hello.py's, shared by the provider
 // (`pulumi up`, refresh) and `sparkform worker`, so a worker started by hand is started exactly
 // as `up` starts it, with only the overrides the user asked for.
 import { programCommand, programFor, type ProgramRef, programRef } from "../native-script";
-import { NodeOutputError, nodeJsonParser } from "../schema/node-json";
+import { NodeOutputError } from "../schema/node-json";
+import { programJsonParser } from "../schema/program-json";
 import { homeRelative, type RemoteScript } from "../transport";
 import {
   type UnitOwner,
@@ -193,7 +194,7 @@ export function statusCommand(
   );
 }
 
-/** probe.py on the client node: HELLO, DEVICE_COUNT, GET_DEVICE_MEMORY over the fabric. */
+/** rpc-hello.py on the client node: HELLO, DEVICE_COUNT, GET_DEVICE_MEMORY over the fabric. */
 export function probeCommand(
   s: {
     readonly bind: string;
@@ -209,8 +210,6 @@ export function probeCommand(
     display: `rpc HELLO ${s.bind}:${s.port} from ${client}`,
   });
 }
-
-const bytes = { type: "integer", minimum: 0 } as const;
 
 /**
  * status.py's JSON as the worker keeps it (its `status` output): the unit under `worker`, as
@@ -231,28 +230,9 @@ export const parseWorkerStatus = (stdout: string, node: string): WorkerStatus =>
 export const parseWorkerOwner = (stdout: string, node: string): string =>
   parseUnitStatus(stdout, node).owner ?? "";
 
-/** probe.py's JSON, checked likewise. */
-export const parseProbe = nodeJsonParser<ProbeResult>(
-  {
-    type: "object",
-    required: ["endpoint", "ok", "state"],
-    properties: {
-      endpoint: { type: "string" },
-      ok: { type: "boolean" },
-      state: { enum: ["ok", "refused", "unreachable", "no-answer", "protocol"] },
-      version: { type: "string" },
-      clientVersion: {},
-      devices: {
-        type: "array",
-        items: {
-          type: "object",
-          required: ["device", "free", "total"],
-          properties: { device: { type: "integer" }, free: bytes, total: bytes },
-        },
-      },
-      error: { type: "string" },
-    },
-  },
+/** rpc-hello.py's JSON, checked likewise (its schema: native/rpc-worker/rpc-hello.schema.json). */
+export const parseProbe = programJsonParser<ProbeResult>(
+  RPC_PROGRAMS.probe,
   (node, path, detail) => new NodeOutputError("rpc HELLO probe", node, path, detail),
 );
 

@@ -1,6 +1,6 @@
 // Pure parts of the RpcWorker stage: where a worker binds, how its measured state reads, and
 // when that state is drift. Node programs: the supervised unit's (native/unit/: start.sh,
-// stop.sh, status.py, rss-guard.py, shared with the server) and native/rpc-worker/ (probe.py,
+// stop.sh, status.py, rss-guard.py, shared with the server) and native/rpc-worker/ (rpc-hello.py,
 // the HELLO; prewarm.py).
 import { isIP } from "node:net";
 import { isLoopbackAddress, isUnspecifiedAddress, sameAddress } from "../config/address";
@@ -18,7 +18,7 @@ import { NodeOutputError, nodeJsonParser } from "../schema/node-json";
 
 export const RPC_PROGRAMS = {
   ...UNIT_PROGRAMS,
-  probe: "rpc-worker/probe.py",
+  probe: "rpc-worker/rpc-hello.py",
   prewarm: "rpc-worker/prewarm.py",
   /** The tensor cache held under its bound (after prewarm.py), or checked against it. */
   prune: "rpc-worker/prune.py",

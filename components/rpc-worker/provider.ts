@@ -6,7 +6,7 @@
 //            the client build's, an address the node does not have, and one on the management
 //            session's interface; starts worker and guard
 //   status   native/unit/status.py: units, running binary's digest, socket table, log
-//   health   native/rpc-worker/probe.py on the client: HELLO, DEVICE_COUNT, GET_DEVICE_MEMORY
+//   health   native/rpc-worker/rpc-hello.py on the client: HELLO, DEVICE_COUNT, GET_DEVICE_MEMORY
 //   identity version (patch included) and digest equal to the client build's, else the worker
 //            is stopped again and the error names both builds: no client ever uses it
 import type * as pulumi from "@pulumi/pulumi";

@@ -25,6 +25,11 @@ const ITEM_8 =
   "another stack's port, stop.sh leaves another stack's unit, status.py reads the record; what " +
   "a running unit runs, and how, is unchanged";
 
+const ITEM_34_6 =
+  "issue 34 item 6: the GGUF reader and the reference store moved to native/lib/ (gguf.py, " +
+  "refstore.py) and are inlined where they were written out; the cache is warmed, referenced " +
+  "and pruned as before, and neither program is part of how the worker runs";
+
 /** Per program (its name under native/), the upgrades declared (the main before item 8 → now). */
 export const PROGRAM_UPGRADES: Readonly<Record<string, ProgramUpgrade>> = {
   "unit/start.sh": {
@@ -41,6 +46,16 @@ export const PROGRAM_UPGRADES: Readonly<Record<string, ProgramUpgrade>> = {
     from: ["b5f94b72f465b3dbf7b1f653d542a5c350fb714d47a703c11fc18dd2215f1d42"],
     to: "cf3ed8b11932b16a260a98db558707d76a000d74436e0ec9749680206f1f867c",
     why: ITEM_8,
+  },
+  "rpc-worker/prewarm.py": {
+    from: ["eb7ffab3ff174a88bdbf18caffee440648711cd815411d9e9218668e587a17ed"],
+    to: "89b5e26331e84c7155bdd7b5692530ddf0964dd458865aa08e823bf09933ed56",
+    why: ITEM_34_6,
+  },
+  "rpc-worker/prune.py": {
+    from: ["c0e296e1dc564cf8002298fbb2752d073f04dbccd2a622da156c53a726cb1a48"],
+    to: "fde188e766bdbdb2dbbeb440c7a81ef8ed1189bfb5f8caf4c002b6cb622ae0cc",
+    why: ITEM_34_6,
   },
   "router/files.sh": {
     from: ["17e1f917e0945bc5023d829186635113cd364b308d97617fc8546be13544c586"],

@@ -45,6 +45,9 @@ import sys
 import time
 import urllib.parse
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))  # native/lib/ (inlined on a node)
+from refstore import refs_dir  # noqa: E402
+
 CHUNK = 1 << 20
 EXIT_USAGE, EXIT_MISMATCH, EXIT_SPACE, EXIT_HTTP, EXIT_INSECURE = 2, 3, 4, 5, 6
 EXIT_GUARD = 97
@@ -591,16 +594,10 @@ def cmd_place(spec):
     cmd_measure({**spec, "hash": False})
 
 
-# The references of a directory, laid out as native/lib/guard.sh's guard_refs does:
+# The references of a directory (native/lib/refstore.py, guard.sh's guard_refs layout):
 # $HOME/.cache/sparkform/refs/<sha256 of the resolved path, 16 hex>/, with one empty
 # `ref-<token>` per referencing resource. Beside them each ModelReplica's `files-<token>`: the
 # paths its model lists (JSON), written by measure with "ref", read by remove.
-def refs_dir(resolved):
-    home = os.environ.get("HOME") or pwd.getpwuid(os.getuid()).pw_dir
-    digest = hashlib.sha256(resolved.encode()).hexdigest()[:16]
-    return os.path.join(home, ".cache", "sparkform", "refs", digest)
-
-
 def ref_token(spec):
     t = spec.get("ref")
     if t is None:

@@ -33,7 +33,6 @@
 # Arguments: CACHE_DIR MANIFEST MAX_BYTES|auto|all [--check]
 # Output: one JSON line, the summary, or {"error": …} with exit 3 (nothing deleted).
 import fcntl
-import hashlib
 import json
 import os
 import re
@@ -41,19 +40,17 @@ import sys
 import time
 from contextlib import nullcontext
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))  # native/lib/ (inlined on a node)
+from refstore import deletable, forget  # noqa: E402
+
 NAME = re.compile(r"[0-9a-f]{16}")
 MANIFEST = re.compile(r"prewarm-[0-9]+\.json")
 # prewarm.py's helper: its temporary and its executable's name (fnv-copy-<12 hex>).
 TEMP = re.compile(r"\.sparkform-tmp-([0-9]{1,10})")
 HELPER_EXE = "fnv-copy-"
 TEMP_AGE = 120
-REFS = "~/.cache/sparkform/refs"
 MAX_MANIFEST = 64 * 2**20
 GIB = 2**30
-
-
-def refs_dir(entry):
-    return os.path.join(os.path.expanduser(REFS), hashlib.sha256(entry.encode()).hexdigest()[:16])
 
 
 def listed(path):
@@ -66,29 +63,6 @@ def listed(path):
         return set()
     entries = data.get("entries") if isinstance(data, dict) else None
     return {h for h in entries if NAME.fullmatch(h)} if isinstance(entries, dict) else set()
-
-
-def deletable(entry):
-    """guard.sh's rule: sparkform created the entry and no resource references it."""
-    d = refs_dir(entry)
-    try:
-        names = os.listdir(d)
-    except OSError:
-        return False
-    return "created" in names and not any(n.startswith("ref-") for n in names)
-
-
-def forget(entry):
-    d = refs_dir(entry)
-    for n in ("path", "created"):
-        try:
-            os.unlink(os.path.join(d, n))
-        except FileNotFoundError:
-            pass
-    try:
-        os.rmdir(d)
-    except OSError:
-        pass
 
 
 def writer_alive(pid):

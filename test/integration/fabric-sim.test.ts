@@ -89,7 +89,10 @@ async function inputs(rail: number, fixtureB = "sysfs-spark"): Promise<FabricLin
     referenceGbps: fabricLineMbit / 1000,
     probe: { count: 300, seconds: 1 },
     addressChecks: [addr.get(`spark-1/${rail}`)!, addr.get(`spark-2/${rail}`)!],
-    programs: { probe: programRef("fabric/probe.py"), facts: programRef("node/facts.sh") },
+    programs: {
+      probe: programRef("fabric/rail-rtt-throughput.py"),
+      facts: programRef("node/facts.sh"),
+    },
   };
 }
 

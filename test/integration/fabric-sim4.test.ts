@@ -85,7 +85,10 @@ async function inputs(x: string, y: string, rail: number): Promise<FabricLinkInp
     referenceGbps: fabricLineMbit / 1000,
     probe: { count: 200, seconds: 0.5 },
     addressChecks: [addr.get(`${x}/${rail}`)!, addr.get(`${y}/${rail}`)!],
-    programs: { probe: programRef("fabric/probe.py"), facts: programRef("node/facts.sh") },
+    programs: {
+      probe: programRef("fabric/rail-rtt-throughput.py"),
+      facts: programRef("node/facts.sh"),
+    },
   };
 }
 

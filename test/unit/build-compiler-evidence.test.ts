@@ -1,4 +1,4 @@
-// builds-identical names the compiler from the evidence: the real probe (native/build/probe.sh,
+// builds-identical names the compiler from the evidence: the real probe (native/build/toolchain-facts.sh,
 // run here as a node runs it) records each compiler's version line AND the SHA-256 of its
 // binary, so two nodes whose compilers print the same version but are different binaries get
 // a message naming both sha256s, not "rebuild with `pulumi up`".
@@ -34,11 +34,11 @@ function node(name: string, build: { cxx: string; cc: string }): string {
   return bin;
 }
 
-/** probe.sh on a "node": its PATH has that node's compilers first. */
+/** toolchain-facts.sh on a "node": its PATH has that node's compilers first. */
 function probe(bin: string) {
   const tree = path.join(tmp, "tree");
   mkdirSync(tree, { recursive: true });
-  const script = path.join(tmp, "probe.sh");
+  const script = path.join(tmp, "toolchain-facts.sh");
   writeFileSync(script, nativeProgram(BUILD_PROGRAMS.probe).text);
   const r = spawnSync("sh", [script, tree, ""], {
     encoding: "utf8",
@@ -53,7 +53,7 @@ describe("the compiler in the build evidence", () => {
   const a = probe(node("spark-1", { cxx: "build 1", cc: "build 1" }));
   const b = probe(node("spark-2", { cxx: "build 2", cc: "build 1" }));
 
-  it("probe.sh records the version line and the sha256 of c++ and cc", () => {
+  it("toolchain-facts.sh records the version line and the sha256 of c++ and cc", () => {
     expect(a.compiler).toBe(VERSION);
     expect(b.compiler).toBe(VERSION);
     expect(a.compilerDigests.cxx).toMatch(/^[0-9a-f]{64}$/);

@@ -117,7 +117,7 @@ describe("fan-out's pure checks", () => {
     );
     expect(incomingRel("k1")).toBe(".cache/sparkform/llama-build/incoming/k1");
   });
-  it("reads the compiler digests from probe.sh's output", () => {
+  it("reads the compiler digests from toolchain-facts.sh's output", () => {
     expect(
       parseProbe(
         `/home/u\ncompiler=gcc 12.2.0\nccache=ccache 4.7\ncompilerSha256=${d("e")}\nnvccSha256=${d("f")}\nnvcc=Build cuda_13.0\n`,

@@ -1,5 +1,5 @@
 // doctor's pure parts: findings → report and exit code; the policy pack's checks on a config;
-// the node checks' judgements from a probe; and the probe itself (native/doctor/probe.py) run on
+// the node checks' judgements from a probe; and the probe itself (native/doctor/ports-and-files.py) run on
 // this machine against a socket this test holds.
 import { execFileSync, spawnSync } from "node:child_process";
 import { chmodSync, mkdtempSync, readFileSync, writeFileSync } from "node:fs";
@@ -277,7 +277,7 @@ describe("node judgements", () => {
   });
 });
 
-describe("probe.py, run here", () => {
+describe("ports-and-files.py, run here", () => {
   it("finds this process listening, reads files and parses through the schema", async () => {
     const server = net.createServer();
     await new Promise<void>((r) => server.listen(0, "127.0.0.1", () => r()));
@@ -287,7 +287,7 @@ describe("probe.py, run here", () => {
       const r = spawnSync(
         "python3",
         [
-          programPath("doctor/probe.py"),
+          programPath("doctor/ports-and-files.py"),
           "--port",
           String(port),
           "--file",

@@ -1,4 +1,4 @@
-// native/fabric/probe.py over loopback, with real sockets: the server binds one address, the
+// native/fabric/rail-rtt-throughput.py over loopback, with real sockets: the server binds one address, the
 // client measures RTT and throughput through it, both print one JSON line the parser accepts;
 // failures (nothing listening, a client that never comes) are bounded and reported.
 import { spawn, spawnSync } from "node:child_process";

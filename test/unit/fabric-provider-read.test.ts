@@ -176,7 +176,10 @@ function inputs(
     referenceGbps: fabric.referenceGbps,
     probe,
     addressChecks: [addr.get("spark-1/0")!, addr.get("spark-2/0")!],
-    programs: { probe: programRef("fabric/probe.py"), facts: programRef("node/facts.sh") },
+    programs: {
+      probe: programRef("fabric/rail-rtt-throughput.py"),
+      facts: programRef("node/facts.sh"),
+    },
   };
 }
 
@@ -233,6 +236,17 @@ describe("FabricLink read (refresh): a short burst first", () => {
     const r = await read("id", state);
     expect(probes).toEqual([BURST]);
     expect(r.props).toBe(state);
+  });
+
+  it("a state that names the probe by its old name (fabric/probe.py) is probed by the renamed one", async () => {
+    const state = await upState(LOCAL);
+    const old = {
+      ...state,
+      programs: { ...state.programs, probe: { ...state.programs.probe, name: "fabric/probe.py" } },
+    };
+    const r = await read("id", old);
+    expect(probes).toEqual([BURST]);
+    expect(r.props).toBe(old);
   });
 
   it("a state from before refreshSeconds existed: the default burst, 0.2 s", async () => {

@@ -343,7 +343,13 @@ function withFake(mode: "serve" | "busy", timeout: string): Promise<Record<strin
       try {
         const out = execFileSync(
           "python3",
-          [programPath("rpc-worker/probe.py"), "127.0.0.1", d.toString().trim(), timeout, header],
+          [
+            programPath("rpc-worker/rpc-hello.py"),
+            "127.0.0.1",
+            d.toString().trim(),
+            timeout,
+            header,
+          ],
           { encoding: "utf8" },
         );
         resolve(JSON.parse(out) as Record<string, unknown>);
@@ -356,7 +362,7 @@ function withFake(mode: "serve" | "busy", timeout: string): Promise<Record<strin
   });
 }
 
-describe("native/rpc-worker/probe.py", () => {
+describe("native/rpc-worker/rpc-hello.py", () => {
   it("HELLO, DEVICE_COUNT and GET_DEVICE_MEMORY as the protocol defines them", async () => {
     expect(await withFake("serve", "5")).toMatchObject({
       ok: true,

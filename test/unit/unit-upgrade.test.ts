@@ -104,7 +104,9 @@ describe("state that names a program that moved runs the unit's, with the unit's
       expect(programFor(ref, now).name, key).toBe(now);
     }
     // Names that did not move are still run by the name state records.
-    expect(programFor(OLD_WORKER.probe, RPC_PROGRAMS.probe).name).toBe("rpc-worker/probe.py");
+    expect(programFor(OLD_WORKER.prewarm, RPC_PROGRAMS.prewarm).name).toBe("rpc-worker/prewarm.py");
+    // The HELLO probe renamed since (issue 34 item 6): its old name runs the renamed program.
+    expect(programFor(OLD_WORKER.probe, RPC_PROGRAMS.probe).name).toBe("rpc-worker/rpc-hello.py");
   });
 
   it("a refresh or destroy on old state: status.py and stop.sh of the unit, their own argv", () => {

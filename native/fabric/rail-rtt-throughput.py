@@ -198,7 +198,7 @@ def quit_server(a):
 
 
 def main(argv):
-    p = argparse.ArgumentParser(prog="probe.py")
+    p = argparse.ArgumentParser(prog="rail-rtt-throughput.py")
     sub = p.add_subparsers(dest="mode", required=True)
     s = sub.add_parser("server")
     s.add_argument("--bind", required=True)

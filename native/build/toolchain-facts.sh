@@ -1,9 +1,9 @@
 #!/bin/sh
-# probe.sh — what a NativeBuild needs before it plans anything. Runs ON the node (POSIX sh),
+# toolchain-facts.sh — what a NativeBuild needs before it plans anything. Runs ON the node (POSIX sh),
 # sent by components/build/provider.ts; its output is parsed by parseProbe() in
 # components/build/plan.ts. First, because the build plan needs the node's $HOME.
 #
-# Usage: probe.sh TREE MARKER TOOL...
+# Usage: toolchain-facts.sh TREE MARKER TOOL...
 #   MARKER is a file TREE must hold (cmake: CMakeLists.txt), or "" to require the directory only.
 #
 # Prints $HOME, then `compiler=` and `ccache=` lines (each tool's first --version line; empty
