@@ -44,7 +44,9 @@ import {
   SPARK_CUDA_HOME,
 } from "./flags";
 import { ConfigError, configError, configErrorMap, configIssueLines } from "../config/errors";
+import { section, type StageDescriptor } from "../config/descriptor";
 import type { CheckContext, Salvaged } from "../config/section";
+import { buildsOutput } from "./output";
 import type { Exclusion, TreeConfig } from "../tree/config";
 import { isExcluded } from "../tree/digest";
 import {
@@ -358,3 +360,18 @@ export function resolve(b: BuildConfig, first: string): StackBuild {
     distribute: buildDistribute(b),
   };
 }
+
+/** The build stage: llama.cpp built and verified on every node. */
+export const stage = {
+  name: "build",
+  sections: [
+    section({
+      key: "build",
+      schema: buildConfigSchema.optional(),
+      structured: true,
+      crossCheck,
+      resolve: (b, ctx) => resolve(b, ctx.first),
+    }),
+  ],
+  outputs: [{ key: "build", type: "object", cut: buildsOutput }],
+} as const satisfies StageDescriptor;
