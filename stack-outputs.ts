@@ -4,6 +4,7 @@
 import Ajv from "ajv";
 import type { Unwrap } from "@pulumi/pulumi";
 import { currentOutputs } from "./components/outputs";
+import { OUTPUTS, type OutputKey } from "./components/stages";
 import type * as program from "./index";
 
 type Program = typeof program;
@@ -14,26 +15,17 @@ type Program = typeof program;
  */
 export type StackOutputs = { -readonly [K in keyof Program]?: NonNullable<Unwrap<Program[K]>> };
 
-// Each stage's output is a record; the finer shape is the components' (their types above). The
-// check here keeps a stack made by another program, or a half-written state, from reaching the
-// commands as if it were this one's.
-const section = { type: "object" } as const;
+// Each stage's output is a record (a secret, a string); the finer shape is the components' (their
+// types above). The check here keeps a stack made by another program, or a half-written state,
+// from reaching the commands as if it were this one's. The stages list their outputs
+// (components/stages.ts): the compiler holds that list to index.ts's exports, both ways.
 const SCHEMA = {
   type: "object",
-  properties: {
-    facts: section,
-    fabric: section,
-    toolchain: section,
-    tree: section,
-    build: section,
-    worker: section,
-    model: section,
-    models: section,
-    serving: section,
-    // A secret: "[secret]" unless read with --show-secrets (`sparkform key`).
-    serverApiKey: { type: "string" },
-  } satisfies Record<keyof Program, unknown>,
+  properties: Object.fromEntries(OUTPUTS.map((o) => [o.key, { type: o.type }])),
 };
+type Exact<A, B> = [A] extends [B] ? ([B] extends [A] ? true : never) : never;
+const listsEveryExport: Exact<OutputKey, keyof Program> = true;
+void listsEveryExport;
 
 let validate: ReturnType<Ajv["compile"]> | undefined;
 

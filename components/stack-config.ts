@@ -1,8 +1,8 @@
-// The stack's `sparkform:` configuration as a whole. Each stage owns its section
+// The stack's `sparkform:` configuration as a whole. Each stage owns its sections and secrets
 // (components/<stage>/config.ts: the zod schema, its type, its defaults and a cross-check
-// over the other sections); this module only lists the sections, from which every key list is
-// derived, holds the secrets, validates in two phases and resolves the defaults that depend on
-// other sections. Phase one parses each section alone; phase two runs every section's
+// over the other sections), and components/stages.ts lists the stages; this module derives
+// every key list from that list, validates in two phases and resolves the defaults that depend
+// on other sections, in stage order. Phase one parses each section alone; phase two runs every section's
 // cross-check over what the sections parse to (a failed field left out), so all problems come
 // out together, one line each: `sparkform:<key.path>: what is wrong; the fix`.
 //
@@ -10,7 +10,7 @@
 //   parseStackConfig(raw, { projectDir })                              pure, for tests
 import * as pulumi from "@pulumi/pulumi";
 import { z } from "zod";
-import * as build from "./build/config";
+import type { OwnedNodePath, ResolveContext } from "./config/descriptor";
 import {
   ConfigError,
   configError,
@@ -18,15 +18,11 @@ import {
   configIssueLines,
   configKeyPath,
 } from "./config/errors";
-import { CONTROL, nodePathOverlaps } from "./config/node-path";
-import { type CheckContext, type Salvaged, salvage } from "./config/section";
-import * as fabric from "./fabric/config";
-import * as model from "./model/config";
-import * as node from "./node/config";
-import * as worker from "./rpc-worker/config";
-import * as server from "./serving/config";
-import * as toolchain from "./toolchain/config";
-import * as tree from "./tree/config";
+import { nodePathOverlaps } from "./config/node-path";
+import { type CheckContext, salvage } from "./config/section";
+import { MODELS_DIR_DEFAULT } from "./model/config";
+import type { NodeConfig } from "./node/config";
+import { DESCRIPTORS, type ResolvedSections, SECRETS, type SecretKey, SECTIONS } from "./stages";
 
 export { ConfigError, configError, configIssueLines } from "./config/errors";
 export {
@@ -44,115 +40,35 @@ export { type StackServer } from "./serving/config";
 export { type StackToolchain } from "./toolchain/config";
 export { type Exclusion, type TreeConfig as StackTree } from "./tree/config";
 
-/** Every non-secret key: its schema, and whether it is a YAML map or list (read with getObject). */
-const SECTIONS = {
-  nodes: { schema: node.nodesSchema, structured: true },
-  /** Private key file on the control node for every node (else ssh's defaults / agent). */
-  sshKeyPath: { schema: node.controlPathSchema.optional(), structured: false },
-  /** An ssh_config to use instead of ~/.ssh/config. */
-  sshConfigPath: { schema: node.controlPathSchema.optional(), structured: false },
-  toolchain: { schema: toolchain.toolchainSchema.optional(), structured: true },
-  tree: { schema: tree.treeSchema.optional(), structured: true },
-  build: { schema: build.buildConfigSchema.optional(), structured: true },
-  fabric: { schema: fabric.fabricConfigSchema.optional(), structured: true },
-  model: { schema: model.modelConfigSchema.optional(), structured: true },
-  /** More models staged beside `model`; `server.model` selects the served one. */
-  models: { schema: model.modelsConfigSchema.optional(), structured: true },
-  worker: { schema: worker.workerSchema.optional(), structured: true },
-  server: { schema: server.serverConfigSchema.optional(), structured: true },
-} as const;
-
-type Key = keyof typeof SECTIONS;
-type Parsed = { [K in Key]: z.output<(typeof SECTIONS)[K]["schema"]> };
-/** Each section as far as it parses; undefined: not set. */
-type Partial_ = { [K in Key]: Salvaged<NonNullable<Parsed[K]>> | undefined } & {
-  nodes: Salvaged<node.NodeConfig[]>;
-};
-type Check<K extends Key> = (
-  section: NonNullable<Partial_[K]>,
-  ctx: CheckContext<Partial_>,
-) => void;
-
-/** Each section's cross-check, in the order its problems are listed. */
-const CHECKS: { [K in Key]?: Check<K> } = {
-  nodes: node.crossCheck,
-  toolchain: toolchain.crossCheck,
-  build: build.crossCheck,
-  model: model.crossCheck,
-  models: model.crossCheckStaged,
-  fabric: fabric.crossCheck,
-  worker: worker.crossCheck,
-  server: server.crossCheck,
-  tree: tree.crossCheck,
-};
-
 /** Keys read with getSecret: their values are never part of the parsed data. */
-export const secretConfigKeys = ["privateKey", "hfToken", "serverApiKey"] as const;
-/** The config keys the cluster part reads (all under the `sparkform:` namespace). */
-export const configKeys = (Object.keys(SECTIONS) as Key[]).filter(
-  (k) => k !== "model" && k !== "models" && k !== "worker" && k !== "server",
-);
+export const secretConfigKeys = Object.keys(SECRETS) as SecretKey[];
 /** Every key sparkform reads; any other `sparkform:` key is a typo or a leftover. */
-export const stackConfigKeys: readonly string[] = [...Object.keys(SECTIONS), ...secretConfigKeys];
-const structuredKeys = new Set<string>(
-  (Object.keys(SECTIONS) as Key[]).filter((k) => SECTIONS[k].structured),
-);
+export const stackConfigKeys: readonly string[] = [
+  ...SECTIONS.map((s) => s.key),
+  ...secretConfigKeys,
+];
+const structuredKeys = new Set<string>(SECTIONS.filter((s) => s.structured).map((s) => s.key));
 
 /**
  * The secrets' plain text, checked so a pasted-wrong key or token is a config error like any
  * other. Its messages never quote the value, and the value never joins the parsed data.
  */
-const secretsSchema = z.object({
-  privateKey: z
-    .string({
-      error:
-        "must be text; set it with `pulumi config set --secret sparkform:privateKey < ~/.ssh/id_ed25519`",
-    })
-    .refine((k) => /-----BEGIN [A-Z ]*PRIVATE KEY-----/.test(k), {
-      message:
-        "is not a PEM/OpenSSH private key; set the key file's whole text with " +
-        "`pulumi config set --secret sparkform:privateKey < ~/.ssh/id_ed25519`",
-    })
-    .optional(),
-  hfToken: z
-    .string({
-      error: "must be text; set it with `pulumi config set --secret sparkform:hfToken hf_…`",
-    })
-    // It goes into an HTTP Authorization header: a newline there would start a new header.
-    .refine((t) => !/\s/.test(t) && !CONTROL.test(t), {
-      message:
-        "contains whitespace or a control character; set the token alone with " +
-        "`pulumi config set --secret sparkform:hfToken hf_…`",
-    })
-    .optional(),
-  serverApiKey: server.serverApiKeySchema.optional(),
-});
+const secretsSchema = z.object(
+  Object.fromEntries(Object.entries(SECRETS).map(([k, schema]) => [k, schema.optional()])),
+);
 
 /** The whole `sparkform:` configuration, validated and with every default applied. */
-export interface StackConfigData extends node.SshSettings {
-  nodes: node.NodeConfig[];
-  toolchain?: toolchain.StackToolchain;
-  tree?: tree.TreeConfig;
-  build?: build.StackBuild;
-  model?: model.StackModel;
-  /** Staged models by name (sorted), each with its nodes resolved (default: the model's nodes). */
-  models?: Record<string, model.StackModel>;
-  fabric?: fabric.FabricConfig;
-  worker?: worker.StackWorker;
-  server?: server.StackServer;
+export interface StackConfigData extends Omit<ResolvedSections, "nodes"> {
+  nodes: NodeConfig[];
   /** Directories whose free space each node's fact sheet reports: the models dir, the tree. */
   diskPaths: string[];
 }
 
 /** StackConfigData plus the secrets, which stay Outputs (never plain data). */
-export interface StackConfig extends StackConfigData {
-  /** `sparkform:privateKey`: private key text for every node, if not given as a file. */
-  privateKey?: pulumi.Output<string>;
-  /** `sparkform:hfToken`: the Hugging Face token; only the downloading node sees it. */
-  hfToken?: pulumi.Output<string>;
-  /** `sparkform:serverApiKey`: llama-server's API key (required for a non-loopback bind). */
-  serverApiKey?: pulumi.Output<string>;
-}
+// privateKey: key text for every node, if not given as a file; hfToken: the Hugging Face token
+// (only the downloading node sees it); serverApiKey: llama-server's API key (required for a
+// non-loopback bind).
+export type StackConfig = StackConfigData & { [K in SecretKey]?: pulumi.Output<string> };
 
 export interface ParseOptions {
   /**
@@ -175,64 +91,77 @@ function crossChecks(
   const lines: string[] = [];
   const add = (p: readonly PropertyKey[], message: string) =>
     lines.push(`${configKeyPath(p)}: ${message}`);
-  const s = Object.fromEntries(
-    (Object.keys(SECTIONS) as Key[]).map((k) => [k, salvage(SECTIONS[k].schema, values[k])]),
-  ) as Partial_;
-  s.nodes = Array.isArray(s.nodes) ? s.nodes : [];
-  const names = s.nodes.flatMap((n) => (n.name === undefined ? [] : [n.name]));
-  const ctx: CheckContext<Partial_> = {
-    sections: s,
+  const s: Record<string, unknown> = Object.fromEntries(
+    SECTIONS.map((sec) => [sec.key, salvage(sec.schema, values[sec.key])]),
+  );
+  const nodes = (Array.isArray(s.nodes) ? s.nodes : []) as Partial<NodeConfig>[];
+  s.nodes = nodes;
+  const names = nodes.flatMap((n) => (n.name === undefined ? [] : [n.name]));
+  const ctx: CheckContext<never> = {
+    sections: s as never,
     names,
     isNode: (n) => names.length === 0 || names.includes(n),
     list: [...new Set(names)].join(", "),
-    first: s.nodes[0]?.name,
+    first: nodes[0]?.name,
     add,
     reported: (p) => reported.some((r) => p.every((x, i) => r[i] === x)),
     ...(opts.projectDir !== undefined ? { projectDir: opts.projectDir } : {}),
     secrets,
   };
-  for (const k of Object.keys(CHECKS) as Key[]) {
-    const section = s[k];
-    if (section !== undefined) (CHECKS[k] as Check<Key>)(section as never, ctx);
+  for (const sec of SECTIONS) {
+    const section = s[sec.key];
+    if (section !== undefined) sec.crossCheck?.(section, ctx);
   }
-  const overlaps = nodePathOverlaps([
-    { key: ["toolchain", "path"], path: s.toolchain?.path },
-    { key: ["tree", "dest"], path: s.tree?.dest },
-    { key: ["model", "modelsDir"], path: s.model?.modelsDir },
-  ]);
-  // Staged models may share the model's directory (each lives under <repo>/<commit>), but not
-  // the toolchain's, the tree's or sparkform's cache.
-  for (const [k, m] of Object.entries(s.models ?? {}))
-    overlaps.push(
-      ...nodePathOverlaps([
-        { key: ["toolchain", "path"], path: s.toolchain?.path },
-        { key: ["tree", "dest"], path: s.tree?.dest },
-        { key: ["models", k, "modelsDir"], path: m?.modelsDir },
-      ]).filter((o) => o.key[0] === "models"),
-    );
-  for (const o of overlaps) add(o.key, o.message);
+  for (const o of pathOverlaps(s)) add(o.key, o.message);
   return lines;
 }
 
+/**
+ * The node paths each stage owns, none overlapping another stage's nor sparkform's cache: each
+ * path against the other stages' paths before it. A stage's own paths may share a directory
+ * (staged models live beside the model, each under <repo>/<commit>).
+ */
+function pathOverlaps(
+  s: Record<string, unknown>,
+): { key: readonly PropertyKey[]; message: string }[] {
+  const owned = DESCRIPTORS.flatMap((stage) =>
+    stage.sections.flatMap((sec) => {
+      const value = s[sec.key];
+      return sec.nodePaths && value !== undefined
+        ? sec.nodePaths(value).map((p: OwnedNodePath) => ({ stage: stage.name, ...p }))
+        : [];
+    }),
+  );
+  return owned.flatMap((b, j) =>
+    nodePathOverlaps([...owned.slice(0, j).filter((a) => a.stage !== b.stage), b]).filter(
+      (o) => o.key === b.key,
+    ),
+  );
+}
+
 /** Defaults that depend on other sections, applied once the whole config is valid. */
-function resolve(c: Parsed, opts: ParseOptions): StackConfigData {
-  const all = c.nodes.map((n) => n.name);
-  const first = all[0] as string;
-  const w = c.worker ? worker.resolve(c.worker, first) : undefined;
-  const m = c.model ? model.resolve(c.model, all) : undefined;
+function resolve(parsed: Record<string, unknown>, opts: ParseOptions): StackConfigData {
+  const nodes = parsed.nodes as NodeConfig[];
+  const all = nodes.map((n) => n.name);
+  const resolved: Record<string, unknown> = {};
+  const ctx: ResolveContext = {
+    all,
+    first: all[0] as string,
+    ...(opts.projectDir !== undefined ? { projectDir: opts.projectDir } : {}),
+    resolved,
+  };
+  for (const sec of SECTIONS) {
+    const value = parsed[sec.key];
+    if (value === undefined) continue;
+    const r = sec.resolve ? sec.resolve(value, ctx) : value;
+    if (r !== undefined) resolved[sec.key] = r;
+  }
+  const model = parsed.model as { modelsDir?: string } | undefined;
+  const tree = parsed.tree as { dest?: string } | undefined;
   return {
-    nodes: c.nodes,
-    ...(c.sshKeyPath !== undefined ? { sshKeyPath: c.sshKeyPath } : {}),
-    ...(c.sshConfigPath !== undefined ? { sshConfigPath: c.sshConfigPath } : {}),
-    ...(c.toolchain ? { toolchain: toolchain.resolve(c.toolchain, first) } : {}),
-    ...(c.tree ? { tree: tree.resolve(c.tree, opts.projectDir) } : {}),
-    ...(c.build ? { build: build.resolve(c.build, first) } : {}),
-    ...(m ? { model: m } : {}),
-    ...(c.models && m ? { models: model.resolveStaged(c.models, m.nodes) } : {}),
-    ...(c.fabric ? { fabric: c.fabric } : {}),
-    ...(w ? { worker: w } : {}),
-    ...(c.server ? { server: server.resolve(c.server, w, first) } : {}),
-    diskPaths: [c.model?.modelsDir ?? model.MODELS_DIR_DEFAULT, c.tree?.dest ?? "~"],
+    ...(resolved as ResolvedSections),
+    nodes,
+    diskPaths: [model?.modelsDir ?? MODELS_DIR_DEFAULT, tree?.dest ?? "~"],
   };
 }
 
@@ -280,8 +209,8 @@ export function parseStackConfig(
   const parsed: Record<string, unknown> = {};
   const issues: string[] = [];
   const reported: PropertyKey[][] = [];
-  for (const k of Object.keys(SECTIONS) as Key[]) {
-    const r = SECTIONS[k].schema.safeParse(values[k], { error: configErrorMap });
+  for (const { key: k, schema } of SECTIONS) {
+    const r = schema.safeParse(values[k], { error: configErrorMap });
     if (r.success) {
       parsed[k] = r.data;
       continue;
@@ -300,7 +229,7 @@ export function parseStackConfig(
     ...(s.success ? [] : configIssueLines(s.error.issues)),
   ];
   if (lines.length > 0) throw configError(lines);
-  return resolve(parsed as Parsed, opts);
+  return resolve(parsed, opts);
 }
 
 /**
@@ -358,15 +287,9 @@ export function readStackConfig(config: pulumi.Config, opts: ParseOptions = {}):
     if (err instanceof ConfigError) throw new pulumi.RunError(err.message);
     throw err;
   }
-  const secret = (k: (typeof secretConfigKeys)[number]) =>
-    present.includes(k) ? config.getSecret(k) : undefined;
-  const privateKey = secret("privateKey");
-  const hfToken = secret("hfToken");
-  const serverApiKey = secret("serverApiKey");
-  return {
-    ...data,
-    ...(privateKey ? { privateKey } : {}),
-    ...(hfToken ? { hfToken } : {}),
-    ...(serverApiKey ? { serverApiKey } : {}),
-  };
+  const held = secretConfigKeys.flatMap((k) => {
+    const v = present.includes(k) ? config.getSecret(k) : undefined;
+    return v ? [[k, v] as const] : [];
+  });
+  return { ...data, ...Object.fromEntries(held) };
 }

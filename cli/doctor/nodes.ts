@@ -4,6 +4,7 @@
 // SparkNode runs it) per node, from which disk space and the fabric's port checks are judged.
 import { spawnSync } from "node:child_process";
 import { createHash } from "node:crypto";
+import type { PortNeed } from "../../components/config/descriptor";
 import type { StackConfigData } from "../../components/stack-config";
 import { portChecks } from "../../components/fabric/checks";
 import { fabricThresholds, railLinks } from "../../components/fabric/config";
@@ -15,7 +16,7 @@ import { childEnv } from "../../components/transport";
 import { parseFacts, type SparkNodeFacts } from "../../components/node/facts";
 import { NodeOutputError, nodeJsonParser } from "../../components/schema/node-json";
 import { openNode, RemoteCommandError, type SshTarget } from "../../components/transport";
-import { unitPrefix } from "../../components/unit/names";
+import { DESCRIPTORS } from "../../components/stages";
 import { bytes } from "../summary";
 import type { Finding } from "./findings";
 
@@ -106,7 +107,7 @@ export const parseProbe = nodeJsonParser<ProbeResult>(
 /** What a node must have for this config: ports to check, model files expected. */
 export interface NodeNeeds {
   /** Ports sparkform's units will listen on here, with the unit prefix that may hold them. */
-  readonly ports: { port: number; unitPrefix: string; what: string }[];
+  readonly ports: PortNeed[];
   /** The model's files on this node (~/…), when the revision is a commit. */
   readonly modelFiles: string[];
   /** Whether a user unit will run here (worker, server): linger matters. */
@@ -114,16 +115,8 @@ export interface NodeNeeds {
 }
 
 export function nodeNeeds(config: StackConfigData, node: string): NodeNeeds {
-  const ports: NodeNeeds["ports"] = [];
-  const w = config.worker;
-  if (w?.nodes.includes(node)) {
-    ports.push({ port: w.port, unitPrefix: unitPrefix("worker"), what: "rpc worker" });
-  }
-  // The config resolved the server's node and port (its default node, its default port).
-  const server = config.server;
-  if (server?.node === node) {
-    ports.push({ port: server.port, unitPrefix: unitPrefix("server"), what: "llama-server" });
-  }
+  // Each stage says which ports its units listen on (its descriptor, components/stages.ts).
+  const ports = DESCRIPTORS.flatMap((s) => s.ports?.(config, node) ?? []);
   const m = config.model;
   // Only a commit names the directory the model stage writes; a branch is resolved by `up`.
   const modelFiles =

@@ -37,6 +37,7 @@ import { childEnv } from "../transport";
 import { z } from "zod";
 import {
   type BuildFlags,
+  buildFlagIssues,
   checkBuildFlags,
   SIM_X86_MARCH,
   SPARK_CPU_ARM_ARCH,
@@ -44,7 +45,9 @@ import {
   SPARK_CUDA_HOME,
 } from "./flags";
 import { ConfigError, configError, configErrorMap, configIssueLines } from "../config/errors";
+import { section, type StageDescriptor } from "../config/descriptor";
 import type { CheckContext, Salvaged } from "../config/section";
+import { buildsOutput } from "./output";
 import type { Exclusion, TreeConfig } from "../tree/config";
 import { isExcluded } from "../tree/digest";
 import {
@@ -236,18 +239,23 @@ export function parseBuildConfig(raw: unknown): BuildConfig {
   throw new BuildConfigError(e.message, e.lines);
 }
 
-/**
- * The build contract for this config and commit: the preset, then the overrides (null
- * removes a preset value), validated by flags.ts. Errors name `sparkform:build.flags.<VAR>`.
- */
-export function buildFlagsFromConfig(config: BuildConfig, commit: string): BuildFlags {
+/** The preset, then the overrides (null removes a preset value), then the commit. */
+function mergedFlags(config: BuildConfig, commit: string): Record<string, string> {
   const merged: Record<string, string> = { ...BUILD_PRESETS[config.preset] };
   for (const [k, v] of Object.entries(config.flags)) {
     if (v === null) delete merged[k];
     else merged[k] = v;
   }
   merged.LLAMA_COMMIT = config.commit ?? commit;
-  const r = checkBuildFlags(merged);
+  return merged;
+}
+
+/**
+ * The build contract for this config and commit: the preset, then the overrides (null
+ * removes a preset value), validated by flags.ts. Errors name `sparkform:build.flags.<VAR>`.
+ */
+export function buildFlagsFromConfig(config: BuildConfig, commit: string): BuildFlags {
+  const r = checkBuildFlags(mergedFlags(config, commit));
   // `in`, not `r.ok`: the narrowing must also hold under Pulumi's non-strict ts-node.
   if (!("issues" in r)) return r.flags;
   throw new BuildConfigError(
@@ -335,17 +343,8 @@ export function crossCheck(
     const problem = unexcludedCommandOutputs(whole.data, tree.exclude);
     if (problem !== undefined) ctx.add(["build", "command"], problem);
   }
-  try {
-    buildFlagsFromConfig(whole.data, whole.data.commit ?? SOME_COMMIT);
-  } catch (err) {
-    if (!(err instanceof BuildConfigError)) throw err;
-    for (const line of err.message.split("\n").slice(1)) {
-      // "  sparkform:build.flags.FIELD message" → the key path, then the message.
-      const m = /^\s*sparkform:build\.flags\.([A-Z][A-Z0-9_]*) (.*)$/.exec(line);
-      if (m) ctx.add(["build", "flags", m[1] as string], m[2] as string);
-      else ctx.add(["build", "flags"], line.trim().replace(/^sparkform:build\.flags\./, ""));
-    }
-  }
+  for (const i of buildFlagIssues(mergedFlags(whole.data, whole.data.commit ?? SOME_COMMIT)))
+    ctx.add(i.field ? ["build", "flags", i.field] : ["build", "flags"], i.message);
 }
 
 /** The defaults that depend on the nodes and on whether a command builds. */
@@ -358,3 +357,18 @@ export function resolve(b: BuildConfig, first: string): StackBuild {
     distribute: buildDistribute(b),
   };
 }
+
+/** The build stage: llama.cpp built and verified on every node. */
+export const stage = {
+  name: "build",
+  sections: [
+    section({
+      key: "build",
+      schema: buildConfigSchema.optional(),
+      structured: true,
+      crossCheck,
+      resolve: (b, ctx) => resolve(b, ctx.first),
+    }),
+  ],
+  outputs: [{ key: "build", type: "object", cut: buildsOutput }],
+} as const satisfies StageDescriptor;

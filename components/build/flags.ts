@@ -195,14 +195,28 @@ export class BuildFlagsError extends Error {
   }
 }
 
-function issueLines(error: z.ZodError): string[] {
+/** One problem with the flags: the field it is at (none: the set as a whole), what is wrong. */
+export interface BuildFlagIssue {
+  readonly field?: string;
+  readonly message: string;
+}
+
+function flagIssues(error: z.ZodError): BuildFlagIssue[] {
   return error.issues.map((i) => {
     const field = i.path.map(String).join(".");
     if (i.code === "unrecognized_keys") {
-      return `unknown field${i.keys.length > 1 ? "s" : ""} ${i.keys.join(", ")}: the contract has ${Object.keys(rawSchema.shape).join(", ")}`;
+      return {
+        message: `unknown field${i.keys.length > 1 ? "s" : ""} ${i.keys.join(", ")}: the contract has ${Object.keys(rawSchema.shape).join(", ")}`,
+      };
     }
-    return field ? `${field} ${i.message}` : i.message;
+    return field ? { field, message: i.message } : { message: i.message };
   });
+}
+
+/** The flags' problems as structured issues (a config check places each at its key). */
+export function buildFlagIssues(input: unknown): BuildFlagIssue[] {
+  const r = schema.safeParse(input);
+  return r.success ? [] : flagIssues(r.error);
 }
 
 /** Validate without throwing. */
@@ -211,7 +225,10 @@ export function checkBuildFlags(
 ): { ok: true; flags: BuildFlags } | { ok: false; issues: string[] } {
   const r = schema.safeParse(input);
   if (r.success) return { ok: true, flags: stripUndefined(r.data) };
-  return { ok: false, issues: issueLines(r.error) };
+  return {
+    ok: false,
+    issues: flagIssues(r.error).map((i) => (i.field ? `${i.field} ${i.message}` : i.message)),
+  };
 }
 
 /** Validate the contract; throws BuildFlagsError naming each offending field and its fix. */

@@ -3,6 +3,7 @@
 // (a sysfs fixture, labelled), the GID index and the checks' thresholds. Validated with zod;
 // errors name the key and the fix, as components/stack-config.ts does for the rest.
 import { z } from "zod";
+import { section, type StageDescriptor } from "../config/descriptor";
 import type { CheckContext, Salvaged } from "../config/section";
 import { DEFAULT_THRESHOLDS, type FabricThresholds } from "./checks";
 import { DEFAULT_REFRESH_SECONDS } from "./readings";
@@ -178,3 +179,12 @@ export function railLinks<R extends { rail: number }>(
     }),
   );
 }
+
+/** The fabric stage: every rail measured between every pair of nodes. */
+export const stage = {
+  name: "fabric",
+  sections: [
+    section({ key: "fabric", schema: fabricConfigSchema.optional(), structured: true, crossCheck }),
+  ],
+  outputs: [{ key: "fabric", type: "object" }],
+} as const satisfies StageDescriptor;

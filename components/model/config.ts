@@ -3,8 +3,11 @@
 // (`pulumi config set --secret hfToken …`), read with config.getSecret.
 import { z } from "zod";
 import { configError, configErrorMap, configIssueLines } from "../config/errors";
+import { CONTROL } from "../config/node-path";
 import { nodePathSchema } from "../config/node-path";
+import { section, type StageDescriptor } from "../config/descriptor";
 import type { CheckContext, Salvaged } from "../config/section";
+import { modelOutput } from "./output";
 import { endpointProblem } from "./token-fetch";
 
 /** Where models live on the nodes unless `sparkform:model.modelsDir` says otherwise. */
@@ -275,3 +278,52 @@ export function resolveStaged(
       .map((k) => [k, resolve(models[k] as ModelConfig, all)]),
   );
 }
+
+/** `sparkform:hfToken`: it goes into an HTTP Authorization header, where a newline would start a new header. */
+const hfTokenSchema = z
+  .string({
+    error: "must be text; set it with `pulumi config set --secret sparkform:hfToken hf_…`",
+  })
+  .refine((t) => !/\s/.test(t) && !CONTROL.test(t), {
+    message:
+      "contains whitespace or a control character; set the token alone with " +
+      "`pulumi config set --secret sparkform:hfToken hf_…`",
+  });
+
+/** The model stage: the model (and the staged ones) downloaded once and fanned out. */
+export const stage = {
+  name: "model",
+  sections: [
+    section({
+      key: "model",
+      schema: modelConfigSchema.optional(),
+      structured: true,
+      crossCheck,
+      resolve: (m, ctx) => resolve(m, ctx.all),
+      nodePaths: (m) => [{ key: ["model", "modelsDir"], path: m.modelsDir }],
+    }),
+    /** More models staged beside `model`; `server.model` selects the served one. */
+    section({
+      key: "models",
+      schema: modelsConfigSchema.optional(),
+      structured: true,
+      crossCheck: crossCheckStaged,
+      // Staged models go to the model's nodes; without the model there is none to stage beside.
+      resolve: (models, ctx) => {
+        const primary = ctx.resolved.model as StackModel | undefined;
+        return primary && resolveStaged(models, primary.nodes);
+      },
+      // Staged models may share the model's directory (each lives under <repo>/<commit>).
+      nodePaths: (models) =>
+        Object.entries(models).map(([k, m]) => ({
+          key: ["models", k, "modelsDir"],
+          path: m?.modelsDir,
+        })),
+    }),
+  ],
+  secrets: { hfToken: hfTokenSchema },
+  outputs: [
+    { key: "model", type: "object", cut: modelOutput },
+    { key: "models", type: "object" },
+  ],
+} as const satisfies StageDescriptor;

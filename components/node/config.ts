@@ -6,7 +6,9 @@ import { isIP } from "node:net";
 import { z } from "zod";
 import { shown } from "../config/errors";
 import { CONTROL } from "../config/node-path";
+import { section, type StageDescriptor } from "../config/descriptor";
 import type { CheckContext, Salvaged } from "../config/section";
+import { factsOutput } from "./output";
 import { HOST_KEY_LINE, HOST_NAME, NODE_NAME, USER_NAME } from "../transport";
 import type { SshTarget } from "../transport";
 
@@ -118,3 +120,29 @@ export function sshTarget(node: NodeConfig, config: SshSettings): SshTarget {
     ...(config.sshConfigPath ? { sshConfigPath: config.sshConfigPath } : {}),
   };
 }
+
+/** `sparkform:privateKey`: private key text for every node, if not given as a file. */
+const privateKeySchema = z
+  .string({
+    error:
+      "must be text; set it with `pulumi config set --secret sparkform:privateKey < ~/.ssh/id_ed25519`",
+  })
+  .refine((k) => /-----BEGIN [A-Z ]*PRIVATE KEY-----/.test(k), {
+    message:
+      "is not a PEM/OpenSSH private key; set the key file's whole text with " +
+      "`pulumi config set --secret sparkform:privateKey < ~/.ssh/id_ed25519`",
+  });
+
+/** The node stage: the nodes, the cluster-wide ssh settings, their fact sheets. */
+export const stage = {
+  name: "node",
+  sections: [
+    section({ key: "nodes", schema: nodesSchema, structured: true, required: true, crossCheck }),
+    /** Private key file on the control node for every node (else ssh's defaults / agent). */
+    section({ key: "sshKeyPath", schema: controlPathSchema.optional(), structured: false }),
+    /** An ssh_config to use instead of ~/.ssh/config. */
+    section({ key: "sshConfigPath", schema: controlPathSchema.optional(), structured: false }),
+  ],
+  secrets: { privateKey: privateKeySchema },
+  outputs: [{ key: "facts", type: "object", cut: factsOutput }],
+} as const satisfies StageDescriptor;

@@ -6,9 +6,12 @@ import { isIP } from "node:net";
 import { z } from "zod";
 import { shown } from "../config/errors";
 import { rssGuardKeys } from "../config/rss-guard";
+import { section, type StageDescriptor } from "../config/descriptor";
 import type { CheckContext, Salvaged } from "../config/section";
 import type { BuildConfig } from "../build/config";
 import { type NodeConfig, nodeNameSchema } from "../node/config";
+import { unitPrefix } from "../unit/names";
+import { workersOutput } from "./output";
 import { DEFAULT_PORT, unsafeBind } from "./plan";
 
 /** The smallest tensor-cache bound (`worker.cacheMaxBytes`) other than 0: 1 GiB. */
@@ -173,3 +176,24 @@ function missingAddress(name: string, isWorker: boolean): string {
 export function resolve(worker: WorkerConfig, first: string): StackWorker {
   return { ...worker, client: worker.client ?? first };
 }
+
+/** The rpc-worker stage: ggml-rpc-server on the worker nodes, bound to the fabric. */
+export const stage = {
+  name: "rpc-worker",
+  sections: [
+    section({
+      key: "worker",
+      schema: workerSchema.optional(),
+      structured: true,
+      crossCheck,
+      resolve: (w, ctx) => resolve(w, ctx.first),
+    }),
+  ],
+  outputs: [{ key: "worker", type: "object", cut: workersOutput }],
+  ports: (sections, node) => {
+    const w = (sections as { worker?: StackWorker }).worker;
+    return w?.nodes.includes(node)
+      ? [{ port: w.port, unitPrefix: unitPrefix("worker"), what: "rpc worker" }]
+      : [];
+  },
+} as const satisfies StageDescriptor;

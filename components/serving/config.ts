@@ -13,9 +13,12 @@ import { isLoopbackAddress } from "../config/address";
 import { notLiteral } from "../router/caddy-config";
 import { shown } from "../config/errors";
 import { rssGuardKeys } from "../config/rss-guard";
+import { section, type StageDescriptor } from "../config/descriptor";
 import type { CheckContext, Salvaged } from "../config/section";
 import { type ModelConfig, type ModelsConfig, stagedNameSchema } from "../model/config";
-import type { WorkerConfig } from "../rpc-worker/config";
+import { unitPrefix } from "../unit/names";
+import { servingOutputCut } from "./output";
+import type { StackWorker, WorkerConfig } from "../rpc-worker/config";
 
 /** llama-server's port unless `sparkform:server.port` says otherwise. */
 export const SERVER_PORT_DEFAULT = 8080;
@@ -404,3 +407,30 @@ export function resolve(
 ): StackServer {
   return { ...server, node: server.node ?? worker?.client ?? first };
 }
+
+/** The serving stage: llama-server on the client node, behind the router. */
+export const stage = {
+  name: "serving",
+  sections: [
+    section({
+      key: "server",
+      schema: serverConfigSchema.optional(),
+      structured: true,
+      crossCheck,
+      resolve: (s, ctx) => resolve(s, ctx.resolved.worker as StackWorker | undefined, ctx.first),
+    }),
+  ],
+  secrets: { serverApiKey: serverApiKeySchema },
+  outputs: [
+    { key: "serving", type: "object", cut: servingOutputCut },
+    // A secret: "[secret]" unless read with --show-secrets (`sparkform key`).
+    { key: "serverApiKey", type: "string" },
+  ],
+  // The config resolved the server's node and port (its default node, its default port).
+  ports: (sections, node) => {
+    const s = (sections as { server?: StackServer }).server;
+    return s?.node === node
+      ? [{ port: s.port, unitPrefix: unitPrefix("server"), what: "llama-server" }]
+      : [];
+  },
+} as const satisfies StageDescriptor;

@@ -3,6 +3,7 @@
 import { z } from "zod";
 import { shown } from "../config/errors";
 import { CONTROL, nodePathSchema } from "../config/node-path";
+import { section, type StageDescriptor } from "../config/descriptor";
 import type { CheckContext, Salvaged } from "../config/section";
 import { nodeNameSchema } from "../node/config";
 
@@ -82,3 +83,19 @@ export function resolve(tc: ToolchainConfig, first: string): StackToolchain {
     binPaths: tc.binDirs.map((d) => (d === "." ? tc.path : `${tc.path}/${d.replace(/\/$/, "")}`)),
   };
 }
+
+/** The toolchain stage: copied from its source node to the others. */
+export const stage = {
+  name: "toolchain",
+  sections: [
+    section({
+      key: "toolchain",
+      schema: toolchainSchema.optional(),
+      structured: true,
+      crossCheck,
+      resolve: (tc, ctx) => resolve(tc, ctx.first),
+      nodePaths: (tc) => [{ key: ["toolchain", "path"], path: tc.path }],
+    }),
+  ],
+  outputs: [{ key: "toolchain", type: "object" }],
+} as const satisfies StageDescriptor;

@@ -4,6 +4,7 @@ import { existsSync, statSync } from "node:fs";
 import * as path from "node:path";
 import { z } from "zod";
 import { CONTROL, nodePathSchema } from "../config/node-path";
+import { section, type StageDescriptor } from "../config/descriptor";
 import type { CheckContext, Salvaged } from "../config/section";
 
 /** rsync reads a leading `!` (clear the list), `+ `/`- ` (include/exclude) as filter rules. */
@@ -110,3 +111,19 @@ export function resolve(tree: TreeConfig, projectDir: string | undefined): TreeC
     ? tree
     : { ...tree, source: path.resolve(projectDir, tree.source) };
 }
+
+/** The tree stage: the working tree synced to every node and proven by digest. */
+export const stage = {
+  name: "tree",
+  sections: [
+    section({
+      key: "tree",
+      schema: treeSchema.optional(),
+      structured: true,
+      crossCheck,
+      resolve: (tree, ctx) => resolve(tree, ctx.projectDir),
+      nodePaths: (tree) => [{ key: ["tree", "dest"], path: tree.dest }],
+    }),
+  ],
+  outputs: [{ key: "tree", type: "object" }],
+} as const satisfies StageDescriptor;
