@@ -2,6 +2,11 @@
 import eslint from "@eslint/js";
 import tseslint from "typescript-eslint";
 
+const outOfTest = {
+  group: ["**/test/*", "**/test"],
+  message: "Only test/ imports from test/: shared harness code lives in sim/world/.",
+};
+
 const folderEntries = {
   group: ["**/transport/*", "**/peer-copy/*"],
   message:
@@ -71,15 +76,14 @@ export default tseslint.config(
       "no-restricted-imports": [
         "error",
         {
-          patterns: [
-            folderEntries,
-            {
-              group: ["**/test/*", "**/test"],
-              message: "Only test/ imports from test/: shared harness code lives in sim/world/.",
-            },
-          ],
+          patterns: [folderEntries, outOfTest],
         },
       ],
     },
+  },
+  {
+    // The policy pack's one exception to the folder-entry rule (above) keeps the test/ rule.
+    files: ["policies/node.ts"],
+    rules: { "no-restricted-imports": ["error", { patterns: [outOfTest] }] },
   },
 );

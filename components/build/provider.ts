@@ -42,13 +42,7 @@ import {
   parseDigests,
   parseProbe,
 } from "./plan";
-import {
-  evaluate,
-  formatVerdict,
-  parseEvidence,
-  VERIFY_PROGRAM,
-  verifyScriptArgs,
-} from "./verify";
+import { evaluate, formatVerdict, parseEvidence, VERIFY_PROGRAM, verifyScriptArgs } from "./verify";
 import { programCommand, programFor, sameProgram } from "../native-script";
 import { newRefToken } from "../tree/node-dir";
 import { fanOut } from "./fan-out";
