@@ -324,7 +324,7 @@ const current = {
   update: updateLink,
 } satisfies ProviderImpl<FabricLinkInputs, FabricLinkOutputs>;
 
-export const provider = withStateUpgrade(current, upgrade) as typeof current;
+export const provider = withStateUpgrade(current, upgrade);
 // Also as named exports: a delegate serialized before `provider` existed loads these, and its
 // stack's state is the oldest of all.
 export const { create, read, diff, update } = provider;

@@ -68,7 +68,7 @@ const current = {
   update: updateNode,
 } satisfies ProviderImpl<SparkNodeInputs, SparkNodeOutputs>;
 
-export const provider = withStateUpgrade(current, upgrade) as typeof current;
+export const provider = withStateUpgrade(current, upgrade);
 // Also as named exports: a delegate serialized before `provider` existed loads these, and its
 // stack's state is the oldest of all.
 export const { create, read, diff, update } = provider;

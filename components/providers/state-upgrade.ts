@@ -19,11 +19,12 @@ import type { ProviderImpl } from "./delegate";
 export type StateUpgrade<O> = (olds: O) => O;
 
 /** `impl` with `upgrade` applied to the recorded outputs every method receives. */
-export function withStateUpgrade<I, O>(
-  impl: ProviderImpl<I, O>,
+export function withStateUpgrade<I, O, P extends ProviderImpl<I, O>>(
+  impl: P & ProviderImpl<I, O>,
   upgrade: StateUpgrade<O>,
-): ProviderImpl<I, O> {
+): P {
   const { read, diff, update, delete: remove } = impl;
+  // The same methods as `impl` (so the same type): each one that is there, wrapped.
   return {
     ...impl,
     ...(read && { read: (id: string, props: O) => read(id, upgrade(props)) }),
@@ -32,5 +33,5 @@ export function withStateUpgrade<I, O>(
       update: (id: string, olds: O, news: I) => update(id, upgrade(olds), news),
     }),
     ...(remove && { delete: (id: string, props: O) => remove(id, upgrade(props)) }),
-  };
+  } as P;
 }
