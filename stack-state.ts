@@ -202,12 +202,20 @@ export function resourcesOf<K extends Kind>(
   return all.filter((r): r is StateResource<K> => r.kind === kind);
 }
 
-/** The node a resource acts on (its target's name); undefined when none is recorded or it is secret. */
-export function nodeOf(r: AnyResource): string | undefined {
+/**
+ * The node a resource acts on: its target's name. A target the stack keeps secret (it carries
+ * `sparkform:privateKey`) is not readable here; given the stack's node names, the node is then
+ * the one that ends the resource's name (`local-worker-spark-2`), as every per-node stage names
+ * its resources. Undefined when neither tells.
+ */
+export function nodeOf(r: AnyResource, nodes: readonly string[] = []): string | undefined {
   const target = r.outputs.target ?? r.inputs.target;
-  if (typeof target !== "object" || target === null || isSecret(target)) return undefined;
-  const name = (target as { name?: unknown }).name;
-  return typeof name === "string" ? name : undefined;
+  if (typeof target === "object" && target !== null && !isSecret(target)) {
+    const name = (target as { name?: unknown }).name;
+    if (typeof name === "string") return name;
+  }
+  // The longest match: spark-12 is not spark-2.
+  return [...nodes].sort((a, b) => b.length - a.length).find((n) => r.name.endsWith(`-${n}`));
 }
 
 /** `resources` by the node each acts on; one whose node is not readable is left out. */

@@ -5,7 +5,8 @@
 import { spawnSync } from "node:child_process";
 import { pulumiBinary, pulumiEnv, repoRoot } from "../setup/pulumi/env";
 import { policyPackArgs, selectedStack } from "../setup/pulumi/policy";
-import { readState, type StackState } from "../stack-state";
+import type { StackState } from "../stack-state";
+import { readExport } from "./stack";
 import { UsageError } from "./errors";
 
 /** The stack a command acts on: the one given, else the selected one. */
@@ -29,12 +30,7 @@ function pulumi(args: string[], stack: string, capture: boolean) {
 
 /** The stack's state (`pulumi stack export`), read once by stack-state.ts. */
 export function stackState(stack: string): StackState {
-  const r = pulumi(["stack", "export"], stack, true);
-  if (r.status !== 0)
-    throw new Error(
-      `pulumi stack export failed: ${r.stderr.trim()}; select the stack with --stack`,
-    );
-  return readState(r.stdout, stack);
+  return readExport(stack, repoRoot);
 }
 
 /**

@@ -88,14 +88,14 @@ function keyOf(stack: string, kind: string, parts: readonly string[]): CacheKey 
 }
 
 /**
- * The key of `pulumi stack output` of `stack` (kind `evidence`: what `status --json` reads of
- * `pulumi stack export`, which depends on the same state file), or undefined when it cannot be
- * cached.
+ * The key of `pulumi stack output` of `stack` (kinds `evidence` and `recorded`: what `status
+ * --json` and the node commands read of `pulumi stack export`, which depends on the same state
+ * file), or undefined when it cannot be cached.
  */
 export function outputsKey(
   stack: string,
   projectDir = repoRoot,
-  kind: "outputs" | "evidence" = "outputs",
+  kind: "outputs" | "evidence" | "recorded" = "outputs",
 ): CacheKey | undefined {
   const p = project(projectDir);
   const backend = backendDir();

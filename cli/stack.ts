@@ -14,6 +14,8 @@ import type { StackConfigData } from "../components/stack-config";
 import type { SshTarget } from "../components/transport";
 import { pulumiBinary, pulumiEnv, repoRoot } from "../setup/pulumi/env";
 import { parseOutputsText, parseStackOutputs, type StackOutputs } from "../stack-outputs";
+import { readState, type StackState } from "../stack-state";
+import { type Recorded, recordedOf } from "./recorded";
 import { cached, configKey, outputsKey, selectedStackName } from "./stack-cache";
 
 export interface StackView {
@@ -26,6 +28,12 @@ export interface StackView {
    * starts pulumi for them.
    */
   readonly outputs: StackOutputs;
+  /**
+   * What the resources recorded at the last `up` (cli/recorded.ts): how the worker was started,
+   * where the server runs, the flags each build was made with. Read on first use, from
+   * `pulumi stack export` (cached like the outputs: it depends on the same state file).
+   */
+  readonly recorded: Recorded;
   /** How the control node reaches `node` (the stack's pinned host key, its key). */
   target(node: string): SshTarget;
 }
@@ -46,6 +54,24 @@ export function pulumiText(args: string[], what: string, cwd = repoRoot): string
     );
   }
   return r.stdout;
+}
+
+/** `pulumi stack export` of `stack`, read by stack-state.ts (secrets stay ciphertext). */
+export function readExport(stack: string, projectDir = projectRoot()): StackState {
+  const r = spawnSync(pulumiBinary(), ["stack", "export", "-s", stack], {
+    cwd: projectDir,
+    env: pulumiEnv(),
+    encoding: "utf8",
+    maxBuffer: 256 << 20,
+  });
+  if (r.error) throw r.error;
+  if (r.status !== 0)
+    throw new Error(
+      `cannot read the stack's state (pulumi stack export -s ${stack} exited ${r.status}): ` +
+        `${r.stderr.trim().split("\n").slice(-3).join(" ")}; select the stack with --stack ` +
+        "(`pulumi stack ls` lists them)",
+    );
+  return readState(r.stdout, stack);
 }
 
 /** `pulumi <args> --json` of the project's stacks, parsed (config; outputs go through parseOutputsText). */
@@ -127,6 +153,20 @@ export function readOutputs(name: string | undefined, projectDir = projectRoot()
   return parseStackOutputs(cached(outputsKey(stack, projectDir), read), stack);
 }
 
+/** What stack `stack`'s resources recorded (cli/recorded.ts), cached. */
+function readRecorded(
+  stack: string | undefined,
+  config: StackConfigData,
+  projectDir: string,
+): Recorded {
+  if (!stack)
+    throw new Error("no stack is selected: give --stack (e.g. --stack local), or select one");
+  const names = config.nodes.map((n) => n.name);
+  return cached(outputsKey(stack, projectDir, "recorded"), () =>
+    recordedOf(readExport(stack, projectDir), names),
+  );
+}
+
 /**
  * Read stack `name` (default: the selected stack) from the project's backend; `projectDir` is
  * the Pulumi project's directory (default: this checkout).
@@ -140,12 +180,16 @@ export function readStack(name: string | undefined, projectDir = projectRoot()):
   if (read.config.tree && !isDirectory(read.config.tree.source)) read = readC();
   const { config, targets, privateKey } = read;
   let outputs: StackOutputs | undefined;
+  let recorded: Recorded | undefined;
   let key: string | undefined;
   return {
     name,
     config,
     get outputs() {
       return (outputs ??= readOutputs(stack, projectDir));
+    },
+    get recorded() {
+      return (recorded ??= readRecorded(stack, config, projectDir));
     },
     target(node) {
       const t = Object.hasOwn(targets, node) ? targets[node] : undefined;

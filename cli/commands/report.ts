@@ -1,14 +1,14 @@
 // `sparkform report fabric [--stack S]`: the fabric report from a stack's state — markdown and a
 // topology picture (SVG, and a PNG beside it rendered with resvg) — from the FabricLink
 // resources `pulumi stack export` holds (so it does not depend on what the program exports).
-import { spawnSync } from "node:child_process";
 import * as fs from "node:fs";
 import * as path from "node:path";
 import { parseArgs } from "node:util";
 import { renderMarkdown, renderSvg, type ReportLink } from "../../components/fabric/report";
-import { pulumiBinary, pulumiEnv, repoRoot } from "../../setup/pulumi/env";
+import { repoRoot } from "../../setup/pulumi/env";
 import { readState, resourcesOf, type StackState } from "../../stack-state";
 import { out, UsageError } from "../errors";
+import { readExport } from "../stack";
 
 export const usage = `usage: sparkform report fabric [--stack S] [--from EXPORT.json] [--out DIR]
   --stack S     the stack to read (default: local); runs \`pulumi stack export\`
@@ -22,22 +22,6 @@ export function fabricLinksOf(state: StackState): ReportLink[] {
   return resourcesOf(state, "FabricLink")
     .filter((r) => r.outputs.ports)
     .map((r) => r.outputs as ReportLink);
-}
-
-function stackExport(stack: string): StackState {
-  const r = spawnSync(pulumiBinary(), ["stack", "export", "--stack", stack], {
-    cwd: repoRoot,
-    env: pulumiEnv(),
-    encoding: "utf8",
-    maxBuffer: 256 * 1024 * 1024,
-  });
-  if (r.status !== 0) {
-    throw new Error(
-      `pulumi stack export --stack ${stack} failed (exit ${r.status}): ${(r.stderr || r.stdout).trim().split("\n").slice(-3).join(" ")}; ` +
-        "check the stack name (pulumi stack ls) or pass --from a saved export",
-    );
-  }
-  return readState(r.stdout, stack);
 }
 
 /** The PNG of an SVG, rendered with resvg (prebuilt binaries from the npm registry). */
@@ -63,7 +47,7 @@ export async function run(argv: string[]): Promise<number> {
   const stack = values.stack ?? "local";
   const exported = values.from
     ? readState(fs.readFileSync(values.from, "utf8"), values.from)
-    : stackExport(stack);
+    : readExport(stack);
   const links = fabricLinksOf(exported);
   const dir = path.resolve(
     values.out ?? path.join(repoRoot, ".sparkform", "reports", `fabric-${stack}`),

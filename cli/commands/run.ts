@@ -73,8 +73,11 @@ export function runScript(view: StackView, req: RunRequest): RemoteScript {
   if (!tree) {
     throw new Error("the stack has no sparkform:tree: `run` runs in the synced tree; set it");
   }
+  // The flags the node's build was made with, as its NativeBuild recorded them; rendered from
+  // config (git in the tree for the commit) only before the first `up`.
   const flags = config.build
-    ? stackBuildFlags(config.build, { source: tree.source, exclude: tree.exclude })
+    ? (view.recorded.buildFlags[req.node] ??
+      stackBuildFlags(config.build, { source: tree.source, exclude: tree.exclude }))
     : undefined;
   const model = modelFile(config, view, req.node);
   const contract = commandContract({

@@ -29,20 +29,27 @@ interface ServerView {
   binary: string;
 }
 
-/** Where the stack's server runs, from its outputs (config says the same, before the first up). */
-export function serverOf(view: Pick<StackView, "outputs" | "config">): ServerView {
-  const serving = view.outputs.serving;
+/**
+ * Where the stack's server runs: as its LlamaServer recorded it at the last `up` (the client
+ * node's, not a standby replica's); before the first `up`, where config will put it.
+ */
+export function serverOf(view: Pick<StackView, "recorded" | "config">): ServerView {
   const cfg = view.config.server;
-  const node = serving?.server?.node ?? cfg?.node ?? view.config.worker?.client;
+  const configured = cfg?.node ?? view.config.worker?.client;
+  const servers = view.recorded.server;
+  const rec = configured ? servers[configured] : Object.values(servers).find((s) => !s.standby);
+  if (rec) return { node: rec.node, port: rec.port, bind: rec.bind, binary: rec.binary };
+  const node = configured;
   if (!node)
     throw new Error(
       "the stack has no server: set sparkform:server (and sparkform:worker) and run `pulumi up`",
     );
-  const url = serving?.server?.url ? new URL(serving.server.url) : undefined;
-  const port = url ? Number(url.port) : (cfg?.port ?? SERVER_PORT_DEFAULT);
-  const bind = url ? url.hostname.replace(/^\[|\]$/g, "") : (cfg?.bind ?? SERVER_BIND_DEFAULT);
-  const build = view.outputs.build?.[node];
-  return { node, port, bind, binary: `${build?.installDir ?? ""}/bin/llama-server` };
+  return {
+    node,
+    port: cfg?.port ?? SERVER_PORT_DEFAULT,
+    bind: cfg?.bind ?? SERVER_BIND_DEFAULT,
+    binary: "",
+  };
 }
 
 /**

@@ -27,7 +27,6 @@ import {
 import { sameAddress } from "../../components/config/address";
 import {
   judgeHealth,
-  SERVER_ARTIFACT,
   type UnitState,
   unsafeBind,
   type WorkerStatus,
@@ -37,6 +36,7 @@ import { openNode, type RemoteScript } from "../../components/transport";
 import { nodeOf, resourcesOf, type StackState } from "../../stack-state";
 import { stackName, stackState, upTargets } from "../engine";
 import { out, UsageError } from "../errors";
+import type { RecordedWorker } from "../recorded";
 import { readStack, type StackView } from "../stack";
 
 export const summary = "start, stop, restart or look at a worker node's ggml-rpc-server";
@@ -143,43 +143,38 @@ export function parseWorkerArgs(argv: readonly string[]): WorkerRequest {
 export interface WorkerPlan {
   readonly node: string;
   readonly client: string;
+  /** The client node's fabric address, as the worker recorded it (HELLO comes from there). */
+  readonly clientAddress: string;
   /** The port the stack's worker listens on (its endpoint). */
   readonly stackPort: number;
   readonly start: StartSettings & { readonly clientBuild: { digest: string; header: string } };
 }
 
 /**
- * The address the worker on `node` binds, as the RpcWorker resource derives it (the node's
- * sparkform:nodes[].fabricAddress, components/rpc-worker/workers.ts) and checked as it checks
- * it (unsafeBind) when starting (`deployed`: the outputs' endpoint address). Never the outputs'
- * endpoint: outputs are what the last `up` recorded, and one config no longer gives is refused.
+ * The bind the RpcWorker recorded, checked as the resource checks it (unsafeBind) before a
+ * start: a state from before a fix of the config must not start a worker on an address that
+ * config no longer gives. Stop, status and logs of a worker on a bad bind must still work.
  */
-function configuredBind(config: StackConfigData, node: string, deployed?: string): string {
-  const i = config.nodes.findIndex((n) => n.name === node);
-  const n = config.nodes[i];
-  const key = `sparkform:nodes[${i}].fabricAddress`;
-  const bind = n?.fabricAddress;
-  if (!n || !bind)
-    throw new Error(
-      `${node} has no fabric address (${key}): the worker binds only its fabric address; set it and run \`pulumi up\``,
-    );
-  if (deployed === undefined) return bind;
-  const why = unsafeBind(bind, { managementAddress: n.host, remoteClient: true });
+function recordedBind(config: StackConfigData, node: string, w: RecordedWorker): string {
+  const key = `sparkform:nodes[${config.nodes.findIndex((n) => n.name === node)}].fabricAddress`;
+  const why =
+    unsafeBind(w.bind, { managementAddress: w.managementAddress, remoteClient: true }) ??
+    (w.fabricAddresses.some((a) => sameAddress(a, w.bind))
+      ? undefined
+      : `${w.bind} is not one of the node's fabric addresses (${w.fabricAddresses.join(", ")})`);
   if (why)
     throw new Error(
       `${node}: the worker must not bind there: ${why}; set ${key} to the node's fabric address ` +
         "(ggml-rpc-server has no authentication) and run `pulumi up`",
     );
-  if (!sameAddress(deployed, bind))
-    throw new Error(
-      `the stack's outputs say the worker on ${node} listens on ${deployed}, but its bind is ` +
-        `${bind} (${key}): the outputs are from before the config changed, and sparkform never ` +
-        "starts a worker on an address it did not derive from config; run `pulumi up` first",
-    );
-  return bind;
+  return w.bind;
 }
 
-/** What `req` does on the stack: pure (config and outputs in), so a unit test can read it. */
+/**
+ * What `req` does on the stack: the worker as its RpcWorker recorded it at the last `up` (never
+ * re-derived from config), with the request's overrides. Pure (the view in), so a unit test
+ * can read it.
+ */
 export function workerPlan(view: StackView, req: WorkerRequest): WorkerPlan {
   const config: StackConfigData = view.config;
   const w = config.worker;
@@ -191,40 +186,28 @@ export function workerPlan(view: StackView, req: WorkerRequest): WorkerPlan {
     throw new UsageError(
       `${JSON.stringify(req.node)} runs no worker in this stack (sparkform:worker.nodes: ${w.nodes.join(", ")})`,
     );
-  const deployed = view.outputs.worker?.[req.node]?.endpoint;
-  const m = deployed ? /^(.*):(\d+)$/.exec(deployed) : null;
-  if (!m)
+  const rec = view.recorded.worker[req.node];
+  if (!rec)
     throw new Error(
-      `the stack has no worker on ${req.node} yet (no endpoint in its outputs): run \`pulumi up\` first`,
+      `the stack has no worker on ${req.node} yet (no RpcWorker in its state): run \`pulumi up\` first`,
     );
-  // Only a start binds: stop, status and logs of a worker on a bad bind must still work.
-  const bind = configuredBind(config, req.node, STARTS.includes(req.action) ? m[1] : undefined);
-  const builds = view.outputs.build;
-  const installDir = builds?.[req.node]?.installDir;
-  const digest = builds?.[w.client]?.artifacts[SERVER_ARTIFACT];
-  if (!installDir || !digest)
-    throw new Error(
-      `the stack's outputs have no build of ${SERVER_ARTIFACT} on ${installDir ? w.client : req.node}: run \`pulumi up\` first`,
-    );
-  const tree = config.tree?.dest;
-  if (!tree)
-    throw new Error("the stack has no sparkform:tree (the client's ggml-rpc.h is read from it)");
-  const stackPort = Number(m[2]);
+  const bind = STARTS.includes(req.action) ? recordedBind(config, req.node, rec) : rec.bind;
   return {
     node: req.node,
-    client: w.client,
-    stackPort,
+    client: rec.client.name ?? w.client,
+    clientAddress: rec.client.fabricAddress,
+    stackPort: rec.port,
     start: {
-      binary: `${installDir}/${SERVER_ARTIFACT}`,
+      binary: rec.binary,
       bind,
-      port: req.port ?? stackPort,
-      threads: req.threads ?? w.threads,
-      devices: w.devices,
-      cache: req.cache ?? w.cache,
-      debug: req.debug ?? w.debug,
-      clientBuild: { digest, header: `${tree.replace(/\/$/, "")}/ggml/include/ggml-rpc.h` },
-      rssLimitPercent: w.rssLimitPercent,
-      rssIntervalSeconds: w.rssIntervalSeconds,
+      port: req.port ?? rec.port,
+      threads: req.threads ?? rec.threads,
+      devices: rec.devices,
+      cache: req.cache ?? rec.cache,
+      debug: req.debug ?? rec.debug,
+      clientBuild: { digest: rec.clientBuild.digest, header: rec.clientBuild.header },
+      rssLimitPercent: rec.rssLimitPercent,
+      rssIntervalSeconds: rec.rssIntervalSeconds,
       programs: workerPrograms(),
       tcp: req.tcp,
     },
@@ -298,7 +281,7 @@ export function rssLine(plan: WorkerPlan, st: WorkerStatus): string {
 
 /** The URN of the stack's RpcWorker on the plan's node. */
 export function workerResource(state: StackState, plan: WorkerPlan): string {
-  const r = resourcesOf(state, "RpcWorker").find((x) => nodeOf(x) === plan.node);
+  const r = resourcesOf(state, "RpcWorker").find((x) => nodeOf(x, [plan.node]) === plan.node);
   if (!r)
     throw new Error(`the stack has no RpcWorker on ${plan.node} in its state: run \`pulumi up\``);
   return r.urn;
@@ -347,9 +330,7 @@ export async function run(argv: string[]): Promise<number> {
       probeCommand(plan.start, plan.client, 5),
       { step: `rpc HELLO from ${plan.client}`, timeoutMs: 60_000 },
     );
-    const clientAddress =
-      view.config.nodes.find((n) => n.name === plan.client)?.fabricAddress ?? "";
-    return `  from ${plan.client}: ${judgeHealth(parseProbe(r.stdout, plan.client), st, clientAddress).detail}`;
+    return `  from ${plan.client}: ${judgeHealth(parseProbe(r.stdout, plan.client), st, plan.clientAddress).detail}`;
   };
   switch (req.action) {
     case "logs":

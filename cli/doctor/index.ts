@@ -20,6 +20,19 @@ export interface DoctorOptions {
   readonly projectDir?: string;
 }
 
+/**
+ * The commit the stack's builds recorded, so the policy's flags need no git in the tree; none
+ * before the first `up`, or when the state cannot be read (the other findings say why).
+ */
+function recordedCommit(view: StackView): string | undefined {
+  try {
+    const flags = Object.values(view.recorded.buildFlags)[0];
+    return typeof flags?.LLAMA_COMMIT === "string" ? flags.LLAMA_COMMIT : undefined;
+  } catch {
+    return undefined;
+  }
+}
+
 export async function doctor(opts: DoctorOptions = {}): Promise<Finding[]> {
   let view: StackView;
   try {
@@ -67,7 +80,7 @@ export async function doctor(opts: DoctorOptions = {}): Promise<Finding[]> {
         status: "pass",
         what: `stack ${view.name ?? "(selected)"}: ${view.config.nodes.length} nodes, the schema accepts every key`,
       },
-      ...policyFindings(view.config),
+      ...policyFindings(view.config, recordedCommit(view)),
     ];
     const m = await model;
     if (m.finding) findings.push(m.finding);

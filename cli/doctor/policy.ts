@@ -17,14 +17,18 @@ function judged(check: string, where: string, problems: string[], ok: string): F
   return problems.map((p) => ({ check, where, status: "fail", what: p, fix: "see the message" }));
 }
 
-export function policyFindings(config: StackConfigData): Finding[] {
+/**
+ * The policy's findings on `config`; `recordedCommit` is the llama.cpp commit the stack's builds
+ * recorded at the last `up` (absent before it: the tree's git says it).
+ */
+export function policyFindings(config: StackConfigData, recordedCommit?: string): Finding[] {
   const out: Finding[] = [];
   for (const n of config.nodes) {
     out.push(...judged("host-key-pinned", n.name, checkHostKeyPinned(n), "host key pinned"));
   }
   if (config.build && config.tree) {
     try {
-      const flags = stackBuildFlags(config.build, config.tree);
+      const flags = stackBuildFlags(config.build, config.tree, recordedCommit);
       out.push(
         ...judged(
           "cuda-arch-pinned",

@@ -287,14 +287,16 @@ export function treeCommit(dir: string): string {
 /**
  * The build contract for a stack: its build config against the tree it builds (`source` on
  * the control node, synced with `exclude`). Checks that a build command's output is excluded
- * from the sync, then renders the flags with the commit set in config or read from `source`.
+ * from the sync, then renders the flags with the commit set in config, else the one the
+ * stack's builds recorded (`recordedCommit`: no git), else the one read from `source`.
  */
 export function stackBuildFlags(
   config: BuildConfig,
   tree: { source: string; exclude: readonly Pick<Exclusion, "path" | "name">[] },
+  recordedCommit?: string,
 ): BuildFlags {
   checkCommandOutputsExcluded(config, tree.exclude);
-  return buildFlagsFromConfig(config, config.commit ?? treeCommit(tree.source));
+  return buildFlagsFromConfig(config, config.commit ?? recordedCommit ?? treeCommit(tree.source));
 }
 
 /** `sparkform:build`, with the node and target defaults resolved. */

@@ -42,6 +42,19 @@ const view: StackView = {
   name: "t",
   config,
   outputs: { serving: servingOutput({ node: "spark-1", url: "http://127.0.0.1:8080" }) },
+  recorded: {
+    worker: {},
+    server: {
+      "spark-1": {
+        node: "spark-1",
+        port: 8080,
+        bind: "127.0.0.1",
+        binary: "/home/spark/out/bin/llama-server",
+        standby: false,
+      },
+    },
+    buildFlags: {},
+  },
   target: () => target,
 };
 

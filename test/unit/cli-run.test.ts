@@ -1,8 +1,10 @@
-// `sparkform run`: the remote script it sends, from a stack's config and outputs (pure), and the
+// `sparkform run`: the remote script it sends, from a stack's config, outputs and recorded build
+// flags (pure), and the
 // exact command line `--print` shows.
 import { describe, expect, it } from "vitest";
 import { cpuList, runScript } from "../../cli/commands/run";
 import type { StackView } from "../../cli/stack";
+import { sparkBuildFlags } from "../../components/build/flags";
 import { parseStackConfig } from "../../components/stack-config";
 import { buildRemoteCommand } from "../../components/transport";
 import { modelOutput, nodeOutput } from "../support/stack-outputs";
@@ -11,7 +13,10 @@ const HOST_KEY = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIGx0ZXN0a2V5Zm9yc3Bhcmtmb3
 const COMMIT = "80fb11ac0f0e0d0c0b0a09080706050403020100";
 const GB10_PERF = [5, 6, 7, 8, 9, 15, 16, 17, 18, 19];
 
-function view(performanceCores: number[] | null): StackView {
+function view(
+  performanceCores: number[] | null,
+  buildFlags: StackView["recorded"]["buildFlags"] = {},
+): StackView {
   const facts = nodeOutput("facts");
   const config = parseStackConfig({
     nodes: ["spark-1", "spark-2"].map((name, i) => ({
@@ -48,6 +53,7 @@ function view(performanceCores: number[] | null): StackView {
       },
       model: modelOutput({ "spark-2": { dir: "~/models/org/model/0123456789abcdef" } }),
     },
+    recorded: { worker: {}, server: {}, buildFlags },
     target: () => {
       throw new Error("not connected in a unit test");
     },
@@ -84,6 +90,17 @@ describe("sparkform run", () => {
     const line = buildRemoteCommand(s).commandLine;
     expect(line).toContain("exec /usr/bin/env -i");
     expect(line).not.toMatch(/bash -l|--login/);
+  });
+
+  it("after `up`: the flags the node's NativeBuild recorded, not config's rendering", () => {
+    const OTHER = "1".repeat(40);
+    const recorded = sparkBuildFlags(OTHER);
+    const s = runScript(view(null, { "spark-1": recorded }), req());
+    expect(s.env).toMatchObject({ LLAMA_COMMIT: OTHER });
+    // spark-2's build is not recorded yet: config's, with the configured commit.
+    expect(
+      runScript(view(null, { "spark-1": recorded }), req({ node: "spark-2" })).env,
+    ).toMatchObject({ LLAMA_COMMIT: COMMIT });
   });
 
   it("names the model file where the stack put the model", () => {

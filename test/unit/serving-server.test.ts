@@ -19,8 +19,8 @@ import {
   unreachedWorkers,
 } from "../../components/serving/server-plan";
 import { serverOf } from "../../cli/commands/server";
+import type { Recorded } from "../../cli/recorded";
 import { runningServerStatus } from "../support/serving-fixtures";
-import { nodeOutput, servingOutput } from "../support/stack-outputs";
 
 // load_tensors as llama-server -lv 5 prints it: 8 layers + output, CPU 0-3, RPC0 4-8.
 const EP = "10.77.0.3:50052";
@@ -349,28 +349,24 @@ describe("native/serving/worker-log.py on a worker's debug log", () => {
 
 describe("`sparkform server`: where the stack's server is", () => {
   const config = { nodes: [], diskPaths: [], worker: { client: "spark-1" } } as never;
-  it("from the outputs: node, port and address of the url, the client build's binary", () => {
+  const recorded = (server: Recorded["server"]): Recorded => ({
+    worker: {},
+    server,
+    buildFlags: {},
+  });
+  const binary = "/home/spark/.cache/sparkform/llama-build/out/k/bin/llama-server";
+  it("as its LlamaServer recorded it: node, port, bind, the client build's binary", () => {
     expect(
       serverOf({
         config,
-        outputs: {
-          serving: servingOutput({ node: "spark-3", url: "http://127.0.0.1:9090" }),
-          build: {
-            "spark-3": nodeOutput("build", {
-              installDir: "/home/spark/.cache/sparkform/llama-build/out/k",
-            }),
-          },
-        },
+        recorded: recorded({
+          "spark-1": { node: "spark-1", port: 9090, bind: "127.0.0.1", binary, standby: false },
+        }),
       }),
-    ).toEqual({
-      node: "spark-3",
-      port: 9090,
-      bind: "127.0.0.1",
-      binary: "/home/spark/.cache/sparkform/llama-build/out/k/bin/llama-server",
-    });
+    ).toEqual({ node: "spark-1", port: 9090, bind: "127.0.0.1", binary });
   });
   it("before the first up: the worker stage's client and the defaults", () => {
-    expect(serverOf({ config, outputs: {} })).toMatchObject({
+    expect(serverOf({ config, recorded: recorded({}) })).toMatchObject({
       node: "spark-1",
       port: 8080,
       bind: "127.0.0.1",

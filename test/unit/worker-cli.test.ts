@@ -1,5 +1,5 @@
 // `sparkform worker`: its arguments (bad input names the argument), what it plans on a stack
-// (config and outputs in), the exact remote command lines it sends, and status.py's exact log
+// (config and the RpcWorker's recorded inputs in), the exact remote command lines it sends, and status.py's exact log
 // tail and memory figures, run for real against a log file.
 import { execFileSync } from "node:child_process";
 import { mkdirSync, mkdtempSync, writeFileSync } from "node:fs";
@@ -15,6 +15,7 @@ import {
   workerPlan,
   type WorkerRequest,
 } from "../../cli/commands/worker";
+import type { RecordedWorker } from "../../cli/recorded";
 import type { StackView } from "../../cli/stack";
 import { parseStackConfig } from "../../components/stack-config";
 import { nativeProgram, programPath } from "../../components/native-script";
@@ -26,26 +27,43 @@ import {
 } from "../../components/rpc-worker/commands";
 import { driftReasons, type WorkerStatus } from "../../components/rpc-worker/plan";
 import { buildRemoteCommand } from "../../components/transport";
-import type { StackOutputs } from "../../stack-outputs";
-import { nodeOutput } from "../support/stack-outputs";
 
 const HOST_KEY = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIGx0ZXN0a2V5Zm9yc3Bhcmtmb3Jtc3RhZ2V0ZXN0cw";
 const D = "d".repeat(64);
 const INSTALL = "/home/spark/.cache/sparkform/llama-build/out/k e y"; // a space: quoted, not split
 
-/** The outputs of a stack whose worker on spark-2 listens on `endpoint`. */
-function deployed(endpoint: string): StackOutputs {
-  const artifacts = { "bin/ggml-rpc-server": D };
+/** The RpcWorker on spark-2 as its provider records it at `up` (cli/recorded.ts's cut). */
+function recordedWorker(over: Partial<RecordedWorker> = {}): RecordedWorker {
   return {
-    build: {
-      "spark-1": nodeOutput("build", { installDir: "/home/spark/out/c", artifacts }),
-      "spark-2": nodeOutput("build", { installDir: INSTALL, artifacts }),
+    bind: "192.168.100.2",
+    port: 50052,
+    threads: 0,
+    devices: [],
+    cache: true,
+    debug: true,
+    rssLimitPercent: 92,
+    rssIntervalSeconds: 2,
+    binary: `${INSTALL}/bin/ggml-rpc-server`,
+    managementAddress: "10.0.0.12",
+    fabricAddresses: ["192.168.100.2"],
+    client: { name: "spark-1", fabricAddress: "192.168.100.1" },
+    clientBuild: {
+      installDir: "/home/spark/out/c",
+      digest: D,
+      header: "~/src/llama.cpp/ggml/include/ggml-rpc.h",
     },
-    worker: { "spark-2": nodeOutput("worker", { endpoint }) },
+    ...over,
   };
 }
 
-function view(worker: Record<string, unknown> = {}, outputs?: StackOutputs): StackView {
+/**
+ * A stack with a worker on spark-2: `worker` is its sparkform:worker config, `recorded` what its
+ * RpcWorker recorded at the last `up` (null: no RpcWorker in the state yet).
+ */
+function view(
+  worker: Record<string, unknown> = {},
+  recorded: Partial<RecordedWorker> | null = {},
+): StackView {
   const config = parseStackConfig({
     nodes: ["spark-1", "spark-2"].map((name, i) => ({
       name,
@@ -61,7 +79,14 @@ function view(worker: Record<string, unknown> = {}, outputs?: StackOutputs): Sta
   return {
     name: "s",
     config,
-    outputs: outputs ?? deployed("192.168.100.2:50052"),
+    get outputs(): never {
+      throw new Error("the worker's plan reads the recorded inputs, not the outputs");
+    },
+    recorded: {
+      worker: recorded ? { "spark-2": recordedWorker(recorded) } : {},
+      server: {},
+      buildFlags: {},
+    },
     target: () => {
       throw new Error("not connected in a unit test");
     },
@@ -140,8 +165,8 @@ describe("sparkform worker: the plan on a stack", () => {
     });
   });
 
-  it("the request's overrides win over the stack's settings", () => {
-    const v = view({ debug: false, cache: true, threads: 4 });
+  it("the request's overrides win over the settings the worker was started with", () => {
+    const v = view({}, { debug: false, cache: true, threads: 4 });
     expect(workerPlan(v, parse("restart spark-2")).start).toMatchObject({
       debug: false,
       threads: 4,
@@ -156,50 +181,54 @@ describe("sparkform worker: the plan on a stack", () => {
     expect(() => workerPlan(view(), parse("stop spark-1"))).toThrow(
       '"spark-1" runs no worker in this stack (sparkform:worker.nodes: spark-2)',
     );
-    expect(() => workerPlan(view({}, { build: {} }), parse("stop spark-2"))).toThrow(
-      "the stack has no worker on spark-2 yet (no endpoint in its outputs): run `pulumi up` first",
-    );
-    const noBuild = view({}, { worker: deployed("192.168.100.2:50052").worker });
-    expect(() => workerPlan(noBuild, parse("stop spark-2"))).toThrow(
-      "no build of bin/ggml-rpc-server on spark-2: run `pulumi up` first",
+    expect(() => workerPlan(view({}, null), parse("stop spark-2"))).toThrow(
+      "the stack has no worker on spark-2 yet (no RpcWorker in its state): run `pulumi up` first",
     );
     const v = view();
-    const bare = { ...v, config: { ...v.config, worker: undefined } };
+    // Object.create keeps the view's throwing `outputs` getter unread (a spread would call it).
+    const bare: StackView = Object.create(v, {
+      config: { value: { ...v.config, worker: undefined } },
+    });
     expect(() => workerPlan(bare, parse("stop spark-2"))).toThrow(
       "the stack has no sparkform:worker",
     );
   });
 });
 
-describe("sparkform worker: the bind comes from config and passes the resource's checks", () => {
-  const outputs = deployed;
-  it("an outputs endpoint on the management address never becomes the bind", () => {
+describe("sparkform worker: the recorded bind, checked as the resource checks it", () => {
+  it("the settings the RpcWorker recorded, not config's: a config edit since `up` changes nothing here", () => {
+    const v = view({ debug: false, threads: 7 });
+    expect(workerPlan(v, parse("start spark-2")).start).toMatchObject({ debug: true, threads: 0 });
+  });
+  it("a recorded bind on the management address is never started", () => {
     // spark-2's management address is 10.0.0.12; its fabric address 192.168.100.2.
-    const v = view({}, outputs("10.0.0.12:50052"));
-    expect(() => workerPlan(v, parse("start spark-2"))).toThrow(
-      "the stack's outputs say the worker on spark-2 listens on 10.0.0.12, but its bind is " +
-        "192.168.100.2 (sparkform:nodes[1].fabricAddress): the outputs are from before the " +
-        "config changed, and sparkform never starts a worker on an address it did not derive " +
-        "from config; run `pulumi up` first",
-    );
-    expect(() => workerPlan(v, parse("restart spark-2"))).toThrow("run `pulumi up` first");
-  });
-  it("another spelling of the configured bind in the outputs is the same bind", () => {
-    const v = view({}, outputs("::ffff:192.168.100.2:50052"));
-    expect(workerPlan(v, parse("start spark-2")).start.bind).toBe("192.168.100.2");
-  });
-  it("a config whose bind is unsafe is refused with the resource's reason", () => {
-    const v = view();
-    const nodes = v.config.nodes.map((n) =>
-      n.name === "spark-2" ? { ...n, fabricAddress: "::ffff:10.0.0.12" } : n,
-    );
-    const bad = { ...v, config: { ...v.config, nodes } };
-    expect(() => workerPlan(bad, parse("restart spark-2"))).toThrow(
+    const v = view({}, { bind: "::ffff:10.0.0.12" });
+    expect(() => workerPlan(v, parse("restart spark-2"))).toThrow(
       "spark-2: the worker must not bind there: ::ffff:10.0.0.12 is the node's management " +
         "address (10.0.0.12) (the LAN the control node reaches); set " +
         "sparkform:nodes[1].fabricAddress to the node's fabric address (ggml-rpc-server has no " +
         "authentication) and run `pulumi up`",
     );
+    // Stop, status and logs still reach it.
+    expect(workerPlan(v, parse("stop spark-2")).start.bind).toBe("::ffff:10.0.0.12");
+  });
+  it("a recorded bind that is not one of the node's fabric addresses is never started", () => {
+    const v = view({}, { bind: "192.168.100.9" });
+    expect(() => workerPlan(v, parse("start spark-2"))).toThrow(
+      "spark-2: the worker must not bind there: 192.168.100.9 is not one of the node's fabric " +
+        "addresses (192.168.100.2)",
+    );
+  });
+  it("another spelling of a fabric address is the same address", () => {
+    const v = view({}, { bind: "::ffff:192.168.100.2" });
+    expect(workerPlan(v, parse("start spark-2")).start.bind).toBe("::ffff:192.168.100.2");
+  });
+  it("a client whose target is secret is sparkform:worker.client", () => {
+    const v = view({}, { client: { fabricAddress: "192.168.100.1" } });
+    expect(workerPlan(v, parse("status spark-2"))).toMatchObject({
+      client: "spark-1",
+      clientAddress: "192.168.100.1",
+    });
   });
 });
 
@@ -305,17 +334,7 @@ describe("sparkform worker: the remote commands", () => {
   });
 
   it("a ~/ binary goes as a $HOME-relative path, as the provider sends it", () => {
-    const v = view();
-    const tilde: StackView = {
-      ...v,
-      outputs: {
-        ...v.outputs,
-        build: {
-          ...v.outputs.build,
-          "spark-2": nodeOutput("build", { installDir: "~/out", artifacts: {} }),
-        },
-      },
-    };
+    const tilde = view({}, { binary: "~/out/bin/ggml-rpc-server" });
     const args = startArgs(parse("start spark-2"), tilde);
     expect(args[args.indexOf("--bin") + 1]).toBe("out/bin/ggml-rpc-server");
   });
