@@ -14,7 +14,8 @@ import { modelDir } from "../../components/model/resolve";
 import { programCommand } from "../../components/native-script";
 import { childEnv } from "../../components/transport";
 import { parseFacts, type SparkNodeFacts } from "../../components/node/facts";
-import { NodeOutputError, nodeJsonParser } from "../../components/schema/node-json";
+import { NodeOutputError } from "../../components/schema/node-json";
+import { programJsonParser } from "../../components/schema/program-json";
 import { openNode, RemoteCommandError, type SshTarget } from "../../components/transport";
 import { DESCRIPTORS } from "../../components/stages";
 import { bytes } from "../summary";
@@ -46,61 +47,11 @@ export interface ProbeResult {
   files: { path: string; exists: boolean; size: number | null }[];
 }
 
-const NSTR = { type: ["string", "null"], maxLength: 4096 } as const;
-const probeSchema = {
-  type: "object",
-  additionalProperties: false,
-  required: ["now", "user", "linger", "ports", "files"],
-  properties: {
-    now: { type: "number" },
-    user: { type: "string", maxLength: 64 },
-    linger: { type: "boolean" },
-    ports: {
-      type: "array",
-      maxItems: 64,
-      items: {
-        type: "object",
-        additionalProperties: false,
-        required: ["port", "listeners"],
-        properties: {
-          port: { type: "integer", minimum: 1, maximum: 65535 },
-          listeners: {
-            type: "array",
-            maxItems: 256,
-            items: {
-              type: "object",
-              additionalProperties: false,
-              required: ["address", "pid", "command", "unit"],
-              properties: {
-                address: { type: "string", maxLength: 64 },
-                pid: { type: ["integer", "null"] },
-                command: NSTR,
-                unit: NSTR,
-              },
-            },
-          },
-        },
-      },
-    },
-    files: {
-      type: "array",
-      maxItems: 256,
-      items: {
-        type: "object",
-        additionalProperties: false,
-        required: ["path", "exists", "size"],
-        properties: {
-          path: { type: "string", maxLength: 4096 },
-          exists: { type: "boolean" },
-          size: { type: ["integer", "null"], minimum: 0 },
-        },
-      },
-    },
-  },
-};
+/** The probe's program; its output is checked against the schema beside it. */
+const PROBE_PROGRAM = "doctor/ports-and-files.py";
 
-export const parseProbe = nodeJsonParser<ProbeResult>(
-  probeSchema,
+export const parseProbe = programJsonParser<ProbeResult>(
+  PROBE_PROGRAM,
   (node, p, detail) => new NodeOutputError("doctor's probe output", node, p, detail),
 );
 
@@ -229,7 +180,7 @@ async function readNode(
   try {
     t0 = Date.now() / 1000;
     const r = await conn.run(
-      programCommand("doctor/ports-and-files.py", {
+      programCommand(PROBE_PROGRAM, {
         args: [
           ...needs.ports.flatMap((p) => ["--port", String(p.port)]),
           ...needs.modelFiles.flatMap((f) => ["--file", f]),

@@ -2,9 +2,10 @@
 //
 // native/build/verify-build.sh runs on the node and reports what is on disk: the compile flags CMake
 // generated for ggml-cpu and ggml-cuda, signature-instruction counts in the CPU library, and
-// artifact digests. Its output is untrusted input here: parseEvidence() validates it with a
-// JSON schema. evaluate() then judges it against the build flags, with three checks, because
-// each catches a different silent failure:
+// artifact digests. Its output is untrusted input here: parseEvidence() validates it with the
+// JSON schema beside the program (native/build/verify-build.schema.json). evaluate() then
+// judges it against the build flags, with three checks, because each catches a different
+// silent failure:
 //
 //   cuda-one-arch      the fat binary: ggml-cuda compiled for a list of architectures
 //   cpu-march          the flag not reaching the compiler
@@ -17,7 +18,8 @@
 // and build.ninja snippets. The CUDA check in particular is tested that way only: this
 // machine has no nvcc, so no real ggml-cuda can be configured here (the ARM integration test
 // configures one when nvcc is present).
-import { NodeOutputError, nodeJsonParser } from "../schema/node-json";
+import { NodeOutputError } from "../schema/node-json";
+import { programJsonParser } from "../schema/program-json";
 import * as path from "node:path";
 import { programPath } from "../native-script";
 import {
@@ -35,6 +37,7 @@ import {
 export const VERIFY_PROGRAM = "build/verify-build.sh";
 /** The checkout's file (sources native/lib/ itself; a node gets it with the libraries inlined). */
 export const VERIFY_SCRIPT_PATH = programPath(VERIFY_PROGRAM);
+/** Bump together with SCHEMA_VERSION in verify-build.sh and verify-build.schema.json's const. */
 export const EVIDENCE_SCHEMA_VERSION = 1;
 
 export type Generator = "make" | "ninja";
@@ -79,68 +82,6 @@ export interface BuildEvidence {
   readonly artifacts: readonly ArtifactEvidence[];
 }
 
-// ---- schema ---------------------------------------------------------------------------------
-
-const STR = { type: "string", minLength: 1, maxLength: 4096 } as const;
-const NSTR = { type: ["string", "null"], maxLength: 4096 } as const;
-const SHA = { type: ["string", "null"], pattern: "^[0-9a-f]{64}$" } as const;
-const COUNT = { type: "integer", minimum: 0, maximum: 100_000_000 } as const;
-/** readelf -d NEEDED entries (optional: evidence from before it was recorded has none). */
-const NEEDED = {
-  type: ["array", "null"],
-  maxItems: 256,
-  items: { type: "string", minLength: 1, maxLength: 256, pattern: "^[A-Za-z0-9._+-]+$" },
-} as const;
-
-function obj(properties: Record<string, object>, extra: object = {}) {
-  return {
-    type: "object",
-    properties,
-    required: Object.keys(properties).filter((k) => properties[k] !== NEEDED),
-    additionalProperties: false,
-    ...extra,
-  };
-}
-
-const target = obj({
-  file: NSTR,
-  text: { type: ["string", "null"], maxLength: 300_000 },
-  truncated: { type: "boolean" },
-  reason: NSTR,
-});
-
-export const evidenceSchema = obj({
-  schemaVersion: { const: EVIDENCE_SCHEMA_VERSION },
-  isa: { enum: ["aarch64", "x86_64"] },
-  buildDir: STR,
-  generator: { enum: ["make", "ninja", null] },
-  reason: NSTR,
-  targets: obj({ "ggml-cpu": target, "ggml-cuda": target }),
-  library: obj({
-    path: NSTR,
-    objdump: STR,
-    sha256: SHA,
-    counts: {
-      type: ["object", "null"],
-      propertyNames: { pattern: "^[a-z0-9]{1,16}$" },
-      additionalProperties: COUNT,
-      maxProperties: 16,
-    },
-    reason: NSTR,
-  }),
-  artifacts: {
-    type: "array",
-    maxItems: 256,
-    items: obj({
-      path: STR,
-      sha256: SHA,
-      size: { type: ["integer", "null"], minimum: 0 },
-      reason: NSTR,
-      needed: NEEDED,
-    }),
-  },
-});
-
 /** Build evidence that failed to parse or validate; `path` is the JSON pointer of the failure. */
 export class EvidenceError extends NodeOutputError {
   override name = "EvidenceError";
@@ -149,8 +90,8 @@ export class EvidenceError extends NodeOutputError {
   }
 }
 
-const parseBuildEvidence = nodeJsonParser<BuildEvidence>(
-  evidenceSchema,
+const parseBuildEvidence = programJsonParser<BuildEvidence>(
+  VERIFY_PROGRAM,
   (node, path, detail) => new EvidenceError(node, path, detail),
 );
 

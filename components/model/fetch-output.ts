@@ -1,74 +1,31 @@
 // What native/model/model-fetch.py prints on a node, checked on the control node: every
-// `@<kind> <json>` line through the one ajv parser (schema/node-json.ts), every file list
+// `@<kind> <json>` line through the one ajv parser against the shapes the program declares
+// beside it (native/model/model-fetch.schema.json, schema/program-json.ts), every file list
 // intersected with the files the resource asked for, and every path a relay uses on the control
 // node contained in its staging directory. A node's output is untrusted input here: a hostile
 // or broken node printing `"todo": ["../../../../.ssh/id_ed25519"]` must not make the control
 // node read a peer's key or write outside staging.
 import * as path from "node:path";
-import { nodeJsonParser, NodeOutputError } from "../schema/node-json";
+import { NodeOutputError } from "../schema/node-json";
+import { programJsonParser } from "../schema/program-json";
+import { FETCH_PROGRAM } from "./commands";
 
 export interface ScriptLine {
   kind: "progress" | "event" | "result";
   data: Record<string, unknown>;
 }
 
-const fail = (what: string) => (node: string, p: string, detail: string) =>
-  new NodeOutputError(what, node, p, detail);
+/** One of the output shapes native/model/model-fetch.schema.json declares (its $defs). */
+function shapeParser<T>(shape: string, what: string) {
+  return programJsonParser<T>(
+    FETCH_PROGRAM,
+    (node, p, detail) => new NodeOutputError(`model-fetch.py ${what}`, node, p, detail),
+    shape,
+  );
+}
 
-const str = { type: "string", maxLength: 4096 } as const;
-const count = { type: "integer", minimum: 0 } as const;
-
-const parseProgress = nodeJsonParser<Record<string, unknown>>(
-  {
-    type: "object",
-    properties: {
-      file: str,
-      done: count,
-      total: count,
-      rate: { type: "number" },
-      eta: { type: ["number", "null"] },
-    },
-    required: ["file", "done", "total", "rate", "eta"],
-    additionalProperties: false,
-  },
-  fail("model-fetch.py @progress line"),
-);
-
-const parseEvent = nodeJsonParser<Record<string, unknown>>(
-  {
-    type: "object",
-    properties: {
-      event: { type: "string", pattern: "^[a-z][a-z-]{0,39}$" },
-      file: str,
-      from: count,
-      ignoredRangeFrom: count,
-      had: count,
-      size: count,
-      need: { type: "integer" },
-      free: count,
-      attempt: count,
-      error: str,
-    },
-    required: ["event"],
-    additionalProperties: false,
-  },
-  fail("model-fetch.py @event line"),
-);
-
-/** A file as measure/fetch/place report it. */
-const nodeFileSchema = {
-  type: "object",
-  properties: {
-    path: str,
-    present: { type: "boolean" },
-    size: count,
-    mtimeNs: { type: "string", pattern: "^[0-9]*$" },
-    sha256: { type: "string", pattern: "^([0-9a-f]{64})?$" },
-    partBytes: count,
-  },
-  required: ["path", "present", "size", "mtimeNs", "sha256", "partBytes"],
-  additionalProperties: false,
-} as const;
+const parseProgress = shapeParser<Record<string, unknown>>("progress", "@progress line");
+const parseEvent = shapeParser<Record<string, unknown>>("event", "@event line");
 
 export interface FilesResult {
   files: Array<{
@@ -91,42 +48,9 @@ export interface RemoveResult {
   kept: string[];
 }
 
-export const parseFilesResult = nodeJsonParser<FilesResult>(
-  {
-    type: "object",
-    properties: { files: { type: "array", items: nodeFileSchema, maxItems: 10_000 } },
-    required: ["files"],
-    additionalProperties: false,
-  },
-  fail("model-fetch.py @result (files)"),
-);
-
-export const parsePrepareResult = nodeJsonParser<PrepareResult>(
-  {
-    type: "object",
-    properties: {
-      todo: { type: "array", items: str, maxItems: 10_000 },
-      need: { type: "integer" },
-      free: count,
-    },
-    required: ["todo", "need", "free"],
-    additionalProperties: false,
-  },
-  fail("model-fetch.py @result (prepare)"),
-);
-
-export const parseRemoveResult = nodeJsonParser<RemoveResult>(
-  {
-    type: "object",
-    properties: {
-      removed: { type: "array", items: str, maxItems: 20_000 },
-      kept: { type: "array", items: str, maxItems: 20_000 },
-    },
-    required: ["removed", "kept"],
-    additionalProperties: false,
-  },
-  fail("model-fetch.py @result (remove)"),
-);
+export const parseFilesResult = shapeParser<FilesResult>("files", "@result (files)");
+export const parsePrepareResult = shapeParser<PrepareResult>("prepare", "@result (prepare)");
+export const parseRemoveResult = shapeParser<RemoveResult>("remove", "@result (remove)");
 
 const LINE = /^@(\w+) (.*)$/;
 

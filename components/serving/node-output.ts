@@ -1,6 +1,8 @@
 // The JSON the serving node programs print (native/unit/status.py through the unit's parser,
-// native/serving/smoke.py, worker-log.py), checked by ajv before anything reads it.
-import { NodeOutputError, nodeJsonParser } from "../schema/node-json";
+// native/serving/smoke.py, worker-log.py), checked by ajv against the schema beside each
+// program before anything reads it.
+import { NodeOutputError } from "../schema/node-json";
+import { programJsonParser } from "../schema/program-json";
 import { type UnitState, type UnitStatus, unitStatusParser } from "../unit/status";
 import type {
   RpcGraphCounts,
@@ -9,18 +11,6 @@ import type {
   SmokeRun,
   WireCounters,
 } from "./server-plan";
-
-const STR = { type: "string", maxLength: 100_000 } as const;
-const INT = { type: "integer", minimum: 0 } as const;
-const NUM = { type: "number", minimum: 0 } as const;
-const TOKENS = { type: "array", items: { type: "integer" }, maxItems: 100_000 } as const;
-const obj = (properties: Record<string, object>, extra: object = {}) => ({
-  type: "object",
-  properties,
-  required: Object.keys(properties),
-  additionalProperties: false,
-  ...extra,
-});
 
 const fail = (what: string) => (node: string, path: string, detail: string) =>
   new NodeOutputError(what, node, path, detail);
@@ -59,43 +49,22 @@ const parseUnitStatus = unitStatusParser("llama-server status (native/unit/statu
 export const parseServerStatus = (stdout: string, node: string): ServerStatus =>
   serverStatusOf(parseUnitStatus(stdout, node));
 
-const RUN = obj({ tokens: TOKENS, tokensPerSecond: NUM });
-
-export const parseSmoke = nodeJsonParser<SmokeRun>(
-  obj({
-    tokens: TOKENS,
-    tokensPerSecond: NUM,
-    chat: obj({ completionTokens: INT, finishReason: STR, characters: INT }),
-    reference: { oneOf: [RUN, obj({ skipped: STR })] },
-    fabric: obj({
-      ifaces: { type: "array", items: STR, maxItems: 64 },
-      rxBytes: { type: "integer" },
-      txBytes: { type: "integer" },
-    }),
-    stream: obj({ firstTokenSeconds: NUM, tokenEvents: INT }),
-  }),
+export const parseSmoke = programJsonParser<SmokeRun>(
+  "serving/smoke.py",
   fail("smoke generation (native/serving/smoke.py)"),
 );
 
-/** The byte counters of the interface holding the worker's address (worker-log.py). */
-const WIRE = { iface: STR, rxBytes: INT, txBytes: INT };
-
-export const parseWorkerLogSize = nodeJsonParser<{ size: number } & WireCounters>(
-  obj({ size: INT, ...WIRE }),
+/** worker-log.py's two modes, each a shape of native/serving/worker-log.schema.json. */
+export const parseWorkerLogSize = programJsonParser<{ size: number } & WireCounters>(
+  "serving/worker-log.py",
   fail("worker log size (native/serving/worker-log.py)"),
+  "size",
 );
 
-export const parseWorkerLog = nodeJsonParser<
+export const parseWorkerLog = programJsonParser<
   RpcGraphCounts & { size: number; shrunk: boolean } & WireCounters
 >(
-  obj({
-    size: INT,
-    graphCompute: INT,
-    graphRecompute: INT,
-    recomputeAfterCompute: { type: "boolean" },
-    // The log is smaller than at the smoke's start (cut in place): nothing was counted.
-    shrunk: { type: "boolean" },
-    ...WIRE,
-  }),
+  "serving/worker-log.py",
   fail("worker debug log counts (native/serving/worker-log.py)"),
+  "counts",
 );

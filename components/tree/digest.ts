@@ -8,7 +8,7 @@ import * as path from "node:path";
 import { childEnv } from "../transport";
 import type { Exclusion } from "./config";
 import { type NativeProgram, nativeProgram, programPath } from "../native-script";
-import { nodeJsonParser } from "../schema/node-json";
+import { programJsonParser } from "../schema/program-json";
 import { TREE_DIGEST_PROGRAM } from "./commands";
 
 // Re-exported: the digest and its program name are read together.
@@ -74,40 +74,9 @@ export function isExcluded(
   );
 }
 
-const SHA256 = { type: "string", pattern: "^[0-9a-f]{64}$" } as const;
-const COUNT = { type: "integer", minimum: 0 } as const;
-
-/** What tree-digest.py prints: the summary, or `{error: "missing"}` (exit 3). */
-export const treeDigestSchema = {
-  type: "object",
-  properties: {
-    algorithm: { const: TREE_DIGEST_ALGORITHM },
-    digest: SHA256,
-    files: COUNT,
-    dirs: COUNT,
-    symlinks: COUNT,
-    bytes: COUNT,
-    manifest: {
-      type: "array",
-      items: {
-        type: "array",
-        minItems: 4,
-        maxItems: 4,
-        items: [
-          { type: "string" },
-          { enum: ["f", "l", "d"] },
-          { enum: ["x", "-"] },
-          { type: "string" },
-        ],
-      },
-    },
-  },
-  required: ["algorithm", "digest", "files", "dirs", "symlinks", "bytes"],
-  additionalProperties: false,
-} as const;
-
-const parseDigest = nodeJsonParser<TreeDigest>(
-  treeDigestSchema,
+/** What tree-digest.py prints, against native/tree/tree-digest.schema.json beside it. */
+const parseDigest = programJsonParser<TreeDigest>(
+  TREE_DIGEST_PROGRAM,
   (where, path, detail) =>
     new Error(
       `tree digest from ${where} is not ${TREE_DIGEST_ALGORITHM} output at ${path || "/"}: ${detail}`,

@@ -4,7 +4,8 @@
 // Toolchain and ModelReplica; NativeBuild's install.sh and delete.sh source the same library.
 import { randomUUID } from "node:crypto";
 import { programCommand } from "../native-script";
-import { nodeJsonParser, NodeOutputError } from "../schema/node-json";
+import { NodeOutputError } from "../schema/node-json";
+import { programJsonParser } from "../schema/program-json";
 import { RemoteCommandError, type NodeConnection } from "../transport";
 
 export const NODE_DIR_PROGRAMS = {
@@ -41,34 +42,15 @@ export interface RemovedDir {
   readonly last: boolean;
 }
 
-const fail = (what: string) => (node: string, p: string, detail: string) =>
-  new NodeOutputError(what, node, p, detail);
+/** A program's output, against the schema beside it (native/tree/<name>.schema.json). */
+const parserOf = <T>(program: string) =>
+  programJsonParser<T>(
+    program,
+    (node, p, detail) => new NodeOutputError(`native/${program} output`, node, p, detail),
+  );
 
-export const parsePreparedDir = nodeJsonParser<PreparedDir>(
-  {
-    type: "object",
-    properties: { path: { type: "string", pattern: "^/" }, created: { type: "boolean" } },
-    required: ["path", "created"],
-    additionalProperties: false,
-  },
-  fail("native/tree/prepare-dir.sh output"),
-);
-
-export const parseRemovedDir = nodeJsonParser<RemovedDir>(
-  {
-    type: "object",
-    properties: {
-      path: { type: "string", pattern: "^/" },
-      removed: { type: "boolean" },
-      refsLeft: { type: "integer", minimum: 0 },
-      created: { type: "boolean" },
-      last: { type: "boolean" },
-    },
-    required: ["path", "removed", "refsLeft", "created", "last"],
-    additionalProperties: false,
-  },
-  fail("native/tree/remove-dir.sh output"),
-);
+export const parsePreparedDir = parserOf<PreparedDir>(NODE_DIR_PROGRAMS.prepare);
+export const parseRemovedDir = parserOf<RemovedDir>(NODE_DIR_PROGRAMS.remove);
 
 /** A guard refusal as the operator should read it; other failures unchanged. */
 function explain(err: unknown, node: NodeConnection, dir: string): unknown {

@@ -4,7 +4,9 @@
 // guard, the addresses listened on). The stages add their own reasons (the server's health,
 // the worker's strays) and keep their output shapes (rpc-worker/plan.ts, serving/server-plan.ts).
 import { sameAddress } from "../config/address";
-import { NodeOutputError, nodeJsonParser } from "../schema/node-json";
+import { NodeOutputError } from "../schema/node-json";
+import { programJsonParser } from "../schema/program-json";
+import { UNIT_PROGRAMS } from "./commands";
 
 /** `systemctl --user show` of one unit (status.py's PROPS). */
 export interface UnitState {
@@ -58,60 +60,14 @@ export interface UnitStatus {
   owner?: string;
 }
 
-const STR = { type: "string", maxLength: 100_000 } as const;
-const LINES = { type: "array", items: STR, maxItems: 200_000 } as const;
-const BYTES = { type: "integer", minimum: 0 } as const;
-// A unit systemctl could not show is `{error}`: any string properties, checked by the drift.
-const UNIT = { type: "object", additionalProperties: STR } as const;
-
-const SCHEMA = {
-  type: "object",
-  required: [
-    "unit",
-    "guard",
-    "runningDigest",
-    "binaryDigest",
-    "listening",
-    "established",
-    "log",
-    "guardLog",
-    "memory",
-  ],
-  properties: {
-    unit: UNIT,
-    guard: UNIT,
-    runningDigest: STR,
-    binaryDigest: STR,
-    listening: { type: "array", items: STR, maxItems: 64 },
-    established: LINES,
-    log: LINES,
-    guardLog: LINES,
-    memory: {
-      type: "object",
-      required: ["rss", "peakRss", "memTotal", "memAvailable"],
-      properties: { rss: BYTES, peakRss: BYTES, memTotal: BYTES, memAvailable: BYTES },
-      additionalProperties: false,
-    },
-    others: LINES,
-    health: {
-      type: "object",
-      required: ["status", "body"],
-      properties: { status: BYTES, body: STR },
-      additionalProperties: false,
-    },
-    tail: LINES,
-    owner: STR,
-  },
-  additionalProperties: false,
-} as const;
-
 /**
- * status.py's JSON, checked (untrusted output of a node): one schema for every role, and an
- * error that names the role's status (`what`), the node and the bad path.
+ * status.py's JSON, checked (untrusted output of a node): one schema for every role (the one
+ * beside the program, native/unit/status.schema.json), and an error that names the role's
+ * status (`what`), the node and the bad path.
  */
 export const unitStatusParser = (what: string) =>
-  nodeJsonParser<UnitStatus>(
-    SCHEMA,
+  programJsonParser<UnitStatus>(
+    UNIT_PROGRAMS.status,
     (node, path, detail) => new NodeOutputError(what, node, path, detail),
   );
 
