@@ -1,6 +1,9 @@
 // The JSON a native program prints, checked against the schema that sits beside the program
 // (native/<stage>/<name>.schema.json): a program and the shape it promises are read and changed
-// together, and the control node parses with the program's own declaration.
+// together, and the control node parses with the program's own declaration. The file is read
+// from the checkout the control node runs in, as the programs are (NATIVE_DIR: the providers run
+// in the project directory, and the CLI bundle keeps each module's own __dirname); a node gets
+// only the program's text, and the schema stays on the side that checks.
 //
 // A program that prints more than one shape (model-fetch.py's line kinds and per-command
 // results, worker-log.py's two modes) declares each under `$defs`, and its parser names the one
