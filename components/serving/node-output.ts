@@ -6,6 +6,7 @@ import type {
   RpcGraphCounts,
   ServerStatus,
   ServerUnitState,
+  CompletionRun,
   SmokeRun,
   WireCounters,
 } from "./server-plan";
@@ -59,14 +60,12 @@ const parseUnitStatus = unitStatusParser("llama-server status (native/unit/statu
 export const parseServerStatus = (stdout: string, node: string): ServerStatus =>
   serverStatusOf(parseUnitStatus(stdout, node));
 
-const RUN = obj({ tokens: TOKENS, tokensPerSecond: NUM });
+const RUN = { tokens: TOKENS, tokensPerSecond: NUM };
 
 export const parseSmoke = nodeJsonParser<SmokeRun>(
   obj({
-    tokens: TOKENS,
-    tokensPerSecond: NUM,
+    ...RUN,
     chat: obj({ completionTokens: INT, finishReason: STR, characters: INT }),
-    reference: { oneOf: [RUN, obj({ skipped: STR })] },
     fabric: obj({
       ifaces: { type: "array", items: STR, maxItems: 64 },
       rxBytes: { type: "integer" },
@@ -75,6 +74,12 @@ export const parseSmoke = nodeJsonParser<SmokeRun>(
     stream: obj({ firstTokenSeconds: NUM, tokenEvents: INT }),
   }),
   fail("smoke generation (native/serving/smoke.py)"),
+);
+
+/** smoke.py --reference: the single-node reference's /completion. */
+export const parseReferenceRun = nodeJsonParser<CompletionRun>(
+  obj(RUN),
+  fail("single-node reference generation (native/serving/smoke.py --reference)"),
 );
 
 /** The byte counters of the interface holding the worker's address (worker-log.py). */

@@ -43,6 +43,8 @@ export const unitOwnerOf = (project: string, stack: string): string => `${projec
 export const UNIT_PORT_KEYS: Readonly<Record<UnitRole, string>> = {
   worker: "sparkform:worker.port",
   server: "sparkform:server.port",
+  // The reference listens on the server's port + 1: moving the server moves it.
+  reference: "sparkform:server.port",
   router: "sparkform:server.router.port",
 };
 

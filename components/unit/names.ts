@@ -17,6 +17,17 @@ export const UNIT_ROLES = {
     state: "~/.cache/sparkform/serving",
     log: "server",
   },
+  /**
+   * The smoke's single-node reference: a second llama-server without --rpc on a loopback port,
+   * started and stopped around one request. Its own state directory, so its stop removes no
+   * file of a server that listens on the same port number.
+   */
+  reference: {
+    unit: "sparkform-llama-reference",
+    guard: "sparkform-llama-reference-guard",
+    state: "~/.cache/sparkform/reference",
+    log: "reference",
+  },
   /** The router in front of the server(s): Caddy (components/router/), no RSS guard. */
   router: {
     unit: "sparkform-router",
