@@ -7,15 +7,17 @@ import { spawnSync } from "node:child_process";
 import * as fs from "node:fs";
 import * as path from "node:path";
 import {
-  referenceArgv,
-  referenceFits,
-  referencePort,
-  referenceUnit,
-} from "../components/serving/server-plan";
+  referenceSmokeCommand,
+  referenceStartCommand,
+  referenceStopCommand,
+} from "../components/serving/commands";
+import { referenceFits, referencePort } from "../components/serving/server-plan";
+import type { LlamaServerInputs } from "../components/serving/state";
+import { nativeProgram } from "../components/native-script";
 import type { ServingPlan } from "../components/serving/placement";
 import { CACHE_DIR } from "../components/rpc-worker/plan";
-import { shJoin } from "../components/transport";
-import { repoRoot, stateDir } from "../setup/pulumi/env";
+import { type RemoteScript, shJoin } from "../components/transport";
+import { stateDir } from "../setup/pulumi/env";
 import type { SimCluster } from "../sim/state";
 import { tailMarkdown } from "./lib/report";
 import { stackState } from "../cli/engine";
@@ -88,6 +90,11 @@ function ssh(c: SimCluster, node: string, command: string, input?: string) {
   return { exitCode: r.status ?? 1, stdout: r.stdout, output: `${r.stdout}${r.stderr}` };
 }
 
+/** A node program's command as `up` sends it: the launcher, its argv, the program on stdin. */
+function sshScript(c: SimCluster, node: string, rs: RemoteScript) {
+  return ssh(c, node, shJoin(["sh", "-c", rs.script, "sparkform", ...(rs.args ?? [])]), rs.stdin);
+}
+
 export interface ServingLoadOptions {
   stack: string;
   runs: number;
@@ -136,14 +143,9 @@ export function runServingLoad(opts: ServingLoadOptions): ServingLoadResult {
   const samples: ServingSample[] = [];
   const smoke: ServingLoadResult["smoke"] = [];
   const failures: string[] = [];
-  const refArgs = referenceFits(server.plan)
-    ? []
-    : referenceArgv({
-        modelPath: server.modelPath,
-        plan: server.plan,
-        clientDevice: server.clientDevice,
-        port: referencePort(server.port),
-      });
+  const withReference = !referenceFits(server.plan);
+  const refPort = referencePort(server.port);
+  const ref = server as unknown as LlamaServerInputs;
   const smokeCmd = shJoin([
     "python3",
     "-",
@@ -151,13 +153,25 @@ export function runServingLoad(opts: ServingLoadOptions): ServingLoadResult {
     String(server.smokeRequest.tokens),
     String(server.smokeRequest.seed),
     server.smokeRequest.prompt,
-    server.binary,
-    referenceUnit(server.port),
-    String(referencePort(server.port)),
-    String(server.healthTimeoutSeconds),
-    ...refArgs,
+    "-",
   ]);
-  const smokeScript = fs.readFileSync(path.join(repoRoot, "native", "serving", "smoke.py"), "utf8");
+  /** The single-node reference as the smoke runs it: start.sh, one /completion, stop.sh. */
+  const single = (): { tokens?: number[]; tokensPerSecond?: number } => {
+    if (!withReference) return {};
+    try {
+      const start = sshScript(c, server.node, referenceStartCommand(ref, refPort));
+      if (start.exitCode !== 0) throw new Error(`reference start: ${start.output.slice(-2000)}`);
+      const r = sshScript(c, server.node, referenceSmokeCommand(ref, refPort));
+      return JSON.parse(r.stdout.trim().split("\n").pop() ?? "{}") as {
+        tokens?: number[];
+        tokensPerSecond?: number;
+      };
+    } finally {
+      sshScript(c, server.node, referenceStopCommand(ref, refPort));
+    }
+  };
+  // As sent to a node: native/lib/ inlined.
+  const smokeScript = nativeProgram("serving/smoke.py").text;
   try {
     for (let round = 0; round < opts.runs; round++) {
       for (const v of rotation(variants, round)) {
@@ -181,16 +195,18 @@ export function runServingLoad(opts: ServingLoadOptions): ServingLoadResult {
         const o = JSON.parse(s.stdout.trim().split("\n").pop() ?? "") as {
           tokens: number[];
           tokensPerSecond: number;
-          reference?: { tokens?: number[]; tokensPerSecond?: number };
         };
-        const single = o.reference?.tokensPerSecond ?? NaN;
-        const identical = JSON.stringify(o.tokens) === JSON.stringify(o.reference?.tokens);
-        smoke.push({ round, split: o.tokensPerSecond, single, identical });
+        const reference = single();
+        const alone = reference.tokensPerSecond ?? NaN;
+        const identical = JSON.stringify(o.tokens) === JSON.stringify(reference.tokens);
+        smoke.push({ round, split: o.tokensPerSecond, single: alone, identical });
         opts.log(
-          `serving round ${round + 1} smoke: split ${o.tokensPerSecond.toFixed(1)} tokens/s, alone ${single.toFixed(1)}, identical ${identical}`,
+          `serving round ${round + 1} smoke: split ${o.tokensPerSecond.toFixed(1)} tokens/s, alone ${alone.toFixed(1)}, identical ${identical}`,
         );
-      } catch {
-        failures.push(`smoke round ${round}: exit ${s.exitCode}\n${s.output.slice(-2000)}`);
+      } catch (err) {
+        failures.push(
+          `smoke round ${round}: exit ${s.exitCode}\n${s.output.slice(-2000)}\n${String(err)}`,
+        );
       }
     }
   } finally {
@@ -227,7 +243,7 @@ export function runServingLoad(opts: ServingLoadOptions): ServingLoadResult {
       load: `ssh ${server.node} ${restartCmd} < <the timed restart in bench/serving-load.ts: systemctl --user restart ${server.unit}, then GET ${health} every 20 ms>`,
       "pre-warmed": `ssh ${workerNode} 'rm -rf ~/${cache} && cp -a ${SAVED} ~/${cache}'  (the entries the stack's pre-warm wrote, saved at the start)`,
       "empty cache": `ssh ${workerNode} 'rm -rf ~/${cache} && mkdir -p ~/${cache}'`,
-      smoke: `ssh ${server.node} ${smokeCmd} < native/serving/smoke.py`,
+      smoke: `ssh ${server.node} ${smokeCmd} < native/serving/smoke.py; then the single-node reference: native/unit/start.sh, smoke.py --reference, native/unit/stop.sh (as \`up\` runs them)`,
     },
     samples,
     smoke,

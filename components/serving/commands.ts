@@ -4,11 +4,11 @@ import { isLoopbackAddress } from "../config/address";
 import { programCommand, programFor } from "../native-script";
 import { homeRelative, type RemoteScript } from "../transport";
 import { apiKeyEnv } from "../unit/api-key";
-import { ownerOf, unitStartCommand } from "../unit/commands";
+import { ownerOf, unitStartCommand, unitStopCommand } from "../unit/commands";
+import { unitName } from "../unit/names";
 import {
   guardUnit,
   referenceArgv,
-  referenceUnit,
   SERVER_PROGRAMS,
   serverArgv,
   serverUrl,
@@ -70,35 +70,69 @@ export function workerLogCommand(
 }
 
 /**
- * smoke.py on the client: the streamed chat, /completion and the chat against the server, then
- * (unless `skip` says why not) the same on a single-node reference on `refPort`.
+ * smoke.py on the client: the streamed chat, /completion and the chat against the server, with
+ * the fabric's byte counters around them.
  */
-export function smokeCommand(
-  i: LlamaServerInputs,
-  skip: string | undefined,
-  refPort: number,
-): RemoteScript {
+export function smokeCommand(i: LlamaServerInputs): RemoteScript {
   return programCommand(programFor(i.programs.smoke, SERVER_PROGRAMS.smoke), {
     args: [
       serverUrl(i),
-      String(i.smokeRequest.tokens),
-      String(i.smokeRequest.seed),
-      i.smokeRequest.prompt,
-      homeRelative(i.binary),
-      referenceUnit(i.port),
-      String(refPort),
-      String(i.healthTimeoutSeconds),
+      ...smokeRequestArgs(i),
       i.workers.length ? i.workers.map(workerAddress).join(",") : "-",
-      ...(skip
-        ? []
-        : referenceArgv({
-            modelPath: i.modelPath,
-            plan: i.plan,
-            clientDevice: i.clientDevice,
-            port: refPort,
-          })),
     ],
     ...apiKeyEnv(i.apiKey),
-    display: `smoke: POST ${serverUrl(i)}/v1/chat/completions streamed (time to first token), /completion and /v1/chat/completions (${i.smokeRequest.tokens} tokens, seed ${i.smokeRequest.seed}), then a single-node reference on 127.0.0.1:${refPort}`,
+    display: `smoke: POST ${serverUrl(i)}/v1/chat/completions streamed (time to first token), /completion and /v1/chat/completions (${i.smokeRequest.tokens} tokens, seed ${i.smokeRequest.seed})`,
+  });
+}
+
+const smokeRequestArgs = (i: LlamaServerInputs): string[] => [
+  String(i.smokeRequest.tokens),
+  String(i.smokeRequest.seed),
+  i.smokeRequest.prompt,
+];
+
+/**
+ * start.sh for the smoke's single-node reference: the same build (its digest checked) and model
+ * without --rpc, on loopback at `refPort`, up when GET /health answers; no guard, no key, no
+ * owner (it lives for one request). A port someone else listens on is refused (start.sh exit 5).
+ */
+export function referenceStartCommand(i: LlamaServerInputs, refPort: number): RemoteScript {
+  return unitStartCommand(
+    {
+      role: "reference",
+      port: refPort,
+      bind: "127.0.0.1",
+      binary: i.binary,
+      digest: i.binaryDigest,
+      rssLimitPercent: 0,
+      rssIntervalSeconds: i.rssIntervalSeconds,
+      what: "single-node reference",
+      healthTimeoutSeconds: i.healthTimeoutSeconds,
+      flags: referenceArgv({
+        modelPath: i.modelPath,
+        plan: i.plan,
+        clientDevice: i.clientDevice,
+        port: refPort,
+      }),
+    },
+    i.programs,
+    {
+      display: `systemd-run --user --unit=${unitName("reference", refPort)} llama-server (single-node reference) on 127.0.0.1:${refPort}`,
+    },
+  );
+}
+
+/** smoke.py --reference: the same /completion request against the reference. */
+export function referenceSmokeCommand(i: LlamaServerInputs, refPort: number): RemoteScript {
+  return programCommand(programFor(i.programs.smoke, SERVER_PROGRAMS.smoke), {
+    args: ["--reference", `http://127.0.0.1:${refPort}`, ...smokeRequestArgs(i)],
+    display: `smoke: POST http://127.0.0.1:${refPort}/completion (the single-node reference)`,
+  });
+}
+
+/** stop.sh for the reference: its unit, its log, its port free again. */
+export function referenceStopCommand(i: LlamaServerInputs, refPort: number): RemoteScript {
+  return unitStopCommand({ role: "reference", port: refPort }, i.programs, {
+    display: `stop ${unitName("reference", refPort)}`,
   });
 }

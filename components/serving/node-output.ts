@@ -8,6 +8,7 @@ import type {
   RpcGraphCounts,
   ServerStatus,
   ServerUnitState,
+  CompletionRun,
   SmokeRun,
   WireCounters,
 } from "./server-plan";
@@ -49,9 +50,18 @@ const parseUnitStatus = unitStatusParser("llama-server status (native/unit/statu
 export const parseServerStatus = (stdout: string, node: string): ServerStatus =>
   serverStatusOf(parseUnitStatus(stdout, node));
 
+/** smoke.py's two modes, each a shape of native/serving/smoke.schema.json. */
 export const parseSmoke = programJsonParser<SmokeRun>(
   "serving/smoke.py",
   fail("smoke generation (native/serving/smoke.py)"),
+  "server",
+);
+
+/** smoke.py --reference: the single-node reference's /completion. */
+export const parseReferenceRun = programJsonParser<CompletionRun>(
+  "serving/smoke.py",
+  fail("single-node reference generation (native/serving/smoke.py --reference)"),
+  "reference",
 );
 
 /** worker-log.py's two modes, each a shape of native/serving/worker-log.schema.json. */

@@ -21,9 +21,23 @@ import { keyDigest } from "../unit/api-key";
 import { ownerOf, parseUnitStartTimings } from "../unit/commands";
 import { claimUnit, type OwnerCheck, refusedByOwner } from "../unit/owner";
 import { ownerDrift, startedOf } from "../unit/status";
-import { smokeCommand, startCommand, workerLogCommand } from "./commands";
-import { parseServerStatus, parseSmoke, parseWorkerLog, parseWorkerLogSize } from "./node-output";
 import {
+  referenceSmokeCommand,
+  referenceStartCommand,
+  referenceStopCommand,
+  smokeCommand,
+  startCommand,
+  workerLogCommand,
+} from "./commands";
+import {
+  parseReferenceRun,
+  parseServerStatus,
+  parseSmoke,
+  parseWorkerLog,
+  parseWorkerLogSize,
+} from "./node-output";
+import {
+  type CompletionRun,
   describePlanned,
   describeSeen,
   parsePlacement,
@@ -178,29 +192,66 @@ async function start(i: LlamaServerInputs, was?: string): Promise<StartTimings> 
   }
 }
 
+/**
+ * The smoke's single-node reference: started by start.sh as every supervised server is (the
+ * build's digest checked, a port someone else holds refused), asked one /completion, stopped
+ * whatever happened.
+ */
+async function referenceRun(i: LlamaServerInputs): Promise<CompletionRun> {
+  const node = openNode(i.target);
+  const refPort = referencePort(i.port);
+  try {
+    await node
+      .run(referenceStartCommand(i, refPort), {
+        step: "single-node reference start",
+        timeoutMs: (i.healthTimeoutSeconds + 60) * 1000,
+      })
+      .catch((err: unknown) => {
+        // Only a reference this stack starts may answer for one node alone: never ask another's.
+        if (err instanceof RemoteCommandError && err.exitCode === 5)
+          throw new Error(
+            `${tag(i.target)}: the single-node reference needs 127.0.0.1:${refPort} (the server's port + 1), ` +
+              "and something else listens there: free that port or move the server's sparkform:server.port",
+            { cause: err },
+          );
+        throw err;
+      });
+    const r = await node.run(referenceSmokeCommand(i, refPort), {
+      step: "single-node reference smoke",
+      timeoutMs: 600_000,
+    });
+    return parseReferenceRun(r.stdout, i.target.name);
+  } finally {
+    await node.run(referenceStopCommand(i, refPort), {
+      step: "single-node reference stop",
+      timeoutMs: 60_000,
+    });
+  }
+}
+
 async function smoke(i: LlamaServerInputs, started: StartTimings): Promise<SmokeOutput> {
   const who = tag(i.target);
   const sizes = await Promise.all(i.workers.map((w) => workerLogSize(w, i.programs)));
   const skip = referenceFits(i.plan);
-  const refPort = referencePort(i.port);
-  const r = await openNode(i.target).run(smokeCommand(i, skip, refPort), {
+  const r = await openNode(i.target).run(smokeCommand(i), {
     step: "llama-server smoke",
-    timeoutMs: (i.healthTimeoutSeconds + 600) * 1000,
+    timeoutMs: 600_000,
   });
   const run = parseSmoke(r.stdout, i.target.name);
   const counts = await Promise.all(
     i.workers.map((w, k) => workerLogCounts(w, i.programs, sizes[k]?.size ?? 0)),
   );
+  // After the server's requests (the reference's load is not in their timing or byte counts).
+  const reference = skip ? undefined : await referenceRun(i);
   const client: WireEnd = {
     node: i.node,
     iface: run.fabric.ifaces.join("+"),
     bytes: run.fabric.rxBytes + run.fabric.txBytes,
   };
   const workerEnds = wireEnds(i.workers, sizes, counts);
-  const ref =
-    "skipped" in run.reference
-      ? { tokens: [], tokensPerSecond: 0, skipped: skip ?? run.reference.skipped }
-      : { tokens: run.reference.tokens, tokensPerSecond: run.reference.tokensPerSecond };
+  const ref = reference
+    ? { tokens: reference.tokens, tokensPerSecond: reference.tokensPerSecond }
+    : { tokens: [], tokensPerSecond: 0, skipped: skip ?? "" };
   const identical =
     !ref.skipped &&
     ref.tokens.length === run.tokens.length &&

@@ -28,10 +28,12 @@ export const SERVER_ARTIFACT = "bin/llama-server";
 export const serverUnit = (port: number): string => unitName("server", port);
 /** The RSS guard's unit beside the server (stops it at `rssLimitPercent` of the node's RAM). */
 export const guardUnit = (port: number): string => guardUnitName("server", port);
-/** The single-node reference the smoke compares with (started and stopped by the smoke). */
-export const referenceUnit = (port: number): string => `sparkform-llama-reference-${port}`;
 /** Where the reference listens: the next port, on loopback. */
 export const referencePort = (port: number): number => (port < 65535 ? port + 1 : port - 1);
+/** The single-node reference the smoke compares with: a unit of its own on its own port. */
+export const referenceUnit = (port: number): string => unitName("reference", referencePort(port));
+/** What a sparkform before start.sh named the reference: by the server's port, log in serving/. */
+const legacyReferenceUnit = (port: number): string => `sparkform-llama-reference-${port}`;
 
 /**
  * The lines of llama-server's log that say where the model landed (model buffers, KV cache
@@ -79,10 +81,14 @@ export function serverStopCommand(
   display = `stop ${serverUnit(port)}`,
   owner?: string,
 ): RemoteScript {
-  const ref = referenceUnit(port);
+  const legacy = legacyReferenceUnit(port);
   return unitStopCommand({ role: "server", port }, programs, {
     display,
-    also: [{ unit: ref, port: referencePort(port), files: [`${ref}.log`] }],
+    // The reference's files are in its own directory (its stop removes them).
+    also: [
+      { unit: referenceUnit(port), port: referencePort(port), files: [] },
+      { unit: legacy, port: referencePort(port), files: [`${legacy}.log`] },
+    ],
     ...(owner ? { owner } : {}),
   });
 }
@@ -415,13 +421,16 @@ export function serverDrift(o: {
   });
 }
 
-/** The smoke's result on the node (native/serving/smoke.py). */
-export interface SmokeRun {
+/** One /completion request's tokens and speed (smoke.py; with --reference, all it prints). */
+export interface CompletionRun {
   tokens: number[];
   tokensPerSecond: number;
+}
+
+/** The smoke's result on the node (native/serving/smoke.py). */
+export interface SmokeRun extends CompletionRun {
   /** The same prompt through the OpenAI-compatible chat endpoint: what it answered. */
   chat: SmokeChat;
-  reference: { tokens: number[]; tokensPerSecond: number } | { skipped: string };
   /** The client end of the fabric proof: the interfaces routing to the workers, bytes moved. */
   fabric: { ifaces: string[]; rxBytes: number; txBytes: number };
   /**

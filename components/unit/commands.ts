@@ -39,13 +39,6 @@ export interface UnitOwner {
 /** The owner a unit records: `<project>/<stack>` (pulumi.getProject(), pulumi.getStack()). */
 export const unitOwnerOf = (project: string, stack: string): string => `${project}/${stack}`;
 
-/** Per role, the config key of the unit's port (what the refusal tells the user to change). */
-export const UNIT_PORT_KEYS: Readonly<Record<UnitRole, string>> = {
-  worker: "sparkform:worker.port",
-  server: "sparkform:server.port",
-  router: "sparkform:server.router.port",
-};
-
 /**
  * The UnitOwner a provider passes for a resource whose inputs carry `owner` (absent in state
  * written before owners: nothing is checked or recorded, as before); `was`: the owner state
@@ -60,7 +53,7 @@ export function ownerOf(
   return {
     stack: i.owner,
     node: i.target.name,
-    portKey: UNIT_PORT_KEYS[role],
+    portKey: UNIT_ROLES[role].portKey,
     ...(was && was !== i.owner ? { was } : {}),
   };
 }

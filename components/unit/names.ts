@@ -3,19 +3,37 @@
 // (native/unit/), and the names are what the node, the stack's outputs and `sparkform doctor`
 // must agree on, so they are written here once.
 
-/** Per role: unit and guard prefixes (`<prefix>-<port>`), state directory, log name. */
+/**
+ * Per role: unit and guard prefixes (`<prefix>-<port>`), state directory, log name, and the
+ * config key of the unit's port (what a refusal tells the user to change).
+ */
 export const UNIT_ROLES = {
   worker: {
     unit: "sparkform-rpc-worker",
     guard: "sparkform-rpc-guard",
     state: "~/.cache/sparkform/rpc-worker",
     log: "worker",
+    portKey: "sparkform:worker.port",
   },
   server: {
     unit: "sparkform-llama-server",
     guard: "sparkform-llama-guard",
     state: "~/.cache/sparkform/serving",
     log: "server",
+    portKey: "sparkform:server.port",
+  },
+  /**
+   * The smoke's single-node reference: a second llama-server without --rpc on a loopback port,
+   * started and stopped around one request. Its own state directory, so its stop removes no
+   * file of a server that listens on the same port number.
+   */
+  reference: {
+    unit: "sparkform-llama-reference",
+    guard: "sparkform-llama-reference-guard",
+    state: "~/.cache/sparkform/reference",
+    log: "reference",
+    // It listens on the server's port + 1: moving the server moves it.
+    portKey: "sparkform:server.port",
   },
   /** The router in front of the server(s): Caddy (components/router/), no RSS guard. */
   router: {
@@ -23,6 +41,7 @@ export const UNIT_ROLES = {
     guard: "sparkform-router-guard",
     state: "~/.cache/sparkform/router",
     log: "router",
+    portKey: "sparkform:server.router.port",
   },
 } as const;
 

@@ -1,19 +1,20 @@
 # Runs on the client node: first a streamed chat completion (the server's first request, timed
 # to its first token event: the time to first token), then the smoke generation through the
-# server's native /completion
-# endpoint (greedy: temperature 0, top_k 1, fixed seed and prompt, N tokens, token ids
-# returned), then a chat completion through its OpenAI-compatible /v1/chat/completions (what
-# clients call: it must answer 200 with a message), then the /completion request against a
-# single-node reference of the same build and model (a second llama-server without --rpc on a
-# loopback port, as its own transient unit, stopped afterwards). One JSON object on stdout; it
-# holds token ids and counts, never the generated text (it goes into no state).
+# server's native /completion endpoint (greedy: temperature 0, top_k 1, fixed seed and prompt,
+# N tokens, token ids returned), then a chat completion through its OpenAI-compatible
+# /v1/chat/completions (what clients call: it must answer 200 with a message). One JSON object
+# on stdout; it holds token ids and counts, never the generated text (it goes into no state).
 # Around the generation and the chat it reads the byte counters of the interfaces the kernel
 # routes the workers' addresses through: the proof that the split's traffic crossed the fabric
 # (and not, say, the management network).
-# Arguments: URL TOKENS SEED PROMPT BIN REF_UNIT REF_PORT REF_TIMEOUT_S WORKER_ADDRS [REF_FLAGS...]
+# With --reference, only the /completion request, against the single-node reference (a second
+# llama-server without --rpc on a loopback port): native/unit/start.sh starts it as every
+# supervised server starts (the build's digest checked, a port someone else holds refused) and
+# stop.sh stops it, so this program only asks it.
+# Arguments: URL TOKENS SEED PROMPT WORKER_ADDRS | --reference URL TOKENS SEED PROMPT
 # WORKER_ADDRS: the workers' IPv4 addresses, comma-separated ("-": no workers).
-# No REF_FLAGS: no reference run (the model does not fit the client alone).
-# The API key, when the server has one, arrives as SPARKFORM_API_KEY (the secret preamble).
+# The API key, when the server has one, arrives as SPARKFORM_API_KEY (the secret preamble); the
+# reference has none.
 import json
 import os
 import subprocess
@@ -23,7 +24,7 @@ import urllib.error
 import urllib.request
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))  # native/lib/ (inlined on a node)
-from nodenet import dev_bytes, listening_inodes  # noqa: E402
+from nodenet import dev_bytes  # noqa: E402
 
 
 def post(url, path, body, key):
@@ -157,83 +158,13 @@ def devs_bytes(devs):
     return rx, tx
 
 
-def healthy(url):
-    try:
-        with urllib.request.urlopen(url + "/health", timeout=2) as r:
-            return r.status == 200
-    except Exception:
-        return False
-
-
-def systemctl(*args):
-    return subprocess.run(["systemctl", "--user", *args], capture_output=True, text=True, timeout=60)
-
-
-def owns(pid, inodes):
-    """Whether process `pid` holds one of the socket `inodes`."""
-    try:
-        fds = os.listdir(f"/proc/{pid}/fd")
-    except OSError:
-        return False
-    for fd in fds:
-        try:
-            link = os.readlink(f"/proc/{pid}/fd/{fd}")
-        except OSError:
-            continue
-        if link.startswith("socket:[") and link[8:-1] in inodes:
-            return True
-    return False
-
-
-def reference(binary, unit, port, timeout_s, flags, prompt, tokens, seed):
-    systemctl("stop", f"{unit}.service")
-    systemctl("reset-failed", f"{unit}.service")
-    # Only a reference this program starts may answer for one node alone: a port someone else
-    # listens on is refused, never asked.
-    if listening_inodes(port):
-        raise SystemExit(
-            f"the single-node reference needs 127.0.0.1:{port} (the server's port + 1), and something else "
-            "listens there: free that port or move the server's sparkform:server.port"
-        )
-    state = os.path.expanduser("~/.cache/sparkform/serving")
-    os.makedirs(state, exist_ok=True)
-    log = f"{state}/{unit}.log"
-    argv = [os.path.expanduser(a) if a.startswith("~/") else a for a in flags]
-    subprocess.run(
-        ["systemd-run", "--user", "--quiet", f"--unit={unit}", "-p", "Type=exec",
-         "-p", f"WorkingDirectory={os.path.expanduser('~')}",
-         "-p", f"StandardOutput=append:{log}", "-p", f"StandardError=append:{log}",
-         os.path.expanduser(binary), *argv],
-        check=True, capture_output=True, timeout=60,
-    )
-    url = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.time() + timeout_s
-        while not healthy(url):
-            if time.time() > deadline:
-                tail = open(log, errors="replace").read().splitlines()[-20:]
-                raise SystemExit(f"the reference server did not become healthy in {timeout_s} s:\n" + "\n".join(tail))
-            time.sleep(0.5)
-        pid = systemctl("show", "-p", "MainPID", "--value", f"{unit}.service").stdout.strip()
-        if not pid.isdigit() or not owns(int(pid), listening_inodes(port)):
-            raise SystemExit(f"127.0.0.1:{port} answers, but not from {unit} (MainPID {pid}): refused as a reference")
-        return completion(url, prompt, tokens, seed, "")
-    finally:
-        systemctl("stop", f"{unit}.service")
-        systemctl("reset-failed", f"{unit}.service")
-        try:
-            os.remove(log)
-        except OSError:
-            pass
-
-
 def main(argv):
+    if argv[:1] == ["--reference"]:
+        url, tokens, seed, prompt = argv[1], int(argv[2]), int(argv[3]), argv[4]
+        return completion(url, prompt, tokens, seed, "")
     url, tokens, seed, prompt = argv[0], int(argv[1]), int(argv[2]), argv[3]
-    binary, ref_unit, ref_port, ref_timeout = argv[4], argv[5], int(argv[6]), int(argv[7])
-    workers = [] if argv[8] == "-" else argv[8].split(",")
-    ref_flags = argv[9:]
+    workers = [] if argv[4] == "-" else argv[4].split(",")
     key = os.environ.pop("SPARKFORM_API_KEY", "")
-    os.environ.setdefault("XDG_RUNTIME_DIR", f"/run/user/{os.getuid()}")
     devs = route_devs(workers)
     rx0, tx0 = devs_bytes(devs)
     # The server's first request: what a client that arrives as it turns healthy waits for.
@@ -243,10 +174,6 @@ def main(argv):
     out["stream"] = stream
     rx1, tx1 = devs_bytes(devs)
     out["fabric"] = {"ifaces": devs, "rxBytes": rx1 - rx0, "txBytes": tx1 - tx0}
-    if ref_flags:
-        out["reference"] = reference(binary, ref_unit, ref_port, ref_timeout, ref_flags, prompt, tokens, seed)
-    else:
-        out["reference"] = {"skipped": "no reference flags"}
     return out
 
 

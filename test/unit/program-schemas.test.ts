@@ -61,7 +61,7 @@ const DECLARED: Record<string, readonly string[]> = {
   "model/model-fetch.py": ["progress", "event", "files", "prepare", "remove"],
   "node/facts.sh": [],
   "rpc-worker/rpc-hello.py": [],
-  "serving/smoke.py": [],
+  "serving/smoke.py": ["server", "reference"],
   "serving/worker-log.py": ["size", "counts"],
   "tree/prepare-dir.sh": [],
   "tree/remove-dir.sh": [],

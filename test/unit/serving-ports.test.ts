@@ -1,15 +1,31 @@
-// Issue 22, item 3: the smoke's single-node reference and the server's stop touch only ports
-// sparkform's own units hold. Two stacks serving on 8080 and 8081 (8080's reference port) used
-// to block each other's drain and destroy (stop.sh waited for 8081 to be free), and any
-// listener on port + 1 answered for "one node alone" (smoke.py asked it).
-import { execFileSync, spawnSync } from "node:child_process";
-import { chmodSync, existsSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
+// The smoke's single-node reference and the server's stop touch only ports sparkform's own
+// units hold. Two stacks serving on 8080 and 8081 (8080's reference port) used to block each
+// other's drain and destroy (stop.sh waited for 8081 to be free), and any listener on port + 1
+// answered for "one node alone"; now start.sh refuses that port before anything starts there.
+import { spawnSync } from "node:child_process";
+import {
+  chmodSync,
+  existsSync,
+  mkdirSync,
+  mkdtempSync,
+  readFileSync,
+  rmSync,
+  writeFileSync,
+} from "node:fs";
 import { createServer, type AddressInfo, type Server } from "node:net";
 import { tmpdir } from "node:os";
 import * as path from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { programPath } from "../../components/native-script";
-import { serverStopCommand } from "../../components/serving/server-plan";
+import { createHash } from "node:crypto";
+import { programRef } from "../../components/native-script";
+import { referenceStartCommand } from "../../components/serving/commands";
+import {
+  referencePort,
+  SERVER_PROGRAMS,
+  serverStopCommand,
+} from "../../components/serving/server-plan";
+import type { LlamaServerInputs } from "../../components/serving/state";
 
 let dir: string;
 let other: Server;
@@ -70,25 +86,40 @@ describe("stop.sh", () => {
   });
 });
 
-describe("smoke.py's reference", () => {
-  it("refuses a port someone else listens on, and asks it nothing", () => {
-    const script = [
-      "import sys",
-      `sys.path.insert(0, ${JSON.stringify(path.dirname(programPath("serving/smoke.py")))})`,
-      "import smoke",
-      `smoke.reference("/bin/false", "sparkform-llama-reference-1", ${otherPort}, 5, ["-m", "x"], "p", 4, 1)`,
-    ].join("\n");
-    const r = spawnSync("python3", ["-c", script], {
+describe("the smoke's reference, started by start.sh", () => {
+  it("refuses a port someone else listens on, starts nothing there, and stops only its own unit", () => {
+    const bin = path.join(dir, "llama-server");
+    writeFileSync(bin, "#!/bin/sh\nexit 0\n");
+    chmodSync(bin, 0o755);
+    writeFileSync(path.join(dir, "bin", "loginctl"), "#!/bin/sh\nexit 0\n");
+    chmodSync(path.join(dir, "bin", "loginctl"), 0o755);
+    const i = {
+      binary: bin,
+      binaryDigest: createHash("sha256").update(readFileSync(bin)).digest("hex"),
+      rssIntervalSeconds: 2,
+      healthTimeoutSeconds: 5,
+      modelPath: "~/models/m.gguf",
+      plan: { context: 4096, cacheType: "f16" },
+      clientDevice: "CPU",
+      programs: Object.fromEntries(
+        Object.entries(SERVER_PROGRAMS).map(([k, p]) => [k, programRef(p)]),
+      ),
+    } as unknown as LlamaServerInputs;
+    // The server listens on otherPort - 1: its reference's port is another's.
+    const cmd = referenceStartCommand(i, referencePort(otherPort - 1));
+    expect(cmd.args).toContain(String(otherPort));
+    writeFileSync(path.join(dir, "calls"), "");
+    const r = spawnSync("sh", ["-c", cmd.stdin ?? "", "start.sh", ...(cmd.args ?? [])], {
       env: env(),
       encoding: "utf8",
       timeout: 60_000,
     });
-    expect(r.status).not.toBe(0);
-    expect(r.stderr).toMatch(
-      new RegExp(`127\\.0\\.0\\.1:${otherPort} .*something else listens there`),
-    );
-    // It never started a reference unit.
-    const calls = execFileSync("cat", [path.join(dir, "calls")], { encoding: "utf8" });
-    expect(calls).not.toMatch(/systemd-run/);
+    expect(r.status).toBe(5);
+    expect(r.stderr).toMatch(new RegExp(`port ${otherPort} is in use by a process that is not`));
+    // It never started a reference unit, and stopped only the reference's own name.
+    const calls = readFileSync(path.join(dir, "calls"), "utf8");
+    expect(calls).not.toMatch(/systemd-run|start /);
+    expect(calls).toMatch(new RegExp(`stop sparkform-llama-reference-${otherPort}\\.service`));
+    expect(calls).not.toMatch(/sparkform-llama-server/);
   });
 });

@@ -291,24 +291,12 @@ describe("smoke.py's time to first token", () => {
 
   afterAll(() => server?.close());
 
-  /** smoke.py without workers or a reference, without blocking the loop the stand-in answers on. */
+  /** smoke.py without workers, without blocking the loop the stand-in answers on. */
   const smoke = () =>
-    execa(
-      "python3",
-      [
-        programPath("serving/smoke.py"),
-        url,
-        "3",
-        "42",
-        "hello",
-        "/bin/false",
-        "sparkform-llama-reference-0",
-        "1",
-        "5",
-        "-",
-      ],
-      { reject: false, timeout: 60_000 },
-    );
+    execa("python3", [programPath("serving/smoke.py"), url, "3", "42", "hello", "-"], {
+      reject: false,
+      timeout: 60_000,
+    });
 
   it("is the streamed request's first event with text, not its role-only chunk, and comes first", async () => {
     mode = "content";

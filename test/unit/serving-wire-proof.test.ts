@@ -63,17 +63,7 @@ function py(program: string, args: string[]) {
   return execa("python3", [programPath(program), ...args], { reject: false, timeout: 60_000 });
 }
 
-const smokeArgs = (workers: string) => [
-  url,
-  "3",
-  "42",
-  "hello",
-  "/bin/false",
-  "sparkform-llama-reference-0",
-  "1",
-  "5",
-  workers,
-];
+const smokeArgs = (workers: string) => [url, "3", "42", "hello", workers];
 
 describe("smoke.py's wire counters", () => {
   it("counts the bytes of the route to the workers around the generation and the chat", async () => {

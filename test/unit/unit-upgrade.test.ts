@@ -123,6 +123,9 @@ describe("state that names a program that moved runs the unit's, with the unit's
     expect(srv.args).toEqual(
       expect.arrayContaining([
         "--unit",
+        "sparkform-llama-reference-8081:8081",
+        // The reference an older smoke left, named by the server's port.
+        "--unit",
         "sparkform-llama-reference-8080:8081",
         "--unit",
         "sparkform-llama-server-8080:8080",
