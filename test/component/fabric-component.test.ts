@@ -4,6 +4,7 @@
 import * as pulumi from "@pulumi/pulumi";
 import { beforeAll, describe, expect, it } from "vitest";
 import type { SparkNodeFacts } from "../../components/node/facts";
+import { asValidated } from "../support/validated-config";
 
 interface Registered {
   type: string;
@@ -103,7 +104,9 @@ describe("Fabric stage (runtime mocks)", () => {
     const names = ["spark-1", "spark-2"];
     const f = new Fabric("sf-fabric", {
       nodes: nodeStage(names),
-      fabric: parseFabricConfig({ rails: rails(names), rdmaFixture: "sysfs-spark" }, names),
+      config: asValidated(
+        parseFabricConfig({ rails: rails(names), rdmaFixture: "sysfs-spark" }, names),
+      ),
     });
     await Promise.all(f.ready.map(urnOf));
     const links = registered.filter((r) => r.type === "pulumi-nodejs:dynamic/sparkform:FabricLink");
@@ -155,7 +158,9 @@ describe("Fabric stage (runtime mocks)", () => {
     const names = ["spark-1", "spark-2", "spark-3", "spark-4"];
     const f = new Fabric("sf4-fabric", {
       nodes: nodeStage(names),
-      fabric: parseFabricConfig({ rails: rails(names), rdmaFixture: "sysfs-spark" }, names),
+      config: asValidated(
+        parseFabricConfig({ rails: rails(names), rdmaFixture: "sysfs-spark" }, names),
+      ),
     });
     await Promise.all(f.ready.map(urnOf));
     const links = registered.filter((r) => r.type === "pulumi-nodejs:dynamic/sparkform:FabricLink");
