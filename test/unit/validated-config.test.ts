@@ -31,7 +31,7 @@ const fabric = (names: string[]) =>
   }).fabric;
 const pair = parseStackConfig({
   ...PAIR_CONFIG,
-  toolchain: { path: "~/toolchain", probe: ["cc", "--version"] },
+  toolchain: { path: "~/toolchain", binDirs: ["bin"], probe: ["cc", "--version"], expect: "cc" },
   model: { repo: "org/name", revision: "a".repeat(40), files: ["m.gguf"] },
   server: {},
 });
