@@ -35,8 +35,8 @@
 import { z } from "zod";
 import {
   type BuildFlags,
-  buildFlagIssues,
   checkBuildFlags,
+  issueText,
   SIM_X86_MARCH,
   SPARK_CPU_ARM_ARCH,
   SPARK_CUDA_ARCH,
@@ -258,7 +258,7 @@ export function buildFlagsFromConfig(config: BuildConfig, commit: string): Build
   if (!("issues" in r)) return r.flags;
   throw new BuildConfigError(
     `invalid stack configuration (sparkform:build, preset ${config.preset}):\n` +
-      r.issues.map((l) => `  sparkform:build.flags.${l}`).join("\n"),
+      r.issues.map((i) => `  sparkform:build.flags.${issueText(i)}`).join("\n"),
   );
 }
 
@@ -308,7 +308,8 @@ export function crossCheck(
     const problem = unexcludedCommandOutputs(whole.data, tree.exclude);
     if (problem !== undefined) ctx.add(["build", "command"], problem);
   }
-  for (const i of buildFlagIssues(mergedFlags(whole.data, whole.data.commit ?? SOME_COMMIT)))
+  const flags = checkBuildFlags(mergedFlags(whole.data, whole.data.commit ?? SOME_COMMIT));
+  for (const i of "issues" in flags ? flags.issues : [])
     ctx.add(i.field ? ["build", "flags", i.field] : ["build", "flags"], i.message);
 }
 
