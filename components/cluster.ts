@@ -75,7 +75,7 @@ export class SparkCluster extends pulumi.ComponentResource {
     const nodes = new Nodes(
       `${name}-node`,
       {
-        nodes: config.nodes,
+        config: config.nodes,
         ssh: config,
         ...(config.privateKey ? { privateKey: config.privateKey } : {}),
         diskPaths: config.diskPaths,
@@ -87,7 +87,7 @@ export class SparkCluster extends pulumi.ComponentResource {
     this.facts = nodes.byNode;
     // Measured, never inferred: every pair of nodes on every rail both have.
     const fabric =
-      config.fabric && new Fabric(`${name}-fabric`, { nodes, fabric: config.fabric }, child);
+      config.fabric && new Fabric(`${name}-fabric`, { nodes, config: config.fabric }, child);
     this.fabric = fabric;
     this.rails = fabric?.byNode;
 
@@ -160,11 +160,7 @@ export class SparkCluster extends pulumi.ComponentResource {
     const server = config.server;
     const drain =
       server && builds && model
-        ? new ServingDrain(
-            `${name}-serving-drain`,
-            { nodes, builds, client: server.node, port: server.port },
-            child,
-          )
+        ? new ServingDrain(`${name}-serving-drain`, { nodes, builds, config: server }, child)
         : undefined;
 
     // ggml-rpc-server on the worker nodes, from the verified build, bound to the fabric.
@@ -189,13 +185,9 @@ export class SparkCluster extends pulumi.ComponentResource {
 
     // llama-server on the client node: it needs the model, the builds and the workers.
     if (server && drain && builds && model && workers) {
+      // The server section's cross-check refused a server.model that sparkform:models lacks.
       const selected = server.model;
-      const served = selected === undefined ? model : this.staged[selected];
-      if (!served)
-        throw new pulumi.ResourceError(
-          `sparkform:server.model ${JSON.stringify(selected)} is not staged in sparkform:models`,
-          this,
-        );
+      const served = selected === undefined ? model : (this.staged[selected] as Model);
       this.servingStage = new Serving(
         `${name}-serving`,
         {

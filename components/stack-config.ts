@@ -10,7 +10,12 @@
 //   parseStackConfig(raw, { projectDir })                              pure, for tests
 import * as pulumi from "@pulumi/pulumi";
 import { z } from "zod";
-import type { OwnedNodePath, ResolveContext } from "./config/descriptor";
+import {
+  brandValidated,
+  type OwnedNodePath,
+  type ResolveContext,
+  type Validated,
+} from "./config/descriptor";
 import {
   ConfigError,
   configError,
@@ -20,11 +25,12 @@ import {
 } from "./config/errors";
 import { nodePathOverlaps } from "./config/node-path";
 import { type CheckContext, salvage } from "./config/section";
-import { MODELS_DIR_DEFAULT } from "./model/config";
+import { MODELS_DIR_DEFAULT, type StackModel } from "./model/config";
 import type { NodeConfig } from "./node/config";
 import { DESCRIPTORS, type ResolvedSections, SECRETS, type SecretKey, SECTIONS } from "./stages";
 
 export { ConfigError, configError, configIssueLines } from "./config/errors";
+export type { Validated } from "./config/descriptor";
 export {
   type NodePath,
   NodePathError,
@@ -57,9 +63,20 @@ const secretsSchema = z.object(
   Object.fromEntries(Object.entries(SECRETS).map(([k, schema]) => [k, schema.optional()])),
 );
 
+/**
+ * Each section as parseStackConfig hands it out: branded Validated, so a stage's `config:`
+ * accepts only what went through the schema, the cross-checks and the resolve (a staged model
+ * is branded on its own: each is a Model stage's config).
+ */
+export type ValidatedSections = {
+  [K in keyof ResolvedSections]?: K extends "models"
+    ? Record<string, Validated<StackModel>>
+    : Validated<NonNullable<ResolvedSections[K]>>;
+};
+
 /** The whole `sparkform:` configuration, validated and with every default applied. */
-export interface StackConfigData extends Omit<ResolvedSections, "nodes"> {
-  nodes: NodeConfig[];
+export interface StackConfigData extends Omit<ValidatedSections, "nodes"> {
+  nodes: Validated<NodeConfig[]>;
   /** Directories whose free space each node's fact sheet reports: the models dir, the tree. */
   diskPaths: string[];
 }
@@ -156,11 +173,24 @@ function resolve(parsed: Record<string, unknown>, opts: ParseOptions): StackConf
     const r = sec.resolve ? sec.resolve(value, ctx) : value;
     if (r !== undefined) resolved[sec.key] = r;
   }
+  // Branded only now, with every section checked and resolved: the stages trust it.
+  const branded = Object.fromEntries(
+    Object.entries(resolved).map(([k, v]) => [
+      k,
+      k === "models"
+        ? brandValidated(
+            Object.fromEntries(
+              Object.entries(v as Record<string, unknown>).map(([n, m]) => [n, brandValidated(m)]),
+            ),
+          )
+        : brandValidated(v),
+    ]),
+  );
   const model = parsed.model as { modelsDir?: string } | undefined;
   const tree = parsed.tree as { dest?: string } | undefined;
   return {
-    ...(resolved as ResolvedSections),
-    nodes,
+    ...(branded as ValidatedSections),
+    nodes: brandValidated(nodes),
     diskPaths: [model?.modelsDir ?? MODELS_DIR_DEFAULT, tree?.dest ?? "~"],
   };
 }

@@ -3,7 +3,7 @@
 // contract.ts), in a non-login shell, through the same transport as everything else (pinned
 // host key, every argument quoted). Exit code and output are the command's own.
 import { parseArgs } from "node:util";
-import { stackBuildFlags } from "../../components/build/config";
+import { stackBuildFlags } from "../../components/build/tree-commit";
 import { commandContract } from "../../components/build/contract";
 import type { StackConfigData } from "../../components/stack-config";
 import {

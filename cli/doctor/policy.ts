@@ -1,6 +1,6 @@
 // The policy pack's own check…() functions (policies/*.ts), applied to the configuration before
 // anything exists: what `up --policy-pack policies` would refuse later, said now.
-import { stackBuildFlags } from "../../components/build/config";
+import { stackBuildFlags } from "../../components/build/tree-commit";
 import type { StackConfigData } from "../../components/stack-config";
 import { addressOf } from "../../components/fabric/checks";
 import { checkCudaArchPinned } from "../../policies/build";

@@ -5,17 +5,13 @@
 // (fan-out.ts), taking its outputs as inputs, so identity across nodes holds by construction.
 import * as pulumi from "@pulumi/pulumi";
 import { type PreStageLayout, preStageAliases } from "../aliases";
+import type { Validated } from "../config/descriptor";
 import type { Nodes } from "../node/nodes";
 import { gatherByNode, PerNode, type Stage } from "../stage";
 import type { Toolchains } from "../toolchain/toolchains";
 import type { Trees } from "../tree/trees";
-import {
-  type BuildDistribute,
-  buildDistribute,
-  CACHE_FROM_NONE,
-  type StackBuild,
-  stackBuildFlags,
-} from "./config";
+import { type BuildDistribute, buildDistribute, CACHE_FROM_NONE, type StackBuild } from "./config";
+import { stackBuildFlags } from "./tree-commit";
 import type { FanOutSource } from "./fan-out";
 import type { BuildFlags } from "./flags";
 import { NativeBuild } from "./native-build";
@@ -50,7 +46,7 @@ export interface BuildsArgs {
    * the first node; `none` for no seed). The build contract is rendered from it and the tree
    * (`stackBuildFlags`) before any build is planned: bad flags stop the program.
    */
-  readonly config: StackBuild;
+  readonly config: Validated<StackBuild>;
   /** Where a stack made before the stage layout holds these resources (aliases). Default: none. */
   readonly preStage?: PreStageLayout;
 }
@@ -74,12 +70,6 @@ export class Builds extends pulumi.ComponentResource implements Stage<BuildSumma
       throw new pulumi.ResourceError((err as Error).message, this);
     }
     const cacheFrom = b.cacheFrom === CACHE_FROM_NONE ? undefined : b.cacheFrom;
-    if (cacheFrom !== undefined && !nodes.has(cacheFrom)) {
-      throw new pulumi.ResourceError(
-        `sparkform:build.cacheFrom ${JSON.stringify(cacheFrom)} is not one of the nodes (${nodes.names.join(", ")}), nor "none"`,
-        this,
-      );
-    }
     const common = {
       tree: tree.dest,
       flags: this.flags,

@@ -32,13 +32,11 @@
 //   sim    LLAMA_BACKEND=cpu LLAMA_CPU_X86_MARCH=x86-64-v3 LLAMA_RPC=1
 // Validation is flags.ts's: e.g. a CPU arch without a CUDA arch on a CUDA build is refused
 // with the runbook's reason, before anything runs.
-import { spawnSync } from "node:child_process";
-import { childEnv } from "../transport";
 import { z } from "zod";
 import {
   type BuildFlags,
-  buildFlagIssues,
   checkBuildFlags,
+  issueText,
   SIM_X86_MARCH,
   SPARK_CPU_ARM_ARCH,
   SPARK_CUDA_ARCH,
@@ -260,43 +258,8 @@ export function buildFlagsFromConfig(config: BuildConfig, commit: string): Build
   if (!("issues" in r)) return r.flags;
   throw new BuildConfigError(
     `invalid stack configuration (sparkform:build, preset ${config.preset}):\n` +
-      r.issues.map((l) => `  sparkform:build.flags.${l}`).join("\n"),
+      r.issues.map((i) => `  sparkform:build.flags.${issueText(i)}`).join("\n"),
   );
-}
-
-/**
- * The commit of a checkout on the control node (the synced tree has no .git on the nodes, so
- * the control node says which commit it is). Throws when `dir` is not a git checkout and no
- * `sparkform:build.commit` is set.
- */
-export function treeCommit(dir: string): string {
-  const r = spawnSync("git", ["-C", dir, "rev-parse", "--verify", "HEAD^{commit}"], {
-    encoding: "utf8",
-    env: childEnv(), // git must not inherit PULUMI_CONFIG (decrypted secrets)
-  });
-  const commit = (r.stdout ?? "").trim();
-  if (r.status !== 0 || !/^[0-9a-f]{40}$/.test(commit)) {
-    throw new BuildConfigError(
-      `cannot tell the llama.cpp commit of ${dir} (git: ${(r.stderr ?? String(r.error ?? "")).trim() || "no commit"}); ` +
-        "set sparkform:build.commit to the full 40-hex commit",
-    );
-  }
-  return commit;
-}
-
-/**
- * The build contract for a stack: its build config against the tree it builds (`source` on
- * the control node, synced with `exclude`). Checks that a build command's output is excluded
- * from the sync, then renders the flags with the commit set in config, else the one the
- * stack's builds recorded (`recordedCommit`: no git), else the one read from `source`.
- */
-export function stackBuildFlags(
-  config: BuildConfig,
-  tree: { source: string; exclude: readonly Pick<Exclusion, "path" | "name">[] },
-  recordedCommit?: string,
-): BuildFlags {
-  checkCommandOutputsExcluded(config, tree.exclude);
-  return buildFlagsFromConfig(config, config.commit ?? recordedCommit ?? treeCommit(tree.source));
 }
 
 /** `sparkform:build`, with the node and target defaults resolved. */
@@ -345,7 +308,8 @@ export function crossCheck(
     const problem = unexcludedCommandOutputs(whole.data, tree.exclude);
     if (problem !== undefined) ctx.add(["build", "command"], problem);
   }
-  for (const i of buildFlagIssues(mergedFlags(whole.data, whole.data.commit ?? SOME_COMMIT)))
+  const flags = checkBuildFlags(mergedFlags(whole.data, whole.data.commit ?? SOME_COMMIT));
+  for (const i of "issues" in flags ? flags.issues : [])
     ctx.add(i.field ? ["build", "flags", i.field] : ["build", "flags"], i.message);
 }
 

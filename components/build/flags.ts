@@ -213,28 +213,26 @@ function flagIssues(error: z.ZodError): BuildFlagIssue[] {
   });
 }
 
-/** The flags' problems as structured issues (a config check places each at its key). */
-export function buildFlagIssues(input: unknown): BuildFlagIssue[] {
-  const r = schema.safeParse(input);
-  return r.success ? [] : flagIssues(r.error);
-}
+/** An issue as one line: "FIELD message", or the message alone for the set as a whole. */
+export const issueText = (i: BuildFlagIssue): string =>
+  i.field ? `${i.field} ${i.message}` : i.message;
 
-/** Validate without throwing. */
+/**
+ * Validate without throwing. The issues are structured (field, message), so a config check
+ * places each at its key without reading the text back.
+ */
 export function checkBuildFlags(
   input: unknown,
-): { ok: true; flags: BuildFlags } | { ok: false; issues: string[] } {
+): { ok: true; flags: BuildFlags } | { ok: false; issues: BuildFlagIssue[] } {
   const r = schema.safeParse(input);
   if (r.success) return { ok: true, flags: stripUndefined(r.data) };
-  return {
-    ok: false,
-    issues: flagIssues(r.error).map((i) => (i.field ? `${i.field} ${i.message}` : i.message)),
-  };
+  return { ok: false, issues: flagIssues(r.error) };
 }
 
 /** Validate the contract; throws BuildFlagsError naming each offending field and its fix. */
 export function parseBuildFlags(input: unknown): BuildFlags {
   const r = checkBuildFlags(input);
-  if (!r.ok) throw new BuildFlagsError(r.issues);
+  if (!r.ok) throw new BuildFlagsError(r.issues.map(issueText));
   return r.flags;
 }
 

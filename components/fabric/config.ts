@@ -96,6 +96,14 @@ export const fabricConfigSchema = z.strictObject({
 });
 
 export type FabricConfig = z.infer<typeof fabricConfigSchema>;
+export type FabricTopology = NonNullable<FabricConfig["topology"]>;
+/** `sparkform:fabric`, with `topology` resolved from the node count when not given. */
+export type StackFabric = FabricConfig & { topology: FabricTopology };
+
+/** Two nodes are cabled to each other; three or four need the rail's switch. */
+export function resolve(fabric: FabricConfig, all: readonly string[]): StackFabric {
+  return { ...fabric, topology: fabric.topology ?? (all.length > 2 ? "switch" : "point-to-point") };
+}
 export type RailConfigInput = z.infer<typeof railSchema>;
 
 /**
@@ -135,7 +143,7 @@ export function crossCheck(fabric: Salvaged<FabricConfig>, ctx: CheckContext): v
  * `sparkform:fabric` alone, against the given node names (the fabric's own tests; the program
  * reads it with every other key through components/stack-config.ts). Throws the same lines.
  */
-export function parseFabricConfig(raw: unknown, nodeNames: readonly string[]): FabricConfig {
+export function parseFabricConfig(raw: unknown, nodeNames: readonly string[]): StackFabric {
   const r = fabricConfigSchema.safeParse(raw);
   const where = (p: readonly PropertyKey[]) =>
     `sparkform:fabric${p.map((x) => (typeof x === "number" ? `[${x}]` : `.${String(x)}`)).join("")}`;
@@ -147,7 +155,7 @@ export function parseFabricConfig(raw: unknown, nodeNames: readonly string[]): F
       `invalid fabric configuration:\n${lines.join("\n")}\nFix it in stacks/Pulumi.<stack>.yaml (sparkform:fabric) or with \`pulumi config set --path\`.`,
     );
   }
-  return (r as { data: FabricConfig }).data;
+  return resolve((r as { data: FabricConfig }).data, nodeNames);
 }
 
 export function fabricThresholds(c: FabricConfig): FabricThresholds {
@@ -184,7 +192,13 @@ export function railLinks<R extends { rail: number }>(
 export const stage = {
   name: "fabric",
   sections: [
-    section({ key: "fabric", schema: fabricConfigSchema.optional(), structured: true, crossCheck }),
+    section({
+      key: "fabric",
+      schema: fabricConfigSchema.optional(),
+      structured: true,
+      crossCheck,
+      resolve: (f, ctx) => resolve(f, ctx.all),
+    }),
   ],
   outputs: [{ key: "fabric", type: "object" }],
 } as const satisfies StageDescriptor;

@@ -8,7 +8,8 @@ import type { SparkNodeFacts } from "../node/facts";
 import type { Stage } from "../stage";
 import type { SshTarget } from "../transport";
 import { checkAddresses, type BandwidthClass, type CheckResult } from "./checks";
-import { linkPairs, type FabricConfig } from "./config";
+import type { Validated } from "../config/descriptor";
+import { linkPairs, type FabricConfig, type StackFabric } from "./config";
 import { fixtureRdma } from "./fixture";
 import { liveRdma, portFacts, type FactSource, type RailConfig, type RdmaSource } from "./ports";
 import { FabricLink } from "./fabric-link";
@@ -25,8 +26,11 @@ export type FabricNodes = Pick<Nodes, "names" | "of" | "childOpts">;
 export interface FabricArgs {
   /** The SparkNode stage. */
   readonly nodes: FabricNodes;
-  /** `sparkform:fabric`, parsed (components/fabric/config.ts). */
-  readonly fabric: FabricConfig;
+  /**
+   * `sparkform:fabric`, validated with its topology resolved (StackFabric,
+   * components/fabric/config.ts).
+   */
+  readonly config: Validated<StackFabric>;
 }
 
 /** Per node: its rails as the stage measured them. */
@@ -79,10 +83,10 @@ export class Fabric extends pulumi.ComponentResource implements Stage<FabricNode
 
   constructor(name: string, args: FabricArgs, opts?: pulumi.ComponentResourceOptions) {
     super("sparkform:index:Fabric", name, {}, opts);
-    const cfg = args.fabric;
+    const cfg = args.config;
     this.rails = cfg.rails;
     const names = args.nodes.names;
-    const topology = cfg.topology ?? (names.length > 2 ? "switch" : "point-to-point");
+    const topology = cfg.topology;
     const fixtures = new Map<string, RdmaSource | null>();
     for (const n of names) {
       const f = cfg.rdmaFixtures?.[n] ?? cfg.rdmaFixture;

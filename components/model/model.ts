@@ -1,5 +1,6 @@
 import * as pulumi from "@pulumi/pulumi";
 import { legacyTypeAliases } from "../aliases";
+import type { Validated } from "../config/descriptor";
 import type { Nodes } from "../node/nodes";
 import { gatherByNode, PerNode, type Stage } from "../stage";
 import { ModelReplica } from "./model-replica";
@@ -36,20 +37,7 @@ export interface ModelArgs {
    * `retries` (resumed retries within one `up`), and `nodes`: which nodes get the model, in
    * order (the first downloads from the hub, the others copy from it over the fabric).
    */
-  readonly config: Pick<
-    StackModel,
-    | "repo"
-    | "revision"
-    | "files"
-    | "sha256"
-    | "allowBranch"
-    | "endpoint"
-    | "verify"
-    | "modelsDir"
-    | "retries"
-    | "nodes"
-  > &
-    Partial<Pick<StackModel, "sendToken">>;
+  readonly config: Validated<StackModel>;
   /**
    * Bearer token (`sparkform:hfToken`), a secret. Default: none. It goes to this model's
    * endpoint only when that has `tokenOrigin`'s origin or the config sets `sendToken`
@@ -96,13 +84,6 @@ export class Model extends pulumi.ComponentResource implements Stage<ModelOnNode
     super("sparkform:index:Model", name, {}, opts);
     const { nodes, config: m } = args;
     this.names = m.nodes;
-    const unknown = this.names.filter((n) => !nodes.has(n));
-    if (this.names.length === 0 || unknown.length > 0) {
-      throw new pulumi.ResourceError(
-        `sparkform:model.nodes names ${unknown.join(", ") || "no node"}, not among sparkform:nodes (${nodes.names.join(", ")})`,
-        this,
-      );
-    }
     const endpoint = m.endpoint ?? PUBLIC_HUB;
     const key = args.key ?? "model";
     const modelsDir = m.modelsDir ?? MODELS_DIR_DEFAULT;

@@ -2,6 +2,7 @@
 // later stage takes from here (the pulumi-eks way: the next component receives this object).
 import * as pulumi from "@pulumi/pulumi";
 import { type PreStageLayout, preStageAliases } from "../aliases";
+import type { Validated } from "../config/descriptor";
 import { type NodeConfig, type SshSettings, sshTarget } from "./config";
 import { gatherByNode, type Stage } from "../stage";
 import { validateTarget, type SshTarget } from "../transport";
@@ -17,7 +18,7 @@ export interface PeerSpec {
 
 export interface NodesArgs {
   /** The validated `sparkform:nodes`, in order; the first is the default source of copies. */
-  readonly nodes: readonly NodeConfig[];
+  readonly config: Validated<readonly NodeConfig[]>;
   /** The cluster-wide ssh settings (`sparkform:sshKeyPath`, `sparkform:sshConfigPath`). */
   readonly ssh: SshSettings;
   /** Private key text for every node (a Pulumi secret), when not given as a file. */
@@ -45,11 +46,11 @@ export class Nodes extends pulumi.ComponentResource implements Stage<SparkNodeFa
 
   constructor(name: string, args: NodesArgs, opts?: pulumi.ComponentResourceOptions) {
     super("sparkform:index:Nodes", name, {}, opts);
-    this.names = args.nodes.map((n) => n.name);
+    this.names = args.config.map((n) => n.name);
     this.secretConnections = args.privateKey !== undefined;
-    this.configs = new Map(args.nodes.map((n) => [n.name, n]));
+    this.configs = new Map(args.config.map((n) => [n.name, n]));
     const targets = new Map<string, pulumi.Output<SshTarget>>();
-    for (const node of args.nodes) {
+    for (const node of args.config) {
       const plain = sshTarget(node, args.ssh);
       // Fails at preview, before anything connects, naming the node and field.
       try {
@@ -66,7 +67,7 @@ export class Nodes extends pulumi.ComponentResource implements Stage<SparkNodeFa
     }
     this.targets = targets;
     const resources = new Map<string, SparkNode>();
-    for (const node of args.nodes) {
+    for (const node of args.config) {
       resources.set(
         node.name,
         new SparkNode(

@@ -3,6 +3,7 @@
 import * as pulumi from "@pulumi/pulumi";
 import * as path from "node:path";
 import { isLoopbackAddress } from "../config/address";
+import { ROUTER_BIND_DEFAULT, ROUTER_DEFAULTS } from "./config";
 import { delegatingProvider } from "../providers/delegate";
 import { SparkformResource } from "../providers/resource";
 import type { SshTarget } from "../transport";
@@ -80,12 +81,10 @@ export class Router extends SparkformResource<"Router", RouterOutputs> {
   declare readonly drift: pulumi.Output<string[]>;
 
   constructor(name: string, args: RouterArgs, opts?: pulumi.CustomResourceOptions) {
-    if (!Number.isInteger(args.port) || args.port < 1 || args.port > 65535)
-      throw new pulumi.RunError(`Router ${name}: port ${args.port} must be 1–65535`);
     // Off loopback the router answers whoever reaches that address: never without a key (the
     // config schema and the router-bind policy say the same; start.sh's --not-on-management
     // keeps it off the management interface all the same).
-    const bind = args.bind ?? "127.0.0.1";
+    const bind = args.bind ?? ROUTER_BIND_DEFAULT;
     if (!isLoopbackAddress(bind) && !args.apiKey)
       throw new pulumi.RunError(
         `Router ${name}: the router on ${args.node} would bind ${bind} (not loopback) without an API key, ` +
@@ -118,7 +117,7 @@ export class Router extends SparkformResource<"Router", RouterOutputs> {
         node: args.node,
         bind,
         ...(args.apiKey ? { apiKey: pulumi.secret(args.apiKey) } : {}),
-        allowedOrigins: args.allowedOrigins ?? [],
+        allowedOrigins: args.allowedOrigins ?? ROUTER_DEFAULTS.allowedOrigins,
         port: args.port,
         arch: args.arch,
         artifact: pulumi.output(args.arch).apply((a) => routerArtifactId(a)),

@@ -99,8 +99,6 @@ export class RpcWorker extends SparkformResource<"RpcWorker", RpcWorkerOutputs> 
       throw new pulumi.RunError(
         `RpcWorker ${name}: must not bind there: ${why}; bind the node's fabric address (sparkform:nodes[].fabricAddress)`,
       );
-    if (!Number.isInteger(args.port) || args.port < 1 || args.port > 65535)
-      throw new pulumi.RunError(`RpcWorker ${name}: port ${args.port} must be 1–65535`);
     const digestOf = (b: RpcWorkerArgs["workerBuild"]) =>
       pulumi.all([b.installDir, b.artifacts]).apply(([installDir, a]) => ({
         installDir,

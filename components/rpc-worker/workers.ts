@@ -3,6 +3,7 @@
 // Takes the Nodes and Builds stages (and the Trees stage, for the client's protocol version).
 import * as pulumi from "@pulumi/pulumi";
 import type { Builds } from "../build/builds";
+import type { Validated } from "../config/descriptor";
 import type { StackWorker } from "./config";
 import type { Fabric } from "../fabric/fabric";
 import type { Model } from "../model/model";
@@ -62,7 +63,7 @@ export interface RpcWorkersArgs {
    * derived on the node at `up`, 0 = none), `debug` (GGML_RPC_DEBUG, default on), and the RSS
    * guard's `rssLimitPercent` (of the node's memory) and `rssIntervalSeconds`.
    */
-  readonly config: StackWorker;
+  readonly config: Validated<StackWorker>;
 }
 
 export class RpcWorkers extends pulumi.ComponentResource implements Stage<WorkerSummary> {
@@ -85,14 +86,9 @@ export class RpcWorkers extends pulumi.ComponentResource implements Stage<Worker
         dependsOn: [...args.builds.ready, ...(args.fabric ? args.fabric.ready : [])],
       },
     );
+    // The config's cross-check already holds the client and the workers to the nodes, apart,
+    // each with a fabric address (components/rpc-worker/config.ts).
     const { nodes, builds, config: wc } = args;
-    const fail = (msg: string): never => {
-      throw new pulumi.ResourceError(msg, this);
-    };
-    if (!nodes.has(wc.client))
-      fail(
-        `sparkform:worker.client ${JSON.stringify(wc.client)} is not one of the nodes (${nodes.names.join(", ")})`,
-      );
     const clientPeer = nodes.peer(wc.client);
     // What each build was made from, as its NativeBuild recorded it: the evidence that names
     // why two builds differ (components/build/difference.ts).
@@ -113,29 +109,19 @@ export class RpcWorkers extends pulumi.ComponentResource implements Stage<Worker
     const entries = wc.nodes.map((node) => {
       // The staged models this node holds a copy of.
       const mine = (args.models ?? []).filter((m) => m.names.includes(node));
-      if (!nodes.has(node))
-        fail(
-          `sparkform:worker.nodes: ${JSON.stringify(node)} is not one of the nodes (${nodes.names.join(", ")})`,
-        );
-      if (node === wc.client)
-        fail(`sparkform:worker.nodes: ${node} is the client; list only the other nodes`);
-      const cfg = nodes.fabricAddress(node);
-      const clientFabric = nodes.fabricAddress(wc.client);
-      if (!cfg || !clientFabric)
-        fail(
-          `sparkform:nodes: ${!cfg ? node : wc.client} has no fabricAddress; the worker binds only to a fabric address and the client probes it over the fabric: set sparkform:nodes[].fabricAddress`,
-        );
+      const cfg = nodes.fabricAddress(node) as string;
+      const clientFabric = nodes.fabricAddress(wc.client) as string;
       const w = new RpcWorker(
         `${name}-${node}`,
         {
           target: nodes.target(node),
           client: clientPeer.apply((p) => ({
             target: p.target,
-            fabricAddress: clientFabric as string,
+            fabricAddress: clientFabric,
           })),
-          bind: cfg as string,
+          bind: cfg,
           managementAddress: nodes.managementAddress(node),
-          fabricAddresses: args.fabric?.railAddresses(node) ?? [cfg as string],
+          fabricAddresses: args.fabric?.railAddresses(node) ?? [cfg],
           port: wc.port,
           threads: wc.threads,
           devices: wc.devices,

@@ -11,6 +11,7 @@ import { isIP } from "node:net";
 import { z } from "zod";
 import { isLoopbackAddress } from "../config/address";
 import { notLiteral } from "../router/caddy-config";
+import { ROUTER_BIND_DEFAULT, ROUTER_DEFAULTS, ROUTER_PORT_DEFAULT } from "../router/config";
 import { shown } from "../config/errors";
 import { rssGuardKeys } from "../config/rss-guard";
 import { section, type StageDescriptor } from "../config/descriptor";
@@ -37,11 +38,6 @@ export const SERVER_CACHE_TYPE_DEFAULT = "f16";
 export const SERVER_COMPUTE_MARGIN_DEFAULT = 1024 ** 3;
 /** The runbook: "n_gpu_layers: 99, always. n_gpu_layers: 0 costs 57% of decode". */
 export const SERVER_GPU_LAYERS_DEFAULT = 99;
-/**
- * The router's port on the client node: the one URL clients use (`sparkform endpoint`
- * forwards to it), in front of every topology.
- */
-export const ROUTER_PORT_DEFAULT = 8090;
 export const TOPOLOGY_REQUESTS = ["auto", "single", "replicas", "layer-split"] as const;
 export const SMOKE_DEFAULT = { prompt: "The capital of France is", tokens: 16, seed: 42 };
 
@@ -220,7 +216,7 @@ export const serverConfigSchema = z
     router: z
       .strictObject({
         port: z.number().int().min(1024).max(65535).default(ROUTER_PORT_DEFAULT),
-        bind: bindAddress.default(SERVER_BIND_DEFAULT),
+        bind: bindAddress.default(ROUTER_BIND_DEFAULT),
         /**
          * Browser origins (`https://app.example`, scheme, host and port only) whose pages may
          * call the endpoint; the router answers their preflights and sets its own CORS headers
@@ -229,7 +225,7 @@ export const serverConfigSchema = z
          */
         allowedOrigins: z.array(browserOrigin).default([]),
       })
-      .default({ port: ROUTER_PORT_DEFAULT, bind: SERVER_BIND_DEFAULT, allowedOrigins: [] }),
+      .default(() => ({ ...ROUTER_DEFAULTS, allowedOrigins: [] })),
     /**
      * The RSS guard beside llama-server (the worker's rule): the client node holds the largest
      * share of a split model, and an OOM there takes unrelated services with it.

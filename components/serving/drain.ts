@@ -3,7 +3,9 @@
 import * as pulumi from "@pulumi/pulumi";
 import * as path from "node:path";
 import type { Builds } from "../build/builds";
+import type { Validated } from "../config/descriptor";
 import type { Nodes } from "../node/nodes";
+import type { StackServer } from "./config";
 import { delegatingProvider } from "../providers/delegate";
 import { SparkformResource } from "../providers/resource";
 import { gatherByNode } from "../stage";
@@ -18,7 +20,12 @@ export class ServingDrain extends SparkformResource<"ServingDrain", ServingDrain
 
   constructor(
     name: string,
-    args: { nodes: Nodes; builds: Builds; client: string; port: number },
+    args: {
+      nodes: Nodes;
+      builds: Builds;
+      /** `sparkform:server`, validated: the server on `node` and `port` is what it stops. */
+      config: Validated<StackServer>;
+    },
     opts?: pulumi.CustomResourceOptions,
   ) {
     // No provider version: ServingDrain never recorded one, and adding it would be a diff.
@@ -31,8 +38,8 @@ export class ServingDrain extends SparkformResource<"ServingDrain", ServingDrain
       },
       name,
       {
-        target: args.nodes.target(args.client),
-        port: args.port,
+        target: args.nodes.target(args.config.node),
+        port: args.config.port,
         owner: stackOwner(),
         builds: gatherByNode(args.nodes.names, (n) => {
           const b = args.builds.of(n);

@@ -89,8 +89,6 @@ export class LlamaServer extends SparkformResource<"LlamaServer", LlamaServerOut
   declare readonly drift: pulumi.Output<string[]>;
 
   constructor(name: string, args: LlamaServerArgs, opts?: pulumi.CustomResourceOptions) {
-    if (!Number.isInteger(args.port) || args.port < 1 || args.port > 65535)
-      throw new pulumi.RunError(`LlamaServer ${name}: port ${args.port} must be 1–65535`);
     // Off loopback (a replica on its fabric address, a client bound to another address) the
     // server answers whoever reaches that address: never without a key. The Serving stage always
     // passes one (sparkform:serverApiKey, else the stack's generated key); the node-side check

@@ -4,6 +4,7 @@
 // Takes the Nodes, Builds, Model and RpcWorkers stages (and Fabric, for the evidence).
 import * as pulumi from "@pulumi/pulumi";
 import type { Builds } from "../build/builds";
+import type { Validated } from "../config/descriptor";
 import type { StackServer } from "./config";
 import type { Fabric, FabricNodeSummary } from "../fabric/fabric";
 import type { Model } from "../model/model";
@@ -113,7 +114,7 @@ export interface ServingArgs {
    * default the worker section's client) set (StackServer, components/serving/config.ts): the
    * bind and port, context and batch sizes (tokens), cache types, split mode, the smoke, etc.
    */
-  readonly config: StackServer;
+  readonly config: Validated<StackServer>;
   /**
    * `sparkform:serverApiKey`. Default: a key the stage makes once (a ServerApiKey, its child):
    * every server and the router always check one.
@@ -159,14 +160,6 @@ export class Serving extends pulumi.ComponentResource {
     const fail = (msg: string): never => {
       throw new pulumi.ResourceError(msg, this);
     };
-    if (!nodes.has(client))
-      fail(
-        `sparkform:server.node ${JSON.stringify(client)} is not one of the nodes (${nodes.names.join(", ")})`,
-      );
-    if (!model.names.includes(client))
-      fail(
-        `sparkform:server.node ${client} has no copy of the model: add it to sparkform:model.nodes`,
-      );
     // Every stack has a key: the configured one, else one made once and kept in state (a
     // secret). A server off loopback (a replica on the fabric, a client bound elsewhere) is
     // then never keyless; LlamaServer and Router refuse one that would be.
@@ -417,7 +410,7 @@ export class Serving extends pulumi.ComponentResource {
         // The key on every route but /health, and the browser origins let through (none by
         // default: a page the operator opens cannot use the endpoint).
         apiKey: this.apiKey,
-        allowedOrigins: r.allowedOrigins ?? [],
+        allowedOrigins: r.allowedOrigins,
       },
       nodes.childOpts({ parent: this, dependsOn: active }, ["target"]),
     );

@@ -3,6 +3,7 @@
 import * as pulumi from "@pulumi/pulumi";
 import { type PreStageLayout, preStageAliases } from "../aliases";
 import type { Nodes } from "../node/nodes";
+import type { Validated } from "../config/descriptor";
 import type { StackToolchain } from "./config";
 import { gatherByNode, PerNode, type Stage } from "../stage";
 import { Toolchain } from "./toolchain";
@@ -23,7 +24,7 @@ export interface ToolchainsArgs {
    * first node), `binDirs` (install directories relative to `path`, put on PATH directly, no
    * shims), `probe` (version argv run with them on PATH) and `expect` (text the probe prints).
    */
-  readonly config: Pick<StackToolchain, "path" | "source" | "binDirs" | "probe" | "expect">;
+  readonly config: Validated<StackToolchain>;
   /** Where a stack made before the stage layout holds these resources (aliases). Default: none. */
   readonly preStage?: PreStageLayout;
 }
@@ -41,12 +42,6 @@ export class Toolchains extends pulumi.ComponentResource implements Stage<Toolch
   constructor(name: string, args: ToolchainsArgs, opts?: pulumi.ComponentResourceOptions) {
     super("sparkform:index:Toolchains", name, {}, opts);
     const { nodes, config: tc } = args;
-    if (!nodes.has(tc.source)) {
-      throw new pulumi.ResourceError(
-        `sparkform:toolchain.source ${JSON.stringify(tc.source)} is not one of the nodes (${nodes.names.join(", ")})`,
-        this,
-      );
-    }
     const common = {
       path: tc.path,
       binDirs: tc.binDirs,

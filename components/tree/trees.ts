@@ -4,6 +4,7 @@ import * as pulumi from "@pulumi/pulumi";
 import { existsSync, statSync } from "node:fs";
 import * as path from "node:path";
 import { type PreStageLayout, preStageAliases } from "../aliases";
+import type { Validated } from "../config/descriptor";
 import type { Exclusion, TreeConfig } from "./config";
 import type { Nodes } from "../node/nodes";
 import { gatherByNode, PerNode, type Stage } from "../stage";
@@ -28,7 +29,7 @@ export interface TreesArgs {
    * `projectDir`), `dest` (the directory on every node, absolute or `~/...`) and `exclude`
    * (rsync exclusions, each with its reason; the digest skips the same entries; default none).
    */
-  readonly config: Pick<TreeConfig, "source" | "dest" | "exclude">;
+  readonly config: Validated<TreeConfig>;
   /** The directory relative `config.source` paths are relative to (the project). */
   readonly projectDir: string;
   /** Where a stack made before the stage layout holds these resources (aliases). Default: none. */

@@ -4,6 +4,7 @@
 import * as pulumi from "@pulumi/pulumi";
 import { beforeAll, describe, expect, it } from "vitest";
 import type { SparkNodeFacts } from "../../components/node/facts";
+import { asValidated } from "../support/validated-config";
 
 interface Registered {
   type: string;
@@ -95,16 +96,22 @@ const urnOf = (r: pulumi.Resource) =>
   new Promise<string>((resolve) => pulumi.output(r.urn).apply((u) => resolve(u)));
 const valueOf = <T>(o: pulumi.Output<T>) => new Promise<T>((resolve) => o.apply((v) => resolve(v)));
 
+/** The Fabric stage over `names`, each on the fixture's rails, its section parsed and branded. */
+async function fabricStage(name: string, names: string[]) {
+  const { Fabric } = await import("../../components/fabric/fabric");
+  const { parseFabricConfig } = await import("../../components/fabric/config");
+  registered.length = 0;
+  return new Fabric(name, {
+    nodes: nodeStage(names),
+    config: asValidated(
+      parseFabricConfig({ rails: rails(names), rdmaFixture: "sysfs-spark" }, names),
+    ),
+  });
+}
+
 describe("Fabric stage (runtime mocks)", () => {
   it("a pair: one FabricLink per rail, named and typed, with fixture-labelled ports and pinned CPUs", async () => {
-    const { Fabric } = await import("../../components/fabric/fabric");
-    const { parseFabricConfig } = await import("../../components/fabric/config");
-    registered.length = 0;
-    const names = ["spark-1", "spark-2"];
-    const f = new Fabric("sf-fabric", {
-      nodes: nodeStage(names),
-      fabric: parseFabricConfig({ rails: rails(names), rdmaFixture: "sysfs-spark" }, names),
-    });
+    const f = await fabricStage("sf-fabric", ["spark-1", "spark-2"]);
     await Promise.all(f.ready.map(urnOf));
     const links = registered.filter((r) => r.type === "pulumi-nodejs:dynamic/sparkform:FabricLink");
     expect(links.map((l) => l.name)).toEqual([
@@ -149,14 +156,7 @@ describe("Fabric stage (runtime mocks)", () => {
   });
 
   it("four nodes: a switch, every pair on both rails (12 links)", async () => {
-    const { Fabric } = await import("../../components/fabric/fabric");
-    const { parseFabricConfig } = await import("../../components/fabric/config");
-    registered.length = 0;
-    const names = ["spark-1", "spark-2", "spark-3", "spark-4"];
-    const f = new Fabric("sf4-fabric", {
-      nodes: nodeStage(names),
-      fabric: parseFabricConfig({ rails: rails(names), rdmaFixture: "sysfs-spark" }, names),
-    });
+    const f = await fabricStage("sf4-fabric", ["spark-1", "spark-2", "spark-3", "spark-4"]);
     await Promise.all(f.ready.map(urnOf));
     const links = registered.filter((r) => r.type === "pulumi-nodejs:dynamic/sparkform:FabricLink");
     expect(links).toHaveLength(12);

@@ -41,7 +41,7 @@ class TestBuild extends pulumi.CustomResource {
 }
 
 function stages(config: ReturnType<typeof parseStackConfig>) {
-  const nodes = new Nodes("t-node", { nodes: config.nodes, ssh: config, diskPaths: [] });
+  const nodes = new Nodes("t-node", { config: config.nodes, ssh: config, diskPaths: [] });
   // A NativeBuild stand-in: a resource (dependsOn needs one) with the outputs the stage reads.
   const made = new Map<string, TestBuild>();
   const build = (n: string) => {

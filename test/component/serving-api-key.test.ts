@@ -21,6 +21,7 @@ import { Serving } from "../../components/serving/serving";
 import { parseStackConfig } from "../../components/stack-config";
 import { inputsOf, PAIR_CONFIG, type Registered } from "../support/mock-pair";
 import { TINY } from "../support/serving-fixtures";
+import { asValidated } from "../support/validated-config";
 
 const registered: (Registered & { parent?: string })[] = [];
 const GB = 1e9;
@@ -82,7 +83,7 @@ class TestBuild extends pulumi.CustomResource {
 
 /** The Serving stage as SparkCluster makes it (the pair, auto topology), `apiKey` as given. */
 function serving(run: string, apiKey?: pulumi.Output<string>): Serving {
-  const nodes = new Nodes(`${run}-node`, { nodes: config.nodes, ssh: config, diskPaths: [] });
+  const nodes = new Nodes(`${run}-node`, { config: config.nodes, ssh: config, diskPaths: [] });
   const builds = new Map<string, TestBuild>();
   const buildOf = (n: string) => {
     let b = builds.get(n);
@@ -122,7 +123,7 @@ function serving(run: string, apiKey?: pulumi.Output<string>): Serving {
     builds: { flags: { LLAMA_BACKEND: "cpu" }, of: buildOf, ready: [] } as unknown as Builds,
     model,
     workers,
-    config: { ...serverConfigSchema.parse({ topology: "auto" }), node: "spark-1" },
+    config: asValidated({ ...serverConfigSchema.parse({ topology: "auto" }), node: "spark-1" }),
     ...(apiKey ? { apiKey } : {}),
   });
 }

@@ -19,6 +19,7 @@ import { Serving } from "../../components/serving/serving";
 import { parseStackConfig } from "../../components/stack-config";
 import { TINY } from "../support/serving-fixtures";
 import { inputsOf, PAIR_CONFIG, type Registered } from "../support/mock-pair";
+import { asValidated } from "../support/validated-config";
 
 const registered: Registered[] = [];
 
@@ -107,7 +108,7 @@ function serving(
   server: Record<string, unknown> = {},
 ) {
   runs.set(run, r);
-  const nodes = new Nodes(`${run}-node`, { nodes: config.nodes, ssh: config, diskPaths: [] });
+  const nodes = new Nodes(`${run}-node`, { config: config.nodes, ssh: config, diskPaths: [] });
   const builds = new Map<string, TestBuild>();
   const buildOf = (n: string) => {
     let b = builds.get(n);
@@ -182,7 +183,7 @@ function serving(
     model,
     workers,
     fabric,
-    config: { ...serverConfigSchema.parse(server), node: "spark-1" },
+    config: asValidated({ ...serverConfigSchema.parse(server), node: "spark-1" }),
   });
 }
 

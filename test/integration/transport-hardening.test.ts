@@ -12,7 +12,7 @@ import * as net from "node:net";
 import * as os from "node:os";
 import * as path from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { treeCommit } from "../../components/build/config";
+import { treeCommit } from "../../components/build/tree-commit";
 import { localTreeDigest } from "../../components/tree/digest";
 import { sessionDir } from "../../components/transport/control-master";
 import { sshCapabilities } from "../../components/transport/ssh-capabilities";

@@ -11,6 +11,7 @@ import {
   cmakeDefines,
   CUDA_DEFINES,
   expectedMarch,
+  issueText,
   FAT_BUILD_COST,
   mergeCudaHostFlags,
   parseBuildFlags,
@@ -223,8 +224,21 @@ describe("rejected contracts name the field and the fix", () => {
   ];
   it.each(cases)("%s", (_name, input, issues) => {
     const r = checkBuildFlags(input);
-    expect(r).toEqual({ ok: false, issues });
+    expect(r.ok).toBe(false);
+    expect("issues" in r ? r.issues.map(issueText) : []).toEqual(issues);
     expect(() => parseBuildFlags(input)).toThrow(BuildFlagsError);
+  });
+
+  it("says where each issue is: the field, apart from the message", () => {
+    expect(checkBuildFlags(without(spark, "LLAMA_CUDA_ARCH"))).toEqual({
+      ok: false,
+      issues: [
+        {
+          field: "LLAMA_CUDA_ARCH",
+          message: expect.stringMatching(/^is required with LLAMA_CPU_ARM_ARCH on a CUDA build/),
+        },
+      ],
+    });
   });
 
   it("the thrown error lists every issue under one heading", () => {

@@ -133,6 +133,15 @@ const productIntoTest = (g: Graph) =>
         ),
     );
 
+/**
+ * A stage's config.ts reads and checks config and nothing more: it imports nothing that runs
+ * commands (the build's tree commit, which runs git, lives in build/tree-commit.ts).
+ */
+const configRunsCommands = (g: Graph) =>
+  edgesInto(g, "components/", (to) => COMMAND_RUNNERS.includes(to), true).filter((e) =>
+    /^components\/[^/]+\/config\.ts -> /.test(e),
+  );
+
 /** A graph of made-up files under the repository root, from `{file: source}`. */
 function planted(files: Record<string, string>): Graph {
   const made = (from: string, spec: string) =>
@@ -246,6 +255,22 @@ describe("layers beyond components/", () => {
       "cli/a.ts -> test/support/pulumi-cli.ts",
       "cli/a.ts -> index.ts",
       "cli/a.ts -> components/tree/provider.ts",
+    ]);
+  });
+
+  it("no stage's config.ts imports execa or child_process", () => {
+    expect(configRunsCommands(product)).toEqual([]);
+  });
+
+  it("a config.ts that imports child_process or execa fails the rule", () => {
+    const g = planted({
+      "components/build/config.ts": 'import { spawnSync } from "node:child_process";',
+      "components/tree/config.ts": 'import { execa } from "execa";',
+      "components/build/tree-commit.ts": 'import { spawnSync } from "node:child_process";',
+    });
+    expect(configRunsCommands(g)).toEqual([
+      "components/build/config.ts -> node:child_process",
+      "components/tree/config.ts -> execa",
     ]);
   });
 

@@ -18,8 +18,8 @@ import {
   buildFlagsFromConfig,
   checkCommandOutputsExcluded,
   parseBuildConfig,
-  treeCommit,
 } from "../../components/build/config";
+import { treeCommit } from "../../components/build/tree-commit";
 import { simBuildFlags, sparkBuildFlags } from "../../components/build/flags";
 import {
   absoluteOnNode,

@@ -10,7 +10,7 @@ const config = readStackConfig(new pulumi.Config("sparkform"), { projectDir: __d
 const t = new pulumi.Config("twostacks");
 const node = config.nodes[0]?.name;
 if (!node) throw new Error("sparkform:nodes is empty");
-const nodes = new Nodes("two", { nodes: config.nodes, ssh: config, diskPaths: [] });
+const nodes = new Nodes("two", { config: config.nodes, ssh: config, diskPaths: [] });
 const router = new Router(
   "two-router",
   {
