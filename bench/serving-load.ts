@@ -6,14 +6,9 @@
 import { spawnSync } from "node:child_process";
 import * as fs from "node:fs";
 import * as path from "node:path";
-import {
-  referenceArgv,
-  referenceFits,
-  referencePort,
-  referenceUnit,
-} from "../components/serving/server-plan";
-import type { ServingPlan } from "../components/serving/placement";
-import { CACHE_DIR } from "../components/rpc-worker/plan";
+import { referenceArgv, referencePort, referenceUnit } from "../components/serving/commands";
+import { type ServingPlan, referenceFits } from "../components/serving/placement";
+import { CACHE_DIR } from "../components/rpc-worker/commands";
 import { shJoin } from "../components/transport";
 import { repoRoot, stateDir } from "../setup/pulumi/env";
 import type { SimCluster } from "../sim/state";

@@ -21,27 +21,22 @@ import { keyDigest } from "../unit/api-key";
 import { ownerOf, parseUnitStartTimings } from "../unit/commands";
 import { claimUnit, type OwnerCheck, refusedByOwner } from "../unit/owner";
 import { ownerDrift, startedOf } from "../unit/status";
-import { smokeCommand, startCommand, workerLogCommand } from "./commands";
-import { parseServerStatus, parseSmoke, parseWorkerLog, parseWorkerLogSize } from "./node-output";
 import {
-  describePlanned,
-  describeSeen,
-  parsePlacement,
-  placementMismatch,
-  referenceFits,
+  smokeCommand,
+  startCommand,
+  workerLogCommand,
   referencePort,
   serverStatusCommand,
   serverStopCommand,
   serverUrl,
-  type ServerStatus,
-  serverDrift,
-  unreachedWorkers,
-  type WireEnd,
-  wireEnds,
-  wireProofFailure,
-  wireRailNote,
-  workerLogFailure,
-} from "./server-plan";
+} from "./commands";
+import {
+  parseServerStatus,
+  parseSmoke,
+  parseWorkerLog,
+  parseWorkerLogSize,
+  parsePlacement,
+} from "./node-output";
 import type {
   LlamaServerInputs,
   LlamaServerOutputs,
@@ -49,10 +44,23 @@ import type {
   Readiness,
   ServingWorker,
   SmokeOutput,
+  ServerStatus,
+  WireEnd,
 } from "./state";
 import { upgrade } from "./state-upgrade";
-import type { ServingPlan } from "./placement";
-import { serverChanges } from "./verdicts";
+import { type ServingPlan, referenceFits } from "./placement";
+import {
+  serverChanges,
+  describePlanned,
+  describeSeen,
+  placementMismatch,
+  serverDrift,
+  unreachedWorkers,
+  wireEnds,
+  wireProofFailure,
+  wireRailNote,
+  workerLogFailure,
+} from "./verdicts";
 
 export type {
   LlamaServerInputs,

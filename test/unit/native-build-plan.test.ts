@@ -23,23 +23,24 @@ import {
 import { simBuildFlags, sparkBuildFlags } from "../../components/build/flags";
 import {
   absoluteOnNode,
-  artifactSetDigest,
-  BUILD_PROGRAMS,
   buildPlan,
   buildRequirements,
   checkArtifact,
   checkBuildDirPattern,
   checkTarget,
   checkWorkdir,
-  compilerTail,
   DEFAULT_ARTIFACTS,
   DEFAULT_TARGETS,
-  mergeLanguageFlags,
+} from "../../components/build/plan";
+import { artifactSetDigest } from "../../components/build/verdicts";
+import { BUILD_PROGRAMS, mergeLanguageFlags } from "../../components/build/commands";
+import {
+  compilerTail,
   ninjaProgress,
   parseCcacheStats,
   parseDigests,
   parseProbe,
-} from "../../components/build/plan";
+} from "../../components/build/node-output";
 import { diff, driftedArtifacts, type NativeBuildOutputs } from "../../components/build/provider";
 import { VERIFY_PROGRAM } from "../../components/build/verify";
 import { nativeProgram, programCommand, programRef } from "../../components/native-script";

@@ -5,7 +5,7 @@ import { execFileSync } from "node:child_process";
 import { readdirSync } from "node:fs";
 import * as path from "node:path";
 import { describe, expect, it } from "vitest";
-import { parseProbe } from "../../components/rpc-worker/commands";
+import { parseProbe } from "../../components/rpc-worker/node-output";
 import { allPrograms, NATIVE_DIR, programPath } from "../../components/native-script";
 import { NodeOutputError } from "../../components/schema/node-json";
 import { programJsonParser, programSchemaPath } from "../../components/schema/program-json";

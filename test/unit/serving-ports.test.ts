@@ -9,7 +9,7 @@ import { tmpdir } from "node:os";
 import * as path from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { programPath } from "../../components/native-script";
-import { serverStopCommand } from "../../components/serving/server-plan";
+import { serverStopCommand } from "../../components/serving/commands";
 
 let dir: string;
 let other: Server;

@@ -10,7 +10,7 @@ import { tmpdir } from "node:os";
 import * as path from "node:path";
 import { afterAll, describe, expect, it } from "vitest";
 import { nativeProgram, programPath, programRef } from "../../components/native-script";
-import { RPC_PROGRAMS } from "../../components/rpc-worker/plan";
+import { RPC_PROGRAMS } from "../../components/rpc-worker/commands";
 import { parseServerStatus } from "../../components/serving/node-output";
 import { rssGuardOn } from "../../policies/rpc";
 import {
@@ -23,12 +23,11 @@ import {
 import {
   guardUnit,
   SERVER_PROGRAMS,
-  serverDrift,
   serverStatusCommand,
   serverStopCommand,
-  type ServerStatus,
-  type ServerUnitState,
-} from "../../components/serving/server-plan";
+} from "../../components/serving/commands";
+import { serverDrift } from "../../components/serving/verdicts";
+import type { ServerStatus, ServerUnitState } from "../../components/serving/state";
 import { runningServerStatus } from "../support/serving-fixtures";
 
 const root = mkdtempSync(path.join(tmpdir(), "sparkform-server-guard-"));
