@@ -12,7 +12,7 @@
 //              Sparks: `mix compile`), that command in the tree, which configures CMake itself
 //              and whose build directory is then found by its pattern
 //   verify     verify-build.sh on the build directory; every check must pass
-//   install    copy into a new store entry, swap the out/<key> symlink (plan.ts)
+//   install    copy into a new store entry, swap the out/<key> symlink (commands.ts)
 import type * as pulumi from "@pulumi/pulumi";
 import * as path from "node:path";
 import type { ProviderImpl } from "../providers/delegate";

@@ -1,5 +1,6 @@
-// NativeBuild's pure half (components/build/plan.ts) and its node-side scripts, run here with
-// the local sh; the config section (components/build/config.ts); the provider's diff.
+// NativeBuild's pure half (components/build/plan.ts, commands.ts, node-output.ts) and its
+// node-side scripts, run here with the local sh; the config section (components/build/config.ts);
+// the provider's diff.
 import { execFileSync, spawnSync } from "node:child_process";
 import {
   existsSync,
@@ -25,12 +26,12 @@ import {
   absoluteOnNode,
   buildPlan,
   buildRequirements,
+  DEFAULT_ARTIFACTS,
+  DEFAULT_TARGETS,
   checkArtifact,
   checkBuildDirPattern,
   checkTarget,
   checkWorkdir,
-  DEFAULT_ARTIFACTS,
-  DEFAULT_TARGETS,
 } from "../../components/build/plan";
 import { artifactSetDigest } from "../../components/build/verdicts";
 import { BUILD_PROGRAMS, mergeLanguageFlags } from "../../components/build/commands";
