@@ -1,4 +1,5 @@
-// The remote invocations of the worker's programs: one place that turns a worker's settings
+// The worker's program names and paths on the node (its tensor cache, the pre-warm manifest),
+// and the remote invocations of its programs: one place that turns a worker's settings
 // into the unit programs' command lines (native/unit/: start.sh, stop.sh, status.py, shared
 // with the server) and native/rpc-worker/rpc-hello.py's, shared by the provider
 // (`pulumi up`, refresh) and `sparkform worker`, so a worker started by hand is started exactly

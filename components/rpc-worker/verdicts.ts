@@ -1,6 +1,6 @@
-// What the worker's refresh and diff judge: what a refresh is judged by, the cache's verdict,
-// and which changed inputs restart the worker, re-warm its cache or only rewrite state. Reads
-// the current shape: older state is upgraded first (state-upgrade.ts).
+// What the worker's refresh and diff judge: its health and drift, what a refresh is judged by,
+// the cache's verdict, and which changed inputs restart the worker, re-warm its cache or only
+// rewrite state. Reads the current shape: older state is upgraded first (state-upgrade.ts).
 import { changedKeys } from "../providers/diff";
 import { programsChange } from "../unit/programs";
 import { type Started, unitDrift } from "../unit/status";
