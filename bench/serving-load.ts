@@ -7,15 +7,15 @@ import { spawnSync } from "node:child_process";
 import * as fs from "node:fs";
 import * as path from "node:path";
 import {
+  referencePort,
   referenceSmokeCommand,
   referenceStartCommand,
   referenceStopCommand,
 } from "../components/serving/commands";
-import { referenceFits, referencePort } from "../components/serving/server-plan";
 import type { LlamaServerInputs } from "../components/serving/state";
 import { nativeProgram } from "../components/native-script";
-import type { ServingPlan } from "../components/serving/placement";
-import { CACHE_DIR } from "../components/rpc-worker/plan";
+import { type ServingPlan, referenceFits } from "../components/serving/placement";
+import { CACHE_DIR } from "../components/rpc-worker/commands";
 import { type RemoteScript, shJoin } from "../components/transport";
 import { stateDir } from "../setup/pulumi/env";
 import type { SimCluster } from "../sim/state";

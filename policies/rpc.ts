@@ -16,7 +16,7 @@ import type { Evidence } from "../components/kinds";
 import { buildInputsOf } from "../components/build/difference";
 import { sameAddress } from "../components/config/address";
 import { RSS_LIMIT_PERCENT_DEFAULT } from "../components/config/rss-guard";
-import { unsafeBind, whyBuildsDiffer } from "../components/rpc-worker/plan";
+import { unsafeBind, whyBuildsDiffer } from "../components/rpc-worker/gate";
 import { asKind } from "./evidence";
 
 type WorkerEvidence = Partial<Evidence<"RpcWorker">>;

@@ -3,13 +3,9 @@
 // (native/unit/status.py, as serverStatusCommand builds it), so what they print is what
 // `pulumi refresh` would judge.
 import { parseArgs } from "node:util";
-import { parseServerStatus } from "../../components/serving/node-output";
-import {
-  describeSeen,
-  parsePlacement,
-  serverStatusCommand,
-  serverUnit,
-} from "../../components/serving/server-plan";
+import { parseServerStatus, parsePlacement } from "../../components/serving/node-output";
+import { describeSeen } from "../../components/serving/verdicts";
+import { serverStatusCommand, serverUnit } from "../../components/serving/commands";
 import { openNode } from "../../components/transport";
 import { out, terminalSafe, UsageError } from "../errors";
 import { readStack, type StackView } from "../stack";

@@ -12,8 +12,6 @@ import { parseArgs } from "node:util";
 import type { StackConfigData } from "../../components/stack-config";
 import {
   guardUnitName,
-  parseProbe,
-  parseWorkerStatus,
   probeCommand,
   startCommand,
   type StartSettings,
@@ -24,14 +22,15 @@ import {
   unitName,
   workerPrograms,
 } from "../../components/rpc-worker/commands";
-import { sameAddress } from "../../components/config/address";
 import {
-  judgeHealth,
-  type UnitState,
-  unsafeBind,
-  type WorkerStatus,
+  parseProbe,
+  parseWorkerStatus,
   workerTransport,
-} from "../../components/rpc-worker/plan";
+} from "../../components/rpc-worker/node-output";
+import { sameAddress } from "../../components/config/address";
+import { judgeHealth } from "../../components/rpc-worker/verdicts";
+import type { UnitState, WorkerStatus } from "../../components/rpc-worker/state";
+import { unsafeBind } from "../../components/rpc-worker/gate";
 import { openNode, type RemoteScript } from "../../components/transport";
 import { nodeOf, resourcesOf, type StackState } from "../../stack-state";
 import { stackName, stackState, upTargets } from "../engine";

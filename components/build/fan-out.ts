@@ -15,13 +15,9 @@ import { type CopiedBy, copyFromPeerOrRelay, type Peer, type Relay } from "../pe
 import { homeRelative, openNode, type SshTarget } from "../transport";
 import { prepareDir } from "../tree/node-dir";
 import { parseBuildFlags } from "./flags";
-import {
-  type BuildCommand,
-  BUILD_ROOT_REL,
-  buildPlan,
-  type CompilerDigests,
-  parseDigests,
-} from "./plan";
+import { type BuildCommand, buildPlan } from "./plan";
+import { BUILD_ROOT_REL } from "./commands";
+import { type CompilerDigests, parseDigests } from "./node-output";
 import type { Check } from "./verify";
 
 /** native/build/fan-out-install.sh (its header says what each argument is). */

@@ -15,7 +15,7 @@ import {
 } from "./plan";
 import type { CacheSource, NativeBuildOutputs } from "./state";
 import type { FanOutSource } from "./fan-out";
-import type { CompilerDigests } from "./plan";
+import type { CompilerDigests } from "./node-output";
 import { type Check, VERIFY_PROGRAM } from "./verify";
 
 export type { CacheSource } from "./state";

@@ -1,19 +1,18 @@
-// NativeBuild's pure half: where a build lives on a node, the exact commands it runs, and the
-// parsing of what those commands print. No I/O here; provider.ts runs what this renders, and
-// test/unit/native-build-plan.test.ts pins it with tables of exact inputs and outputs.
-//
-// Layout on every node (absolute paths, the same on all nodes, so binaries are reproducible):
-//
-//   ~/.cache/sparkform/ccache/                         the compiler cache (CCACHE_DIR)
-//   ~/.cache/sparkform/llama-build/<buildDirName>/      the CMake build directory, one per key
-//   ~/.cache/sparkform/llama-build/out/<key>         -> .store/<key>-<id>  (a symlink, swapped
-//   ~/.cache/sparkform/llama-build/out/.store/<key>-<id>/  atomically; <id> digests the content)
-//
-// A build only ever writes its build directory; the installed artifacts change by one rename
-// of a symlink after verification passed, so a failed build leaves the last good ones in place.
+// NativeBuild's planning: the build checked and rendered for one node before anything runs (the
+// directories, the configure and build argv, the environment), from the flags, the targets and
+// the node's $HOME. No I/O here; provider.ts runs what this renders, with the program names and
+// fixed argv of commands.ts, and test/unit/native-build-plan.test.ts pins it with tables of
+// exact inputs and outputs.
 import { createHash } from "node:crypto";
 import * as path from "node:path";
 import type { EnvValue } from "../transport";
+import {
+  BUILD_ROOT_REL,
+  CCACHE_REL,
+  CMAKE_OPTIONS,
+  mergeLanguageFlags,
+  prefixMapFlags,
+} from "./commands";
 import { contractPath } from "./contract";
 import {
   type BuildFlags,
@@ -39,35 +38,6 @@ export const DEFAULT_ARTIFACTS: readonly string[] = [
   "bin/llama-completion",
   "bin/llama-server",
   "ggml/src/libggml-cpu.a",
-];
-
-/** Where everything lives, relative to the node's $HOME. */
-export const CACHE_REL = ".cache/sparkform";
-export const BUILD_ROOT_REL = `${CACHE_REL}/llama-build`;
-export const CCACHE_REL = `${CACHE_REL}/ccache`;
-
-/**
- * CMake options every NativeBuild passes besides the flags' own (cmakeDefines): a Release
- * build of static binaries (an installed binary must not load libraries from a build
- * directory that the next build rewrites), no tests/examples, no network code, and ccache as
- * the compiler launcher (explicitly; ggml's own GGML_CCACHE would probe for it). The server
- * target is configured (llama-server), without its web UI: 80fb11ac's tools/ui would
- * otherwise download prebuilt assets from a Hugging Face bucket at build time
- * (LLAMA_USE_PREBUILT_UI defaults ON), and nodes build offline.
- */
-export const CMAKE_OPTIONS: readonly string[] = [
-  "-DCMAKE_BUILD_TYPE=Release",
-  "-DBUILD_SHARED_LIBS=OFF",
-  "-DLLAMA_CURL=OFF",
-  "-DLLAMA_OPENSSL=OFF",
-  "-DLLAMA_BUILD_TESTS=OFF",
-  "-DLLAMA_BUILD_EXAMPLES=OFF",
-  "-DLLAMA_BUILD_SERVER=ON",
-  "-DLLAMA_BUILD_UI=OFF",
-  "-DLLAMA_USE_PREBUILT_UI=OFF",
-  "-DGGML_CCACHE=OFF",
-  "-DCMAKE_C_COMPILER_LAUNCHER=ccache",
-  "-DCMAKE_CXX_COMPILER_LAUNCHER=ccache",
 ];
 
 const TARGET = /^[A-Za-z0-9][A-Za-z0-9_.+-]{0,99}$/;
@@ -204,27 +174,6 @@ export function buildRequirements(command: BuildCommand | undefined): BuildRequi
     : { tools: REQUIRED_TOOLS, treeMarker: "CMakeLists.txt" };
 }
 
-/**
- * The compiler flags that keep node paths out of the binaries: __FILE__ strings (ggml's
- * assertions) and any debug info name `llama.cpp/…` and `llama-build/…`, not `/home/<user>/…`,
- * so two nodes (or two users) produce the same bytes and share compiler-cache hits.
- */
-export function prefixMapFlags(tree: string, buildDir: string): string[] {
-  return [`-ffile-prefix-map=${tree}=llama.cpp`, `-ffile-prefix-map=${buildDir}=llama-build`];
-}
-
-/** cmakeDefines(flags) with `extra` appended to CMAKE_C_FLAGS and CMAKE_CXX_FLAGS. */
-export function mergeLanguageFlags(defines: readonly string[], extra: readonly string[]): string[] {
-  const out = [...defines];
-  for (const lang of ["C", "CXX"]) {
-    const prefix = `-DCMAKE_${lang}_FLAGS=`;
-    const i = out.findIndex((d) => d.startsWith(prefix));
-    if (i >= 0) out[i] = `${out[i]} ${extra.join(" ")}`;
-    else out.push(`${prefix}${extra.join(" ")}`);
-  }
-  return out;
-}
-
 /** Render the whole build for one node. Pure; validates targets and artifacts. */
 export function buildPlan(input: PlanInput): BuildPlan {
   const { flags, home } = input;
@@ -332,132 +281,5 @@ export function planEnv(plan: BuildPlan): Record<string, EnvValue> {
   return { ...plan.env };
 }
 
-// ---- node-side programs (native/build/*.sh; arguments arrive as "$@", never re-parsed) -----
-
-/**
- * The programs a NativeBuild runs on the node, by name under native/ (components/native-script.ts
- * loads and sends them; each file's header says what it takes and prints):
- *
- *   probe           TREE MARKER TOOL...          $HOME, compiler and ccache; exit 3/4 when unfit
- *   configure       BUILD_DIR ARGV...            mkdir BUILD_DIR, then the configure argv
- *   build           ARGV...                      the build, ccache statistics around it
- *   commandBuild    WORKDIR ARGV...              the project's build command, the same way
- *   findBuildDir    DIR PATTERN                  the newest DIR/PATTERN directory (command mode)
- *   (verify.ts's VERIFY_PROGRAM, between build and install: the evidence, verify-build.sh)
- *   install         OUT_DIR KEY BUILD_DIR ARTIFACT...  atomic install, `sha256  path` lines
- *   digest          DIR ARTIFACT...              `sha256  path` or `-  path` per artifact
- *   remove          BUILD_DIR OUT_DIR KEY        destroy (the compiler cache stays)
- */
-export const BUILD_PROGRAMS = {
-  probe: "build/toolchain-facts.sh",
-  configure: "build/configure.sh",
-  build: "build/build.sh",
-  commandBuild: "build/command-build.sh",
-  findBuildDir: "build/find-build-dir.sh",
-  install: "build/install.sh",
-  digest: "build/digest.sh",
-  remove: "build/delete.sh",
-} as const;
-
-/** native/build/toolchain-facts.sh's output: $HOME first, then `key=value` lines. */
-export function parseProbe(stdout: string): {
-  home: string;
-  compiler: string;
-  ccache: string;
-  /** sha256 of the c++ and nvcc binaries ("" when absent): the compiler among the build inputs. */
-  compilerDigests: CompilerDigests;
-} {
-  const lines = stdout.split("\n");
-  const value = (k: string) =>
-    (lines.find((l) => l.startsWith(`${k}=`)) ?? "").slice(k.length + 1).trim();
-  return {
-    home: (lines[0] ?? "").trim(),
-    compiler: value("compiler"),
-    ccache: value("ccache"),
-    compilerDigests: {
-      cxx: value("compilerSha256"),
-      // Absent from a toolchain-facts.sh older than the cc digest: left out, not "" (= no cc on the node).
-      ...(lines.some((l) => l.startsWith("ccSha256=")) ? { cc: value("ccSha256") } : {}),
-      nvcc: value("nvccSha256"),
-      nvccVersion: value("nvcc"),
-    },
-  };
-}
-
-/** The compiler binaries' digests, as toolchain-facts.sh measures them ("" = absent). */
-export interface CompilerDigests {
-  /** sha256 of `c++` (symlinks resolved). */
-  cxx: string;
-  /** sha256 of `cc`, which compiles ggml's C sources (absent in state from before it was recorded). */
-  cc?: string;
-  /** sha256 of nvcc (`$CUDA_HOME/bin/nvcc` or PATH's). */
-  nvcc: string;
-  /** nvcc's last --version line (`Build cuda_13.0…`). */
-  nvccVersion: string;
-}
-
 /** Tools the build needs on the node. */
 export const REQUIRED_TOOLS = ["cmake", "ninja", "ccache", "sha256sum", "objdump", "cc", "c++"];
-
-// ---- parsing ---------------------------------------------------------------------------------
-
-/** `sha256  path` lines → path → sha256 ("" for a missing file); exactly the asked paths. */
-export function parseDigests(stdout: string, artifacts: readonly string[]): Record<string, string> {
-  const got = new Map<string, string>();
-  for (const line of stdout.split("\n")) {
-    const m = /^([0-9a-f]{64}|-) [ *](.+)$/.exec(line.trimEnd());
-    if (m?.[2]) got.set(m[2], m[1] === "-" ? "" : (m[1] ?? ""));
-  }
-  return Object.fromEntries(
-    artifacts.map((a) => {
-      const v = got.get(a);
-      if (v === undefined) throw new Error(`no digest reported for artifact ${a}`);
-      return [a, v];
-    }),
-  );
-}
-
-export interface CacheStats {
-  readonly hits: number;
-  readonly misses: number;
-}
-
-/** `ccache --print-stats` (tab-separated counters) → hits and misses of the last build. */
-export function parseCcacheStats(text: string): CacheStats | undefined {
-  const counters = new Map<string, number>();
-  for (const line of text.split("\n")) {
-    const m = /^([a-z_]+)\t(\d+)$/.exec(line.trim());
-    if (m?.[1]) counters.set(m[1], Number(m[2]));
-  }
-  if (!counters.has("cache_miss") && !counters.has("direct_cache_hit")) return undefined;
-  const n = (k: string) => counters.get(k) ?? 0;
-  return { hits: n("direct_cache_hit") + n("preprocessed_cache_hit"), misses: n("cache_miss") };
-}
-
-/** A ninja progress line (`[12/345] Building CXX object …`) → done/total. */
-export function ninjaProgress(line: string): { done: number; total: number } | undefined {
-  const m = /^\[(\d+)\/(\d+)\]/.exec(line);
-  return m ? { done: Number(m[1]), total: Number(m[2]) } : undefined;
-}
-
-/**
- * The compiler output worth showing for a failed build: from the first `FAILED:` line (ninja
- * prints it before the compiler's own messages) up to `max` lines, else the last `max` lines.
- */
-export function compilerTail(lines: readonly string[], max = 40): string {
-  const useful = lines.filter((l) => !/^==> ccache statistics$|^[a-z_]+\t\d+$/.test(l));
-  const first = useful.findIndex((l) => l.startsWith("FAILED: "));
-  const picked =
-    first >= 0 ? useful.slice(first, first + max) : useful.slice(Math.max(0, useful.length - max));
-  return picked.join("\n");
-}
-
-/** A short, stable digest of a set of artifact digests (for messages and comparisons). */
-export function artifactSetDigest(digests: Readonly<Record<string, string>>): string {
-  const canonical = JSON.stringify(
-    Object.keys(digests)
-      .sort()
-      .map((k) => [k, digests[k]]),
-  );
-  return createHash("sha256").update(canonical).digest("hex").slice(0, 12);
-}

@@ -12,7 +12,7 @@
 //              Sparks: `mix compile`), that command in the tree, which configures CMake itself
 //              and whose build directory is then found by its pattern
 //   verify     verify-build.sh on the build directory; every check must pass
-//   install    copy into a new store entry, swap the out/<key> symlink (plan.ts)
+//   install    copy into a new store entry, swap the out/<key> symlink (commands.ts)
 import type * as pulumi from "@pulumi/pulumi";
 import * as path from "node:path";
 import type { ProviderImpl } from "../providers/delegate";
@@ -29,24 +29,21 @@ import {
   DEFAULT_PATH,
 } from "../transport";
 import { parseBuildFlags, targetIsa } from "./flags";
+import { BUILD_PROGRAMS, CCACHE_REL } from "./commands";
 import {
-  BUILD_PROGRAMS,
-  type BuildPlan,
-  buildPlan,
-  buildRequirements,
-  CCACHE_REL,
   type CacheStats,
   compilerTail,
   ninjaProgress,
   parseCcacheStats,
   parseDigests,
   parseProbe,
-} from "./plan";
+  type CompilerDigests,
+} from "./node-output";
 import { evaluate, formatVerdict, parseEvidence, VERIFY_PROGRAM, verifyScriptArgs } from "./verify";
 import { programCommand, programFor, sameProgram } from "../native-script";
 import { newRefToken } from "../tree/node-dir";
 import { fanOut } from "./fan-out";
-import type { CompilerDigests } from "./plan";
+import { type BuildPlan, buildPlan, buildRequirements } from "./plan";
 import type { NativeBuildInputs, NativeBuildOutputs } from "./state";
 import { upgrade } from "./state-upgrade";
 import { driftedArtifacts, REBUILD_KEYS } from "./verdicts";

@@ -6,7 +6,8 @@ import type { Peer } from "../peer-copy";
 import type { SshTarget } from "../transport";
 import type { FanOutSource } from "./fan-out";
 import type { BuildFlags } from "./flags";
-import type { BuildCommand, CompilerDigests } from "./plan";
+import type { BuildCommand } from "./plan";
+import type { CompilerDigests } from "./node-output";
 import type { Check } from "./verify";
 
 /** A node whose compiler cache seeds this one's (it has built the same tree and flags). */

@@ -126,7 +126,7 @@ export const nodePathSchema = z.string().transform((p, ctx) => {
   }
 });
 
-/** sparkform's own directory on every node (build dirs and the compiler cache, build/plan.ts). */
+/** sparkform's own directory on every node (build dirs and the compiler cache, build/commands.ts). */
 export const SPARKFORM_CACHE_DIR = "~/.cache/sparkform";
 
 const RELATION_WORDS = {

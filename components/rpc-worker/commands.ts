@@ -1,28 +1,48 @@
-// The remote invocations of the worker's programs: one place that turns a worker's settings
+// The worker's program names and paths on the node (its tensor cache, the pre-warm manifest),
+// and the remote invocations of its programs: one place that turns a worker's settings
 // into the unit programs' command lines (native/unit/: start.sh, stop.sh, status.py, shared
 // with the server) and native/rpc-worker/rpc-hello.py's, shared by the provider
 // (`pulumi up`, refresh) and `sparkform worker`, so a worker started by hand is started exactly
 // as `up` starts it, with only the overrides the user asked for.
 import { programCommand, programFor, type ProgramRef, programRef } from "../native-script";
-import { NodeOutputError } from "../schema/node-json";
-import { programJsonParser } from "../schema/program-json";
 import { homeRelative, type RemoteScript } from "../transport";
 import {
   type UnitOwner,
+  UNIT_PROGRAMS,
   unitStartCommand,
   unitStatusCommand,
   unitStopCommand,
 } from "../unit/commands";
 import { guardUnitName as guardUnitNameOf, unitName as unitNameOf } from "../unit/names";
-import { type UnitStatus, unitStatusParser } from "../unit/status";
-import {
-  CACHE_DIR,
-  HASH_THRESHOLD,
-  prewarmManifest,
-  type ProbeResult,
-  RPC_PROGRAMS,
-  type WorkerStatus,
-} from "./plan";
+
+export const RPC_PROGRAMS = {
+  ...UNIT_PROGRAMS,
+  probe: "rpc-worker/rpc-hello.py",
+  prewarm: "rpc-worker/prewarm.py",
+  /** The tensor cache held under its bound (after prewarm.py), or checked against it. */
+  prune: "rpc-worker/prune.py",
+  /** On the client node: stop the servers that use this worker before it restarts or stops. */
+  stopClients: "serving/stop-worker-clients.sh",
+} as const;
+
+/** ggml-rpc.cpp's HASH_THRESHOLD: tensors strictly larger are sent by hash first. */
+export const HASH_THRESHOLD = 10 * 1024 * 1024;
+
+/** The installed server, relative to NativeBuild's installDir (its default artifact). */
+export const SERVER_ARTIFACT = "bin/ggml-rpc-server";
+export const DEFAULT_PORT = 50052;
+/** Where the server's tensor cache is (LLAMA_CACHE=~/.cache/llama.cpp, then `rpc/`). */
+export const CACHE_DIR = "~/.cache/llama.cpp/rpc";
+
+/**
+ * The list of cache entries the worker on `port` uses (what prune reads). Not in the worker's
+ * state directory (~/.cache/sparkform/rpc-worker), which stop.sh cleans: destroy prunes after
+ * a stop, and `sparkform worker stop` must not orphan the entries (prewarm.py moves manifests
+ * an older sparkform left there).
+ */
+export function prewarmManifest(port: number): string {
+  return `~/.cache/sparkform/rpc-prewarm/prewarm-${port}.json`;
+}
 
 export const unitName = (port: number): string => unitNameOf("worker", port);
 export const guardUnitName = (port: number): string => guardUnitNameOf("worker", port);
@@ -210,31 +230,6 @@ export function probeCommand(
     display: `rpc HELLO ${s.bind}:${s.port} from ${client}`,
   });
 }
-
-/**
- * status.py's JSON as the worker keeps it (its `status` output): the unit under `worker`, as
- * state has it since the worker had its own status program.
- */
-export function workerStatusOf(u: UnitStatus): WorkerStatus {
-  // The owner is read for the drift (provider.ts), never kept in state.
-  const { unit, health: _h, owner: _o, ...rest } = u;
-  return { worker: unit, ...rest };
-}
-
-/** status.py's JSON, checked (untrusted output of a node): names the node and the bad path. */
-const parseUnitStatus = unitStatusParser("rpc-worker status");
-export const parseWorkerStatus = (stdout: string, node: string): WorkerStatus =>
-  workerStatusOf(parseUnitStatus(stdout, node));
-
-/** The stack the worker's unit records, from the same status.py JSON ("" for none). */
-export const parseWorkerOwner = (stdout: string, node: string): string =>
-  parseUnitStatus(stdout, node).owner ?? "";
-
-/** rpc-hello.py's JSON, checked likewise (its schema: native/rpc-worker/rpc-hello.schema.json). */
-export const parseProbe = programJsonParser<ProbeResult>(
-  RPC_PROGRAMS.probe,
-  (node, path, detail) => new NodeOutputError("rpc HELLO probe", node, path, detail),
-);
 
 /**
  * prewarm.py on the worker: write the cache entries of `files` (verified by SHA-256 on the node)

@@ -12,7 +12,8 @@ import type { BuildConfig } from "../build/config";
 import { type NodeConfig, nodeNameSchema } from "../node/config";
 import { unitPrefix } from "../unit/names";
 import { workersOutput } from "./output";
-import { DEFAULT_PORT, unsafeBind } from "./plan";
+import { DEFAULT_PORT } from "./commands";
+import { unsafeBind } from "./gate";
 
 /** The smallest tensor-cache bound (`worker.cacheMaxBytes`) other than 0: 1 GiB. */
 export const CACHE_MAX_BYTES_FLOOR = 2 ** 30;

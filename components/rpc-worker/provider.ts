@@ -20,9 +20,6 @@ import { claimUnit, leftRunning, type OwnerCheck, unitHeldBy } from "../unit/own
 import { ownerDrift, startedOf } from "../unit/status";
 import {
   guardUnitName,
-  parseProbe,
-  parseWorkerOwner,
-  parseWorkerStatus,
   probeCommand,
   prewarmCommand,
   pruneCommand,
@@ -34,21 +31,24 @@ import {
   unitName,
 } from "./commands";
 import {
+  parseProbe,
+  parseWorkerOwner,
+  parseWorkerStatus,
   type CachePrune,
-  driftReasons,
-  type Health,
-  identityMismatch,
-  heldBy,
-  judgeHealth,
-  type Prewarm,
   parseCachePrune,
   parsePrewarm,
   type ProbeResult,
-  type TensorCache,
-  type WorkerStatus,
   workerTransport,
-} from "./plan";
-import type { RpcWorkerInputs, RpcWorkerOutputs } from "./state";
+} from "./node-output";
+import { identityMismatch } from "./gate";
+import type {
+  RpcWorkerInputs,
+  RpcWorkerOutputs,
+  Health,
+  Prewarm,
+  TensorCache,
+  WorkerStatus,
+} from "./state";
 import { upgrade } from "./state-upgrade";
 import {
   cacheDrifted,
@@ -58,6 +58,9 @@ import {
   updateKind,
   workerChanges,
   workerVerdict,
+  driftReasons,
+  heldBy,
+  judgeHealth,
 } from "./verdicts";
 
 export type { RpcWorkerInputs, RpcWorkerOutputs } from "./state";

@@ -8,7 +8,8 @@ import type { SshTarget } from "../transport";
 import type { BuildInputs } from "../build/difference";
 import { workerPrograms } from "./commands";
 import type { RpcWorkerOutputs } from "./provider";
-import { type Health, unsafeBind } from "./plan";
+import type { Health } from "./state";
+import { unsafeBind } from "./gate";
 import { stackOwner } from "../unit/stack-owner";
 
 /** Bump when the provider's behaviour changes, so `up` rewrites it in state (and restarts). */
@@ -82,12 +83,12 @@ export class RpcWorker extends SparkformResource<"RpcWorker", RpcWorkerOutputs> 
   declare readonly transport: pulumi.Output<RpcTransport>;
   declare readonly unit: pulumi.Output<string>;
   declare readonly guardUnit: pulumi.Output<string>;
-  declare readonly prewarmed: pulumi.Output<import("./plan").Prewarm | null>;
+  declare readonly prewarmed: pulumi.Output<import("./state").Prewarm | null>;
   /** The cache's bound and whether it is over it (drift); null with the cache off. */
-  declare readonly tensorCache: pulumi.Output<import("./plan").TensorCache | null>;
+  declare readonly tensorCache: pulumi.Output<import("./state").TensorCache | null>;
   declare readonly drift: pulumi.Output<string[]>;
   /** The unit's identity when `up` started it: a new invocation restarts the servers using it. */
-  declare readonly started: pulumi.Output<import("./plan").Started>;
+  declare readonly started: pulumi.Output<import("./state").Started>;
 
   constructor(name: string, args: RpcWorkerArgs, opts?: pulumi.CustomResourceOptions) {
     // An unsafe bind stops here, at preview, before anything starts on a node.

@@ -4,7 +4,56 @@ import type { BuildInputs } from "../build/difference";
 import type { RpcTransport } from "../fabric/rpc-log";
 import type { ProgramRef } from "../native-script";
 import type { SshTarget } from "../transport";
-import type { Health, Prewarm, RPC_PROGRAMS, Started, TensorCache, WorkerStatus } from "./plan";
+import type { Started, UnitMemory, UnitState, UnitStatus } from "../unit/status";
+import type { RPC_PROGRAMS } from "./commands";
+
+/** What a pre-warm did (native/rpc-worker/prewarm.py's summary). */
+export interface Prewarm {
+  entries: number;
+  written: number;
+  reused: number;
+  pruned: number;
+  /**
+   * With a cache bound: entries sparkform created that no model references any more, kept
+   * for prune.py's least-recently-used order (absent without a bound: they were pruned).
+   */
+  retained?: number;
+  bytes: number;
+  /** The first 16 tensors not pre-warmed and why, then "... and N more tensors skipped". */
+  skipped: string[];
+}
+
+/**
+ * The tensor cache as state records it: the bound and the verdict, never the byte count (which
+ * moves as the server writes), so a refresh of a cache under its bound records nothing new.
+ */
+export interface TensorCache {
+  /** The bound `up` held the cache to, bytes (0 = none); refresh checks against this one. */
+  maxBytes: number;
+  /** Derived on the node (sparkform:worker.cacheMaxBytes absent), not configured. */
+  derived: boolean;
+  /** Over the bound: what it holds, the bound and what `up` does ([] = within it). */
+  drift: string[];
+}
+
+export type { Started, UnitState } from "../unit/status";
+
+/** The worker's memory beside the node's, in bytes (status.py; what the RSS guard watches). */
+export type WorkerMemory = UnitMemory;
+
+/**
+ * The unit's status as the worker's `status` output keeps it (native/unit/status.py's JSON with
+ * the unit under `worker`; `memory` is absent in state written before status.py read it).
+ */
+export type WorkerStatus = Omit<UnitStatus, "unit" | "health" | "memory" | "owner"> & {
+  worker: UnitState;
+  memory?: WorkerMemory;
+};
+
+export type Health =
+  | { state: "ok"; detail: string }
+  | { state: "busy"; detail: string }
+  | { state: "down"; detail: string };
 
 export interface RpcWorkerInputs {
   kind: "RpcWorker";

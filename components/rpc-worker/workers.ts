@@ -11,7 +11,7 @@ import type { Nodes } from "../node/nodes";
 import { gatherByNode, PerNode, type Stage } from "../stage";
 import type { RpcTransport } from "../fabric/rpc-log";
 import type { Trees } from "../tree/trees";
-import type { Health } from "./plan";
+import type { Health } from "./state";
 import { RpcWorker } from "./rpc-worker";
 
 export interface WorkerSummary {

@@ -1,20 +1,174 @@
-// The server's remote commands built from its inputs: start.sh with llama-server's argv, the
-// smoke on the client, worker-log.py on each worker. Pure: nothing here runs anything.
+// The server's program names, unit names and paths on the node, and its remote commands built
+// from its inputs: start.sh with llama-server's argv, status.py and stop.sh, the smoke on the
+// client, worker-log.py on each worker. Pure: nothing here runs anything. Node programs: the
+// supervised unit's (native/unit/: start.sh, stop.sh, status.py, rss-guard.py, shared with the
+// worker) and native/serving/ (smoke.py, worker-log.py).
 import { isLoopbackAddress } from "../config/address";
 import { programCommand, programFor } from "../native-script";
 import { homeRelative, type RemoteScript } from "../transport";
 import { apiKeyEnv } from "../unit/api-key";
-import { ownerOf, unitStartCommand, unitStopCommand } from "../unit/commands";
-import { unitName } from "../unit/names";
 import {
-  guardUnit,
-  referenceArgv,
-  SERVER_PROGRAMS,
-  serverArgv,
-  serverUrl,
-  workerLogPath,
-} from "./server-plan";
-import type { LlamaServerInputs, ServingWorker } from "./state";
+  ownerOf,
+  UNIT_PROGRAMS,
+  type UnitProgramRefs,
+  unitStartCommand,
+  unitStatusCommand,
+  unitStopCommand,
+} from "../unit/commands";
+import { guardUnitName, unitLogPath, unitName } from "../unit/names";
+import type { ServingPlan } from "./placement";
+import type { LlamaServerInputs, ServerProgram, ServingWorker } from "./state";
+
+export const SERVER_PROGRAMS = {
+  /** start.sh starts the RSS guard beside the server as sparkform-llama-guard-<port>. */
+  ...UNIT_PROGRAMS,
+  smoke: "serving/smoke.py",
+  workerLog: "serving/worker-log.py",
+} as const satisfies Record<ServerProgram, string>;
+
+/** The installed server, relative to NativeBuild's installDir. */
+export const SERVER_ARTIFACT = "bin/llama-server";
+
+/** The server's unit on the client node (one per port). */
+export const serverUnit = (port: number): string => unitName("server", port);
+/** The RSS guard's unit beside the server (stops it at `rssLimitPercent` of the node's RAM). */
+export const guardUnit = (port: number): string => guardUnitName("server", port);
+/** Where the reference listens: the next port, on loopback. */
+export const referencePort = (port: number): number => (port < 65535 ? port + 1 : port - 1);
+/** The single-node reference the smoke compares with: a unit of its own on its own port. */
+export const referenceUnit = (port: number): string => unitName("reference", referencePort(port));
+/** What a sparkform before start.sh named the reference: by the server's port, log in serving/. */
+const legacyReferenceUnit = (port: number): string => `sparkform-llama-reference-${port}`;
+
+/**
+ * The lines of llama-server's log that say where the model landed (model buffers, KV cache
+ * shares) and why a load failed: kept from the log's head by status.py, and what it keeps when
+ * it cuts a log past 64 MiB.
+ */
+export const SERVER_LOG_MARKS = [
+  "load_tensors:",
+  "llama_kv_cache:",
+  "llama_model_load",
+  "error",
+  "failed",
+  "rpc",
+  "RPC",
+];
+
+/** status.py for the server: the unit's reading plus GET /health at its bind, log bounded. */
+export function serverStatusCommand(
+  i: { readonly port: number; readonly binary: string; readonly bind: string },
+  programs: UnitProgramRefs,
+): RemoteScript {
+  return unitStatusCommand(
+    {
+      role: "server",
+      port: i.port,
+      binary: i.binary,
+      marks: SERVER_LOG_MARKS,
+      keep: 200,
+      health: i.bind,
+      bound: true,
+    },
+    programs,
+    `llama-server status :${i.port}`,
+  );
+}
+
+/**
+ * stop.sh for the server: its guard, the smoke's single-node reference if one was left, then
+ * the server; the ports waited for are only those our own units held. With `owner`, another
+ * stack's server on the port is left running, with its files.
+ */
+export function serverStopCommand(
+  port: number,
+  programs: UnitProgramRefs,
+  display = `stop ${serverUnit(port)}`,
+  owner?: string,
+): RemoteScript {
+  const legacy = legacyReferenceUnit(port);
+  return unitStopCommand({ role: "server", port }, programs, {
+    display,
+    // The reference's files are in its own directory (its stop removes them).
+    also: [
+      { unit: referenceUnit(port), port: referencePort(port), files: [] },
+      { unit: legacy, port: referencePort(port), files: [`${legacy}.log`] },
+    ],
+    ...(owner ? { owner } : {}),
+  });
+}
+
+/** The worker's log (components/rpc-worker: StandardOutput=append: of its unit). */
+export const workerLogPath = (port: number): string => unitLogPath("worker", port);
+
+/** llama-server's `-lv`: TRACE, below DEBUG (see serverArgv). */
+export const SERVER_VERBOSITY = 4;
+
+/**
+ * The flags the unit adds to the plan's: the address, and verbosity 4 (TRACE). libllama's INFO
+ * lines, which say where the model landed (each device's model buffer and KV cache share:
+ * parsePlacement), are TRACE to common/log.cpp (common_log_get_verbosity), so the server's
+ * default 3 drops them; 5 (DEBUG) would add the per-layer lines but also what clients send and
+ * receive (`converted request: {…}`, `next token: 88 'U'`), which no log of ours keeps.
+ */
+export function serverArgv(o: {
+  placement: readonly string[];
+  bind: string;
+  port: number;
+  apiKeyFile?: string;
+}): string[] {
+  const own = new Set(["--host", "--port", "-lv", "--verbosity", "--api-key", "--api-key-file"]);
+  const kept: string[] = [];
+  for (let i = 0; i < o.placement.length; i++) {
+    const a = o.placement[i] as string;
+    if (own.has(a)) {
+      i++; // and its value
+      continue;
+    }
+    kept.push(a);
+  }
+  return [
+    ...kept,
+    "--host",
+    o.bind,
+    "--port",
+    String(o.port),
+    "-lv",
+    String(SERVER_VERBOSITY),
+    ...(o.apiKeyFile ? ["--api-key-file", o.apiKeyFile] : []),
+  ];
+}
+
+/** The single-node reference: the same model and context, only the client's own device. */
+export function referenceArgv(o: {
+  modelPath: string;
+  plan: Pick<ServingPlan, "context" | "cacheType">;
+  clientDevice: string;
+  port: number;
+}): string[] {
+  return [
+    "-m",
+    o.modelPath,
+    "-c",
+    String(o.plan.context),
+    "-np",
+    "1",
+    "-ctk",
+    o.plan.cacheType,
+    "-ctv",
+    o.plan.cacheType,
+    ...(o.clientDevice === "CPU" ? ["-ngl", "0"] : ["--device", o.clientDevice, "-ngl", "99"]),
+    "--host",
+    "127.0.0.1",
+    "--port",
+    String(o.port),
+  ];
+}
+
+/** Where a llama-server answers: `http://<bind>:<port>` (an IPv6 bind in brackets). */
+export function serverUrl(i: { bind: string; port: number }): string {
+  return `http://${i.bind.includes(":") ? `[${i.bind}]` : i.bind}:${i.port}`;
+}
 
 /**
  * start.sh (native/unit/, the worker's too): (re)start the server and its RSS guard, then wait

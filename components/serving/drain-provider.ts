@@ -8,7 +8,7 @@ import { changedKeys } from "../providers/diff";
 import { progress } from "../providers/progress";
 import { withStateUpgrade } from "../providers/state-upgrade";
 import { openNode } from "../transport";
-import { serverStopCommand, serverUnit } from "./server-plan";
+import { serverStopCommand, serverUnit } from "./commands";
 import type { ServingDrainInputs, ServingDrainOutputs } from "./state";
 import { upgradeServingDrain } from "./state-upgrade";
 

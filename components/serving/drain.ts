@@ -11,7 +11,7 @@ import { SparkformResource } from "../providers/resource";
 import { gatherByNode } from "../stage";
 import type { ServingDrainOutputs } from "./drain-provider";
 import { stackOwner } from "../unit/stack-owner";
-import { SERVER_PROGRAMS } from "./server-plan";
+import { SERVER_PROGRAMS } from "./commands";
 
 const provider = delegatingProvider(path.join(__dirname, "drain-provider.ts"));
 

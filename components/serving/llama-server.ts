@@ -9,7 +9,8 @@ import type { SshTarget } from "../transport";
 import type { ServingPlan } from "./placement";
 import type { TopologyChoice } from "./topology";
 import type { LlamaServerOutputs, ServingEvidence, ServingWorker, SmokeOutput } from "./provider";
-import { type FabricRails, SERVER_PROGRAMS, type SeenDevice } from "./server-plan";
+import type { FabricRails, SeenDevice } from "./state";
+import { SERVER_PROGRAMS } from "./commands";
 import { stackOwner } from "../unit/stack-owner";
 
 /** Bump when the provider's behaviour changes, so `up` rewrites it in state (and restarts). */

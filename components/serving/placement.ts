@@ -570,3 +570,22 @@ export interface LlamaServerGate {
   /** The stage's topology choice (layer-split-fits-one-node reads it). */
   topology?: { topology: string; reason: string; fitsEach: (boolean | undefined)[] };
 }
+
+/**
+ * Whether the single-node reference fits the client alone (else it is not run): the plan's
+ * verdict (wholeFitsClient), else its client's declared usable bytes.
+ */
+export function referenceFits(
+  plan: Pick<ServingPlan, "perNode" | "totals" | "wholeFitsClient">,
+): string | undefined {
+  const client = plan.perNode[0];
+  const need = plan.totals.weightsBytes + plan.totals.kvBytes + (client?.marginBytes ?? 0);
+  if (plan.wholeFitsClient !== undefined)
+    return plan.wholeFitsClient
+      ? undefined
+      : `the model needs ${Math.round(need / 2 ** 20)} MiB on one node, more than ${client?.node ?? "the client"} has usable`;
+  if (!client || client.usableBytes === undefined) return "the client's usable memory is unknown";
+  if (client.usableBytes < need)
+    return `the model needs ${Math.round(need / 2 ** 20)} MiB on one node and ${client.node} has ${Math.round(client.usableBytes / 2 ** 20)} MiB usable`;
+  return undefined;
+}

@@ -28,34 +28,20 @@ import {
   smokeCommand,
   startCommand,
   workerLogCommand,
+  referencePort,
+  serverStatusCommand,
+  serverStopCommand,
+  serverUrl,
 } from "./commands";
 import {
+  type CompletionRun,
   parseReferenceRun,
   parseServerStatus,
   parseSmoke,
   parseWorkerLog,
   parseWorkerLogSize,
-} from "./node-output";
-import {
-  type CompletionRun,
-  describePlanned,
-  describeSeen,
   parsePlacement,
-  placementMismatch,
-  referenceFits,
-  referencePort,
-  serverStatusCommand,
-  serverStopCommand,
-  serverUrl,
-  type ServerStatus,
-  serverDrift,
-  unreachedWorkers,
-  type WireEnd,
-  wireEnds,
-  wireProofFailure,
-  wireRailNote,
-  workerLogFailure,
-} from "./server-plan";
+} from "./node-output";
 import type {
   LlamaServerInputs,
   LlamaServerOutputs,
@@ -63,10 +49,23 @@ import type {
   Readiness,
   ServingWorker,
   SmokeOutput,
+  ServerStatus,
+  WireEnd,
 } from "./state";
 import { upgrade } from "./state-upgrade";
-import type { ServingPlan } from "./placement";
-import { serverChanges } from "./verdicts";
+import { type ServingPlan, referenceFits } from "./placement";
+import {
+  serverChanges,
+  describePlanned,
+  describeSeen,
+  placementMismatch,
+  serverDrift,
+  unreachedWorkers,
+  wireEnds,
+  wireProofFailure,
+  wireRailNote,
+  workerLogFailure,
+} from "./verdicts";
 
 export type {
   LlamaServerInputs,

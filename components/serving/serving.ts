@@ -15,8 +15,8 @@ import { type PlacementNode, planPlacement, type ServingPlan, usableMemory } fro
 import { renderings } from "./render";
 import { LlamaServer } from "./llama-server";
 import type { ServingEvidence, SmokeOutput } from "./provider";
-import type { SeenDevice } from "./server-plan";
-import { serverUnit, serverUrl } from "./server-plan";
+import type { SeenDevice } from "./state";
+import { serverUnit, serverUrl } from "./commands";
 import { chooseTopology, type Topology, type TopologyChoice, unavailableText } from "./topology";
 import { Router } from "../router/router";
 import { ServerApiKey } from "./api-key";

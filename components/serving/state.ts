@@ -3,17 +3,66 @@
 // state upgrades (state-upgrade.ts) and the policy pack's kinds.ts read them from here.
 import type { ProgramRef } from "../native-script";
 import type { SshTarget } from "../transport";
+import type { UNIT_PROGRAMS } from "../unit/commands";
+import type { Started, UnitState } from "../unit/status";
 import type { LlamaServerGate, ServingPlan } from "./placement";
-import type {
-  FabricRails,
-  SeenDevice,
-  SERVER_PROGRAMS,
-  ServerStarted,
-  ServerStatus,
-  SmokeChat,
-  WireEnd,
-} from "./server-plan";
 import type { TopologyChoice } from "./topology";
+
+/** The node programs the server runs (components/serving/commands.ts names their files). */
+export type ServerProgram = keyof typeof UNIT_PROGRAMS | "smoke" | "workerLog";
+
+/** Per device, what llama-server's log shows: its layers and its model buffers. */
+export interface SeenDevice {
+  device: string;
+  /**
+   * Its layers: from the per-layer debug lines when the log has them (the output layer
+   * included), else its repeating layers, counted from its share of the KV cache.
+   */
+  layers: number;
+  modelBufferMiB: number;
+  /** Its KV cache buffer (MiB), when the log has one. */
+  kvMiB?: number;
+}
+
+/** `systemctl --user show` of one unit, as the server's `status` output keeps it. */
+export type ServerUnitState = Pick<
+  UnitState,
+  "ActiveState" | "SubState" | "Result" | "NRestarts" | "InvocationID" | "MainPID"
+>;
+
+/** `systemctl --user show` of the server's unit (and what status.py measures beside it). */
+export interface ServerStatus {
+  unit: ServerUnitState;
+  /** The RSS guard's unit (guardUnit); absent from state written before the server had one. */
+  guard?: ServerUnitState;
+  runningDigest: string;
+  binaryDigest: string;
+  listening: string[];
+  health: { status: number; body: string };
+  log: string[];
+  /** The stack the unit records ("" for none): read for the drift, never kept in state. */
+  owner?: string;
+}
+
+export type ServerStarted = Started;
+
+/** A chat completion's verdict (the message's length, never its text). */
+export interface SmokeChat {
+  completionTokens: number;
+  finishReason: string;
+  characters: number;
+}
+
+/** One end of the client↔worker rail, and the bytes it carried during the smoke (rx + tx). */
+export interface WireEnd {
+  node: string;
+  /** The interface ("" when the worker's address is on none: a finding of its own). */
+  iface: string;
+  bytes: number;
+}
+
+/** Per node, its rails as sparkform:fabric.rails configures them (the Fabric stage's). */
+export type FabricRails = Record<string, readonly { rail: number; iface: string }[]>;
 
 /** What the policies validate before the server starts (SERVING-CONTRACT.md). */
 export type ServingEvidence = LlamaServerGate["evidence"];
@@ -67,7 +116,7 @@ export interface LlamaServerInputs {
   /** The RSS guard stops the server at this % of the node's RAM used; 0 = no guard. */
   rssLimitPercent: number;
   rssIntervalSeconds: number;
-  programs: Record<keyof typeof SERVER_PROGRAMS, ProgramRef>;
+  programs: Record<ServerProgram, ProgramRef>;
   /**
    * The stack the unit belongs to, `<project>/<stack>` (components/unit/owner.ts): recorded on
    * the unit, and another stack's server on the port is refused. Absent in state written before

@@ -2,7 +2,7 @@
 // (one parser, as every node output has), what the last start recorded, and the drift that is
 // the same for the worker and the server (unit state, restarts, invocation, binary digests, the
 // guard, the addresses listened on). The stages add their own reasons (the server's health,
-// the worker's strays) and keep their output shapes (rpc-worker/plan.ts, serving/server-plan.ts).
+// the worker's strays) and keep their output shapes (rpc-worker/state.ts, serving/state.ts).
 import { sameAddress } from "../config/address";
 import { NodeOutputError } from "../schema/node-json";
 import { programJsonParser } from "../schema/program-json";

@@ -1,7 +1,7 @@
 #!/bin/sh
 # toolchain-facts.sh — what a NativeBuild needs before it plans anything. Runs ON the node (POSIX sh),
 # sent by components/build/provider.ts; its output is parsed by parseProbe() in
-# components/build/plan.ts. First, because the build plan needs the node's $HOME.
+# components/build/node-output.ts. First, because the build plan needs the node's $HOME.
 #
 # Usage: toolchain-facts.sh TREE MARKER TOOL...
 #   MARKER is a file TREE must hold (cmake: CMakeLists.txt), or "" to require the directory only.

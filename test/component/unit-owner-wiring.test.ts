@@ -20,7 +20,7 @@ import { Router } from "../../components/router/router";
 import type { RouterInputs, RouterOutputs } from "../../components/router/provider";
 import { LlamaServer } from "../../components/serving/llama-server";
 import type { LlamaServerInputs, LlamaServerOutputs } from "../../components/serving/provider";
-import { SERVER_PROGRAMS } from "../../components/serving/server-plan";
+import { SERVER_PROGRAMS } from "../../components/serving/commands";
 import { RemoteCommandError, type SshTarget } from "../../components/transport";
 import { PROGRAM_UPGRADES } from "../../components/unit/programs";
 import { inputsOf, type Registered } from "../support/mock-pair";

@@ -16,7 +16,7 @@ import { tmpdir } from "node:os";
 import * as path from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { RSS_LIMIT_FLOOR } from "../../components/stack-config";
-import { prewarmManifest } from "../../components/rpc-worker/plan";
+import { prewarmManifest } from "../../components/rpc-worker/commands";
 import { makeTinyLlamaGguf } from "../../sim/gguf/tiny-llama";
 import {
   type HfEndpoint,

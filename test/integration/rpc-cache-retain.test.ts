@@ -7,7 +7,8 @@ import { tmpdir } from "node:os";
 import * as path from "node:path";
 import { afterAll, describe, expect, it } from "vitest";
 import { programPath } from "../../components/native-script";
-import { parseCachePrune, prewarmManifest } from "../../components/rpc-worker/plan";
+import { parseCachePrune } from "../../components/rpc-worker/node-output";
+import { prewarmManifest } from "../../components/rpc-worker/commands";
 import { makeTinyLlamaGguf } from "../../sim/gguf/tiny-llama";
 
 const PROGRAM = programPath("rpc-worker/prune.py");

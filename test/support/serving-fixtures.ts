@@ -1,6 +1,6 @@
 // The models, server settings and nodes the serving tests plan with.
 import type { PlacementInput, PlacementNode } from "../../components/serving/placement";
-import type { ServerStatus } from "../../components/serving/server-plan";
+import type { ServerStatus } from "../../components/serving/state";
 import { TINY_LLAMA_DIMS } from "../../sim/gguf/tiny-llama";
 
 /**

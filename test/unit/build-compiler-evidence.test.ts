@@ -7,7 +7,8 @@ import { chmodSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:f
 import { tmpdir } from "node:os";
 import * as path from "node:path";
 import { afterAll, describe, expect, it } from "vitest";
-import { BUILD_PROGRAMS, parseProbe } from "../../components/build/plan";
+import { BUILD_PROGRAMS } from "../../components/build/commands";
+import { parseProbe } from "../../components/build/node-output";
 import { nativeProgram } from "../../components/native-script";
 import { buildsIdentical, checkBuildsIdentical } from "../../policies/build";
 import { sparkform, stackViolations } from "../support/policy";

@@ -24,7 +24,7 @@ import {
   missingSourceDigests,
   sourceInstallRel,
 } from "../../components/build/fan-out";
-import { parseProbe } from "../../components/build/plan";
+import { parseProbe } from "../../components/build/node-output";
 import { ConfigError, parseStackConfig } from "../../components/stack-config";
 import { nativeProgram } from "../../components/native-script";
 import { buildInputDifferences, buildsIdentical, checkBuildsIdentical } from "../../policies/build";

@@ -1,5 +1,6 @@
-// NativeBuild's pure half (components/build/plan.ts) and its node-side scripts, run here with
-// the local sh; the config section (components/build/config.ts); the provider's diff.
+// NativeBuild's pure half (components/build/plan.ts, commands.ts, node-output.ts) and its
+// node-side scripts, run here with the local sh; the config section (components/build/config.ts);
+// the provider's diff.
 import { execFileSync, spawnSync } from "node:child_process";
 import {
   existsSync,
@@ -23,23 +24,24 @@ import { treeCommit } from "../../components/build/tree-commit";
 import { simBuildFlags, sparkBuildFlags } from "../../components/build/flags";
 import {
   absoluteOnNode,
-  artifactSetDigest,
-  BUILD_PROGRAMS,
   buildPlan,
   buildRequirements,
+  DEFAULT_ARTIFACTS,
+  DEFAULT_TARGETS,
   checkArtifact,
   checkBuildDirPattern,
   checkTarget,
   checkWorkdir,
+} from "../../components/build/plan";
+import { artifactSetDigest } from "../../components/build/verdicts";
+import { BUILD_PROGRAMS, mergeLanguageFlags } from "../../components/build/commands";
+import {
   compilerTail,
-  DEFAULT_ARTIFACTS,
-  DEFAULT_TARGETS,
-  mergeLanguageFlags,
   ninjaProgress,
   parseCcacheStats,
   parseDigests,
   parseProbe,
-} from "../../components/build/plan";
+} from "../../components/build/node-output";
 import { diff, driftedArtifacts, type NativeBuildOutputs } from "../../components/build/provider";
 import { VERIFY_PROGRAM } from "../../components/build/verify";
 import { nativeProgram, programCommand, programRef } from "../../components/native-script";

@@ -17,7 +17,7 @@ import {
 import { tmpdir } from "node:os";
 import * as path from "node:path";
 import { afterAll, beforeEach, describe, expect, it } from "vitest";
-import { BUILD_PROGRAMS } from "../../components/build/plan";
+import { BUILD_PROGRAMS } from "../../components/build/commands";
 import { programCommand } from "../../components/native-script";
 import { NODE_DIR_PROGRAMS } from "../../components/tree/node-dir";
 import { runLocally } from "../support/local-node";

@@ -23,12 +23,8 @@ import {
   type ScriptLine,
 } from "../../components/model/fetch-output";
 import { FACTS_SCHEMA_VERSION, parseFacts } from "../../components/node/facts";
-import {
-  parseProbe,
-  parseWorkerStatus,
-  statusCommand,
-  workerPrograms,
-} from "../../components/rpc-worker/commands";
+import { statusCommand, workerPrograms } from "../../components/rpc-worker/commands";
+import { parseProbe, parseWorkerStatus } from "../../components/rpc-worker/node-output";
 import {
   allPrograms,
   NATIVE_DIR,

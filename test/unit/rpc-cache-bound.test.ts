@@ -11,7 +11,8 @@ import {
   update,
   updateKind,
 } from "../../components/rpc-worker/provider";
-import { cacheDrift, type CachePrune } from "../../components/rpc-worker/plan";
+import { cacheDrift } from "../../components/rpc-worker/verdicts";
+import type { CachePrune } from "../../components/rpc-worker/node-output";
 import { parseStackConfig } from "../../components/stack-config";
 import { workerInputs } from "../support/rpc-worker-inputs";
 

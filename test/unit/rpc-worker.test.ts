@@ -7,15 +7,10 @@ import * as path from "node:path";
 import { describe, expect, it } from "vitest";
 import { parseStackConfig } from "../../components/stack-config";
 import { programPath } from "../../components/native-script";
-import {
-  driftReasons,
-  identityMismatch,
-  judgeHealth,
-  type ProbeResult,
-  unsafeBind,
-  type UnitState,
-  type WorkerStatus,
-} from "../../components/rpc-worker/plan";
+import { driftReasons, judgeHealth } from "../../components/rpc-worker/verdicts";
+import { identityMismatch, unsafeBind } from "../../components/rpc-worker/gate";
+import type { ProbeResult } from "../../components/rpc-worker/node-output";
+import type { UnitState, WorkerStatus } from "../../components/rpc-worker/state";
 import { checkBuildsIdentical } from "../../policies/build";
 import { checkBoundToFabric, checkRssGuard, checkVersionMatch } from "../../policies/rpc";
 

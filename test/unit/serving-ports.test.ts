@@ -19,12 +19,12 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { programPath } from "../../components/native-script";
 import { createHash } from "node:crypto";
 import { programRef } from "../../components/native-script";
-import { referenceStartCommand } from "../../components/serving/commands";
 import {
   referencePort,
+  referenceStartCommand,
   SERVER_PROGRAMS,
   serverStopCommand,
-} from "../../components/serving/server-plan";
+} from "../../components/serving/commands";
 import type { LlamaServerInputs } from "../../components/serving/state";
 
 let dir: string;

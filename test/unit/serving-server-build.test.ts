@@ -9,7 +9,8 @@ import {
 } from "../../components/build/provider";
 import { VERIFY_PROGRAM } from "../../components/build/verify";
 import { programRef } from "../../components/native-script";
-import { CMAKE_OPTIONS, DEFAULT_ARTIFACTS, DEFAULT_TARGETS } from "../../components/build/plan";
+import { CMAKE_OPTIONS } from "../../components/build/commands";
+import { DEFAULT_ARTIFACTS, DEFAULT_TARGETS } from "../../components/build/plan";
 
 const OLD_TARGETS = ["ggml-rpc-server", "llama-completion"];
 const OLD_ARTIFACTS = ["bin/ggml-rpc-server", "bin/llama-completion", "ggml/src/libggml-cpu.a"];

@@ -10,7 +10,13 @@ import { tmpdir } from "node:os";
 import * as path from "node:path";
 import { afterAll, describe, expect, it } from "vitest";
 import { nativeProgram, programPath, programRef } from "../../components/native-script";
-import { RPC_PROGRAMS } from "../../components/rpc-worker/plan";
+import { RPC_PROGRAMS } from "../../components/rpc-worker/commands";
+import {
+  guardUnit,
+  SERVER_PROGRAMS,
+  serverStatusCommand,
+  serverStopCommand,
+} from "../../components/serving/commands";
 import { parseServerStatus } from "../../components/serving/node-output";
 import { rssGuardOn } from "../../policies/rpc";
 import {
@@ -20,15 +26,8 @@ import {
   RESTART_KEYS,
   startCommand,
 } from "../../components/serving/provider";
-import {
-  guardUnit,
-  SERVER_PROGRAMS,
-  serverDrift,
-  serverStatusCommand,
-  serverStopCommand,
-  type ServerStatus,
-  type ServerUnitState,
-} from "../../components/serving/server-plan";
+import type { ServerStatus, ServerUnitState } from "../../components/serving/state";
+import { serverDrift } from "../../components/serving/verdicts";
 import { runningServerStatus } from "../support/serving-fixtures";
 
 const root = mkdtempSync(path.join(tmpdir(), "sparkform-server-guard-"));

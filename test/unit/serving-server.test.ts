@@ -7,17 +7,15 @@ import { tmpdir } from "node:os";
 import * as path from "node:path";
 import { describe, expect, it } from "vitest";
 import { programPath } from "../../components/native-script";
+import { bufferDevice, parsePlacement } from "../../components/serving/node-output";
 import {
-  bufferDevice,
-  parsePlacement,
   placementMismatch,
-  referenceArgv,
-  referenceFits,
-  serverArgv,
   serverDrift,
-  type ServerStatus,
   unreachedWorkers,
-} from "../../components/serving/server-plan";
+} from "../../components/serving/verdicts";
+import { referenceArgv, serverArgv } from "../../components/serving/commands";
+import { referenceFits } from "../../components/serving/placement";
+import type { ServerStatus } from "../../components/serving/state";
 import { serverOf } from "../../cli/commands/server";
 import type { Recorded } from "../../cli/recorded";
 import { runningServerStatus } from "../support/serving-fixtures";

@@ -22,7 +22,7 @@ import {
   wireProofFailure,
   wireRailNote,
   workerLogFailure,
-} from "../../components/serving/server-plan";
+} from "../../components/serving/verdicts";
 
 let server: Server;
 let url = "";

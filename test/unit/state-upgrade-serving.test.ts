@@ -5,7 +5,7 @@
 import { describe, expect, it } from "vitest";
 import { programRef } from "../../components/native-script";
 import { provider } from "../../components/serving/provider";
-import { SERVER_PROGRAMS } from "../../components/serving/server-plan";
+import { SERVER_PROGRAMS } from "../../components/serving/commands";
 import type { LlamaServerInputs, LlamaServerOutputs } from "../../components/serving/state";
 import { upgradeLlamaServer, upgradeServingDrain } from "../../components/serving/state-upgrade";
 

@@ -19,13 +19,13 @@ import { tmpdir } from "node:os";
 import * as path from "node:path";
 import { afterAll, describe, expect, it } from "vitest";
 import { programPath } from "../../components/native-script";
+import { parseWorkerStatus } from "../../components/rpc-worker/node-output";
 import {
-  parseWorkerStatus,
   statusCommand,
   workerPrograms,
   WORKER_LOG_MARKS,
 } from "../../components/rpc-worker/commands";
-import { SERVER_LOG_MARKS, serverStatusCommand } from "../../components/serving/server-plan";
+import { SERVER_LOG_MARKS, serverStatusCommand } from "../../components/serving/commands";
 import { parseServerStatus } from "../../components/serving/node-output";
 import { type Measured, runMeasuredPython } from "../support/peak-rss";
 

@@ -10,8 +10,12 @@ import {
   type ProgramRef,
   programRef,
 } from "../../components/native-script";
-import { statusCommand, stopCommand, workerPrograms } from "../../components/rpc-worker/commands";
-import { RPC_PROGRAMS } from "../../components/rpc-worker/plan";
+import {
+  statusCommand,
+  stopCommand,
+  workerPrograms,
+  RPC_PROGRAMS,
+} from "../../components/rpc-worker/commands";
 import {
   diff as workerDiff,
   type RpcWorkerOutputs,
@@ -22,7 +26,7 @@ import {
   type LlamaServerInputs,
   type LlamaServerOutputs,
 } from "../../components/serving/provider";
-import { SERVER_PROGRAMS, serverStopCommand } from "../../components/serving/server-plan";
+import { SERVER_PROGRAMS, serverStopCommand } from "../../components/serving/commands";
 import { UNIT_PROGRAMS } from "../../components/unit/commands";
 import { workerInputs } from "../support/rpc-worker-inputs";
 

@@ -21,11 +21,12 @@ import { parseStackConfig } from "../../components/stack-config";
 import { nativeProgram, programPath } from "../../components/native-script";
 import {
   NO_RDMA_DEVICE,
-  parseWorkerStatus,
   statusCommand,
   workerPrograms,
 } from "../../components/rpc-worker/commands";
-import { driftReasons, type WorkerStatus } from "../../components/rpc-worker/plan";
+import { parseWorkerStatus } from "../../components/rpc-worker/node-output";
+import { driftReasons } from "../../components/rpc-worker/verdicts";
+import type { WorkerStatus } from "../../components/rpc-worker/state";
 import { buildRemoteCommand } from "../../components/transport";
 
 const HOST_KEY = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIGx0ZXN0a2V5Zm9yc3Bhcmtmb3Jtc3RhZ2V0ZXN0cw";
