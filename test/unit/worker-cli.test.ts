@@ -15,7 +15,7 @@ import {
   workerPlan,
   type WorkerRequest,
 } from "../../cli/commands/worker";
-import type { RecordedWorker } from "../../cli/recorded";
+import { type RecordedWorker, recordedOf } from "../../cli/recorded";
 import type { StackView } from "../../cli/stack";
 import { parseStackConfig } from "../../components/stack-config";
 import { nativeProgram, programPath } from "../../components/native-script";
@@ -28,33 +28,40 @@ import { parseWorkerStatus } from "../../components/rpc-worker/node-output";
 import { driftReasons } from "../../components/rpc-worker/verdicts";
 import type { WorkerStatus } from "../../components/rpc-worker/state";
 import { buildRemoteCommand } from "../../components/transport";
+import { readState } from "../../stack-state";
+import { workerInputs } from "../support/rpc-worker-inputs";
 
 const HOST_KEY = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIGx0ZXN0a2V5Zm9yc3Bhcmtmb3Jtc3RhZ2V0ZXN0cw";
 const D = "d".repeat(64);
 const INSTALL = "/home/spark/.cache/sparkform/llama-build/out/k e y"; // a space: quoted, not split
+const GGML_RPC_H = "~/src/llama.cpp/ggml/include/ggml-rpc.h";
 
-/** The RpcWorker on spark-2 as its provider records it at `up` (cli/recorded.ts's cut). */
+/**
+ * The RpcWorker on spark-2 as its provider records it at `up`, through cli/recorded.ts's own cut
+ * of a state that holds it.
+ */
 function recordedWorker(over: Partial<RecordedWorker> = {}): RecordedWorker {
-  return {
-    bind: "192.168.100.2",
-    port: 50052,
-    threads: 0,
-    devices: [],
-    cache: true,
-    debug: true,
-    rssLimitPercent: 92,
-    rssIntervalSeconds: 2,
+  const inputs = workerInputs({
     binary: `${INSTALL}/bin/ggml-rpc-server`,
-    managementAddress: "10.0.0.12",
-    fabricAddresses: ["192.168.100.2"],
-    client: { name: "spark-1", fabricAddress: "192.168.100.1" },
-    clientBuild: {
-      installDir: "/home/spark/out/c",
-      digest: D,
-      header: "~/src/llama.cpp/ggml/include/ggml-rpc.h",
+    clientBuild: { installDir: "/home/spark/out/c", digest: D, header: GGML_RPC_H },
+  });
+  const state = readState({
+    version: 3,
+    deployment: {
+      resources: [
+        {
+          urn: "urn:pulumi:s::sparkform::pulumi-nodejs:dynamic:Resource::s-worker-spark-2",
+          custom: true,
+          type: "pulumi-nodejs:dynamic:Resource",
+          inputs,
+          outputs: {},
+        },
+      ],
     },
-    ...over,
-  };
+  });
+  const recorded = recordedOf(state, ["spark-1", "spark-2"]).worker["spark-2"];
+  if (!recorded) throw new Error("the fixture's RpcWorker is not one cli/recorded.ts reads");
+  return { ...recorded, ...over };
 }
 
 /**
@@ -161,7 +168,7 @@ describe("sparkform worker: the plan on a stack", () => {
       debug: true,
       rssLimitPercent: 92,
       rssIntervalSeconds: 2,
-      clientBuild: { digest: D, header: "~/src/llama.cpp/ggml/include/ggml-rpc.h" },
+      clientBuild: { digest: D, header: GGML_RPC_H },
       tcp: false,
     });
   });
