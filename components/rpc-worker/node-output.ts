@@ -2,43 +2,18 @@
 // a node): native/rpc-worker/prewarm.py, prune.py and rpc-hello.py, native/unit/status.py's JSON
 // through the unit's parser, and the transport the worker's log shows.
 import { parseRpcTransport, type RpcTransport } from "../fabric/rpc-log";
-import { NodeOutputError, nodeJsonParser } from "../schema/node-json";
+import { NodeOutputError } from "../schema/node-json";
 import { programJsonParser } from "../schema/program-json";
 import { type UnitStatus, unitStatusParser } from "../unit/status";
 import { RPC_PROGRAMS } from "./commands";
 import type { Prewarm, WorkerStatus } from "./state";
 
-const COUNT = { type: "integer", minimum: 0 } as const;
-
 /**
- * prewarm.py's one JSON line: the summary that goes into state, or its refusal (exit 3). Sizes
- * are prewarm.py's own caps (16 skipped tensors named, then a count; names under 64 bytes).
+ * prewarm.py's one JSON line: the summary that goes into state, or its refusal (exit 3), as
+ * native/rpc-worker/prewarm.schema.json declares it (with prewarm.py's own size caps).
  */
-export const parsePrewarm = nodeJsonParser<Prewarm | { error: string }>(
-  {
-    oneOf: [
-      {
-        type: "object",
-        properties: {
-          entries: COUNT,
-          written: COUNT,
-          reused: COUNT,
-          pruned: COUNT,
-          retained: COUNT,
-          bytes: COUNT,
-          skipped: { type: "array", items: { type: "string", maxLength: 256 }, maxItems: 17 },
-        },
-        required: ["entries", "written", "reused", "pruned", "bytes", "skipped"],
-        additionalProperties: false,
-      },
-      {
-        type: "object",
-        properties: { error: { type: "string", maxLength: 16_384 } },
-        required: ["error"],
-        additionalProperties: false,
-      },
-    ],
-  },
+export const parsePrewarm = programJsonParser<Prewarm | { error: string }>(
+  "rpc-worker/prewarm.py",
   (node, path, detail) =>
     new NodeOutputError("pre-warm (native/rpc-worker/prewarm.py)", node, path, detail),
 );
@@ -75,56 +50,9 @@ export interface CachePrune {
   check: boolean;
 }
 
-/** prune.py's one JSON line, or its refusal (exit 3). */
-export const parseCachePrune = nodeJsonParser<CachePrune | { error: string }>(
-  {
-    oneOf: [
-      {
-        type: "object",
-        properties: {
-          entries: COUNT,
-          maxBytes: COUNT,
-          derived: { type: "boolean" },
-          bytesBefore: COUNT,
-          bytesAfter: COUNT,
-          deleted: COUNT,
-          deletedBytes: COUNT,
-          tempsDeleted: COUNT,
-          tempBytes: COUNT,
-          neededBytes: COUNT,
-          keptBytes: COUNT,
-          reclaimableBytes: COUNT,
-          over: { type: "boolean" },
-          stillOver: { type: "boolean" },
-          clock: { enum: ["atime", "mtime"] },
-          check: { type: "boolean" },
-        },
-        required: [
-          "entries",
-          "maxBytes",
-          "derived",
-          "bytesBefore",
-          "bytesAfter",
-          "deleted",
-          "deletedBytes",
-          "neededBytes",
-          "keptBytes",
-          "reclaimableBytes",
-          "over",
-          "stillOver",
-          "clock",
-          "check",
-        ],
-        additionalProperties: false,
-      },
-      {
-        type: "object",
-        properties: { error: { type: "string", maxLength: 16_384 } },
-        required: ["error"],
-        additionalProperties: false,
-      },
-    ],
-  },
+/** prune.py's one JSON line, or its refusal (exit 3): native/rpc-worker/prune.schema.json. */
+export const parseCachePrune = programJsonParser<CachePrune | { error: string }>(
+  "rpc-worker/prune.py",
   (node, path, detail) =>
     new NodeOutputError("tensor-cache prune (native/rpc-worker/prune.py)", node, path, detail),
 );

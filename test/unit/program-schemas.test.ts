@@ -56,6 +56,8 @@ const DECLARED: Record<string, readonly string[]> = {
   "doctor/ports-and-files.py": [],
   "model/model-fetch.py": ["progress", "event", "files", "prepare", "remove"],
   "node/facts.sh": [],
+  "rpc-worker/prewarm.py": [],
+  "rpc-worker/prune.py": [],
   "rpc-worker/rpc-hello.py": [],
   "serving/smoke.py": ["server", "reference"],
   "serving/worker-log.py": ["size", "counts"],
