@@ -18,13 +18,13 @@ import {
   statusCommand,
   stopClientsCommand,
   stopCommand,
-  stoppedUnits,
   unitName,
   workerPrograms,
 } from "../../components/rpc-worker/commands";
 import {
   parseProbe,
   parseWorkerStatus,
+  stoppedUnits,
   workerTransport,
 } from "../../components/rpc-worker/node-output";
 import { sameAddress } from "../../components/config/address";

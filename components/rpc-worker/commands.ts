@@ -169,14 +169,6 @@ export function stopClientsCommand(s: {
   });
 }
 
-/** The units stop-worker-clients.sh stopped (its `stopped=<unit>` lines). */
-export function stoppedUnits(stdout: string): string[] {
-  return stdout
-    .split("\n")
-    .map((l) => /^stopped=(sparkform-[a-z]+(?:-[a-z]+)*-\d+)$/.exec(l.trim())?.[1])
-    .filter((u): u is string => u !== undefined);
-}
-
 /** The worker's log lines worth keeping from its head: the banner (endpoint, transport, devices). */
 export const WORKER_LOG_MARKS = [
   "Starting RPC server",

@@ -96,3 +96,11 @@ export const parseProbe = programJsonParser<ProbeResult>(
   RPC_PROGRAMS.probe,
   (node, path, detail) => new NodeOutputError("rpc HELLO probe", node, path, detail),
 );
+
+/** The units stop-worker-clients.sh stopped (its `stopped=<unit>` lines). */
+export function stoppedUnits(stdout: string): string[] {
+  return stdout
+    .split("\n")
+    .map((l) => /^stopped=(sparkform-[a-z]+(?:-[a-z]+)*-\d+)$/.exec(l.trim())?.[1])
+    .filter((u): u is string => u !== undefined);
+}

@@ -27,12 +27,12 @@ import {
   statusCommand,
   stopClientsCommand,
   stopCommand,
-  stoppedUnits,
   unitName,
 } from "./commands";
 import {
   parseProbe,
   parseWorkerOwner,
+  stoppedUnits,
   parseWorkerStatus,
   type CachePrune,
   parseCachePrune,

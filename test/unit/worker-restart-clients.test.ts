@@ -9,7 +9,7 @@ import { tmpdir } from "node:os";
 import * as path from "node:path";
 import { execFileSync } from "node:child_process";
 import { afterAll, beforeAll, beforeEach, describe, expect, it, vi } from "vitest";
-import { stoppedUnits } from "../../components/rpc-worker/commands";
+import { stoppedUnits } from "../../components/rpc-worker/node-output";
 import { programPath } from "../../components/native-script";
 import type { RpcWorkerInputs, RpcWorkerOutputs } from "../../components/rpc-worker/provider";
 import type { SshTarget } from "../../components/transport";
