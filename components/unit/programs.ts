@@ -30,6 +30,11 @@ const ITEM_34_6 =
   "refstore.py) and are inlined where they were written out; the cache is warmed, referenced " +
   "and pruned as before, and neither program is part of how the worker runs";
 
+const SMOKE_REFERENCE =
+  "issue 34 item 6: the smoke's single-node reference is started by native/unit/start.sh and " +
+  "stopped by stop.sh, and smoke.py only asks it (--reference); smoke.py is the smoke's client, " +
+  "not part of how the server runs, so a running llama-server needs no restart for it";
+
 /** Per program (its name under native/), the upgrades declared (the main before item 8 → now). */
 export const PROGRAM_UPGRADES: Readonly<Record<string, ProgramUpgrade>> = {
   "unit/start.sh": {
@@ -56,6 +61,11 @@ export const PROGRAM_UPGRADES: Readonly<Record<string, ProgramUpgrade>> = {
     from: ["c0e296e1dc564cf8002298fbb2752d073f04dbccd2a622da156c53a726cb1a48"],
     to: "fde188e766bdbdb2dbbeb440c7a81ef8ed1189bfb5f8caf4c002b6cb622ae0cc",
     why: ITEM_34_6,
+  },
+  "serving/smoke.py": {
+    from: ["b367d5b2baa2f90baf7071c0f014e37025fa5dbc353693abceda1bff23c5f5c0"],
+    to: "29bbd71be53831acae49b6076bb584563da819142e18e86868aced2d4a2bb96a",
+    why: SMOKE_REFERENCE,
   },
   "router/files.sh": {
     from: ["17e1f917e0945bc5023d829186635113cd364b308d97617fc8546be13544c586"],
