@@ -33,7 +33,11 @@ export function serverOf(view: Pick<StackView, "recorded" | "config">): ServerVi
   const cfg = view.config.server;
   const configured = cfg?.node ?? view.config.worker?.client;
   const servers = view.recorded.server;
-  const rec = configured ? servers[configured] : Object.values(servers).find((s) => !s.standby);
+  // A config edit since `up` (the server moved) does not move the running server: the one the
+  // state recorded answers until the next `up`.
+  const rec =
+    (configured ? servers[configured] : undefined) ??
+    Object.values(servers).find((s) => !s.standby);
   if (rec) return { node: rec.node, port: rec.port, bind: rec.bind, binary: rec.binary };
   const node = configured;
   if (!node)

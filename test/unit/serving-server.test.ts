@@ -363,6 +363,17 @@ describe("`sparkform server`: where the stack's server is", () => {
       }),
     ).toEqual({ node: "spark-1", port: 9090, bind: "127.0.0.1", binary });
   });
+  it("config moved the server since `up`: the one the state recorded, still running there", () => {
+    const moved = { ...(config as object), server: { node: "spark-2" } } as never;
+    expect(
+      serverOf({
+        config: moved,
+        recorded: recorded({
+          "spark-1": { node: "spark-1", port: 9090, bind: "127.0.0.1", binary, standby: false },
+        }),
+      }),
+    ).toEqual({ node: "spark-1", port: 9090, bind: "127.0.0.1", binary });
+  });
   it("before the first up: the worker stage's client and the defaults", () => {
     expect(serverOf({ config, recorded: recorded({}) })).toMatchObject({
       node: "spark-1",
