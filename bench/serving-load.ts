@@ -16,7 +16,7 @@ import type { LlamaServerInputs } from "../components/serving/state";
 import { nativeProgram } from "../components/native-script";
 import { type ServingPlan, referenceFits } from "../components/serving/placement";
 import { CACHE_DIR } from "../components/rpc-worker/commands";
-import { type RemoteScript, shJoin } from "../components/transport";
+import { buildRemoteCommand, type RemoteScript, shJoin } from "../components/transport";
 import { stateDir } from "../setup/pulumi/env";
 import type { SimCluster } from "../sim/state";
 import { tailMarkdown } from "./lib/report";
@@ -90,9 +90,10 @@ function ssh(c: SimCluster, node: string, command: string, input?: string) {
   return { exitCode: r.status ?? 1, stdout: r.stdout, output: `${r.stdout}${r.stderr}` };
 }
 
-/** A node program's command as `up` sends it: the launcher, its argv, the program on stdin. */
+/** A node program's command as `up` sends it (the transport's own rendering: env contract, stdin). */
 function sshScript(c: SimCluster, node: string, rs: RemoteScript) {
-  return ssh(c, node, shJoin(["sh", "-c", rs.script, "sparkform", ...(rs.args ?? [])]), rs.stdin);
+  const built = buildRemoteCommand(rs);
+  return ssh(c, node, built.commandLine, built.stdin);
 }
 
 export interface ServingLoadOptions {
