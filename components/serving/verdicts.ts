@@ -357,8 +357,10 @@ export function workerLogFailure(
     );
   if (c.graphCompute > 0 && !c.recomputeAfterCompute)
     return (
-      `the worker ${w.node} (${w.endpoint}) computed ${c.graphCompute} graphs and reused none ` +
-      `(no [graph_recompute] after the first [graph_compute] in ${log}): the decode fast path is off, ` +
+      `the worker ${w.node} (${w.endpoint}) computed ${c.graphCompute} graphs and reused none after the first ` +
+      `(no [graph_recompute] after the first [graph_compute] in ${log}` +
+      (c.graphRecompute > 0 ? `; its ${c.graphRecompute} came before it, another client's` : "") +
+      "): the decode fast path is off, " +
       "every token re-sends its graph. Check that the worker and the client run the same build."
     );
   return null;

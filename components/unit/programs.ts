@@ -35,6 +35,11 @@ const SMOKE_REFERENCE =
   "stopped by stop.sh, and smoke.py only asks it (--reference); smoke.py is the smoke's client, " +
   "not part of how the server runs, so a running llama-server needs no restart for it";
 
+const FAST_PATH_WINDOW =
+  "worker-log.py counts any [graph_recompute] after the smoke's first [graph_compute], not only " +
+  "the first one (another client's decode may open the window); it reads the worker's log for " +
+  "the smoke and is not part of how the server runs, so a running llama-server needs no restart";
+
 /** Per program (its name under native/), the upgrades declared (the main before item 8 → now). */
 export const PROGRAM_UPGRADES: Readonly<Record<string, ProgramUpgrade>> = {
   "unit/start.sh": {
@@ -66,6 +71,11 @@ export const PROGRAM_UPGRADES: Readonly<Record<string, ProgramUpgrade>> = {
     from: ["b367d5b2baa2f90baf7071c0f014e37025fa5dbc353693abceda1bff23c5f5c0"],
     to: "29bbd71be53831acae49b6076bb584563da819142e18e86868aced2d4a2bb96a",
     why: SMOKE_REFERENCE,
+  },
+  "serving/worker-log.py": {
+    from: ["7ac76e05788a9653d9cd9e776de174f69c38cbe3ca12b658c14b4c98a5c14983"],
+    to: "19665917a14c097cb140ad0b5180e91cfb47c3dcd0f44bb237d7705e71898eaf",
+    why: FAST_PATH_WINDOW,
   },
   "router/files.sh": {
     from: ["17e1f917e0945bc5023d829186635113cd364b308d97617fc8546be13544c586"],

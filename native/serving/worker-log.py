@@ -1,6 +1,6 @@
 # Runs on a worker node: the decode fast path in the worker's debug log (GGML_RPC_DEBUG=1):
 # how many `[graph_compute]` and `[graph_recompute]` lines it has (ggml-rpc.cpp's LOG_DBG
-# "[%s] device: …" with __func__), and whether the first recompute follows the first compute,
+# "[%s] device: …" with __func__), and whether a recompute follows the first compute,
 # counted from byte offset FROM on (the log's size before the smoke); and the byte counters of
 # the interface that holds the worker's address (the far end of the smoke's fabric proof).
 # One JSON object.
@@ -27,9 +27,12 @@ def counters(addr):
 
 
 def graph_counts(path, start):
-    """[graph_compute]/[graph_recompute] lines from byte `start` on, and where each first is."""
+    """[graph_compute]/[graph_recompute] lines from byte `start` on, and whether a recompute
+    follows the first compute. Any recompute after it counts, not only the first recompute: the
+    window may open inside another client's decode (a server behind the router serves while the
+    smoke runs), whose recomputes come before the smoke's first compute."""
     compute = recompute = 0
-    first_compute = first_recompute = -1
+    first_compute = last_recompute = -1
     try:
         with open(path, "rb") as f:
             f.seek(start)
@@ -40,11 +43,10 @@ def graph_counts(path, start):
                         first_compute = i
                 elif b"[graph_recompute]" in line:
                     recompute += 1
-                    if first_recompute < 0:
-                        first_recompute = i
+                    last_recompute = i
     except OSError:
         pass
-    return compute, recompute, first_compute >= 0 and first_recompute > first_compute
+    return compute, recompute, first_compute >= 0 and last_recompute > first_compute
 
 
 def main(argv):

@@ -321,6 +321,35 @@ describe("native/serving/worker-log.py on a worker's debug log", () => {
     });
   });
 
+  it("another client's decode before the smoke's first compute does not hide the smoke's reuse", () => {
+    // Seen failing an `up` while a client streamed through the router: the window opened in the
+    // middle of that client's decode (recomputes), so the first recompute came before the first
+    // compute, and the reuse that followed the smoke's own compute was not seen.
+    const busy = path.join(dir, "busy.log");
+    writeFileSync(
+      busy,
+      [
+        "[graph_recompute] device: 0",
+        "[graph_recompute] device: 0",
+        "[graph_compute] device: 0, n_nodes: 120, n_tensors: 200",
+        "[graph_compute] device: 0, n_nodes: 120, n_tensors: 200",
+        "[graph_recompute] device: 0",
+        "",
+      ].join("\n"),
+    );
+    expect(py(busy, "0")).toMatchObject({
+      graphCompute: 2,
+      graphRecompute: 3,
+      recomputeAfterCompute: true,
+    });
+    // Reuse only before the compute (none after it) is still no proof.
+    writeFileSync(
+      busy,
+      ["[graph_recompute] device: 0", "[graph_compute] device: 0, n_nodes: 1", ""].join("\n"),
+    );
+    expect(py(busy, "0")).toMatchObject({ recomputeAfterCompute: false });
+  });
+
   it("from an offset (the log's size before the smoke): only what came after", () => {
     const { size } = py(file, "size") as { size: number };
     expect(size).toBe(LOG_BYTES);
