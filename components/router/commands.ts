@@ -142,7 +142,7 @@ export function startCommand(
     },
     i.programs,
     {
-      display: `systemd-run --user --unit=${unitName("router", i.port)} ${binary} run --config ${configPath(i.port)}`,
+      display: `systemctl --user start ${unitName("router", i.port)} (enabled: back after a reboot): ${binary} run --config ${configPath(i.port)}`,
     },
   );
 }

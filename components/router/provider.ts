@@ -6,8 +6,8 @@
 //             files.sh install: sha256 checked, chmod 755, renamed to caddy-<sha16>; the config
 //             written as router-<port>.json (temp name, then rename)
 //   start     native/unit/start.sh (the worker's and the server's): refuses a binary whose sha256
-//             is not the artifact's, then `systemd-run --user --unit=sparkform-router-<port>
-//             -p Restart=on-failure caddy run --config …`, and waits until GET /health through the
+//             is not the artifact's, then `systemctl --user start sparkform-router-<port>` (an enabled unit file:
+//             Restart=on-failure, back after a reboot) of `caddy run --config …`, and waits until GET /health through the
 //             router answers 200 (an upstream is up) within healthTimeoutSeconds
 //   refresh   native/unit/status.py (unit, NRestarts, InvocationID, /proc/<pid>/exe sha256,
 //             listeners) and files.sh digest (the config's sha256): drift. The upstreams' health
@@ -24,7 +24,7 @@ import { keyDigest } from "../unit/api-key";
 import { leftUnit, ownerOf } from "../unit/commands";
 import { claimUnit, leftRunning, type OwnerCheck, refusedByOwner } from "../unit/owner";
 import { unitName } from "../unit/names";
-import { ownerDrift, startedOf } from "../unit/status";
+import { ownerDrift, startedOf, type UnitBoot } from "../unit/status";
 import { routerBinary } from "./artifact";
 import { listenAddress } from "./caddy-config";
 import {
@@ -86,7 +86,7 @@ async function readStatus(
   binary: string,
   /** The key's sha256 (the secret apiKeySha256; "" = no key to judge). */
   expectedKey: string,
-): Promise<RouterStatus & { log: string[]; owner: string }> {
+): Promise<RouterStatus & { log: string[]; owner: string; boot?: UnitBoot }> {
   const node = openNode(i.target);
   const st = parseUnitStatus(
     (await node.run(statusCommand(i, binary), { step: "router status", timeoutMs: 60_000 })).stdout,
@@ -110,6 +110,7 @@ async function readStatus(
       : {}),
     log: st.log,
     owner: st.owner ?? "",
+    ...(st.boot ? { boot: st.boot } : {}),
   };
 }
 
@@ -201,7 +202,7 @@ async function converge(i: RouterInputs, was?: string): Promise<RouterOutputs> {
     throw err;
   }
   const st = await readStatus(i, binary, apiKeySha256);
-  const { log: _log, owner: _owner, ...status } = st;
+  const { log: _log, owner: _owner, boot: _boot, ...status } = st;
   const started = startedOf(status.unit);
   const drift = routerDrift({
     status,
@@ -246,12 +247,14 @@ export async function read(
   const {
     log: _log,
     owner,
+    boot,
     ...status
   } = await readStatus(props, props.binary, props.apiKeySha256 ?? "");
   const drift = [
     ...routerDrift({
       status,
       started: props.started,
+      ...(boot ? { boot } : {}),
       binaryDigest: props.binaryDigest,
       configDigest: props.configDigest,
       bind: props.bind,

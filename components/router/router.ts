@@ -60,7 +60,7 @@ export interface RouterArgs {
 const provider = delegatingProvider(path.join(__dirname, "provider.ts"));
 
 /**
- * Caddy on the client node as a `systemd-run --user` unit (`sparkform-router-<port>`,
+ * Caddy on the client node as an enabled systemd user unit (`sparkform-router-<port>`,
  * Restart=on-failure): a foreign Host or Origin refused (403), the key required (401),
  * least-connections over the upstreams, active health checks,
  * retries of a request whose upstream is gone, streamed responses, no request logs, and a 503

@@ -4,7 +4,7 @@
 import { changedKeys } from "../providers/diff";
 import { keyDigest } from "../unit/api-key";
 import { programsChange } from "../unit/programs";
-import { type Started, unitDrift } from "../unit/status";
+import { type Started, steadyUnit, type UnitBoot, unitDrift } from "../unit/status";
 import { listenAddress } from "./caddy-config";
 import { configPath, configText, keyPath, textDigest } from "./commands";
 import type { RouterInputs, RouterOutputs, RouterStatus } from "./state";
@@ -13,6 +13,7 @@ import type { RouterInputs, RouterOutputs, RouterStatus } from "./state";
 export function routerDrift(o: {
   status: RouterStatus;
   started: Started;
+  boot?: UnitBoot;
   binaryDigest: string;
   configDigest: string;
   bind: string;
@@ -22,6 +23,7 @@ export function routerDrift(o: {
     words: { what: "router", binary: "caddy", guarded: "the router" },
     status: o.status,
     started: o.started,
+    ...(o.boot ? { boot: o.boot } : {}),
     expectedDigest: o.binaryDigest,
     bind: o.bind,
     guardOn: false,
@@ -39,8 +41,15 @@ export function routerDrift(o: {
   return r;
 }
 
-/** The router's refresh is judged by its status and drift (both free of moving readings). */
-export const routerVerdict = (o: RouterOutputs) => ({ status: o.status, drift: o.drift });
+/**
+ * The router's refresh is judged by its status and drift (both free of moving readings; what a
+ * boot or an explained restart renews is left out: steadyUnit).
+ */
+export function routerVerdict(o: RouterOutputs) {
+  // State a test or an older sparkform wrote may have no status: it is judged as it is.
+  const s = o.status as RouterOutputs["status"] | undefined;
+  return { status: s && { ...s, unit: steadyUnit(s.unit) }, drift: o.drift };
+}
 
 /** Inputs whose change restarts the router. */
 export const RESTART_KEYS = [

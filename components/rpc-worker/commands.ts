@@ -127,7 +127,7 @@ export function startCommand(s: StartSettings, owner?: UnitOwner): RemoteScript 
     s.programs,
     {
       display:
-        `systemd-run --user --unit=${unitName(s.port)} ggml-rpc-server -H ${s.bind} -p ${s.port}` +
+        `systemctl --user start ${unitName(s.port)} (enabled: back after a reboot): ggml-rpc-server -H ${s.bind} -p ${s.port}` +
         `${s.threads > 0 ? ` -t ${s.threads}` : ""}${s.cache ? " -c" : ""}` +
         `${s.debug ? " (GGML_RPC_DEBUG=1)" : ""}${s.tcp ? ` (GGML_RDMA_DEV=${NO_RDMA_DEVICE})` : ""}`,
     },

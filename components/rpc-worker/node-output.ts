@@ -4,7 +4,7 @@
 import { parseRpcTransport, type RpcTransport } from "../fabric/rpc-log";
 import { NodeOutputError } from "../schema/node-json";
 import { programJsonParser } from "../schema/program-json";
-import { type UnitStatus, unitStatusParser } from "../unit/status";
+import { type UnitBoot, type UnitStatus, unitStatusParser } from "../unit/status";
 import { RPC_PROGRAMS } from "./commands";
 import type { Prewarm, WorkerStatus } from "./state";
 
@@ -77,8 +77,8 @@ export function workerTransport(status: Pick<WorkerStatus, "log">): RpcTransport
  * state has it since the worker had its own status program.
  */
 export function workerStatusOf(u: UnitStatus): WorkerStatus {
-  // The owner is read for the drift (provider.ts), never kept in state.
-  const { unit, health: _h, owner: _o, ...rest } = u;
+  // The owner and the boot are read for the drift (provider.ts), never kept in state.
+  const { unit, health: _h, owner: _o, boot: _b, ...rest } = u;
   return { worker: unit, ...rest };
 }
 
@@ -90,6 +90,10 @@ export const parseWorkerStatus = (stdout: string, node: string): WorkerStatus =>
 /** The stack the worker's unit records, from the same status.py JSON ("" for none). */
 export const parseWorkerOwner = (stdout: string, node: string): string =>
   parseUnitStatus(stdout, node).owner ?? "";
+
+/** The unit's starts across boots, from the same status.py JSON (undefined before it had them). */
+export const parseWorkerBoot = (stdout: string, node: string): UnitBoot | undefined =>
+  parseUnitStatus(stdout, node).boot;
 
 /** rpc-hello.py's JSON, checked likewise (its schema: native/rpc-worker/rpc-hello.schema.json). */
 export const parseProbe = programJsonParser<ProbeResult>(

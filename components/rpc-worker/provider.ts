@@ -1,5 +1,5 @@
 // RpcWorker's dynamic-provider implementation: ggml-rpc-server from the verified build as a
-// `systemd-run --user` unit on the worker node, bound to its fabric address, with the RSS guard
+// an enabled systemd user unit on the worker node, bound to its fabric address, with the RSS guard
 // beside it; health is a real RPC HELLO from the client node over the fabric.
 //
 //   start    native/unit/start.sh (the server's too): refuses a binary whose sha256 is not
@@ -17,7 +17,7 @@ import { withStateUpgrade } from "../providers/state-upgrade";
 import { openNode, RemoteCommandError, type SshTarget } from "../transport";
 import { ownerOf, type UnitOwner } from "../unit/commands";
 import { claimUnit, leftRunning, type OwnerCheck, unitHeldBy } from "../unit/owner";
-import { ownerDrift, startedOf } from "../unit/status";
+import { ownerDrift, startedOf, type UnitBoot } from "../unit/status";
 import {
   guardUnitName,
   probeCommand,
@@ -31,6 +31,7 @@ import {
 } from "./commands";
 import {
   parseProbe,
+  parseWorkerBoot,
   parseWorkerOwner,
   stoppedUnits,
   parseWorkerStatus,
@@ -85,7 +86,7 @@ async function status(i: RpcWorkerInputs): Promise<WorkerStatus> {
 /** status.py: the worker's status, and the stack its unit records (refresh's drift). */
 async function statusAndOwner(
   i: RpcWorkerInputs,
-): Promise<{ status: WorkerStatus; owner: string }> {
+): Promise<{ status: WorkerStatus; owner: string; boot: UnitBoot | undefined }> {
   const r = await openNode(i.target).run(statusCommand(i), {
     step: "rpc-worker status",
     timeoutMs: 60_000,
@@ -93,6 +94,7 @@ async function statusAndOwner(
   return {
     status: parseWorkerStatus(r.stdout, i.target.name),
     owner: parseWorkerOwner(r.stdout, i.target.name),
+    boot: parseWorkerBoot(r.stdout, i.target.name),
   };
 }
 
@@ -348,7 +350,7 @@ export async function read(
   id: string,
   props: RpcWorkerOutputs,
 ): Promise<pulumi.dynamic.ReadResult<RpcWorkerOutputs>> {
-  const { status: st, owner } = await statusAndOwner(props);
+  const { status: st, owner, boot } = await statusAndOwner(props);
   const running = st.worker.ActiveState === "active";
   // The worker serves one client: while the cluster's client holds it, a HELLO waits its
   // whole timeout unanswered and tells no more than the socket table already did (busy).
@@ -366,6 +368,7 @@ export async function read(
   const drift = driftReasons({
     status: st,
     started: props.started,
+    boot,
     expectedDigest: props.clientBuild.digest,
     bind: props.bind,
     guardOn: props.rssLimitPercent > 0,

@@ -69,7 +69,7 @@ const provider = delegatingProvider(path.join(__dirname, "provider.ts"));
 const SERVER = "bin/ggml-rpc-server";
 
 /**
- * ggml-rpc-server on one node as a `systemd-run --user` unit bound to its fabric address, the
+ * ggml-rpc-server on one node as an enabled systemd user unit bound to its fabric address, the
  * RSS guard beside it, health by a real RPC HELLO from the client node. Refresh re-reads the
  * units (NRestarts, InvocationID), the running binary's digest and the socket table: drift.
  */

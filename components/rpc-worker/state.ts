@@ -45,7 +45,7 @@ export type WorkerMemory = UnitMemory;
  * The unit's status as the worker's `status` output keeps it (native/unit/status.py's JSON with
  * the unit under `worker`; `memory` is absent in state written before status.py read it).
  */
-export type WorkerStatus = Omit<UnitStatus, "unit" | "health" | "memory" | "owner"> & {
+export type WorkerStatus = Omit<UnitStatus, "unit" | "health" | "memory" | "owner" | "boot"> & {
   worker: UnitState;
   memory?: WorkerMemory;
 };

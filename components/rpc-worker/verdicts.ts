@@ -3,7 +3,7 @@
 // rewrite state. Reads the current shape: older state is upgraded first (state-upgrade.ts).
 import { changedKeys } from "../providers/diff";
 import { programsChange } from "../unit/programs";
-import { type Started, unitDrift } from "../unit/status";
+import { type Started, steadyUnit, type UnitBoot, unitDrift } from "../unit/status";
 import { CACHE_DIR } from "./commands";
 import type { CachePrune, ProbeResult } from "./node-output";
 import type { Health, RpcWorkerInputs, RpcWorkerOutputs, TensorCache, WorkerStatus } from "./state";
@@ -25,7 +25,11 @@ export function tensorCacheOf(p: CachePrune): TensorCache {
 export function workerVerdict(o: RpcWorkerOutputs) {
   const { memory: _m, log: _l, guardLog: _g, established: _e, tail: _t, ...status } = o.status;
   return {
-    status,
+    status: {
+      ...status,
+      worker: steadyUnit(status.worker),
+      ...(status.guard ? { guard: steadyUnit(status.guard) } : {}),
+    },
     version: o.version,
     clientVersion: o.clientVersion,
     digest: o.digest,
@@ -206,6 +210,7 @@ const mib = (b: number) => Math.round(b / 2 ** 20);
 export function driftReasons(o: {
   status: WorkerStatus;
   started: Started;
+  boot?: UnitBoot;
   expectedDigest: string;
   bind: string;
   guardOn: boolean;
@@ -214,6 +219,7 @@ export function driftReasons(o: {
     words: { what: "worker", binary: "binary", guarded: "the worker" },
     status: { ...o.status, unit: o.status.worker },
     started: o.started,
+    ...(o.boot ? { boot: o.boot } : {}),
     expectedDigest: o.expectedDigest,
     bind: o.bind,
     guardOn: o.guardOn,

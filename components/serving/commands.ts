@@ -193,13 +193,15 @@ export function startCommand(i: LlamaServerInputs, was?: string): RemoteScript {
       // Up is /health = 200 (the model is loaded), not a listening port.
       healthTimeoutSeconds: i.healthTimeoutSeconds,
       flags: serverArgv({ placement: i.flags, bind: i.bind, port: i.port }),
+      // After a reboot the server starts when its workers accept, not before (it would abort).
+      waitFor: i.workers.map((w) => w.endpoint),
       ...(owner ? { owner } : {}),
     },
     i.programs,
     {
       ...apiKeyEnv(i.apiKey),
       display:
-        `systemd-run --user --unit=${i.unit} llama-server ${i.flags.join(" ")} --host ${i.bind} --port ${i.port}` +
+        `systemctl --user start ${i.unit} (enabled: back after a reboot): llama-server ${i.flags.join(" ")} --host ${i.bind} --port ${i.port}` +
         (guarded ? ` and ${guardUnit(i.port)} at ${i.rssLimitPercent}% of RAM` : ""),
     },
   );
@@ -271,7 +273,7 @@ export function referenceStartCommand(i: LlamaServerInputs, refPort: number): Re
     },
     i.programs,
     {
-      display: `systemd-run --user --unit=${unitName("reference", refPort)} llama-server (single-node reference) on 127.0.0.1:${refPort}`,
+      display: `systemctl --user start ${unitName("reference", refPort)} (for this smoke only): llama-server (single-node reference) on 127.0.0.1:${refPort}`,
     },
   );
 }

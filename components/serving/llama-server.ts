@@ -77,7 +77,7 @@ const provider = delegatingProvider(path.join(__dirname, "provider.ts"));
 const SERVER = "bin/llama-server";
 
 /**
- * llama-server on the client node as a `systemd-run --user` unit with the plan's flags, bound
+ * llama-server on the client node as an enabled systemd user unit with the plan's flags, bound
  * to loopback unless configured; created only when its log shows the model on every planned
  * device with the planned layers, and a smoke generation equals a single-node run's.
  */

@@ -36,6 +36,7 @@ export function serverStatusOf(u: UnitStatus): ServerStatus {
     health: u.health ?? { status: 0, body: "status.py was not asked for /health" },
     log: u.log,
     owner: u.owner ?? "",
+    ...(u.boot ? { boot: u.boot } : {}),
   };
 }
 

@@ -1,5 +1,5 @@
 // LlamaServer's dynamic-provider implementation: llama-server from the client node's verified
-// build as a `systemd-run --user` unit with the plan's flags, then proof that the model landed
+// build as an enabled systemd user unit with the plan's flags, then proof that the model landed
 // where the plan says, then a smoke generation compared token for token with a single-node run.
 //
 //   start      native/unit/start.sh (the worker's too): refuses a binary whose sha256 is not
@@ -14,6 +14,7 @@
 //              first `[graph_compute]` in the worker's GGML_RPC_DEBUG log
 import type * as pulumi from "@pulumi/pulumi";
 import type { ProviderImpl } from "../providers/delegate";
+import { steadyReading } from "../providers/diff";
 import { progress } from "../providers/progress";
 import { withStateUpgrade } from "../providers/state-upgrade";
 import { openNode, RemoteCommandError, type SshTarget } from "../transport";
@@ -60,6 +61,7 @@ import {
   describeSeen,
   placementMismatch,
   serverDrift,
+  serverVerdict,
   unreachedWorkers,
   wireEnds,
   wireProofFailure,
@@ -79,7 +81,12 @@ export type {
 export { startCommand } from "./commands";
 export { RECORD_KEYS, RESTART_KEYS, serverChanges } from "./verdicts";
 
-const measured = ({ log: _log, owner: _owner, ...rest }: ServerStatus): MeasuredServer => rest;
+const measured = ({
+  log: _log,
+  owner: _owner,
+  boot: _boot,
+  ...rest
+}: ServerStatus): MeasuredServer => rest;
 
 const tag = (t: SshTarget) => `[${t.name}] llama-server`;
 
@@ -414,15 +421,13 @@ export async function read(
     }),
     ...ownerDrift(props.unit, props.target.name, props.owner, st.owner),
   ];
-  return {
-    id,
-    props: {
-      ...props,
-      status: measured(st),
-      health: st.health.status === 200 ? st.health.body.trim() : `down: ${st.health.body}`,
-      drift,
-    },
+  const fresh = {
+    ...props,
+    status: measured(st),
+    health: st.health.status === 200 ? st.health.body.trim() : `down: ${st.health.body}`,
+    drift,
   };
+  return { id, props: steadyReading(props, fresh, serverVerdict) };
 }
 
 export async function diff(

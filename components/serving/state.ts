@@ -4,7 +4,7 @@
 import type { ProgramRef } from "../native-script";
 import type { SshTarget } from "../transport";
 import type { UNIT_PROGRAMS } from "../unit/commands";
-import type { Started, UnitState } from "../unit/status";
+import type { Started, UnitBoot, UnitState } from "../unit/status";
 import type { LlamaServerGate, ServingPlan } from "./placement";
 import type { TopologyChoice } from "./topology";
 
@@ -42,6 +42,8 @@ export interface ServerStatus {
   log: string[];
   /** The stack the unit records ("" for none): read for the drift, never kept in state. */
   owner?: string;
+  /** The unit's starts across boots (status.py's): read for the drift, never kept in state. */
+  boot?: UnitBoot;
 }
 
 export type ServerStarted = Started;
@@ -152,7 +154,7 @@ export interface SmokeOutput {
 }
 
 /**
- * Seconds from the unit's start (start.sh's systemd-run) to its port listening and to GET
+ * Seconds from the unit's start (start.sh's systemctl start) to its port listening and to GET
  * /health = 200 (start.sh), and the time to first token of the server's first request, a
  * streamed chat completion (smoke.py; from the request, not from the unit's start).
  */
@@ -179,7 +181,7 @@ export interface LlamaServerOutputs extends Omit<LlamaServerInputs, "apiKey"> {
  * What state keeps of a status: everything but the log (which holds what clients caused) and
  * the owner (read for the drift only).
  */
-export type MeasuredServer = Omit<ServerStatus, "log" | "owner">;
+export type MeasuredServer = Omit<ServerStatus, "log" | "owner" | "boot">;
 
 export interface ServingDrainInputs {
   kind: "ServingDrain";

@@ -5,7 +5,7 @@
 import { changedKeys } from "../providers/diff";
 import { keyDigest } from "../unit/api-key";
 import { programsChange } from "../unit/programs";
-import { unitDrift } from "../unit/status";
+import { steadyUnit, unitDrift } from "../unit/status";
 import { workerLogPath } from "./commands";
 import type { RpcGraphCounts, SeenPlacement, WireCounters } from "./node-output";
 import type { ServingPlan } from "./placement";
@@ -177,6 +177,24 @@ export function describeSeen(seen: SeenPlacement): string {
     .join("; ");
 }
 
+/**
+ * The server's refresh is judged by its status (what a boot or an explained restart renews left
+ * out: steadyUnit), health and drift: the same verdict keeps the state `up` wrote.
+ */
+export function serverVerdict(o: Pick<LlamaServerOutputs, "status" | "health" | "drift">) {
+  // State a test or an older sparkform wrote may have no status: it is judged as it is.
+  const s = o.status as LlamaServerOutputs["status"] | undefined;
+  return {
+    status: s && {
+      ...s,
+      unit: steadyUnit(s.unit),
+      ...(s.guard ? { guard: steadyUnit(s.guard) } : {}),
+    },
+    health: o.health,
+    drift: o.drift,
+  };
+}
+
 /** Why the measured server is not the one `up` started ([] = none). */
 export function serverDrift(o: {
   status: Omit<ServerStatus, "log" | "owner">;
@@ -192,6 +210,7 @@ export function serverDrift(o: {
     words: { what: "server", binary: "llama-server", guarded: "llama-server" },
     status: o.status,
     started: o.started,
+    ...(o.status.boot ? { boot: o.status.boot } : {}),
     expectedDigest: o.expectedDigest,
     bind: o.bind,
     guardOn: o.guardOn,

@@ -97,7 +97,18 @@ export interface UnitStart {
   readonly healthTimeoutSeconds?: number;
   /** The stack the unit belongs to (absent: state from before owners; nothing recorded). */
   readonly owner?: UnitOwner;
+  /**
+   * `host:port`s that must accept before every start of the unit, a boot's included (the
+   * server's workers): the unit waits for them (up to 600 s a start) instead of crash-looping.
+   */
+  readonly waitFor?: readonly string[];
 }
+
+/**
+ * Whether the role's unit comes back after the node reboots (an enabled unit file): every role
+ * but the smoke's reference, which lives for one request.
+ */
+export const startsAtBoot = (role: UnitRole): boolean => role !== "reference";
 
 /** start.sh: (re)start the unit and its guard; refuses a binary that is not the build's. */
 export function unitStartCommand(
@@ -126,6 +137,8 @@ export function unitStartCommand(
     ...(s.env ?? []).map(([k, v]) => ["--env", `${k}=${v}`]),
     ...(s.mkdir ?? []).map((d) => ["--mkdir", d]),
     ...(s.healthTimeoutSeconds === undefined ? [] : [["--health", String(s.healthTimeoutSeconds)]]),
+    ...(startsAtBoot(s.role) ? [["--at-boot"]] : []),
+    ...(s.waitFor ?? []).map((e) => ["--wait-for", e]),
     ...ownerArgs(s.owner),
     ["--", ...s.flags],
   ].flat();

@@ -19,12 +19,6 @@ export interface ProgramUpgrade {
   readonly why: string;
 }
 
-const ITEM_8 =
-  "issue 33 item 8: the unit records its stack (start.sh --description, set live on a running " +
-  "unit by --owner-check, which `up` runs before it writes state), start.sh and files.sh refuse " +
-  "another stack's port, stop.sh leaves another stack's unit, status.py reads the record; what " +
-  "a running unit runs, and how, is unchanged";
-
 const ITEM_34_6 =
   "issue 34 item 6: the GGUF reader and the reference store moved to native/lib/ (gguf.py, " +
   "refstore.py) and are inlined where they were written out; the cache is warmed, referenced " +
@@ -40,23 +34,13 @@ const FAST_PATH_WINDOW =
   "the first one (another client's decode may open the window); it reads the worker's log for " +
   "the smoke and is not part of how the server runs, so a running llama-server needs no restart";
 
+// Issue 35 item 1 restarts every unit once at upgrade, undeclared on purpose: start.sh now writes
+// unit files that the boot starts again, and a running transient unit (an older sparkform's)
+// becomes one only by a restart. So the declarations of start.sh, stop.sh, status.py and
+// router/files.sh (issue 33 item 8, which restarted nothing) are gone with it.
+
 /** Per program (its name under native/), the upgrades declared (the main before item 8 → now). */
 export const PROGRAM_UPGRADES: Readonly<Record<string, ProgramUpgrade>> = {
-  "unit/start.sh": {
-    from: ["01a65201e42a6daed4f923d84a86d98d7ae565763554ab4df4282d43a881621a"],
-    to: "e37d92c4bfb08bb49e925faab9263017981e17d4c442b1172b7480a427436c23",
-    why: ITEM_8,
-  },
-  "unit/stop.sh": {
-    from: ["03fb6b7268d719733f5815c31b9559afd570251af703c698109ec2f36bbe2585"],
-    to: "5cfc918d9ff5a22891d10f458834522f10ae49ad5c9745fa56ff9fbfd3a2f930",
-    why: ITEM_8,
-  },
-  "unit/status.py": {
-    from: ["b5f94b72f465b3dbf7b1f653d542a5c350fb714d47a703c11fc18dd2215f1d42"],
-    to: "cf3ed8b11932b16a260a98db558707d76a000d74436e0ec9749680206f1f867c",
-    why: ITEM_8,
-  },
   "rpc-worker/prewarm.py": {
     from: ["eb7ffab3ff174a88bdbf18caffee440648711cd815411d9e9218668e587a17ed"],
     to: "89b5e26331e84c7155bdd7b5692530ddf0964dd458865aa08e823bf09933ed56",
@@ -76,13 +60,6 @@ export const PROGRAM_UPGRADES: Readonly<Record<string, ProgramUpgrade>> = {
     from: ["7ac76e05788a9653d9cd9e776de174f69c38cbe3ca12b658c14b4c98a5c14983"],
     to: "19665917a14c097cb140ad0b5180e91cfb47c3dcd0f44bb237d7705e71898eaf",
     why: FAST_PATH_WINDOW,
-  },
-  "router/files.sh": {
-    from: ["17e1f917e0945bc5023d829186635113cd364b308d97617fc8546be13544c586"],
-    to: "88cb68efd99f7df2fc8bd2e675244bb6e7bcd742d777edaf490417e9d0329109",
-    why:
-      `${ITEM_8}; and (items 1, 4) install writes the stack's key files beside the config, ` +
-      "which a changed key or config restarts the router for on its own",
   },
 };
 

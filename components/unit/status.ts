@@ -58,6 +58,19 @@ export interface UnitStatus {
    * Read for the drift, never kept in state: absent from status.py before owners.
    */
   owner?: string;
+  /** The unit's starts across boots (absent from status.py before units survived a reboot). */
+  boot?: UnitBoot;
+}
+
+/**
+ * status.py's `boot`: this boot's id, the unit's last recorded start (start.sh's own, or the
+ * first start of a boot that brought the unit back) and the stops a lost worker caused since.
+ */
+export interface UnitBoot {
+  current: string;
+  lastStart: string;
+  lastStartInvocation: string;
+  peerLost: number;
 }
 
 /**
@@ -123,6 +136,8 @@ export function unitDrift(o: {
     binaryDigest?: string;
   };
   started: Started;
+  /** status.py's `boot` (absent: a status.py from before units survived a reboot). */
+  boot?: UnitBoot;
   expectedDigest: string;
   bind: string;
   guardOn: boolean;
@@ -133,12 +148,7 @@ export function unitDrift(o: {
   const u = o.status.unit;
   if (u.ActiveState !== "active" || u.SubState !== "running")
     r.push(`${what} unit is ${u.ActiveState}/${u.SubState} (result ${u.Result})`);
-  if (u.NRestarts !== o.started.nRestarts)
-    r.push(`${what} restarted ${u.NRestarts} times (was ${o.started.nRestarts} at start)`);
-  if (u.InvocationID !== o.started.invocationId)
-    r.push(
-      `${what} invocation changed (${o.started.invocationId.slice(0, 8)} → ${u.InvocationID.slice(0, 8) || "none"})`,
-    );
+  r.push(...restartDrift(what, u, o.started, o.boot));
   if (o.status.binaryDigest !== undefined && o.status.binaryDigest !== o.expectedDigest)
     r.push(
       `${binary} sha256 ${o.status.binaryDigest.slice(0, 12) || "(missing)"} is not the build's ${o.expectedDigest.slice(0, 12)}`,
@@ -151,6 +161,70 @@ export function unitDrift(o: {
   r.push(...guardDrift(guarded, o.guardOn, o.status.guard));
   const others = o.status.listening.filter((a) => a !== o.bind && !sameAddress(a, o.bind));
   if (others.length > 0) r.push(`listening on ${others.join(", ")} besides ${o.bind}`);
+  return r;
+}
+
+/**
+ * A unit's state as a refresh judges it: without what a boot or an explained restart renews
+ * (the invocation, the pid, the restart count, ExecStart's start time and pid). Whatever of
+ * those is not explained is in the drift (restartDrift), which the verdicts compare too.
+ */
+export function steadyUnit<T extends Partial<UnitState>>(
+  u: T,
+): Omit<T, "InvocationID" | "MainPID" | "NRestarts"> {
+  const { InvocationID: _i, MainPID: _p, NRestarts: _n, ...rest } = u;
+  if (rest.ExecStart === undefined) return rest;
+  // `{ path=… ; argv[]=… ; ignore_errors=no ; start_time=[…] ; … pid=… }`: the command only.
+  const command = /argv\[\]=(.*?) ; ignore_errors=/.exec(rest.ExecStart)?.[1] ?? rest.ExecStart;
+  return { ...rest, ExecStart: command };
+}
+
+/**
+ * A restart or a new invocation since `up` started the unit, unless the node's boot or a lost
+ * worker explains it: a unit the boot started again (its last recorded start is this boot's and
+ * not `up`'s) counts its restarts from 0, and every stop status.py counted as a worker's loss
+ * (the server aborts when its worker goes away, and systemd restarts it) is not its own. A new
+ * invocation is explained only when it is the boot's start, or when every restart since was a
+ * worker's loss; a restart by hand or a crash of its own stays drift.
+ */
+export function restartDrift(
+  what: string,
+  u: Pick<UnitState, "NRestarts" | "InvocationID">,
+  started: Started,
+  boot: UnitBoot | undefined,
+): string[] {
+  const rebooted =
+    boot !== undefined &&
+    boot.lastStart !== "" &&
+    boot.lastStart === boot.current &&
+    boot.lastStartInvocation !== started.invocationId;
+  const lost = boot?.peerLost ?? 0;
+  const r: string[] = [];
+  // Neither a boot nor a lost worker: exactly what `up` recorded.
+  if (!rebooted && lost === 0) {
+    if (u.NRestarts !== started.nRestarts)
+      r.push(`${what} restarted ${u.NRestarts} times (was ${started.nRestarts} at start)`);
+    if (u.InvocationID !== started.invocationId)
+      r.push(
+        `${what} invocation changed (${started.invocationId.slice(0, 8)} → ${u.InvocationID.slice(0, 8) || "none"})`,
+      );
+    return r;
+  }
+  const expected = rebooted ? 0 : Number(started.nRestarts);
+  const own = /^\d+$/.test(u.NRestarts) ? Number(u.NRestarts) - lost : NaN;
+  if (own !== expected)
+    r.push(
+      `${what} restarted ${u.NRestarts} times, ${lost} of them after its worker was lost ` +
+        `(was ${rebooted ? "0 at the boot's start" : `${started.nRestarts} at start`})`,
+    );
+  const explained =
+    u.InvocationID === started.invocationId ||
+    (lost > 0 && own === expected) ||
+    (rebooted && u.InvocationID === boot.lastStartInvocation);
+  if (!explained)
+    r.push(
+      `${what} invocation changed (${started.invocationId.slice(0, 8)} → ${u.InvocationID.slice(0, 8) || "none"})`,
+    );
   return r;
 }
 

@@ -1,6 +1,6 @@
-# user-unit.sh — what a node program needs to run a `systemd-run --user` unit from a non-login
-# ssh session: the user's manager kept after the session (linger), its bus, and the kernel's
-# socket table, and which stack a unit belongs to. Sourced by native/unit/start.sh, stop.sh and
+# user-unit.sh — what a node program needs to run a sparkform user unit from a non-login ssh
+# session: the user's manager kept after the session (linger), its bus, the unit's file, the
+# kernel's socket table, and which stack a unit belongs to. Sourced by native/unit/start.sh, stop.sh and
 # native/router/files.sh; inlined when a program is sent to a node (components/native-script.ts).
 
 # user_bus: XDG_RUNTIME_DIR exported (the user's /run/user/UID unless already set: a non-login
@@ -76,4 +76,32 @@ refuse_other_owner() {
 record_owner() {
 	[ "$(systemctl --user show -p LoadState --value "$1.service" 2>/dev/null)" = loaded ] || return 1
 	systemctl --user set-property --runtime "$1.service" "Description=$2" 2>/dev/null
+}
+
+# A unit's file. One that must come back after a reboot (the worker, the server, the router and
+# their guards) lives in the user's configuration and is enabled (WantedBy=default.target, which
+# the lingering manager reaches at boot); one that must not outlive the boot (the smoke's
+# reference) lives in the runtime directory, which the boot empties. Both are on the manager's
+# search path. The first line marks the file as sparkform's: only such a file is ever removed.
+UNIT_MARK="# sparkform unit: written by native/unit/start.sh, removed by native/unit/stop.sh"
+
+# user_unit_dir boot|runtime: the directory the unit file goes to (user_bus first).
+user_unit_dir() {
+	if [ "$1" = boot ]; then
+		printf '%s\n' "$HOME/.config/systemd/user"
+	else
+		printf '%s\n' "${XDG_RUNTIME_DIR:-/run/user/$(id -u)}/systemd/user"
+	fi
+}
+
+# forget_unit NAME: disabled and its file removed from either directory, only when sparkform
+# wrote it (UNIT_MARK); the caller reloads the manager (`systemctl --user daemon-reload`).
+forget_unit() {
+	_f="$(user_unit_dir boot)/$1.service"
+	if [ "$(head -n 1 "$_f" 2>/dev/null)" = "$UNIT_MARK" ]; then
+		systemctl --user disable "$1.service" >/dev/null 2>&1 || true
+		rm -f -- "$_f" "$(user_unit_dir boot)/default.target.wants/$1.service"
+	fi
+	_f="$(user_unit_dir runtime)/$1.service"
+	if [ "$(head -n 1 "$_f" 2>/dev/null)" = "$UNIT_MARK" ]; then rm -f -- "$_f"; fi
 }

@@ -1,14 +1,16 @@
 #!/bin/sh
 # Runs on a node (non-login ssh, as the cluster's user): one supervised server from the
-# verified, installed build as a `systemd-run --user` transient unit bound to one address, with
-# the RSS guard as a second unit beside it. The worker (ggml-rpc-server) and the server
+# verified, installed build as a systemd user unit bound to one address, with the RSS guard as a
+# second unit beside it. With --at-boot both are unit files in ~/.config/systemd/user, enabled,
+# so the lingering user manager starts them again after the node reboots; without it (the
+# smoke's reference) they live in the runtime directory, which a reboot empties. The worker (ggml-rpc-server) and the server
 # (llama-server) both start here, so what a supervised unit is (refusals, digest, guard,
 # restart policy, log) is written once; each stage adds only its options
 # (components/unit/commands.ts builds them). Arguments ("$@", never pasted into this text):
 #   --unit NAME --bin BIN --sha SHA256 --bind ADDR --port PORT --state DIR --log NAME
 #   --guard-unit NAME --guard-percent P --guard-interval S --guard-text TEXT
 #   [--what WORDS] [--not-on-management] [--one-per-node] [--line-buffered]
-#   [--env K=V]... [--mkdir DIR]... [--health SECONDS]
+#   [--env K=V]... [--mkdir DIR]... [--health SECONDS] [--at-boot] [--wait-for HOST:PORT]...
 #   [--owner STACK --node NAME --port-key KEY [--was STACK] [--owner-check]] -- FLAGS...
 # --owner: the stack (<project>/<stack>) the unit and its guard belong to, recorded as their
 # Description ("sparkform WHAT of stack STACK"); a unit of that name another stack recorded is
@@ -20,7 +22,15 @@
 # that has none or the old name (stdout adopted=UNIT; nothing restarts); --bin and the others
 # are not needed (--what and --guard-unit name what is recorded).
 # The unit's log is DIR/NAME-PORT.log, the guard's DIR/guard-PORT.log and its program
-# DIR/rss-guard-PORT.py. DIR, BIN, --mkdir, --env values and flags may start with "~/" (this
+# DIR/rss-guard-PORT.py. Every start of the unit, a boot's and a restart's included, first runs
+# DIR/UNIT.pre.sh (ExecStartPre): the binary's digest checked again (a changed file never
+# runs), BIND waited for (a fabric address comes up with the network, after the manager), and
+# each --wait-for HOST:PORT until it accepts (the server's workers: a server whose worker is not
+# back yet waits rather than crash-loops). DIR/UNIT.boot records the unit's first start of each
+# boot (start.sh records its own start there too); with --wait-for, DIR/UNIT.restarts records
+# each stop its worker's loss caused (ExecStopPost, DIR/UNIT.post.sh). status.py reports both,
+# so a unit the boot brought back, or a server restarted because its worker went away, is told
+# from one that crashed or was restarted by hand. DIR, BIN, --mkdir, --env values and flags may start with "~/" (this
 # node's $HOME). GUARD_PERCENT 0 =
 # no guard (one left from an earlier start is stopped). --not-on-management: BIND must not be
 # on the interface that carries this ssh session (a server without authentication). One per
@@ -47,7 +57,7 @@ home() { case $1 in "~/"*) printf '%s\n' "$HOME/${1#"~/"}" ;; *) printf '%s\n' "
 UNIT="" BIN="" EXPECTED="" BIND="" PORT="" STATE="" LOG="" GUARD=""
 GUARD_PERCENT="" GUARD_INTERVAL="" GUARD_TEXT="" GUARD_TEXT_SET=""
 WHAT=server MGMT_CHECK="" ONE_PER_NODE="" STDBUF="" HEALTH_TIMEOUT="" ENVS="" DIRS=""
-OWNER="" NODE="" PORT_KEY="" WAS="" OWNER_CHECK=""
+OWNER="" NODE="" PORT_KEY="" WAS="" OWNER_CHECK="" AT_BOOT="" WAIT_FOR=""
 while [ $# -gt 0 ]; do
   o=$1
   case $o in
@@ -55,6 +65,7 @@ while [ $# -gt 0 ]; do
   --one-per-node) ONE_PER_NODE=1; shift; continue ;;
   --line-buffered) STDBUF=1; shift; continue ;;
   --owner-check) OWNER_CHECK=1; shift; continue ;;
+  --at-boot) AT_BOOT=1; shift; continue ;;
   --) shift; break ;;
   --*) [ $# -ge 2 ] || usage "$o has no value" ;;
   *) usage "\"$o\" is not an option (llama-server's flags come after --)" ;;
@@ -89,6 +100,10 @@ while [ $# -gt 0 ]; do
 " ;;
   --mkdir) DIRS="$DIRS$v
 " ;;
+  --wait-for)
+    case $v in *[!0-9A-Za-z.:_-]* | *: | :*) usage "--wait-for $v is not HOST:PORT" ;; esac
+    case ${v##*:} in *[!0-9]*) usage "--wait-for $v is not HOST:PORT" ;; esac
+    WAIT_FOR="$WAIT_FOR${WAIT_FOR:+ }$v" ;;
   *) usage "$o is not an option" ;;
   esac
 done
@@ -185,11 +200,13 @@ user_manager
 # Another stack's unit on this port: refused before anything is stopped or written.
 refuse_other_owner "$UNIT" "$OWNER" "${NODE:-this node}" "${PORT_KEY:-its port}" "$WAS"
 
-stop_units() { # UNIT...: stop and forget each
+stop_units() { # UNIT...: stop and forget each, its file too (it must not come back at boot)
   for u in "$@"; do
     systemctl --user stop "$u.service" 2>/dev/null || true
     systemctl --user reset-failed "$u.service" 2>/dev/null || true
+    forget_unit "$u"
   done
+  systemctl --user daemon-reload 2>/dev/null || true
 }
 # One per node: a restart replaces this unit's instance on any other port (and its guard).
 if [ -n "$ONE_PER_NODE" ]; then
@@ -202,7 +219,8 @@ if [ -n "$ONE_PER_NODE" ]; then
       continue
     fi
     stop_units "$gprefix-$p" "$prefix-$p"
-    rm -f "$STATE/$LOG_NAME-$p.log" "$STATE/guard-$p.log" "$STATE/rss-guard-$p.py"
+    rm -f "$STATE/$LOG_NAME-$p.log" "$STATE/guard-$p.log" "$STATE/rss-guard-$p.py" \
+      "$STATE/$prefix-$p.pre.sh" "$STATE/$prefix-$p.post.sh" "$STATE/$prefix-$p.boot" "$STATE/$prefix-$p.restarts"
     echo "stopped=$prefix-$p"
   done
 fi
@@ -239,49 +257,162 @@ else
   rm -f "$KEY"
 fi
 KEY_TEXT=""
-# The unit's environment, in the order given (systemd keeps it: `Environment` on refresh).
-SETENV=""
-while IFS= read -r kv; do
-  [ -n "$kv" ] || continue
-  SETENV="$SETENV--setenv=${kv%%=*}=$(home "${kv#*=}")
-"
-done <<EOF
-$ENVS
-EOF
 # The unit's command: the binary, or stdbuf before it (a banner printf to a pipe is
 # block-buffered without it), then its flags.
 set -- "$BIN" "$@"
 [ -z "$STDBUF" ] || set -- /usr/bin/stdbuf -oL -eL "$@"
-# The readiness timings count from here (seconds since boot, 10 ms steps).
-now_s() { cut -d' ' -f1 /proc/uptime; }
-since() { awk -v a="$1" -v b="$(now_s)" 'BEGIN { printf "%.2f\n", b - a }'; }
-T0=$(now_s)
+# The unit files. A value goes into a unit file double-quoted with systemd's escapes (`\` and
+# `"` escaped, `%` (specifiers) doubled, and on a command line `$` (variables) doubled too):
+# nothing a user gave is pasted into a unit file unquoted. The programs the unit runs before
+# and after it get their values single-quoted (sq).
+sd_env() { printf '"%s"' "$(printf '%s' "$1" | sed -e 's/\\/\\\\/g' -e 's/"/\\"/g' -e 's/%/%%/g')"; }
+sd_arg() { sd_env "$1" | sed -e 's/\$/$$/g'; }
+sd_text() { printf '%s' "$1" | sed -e 's/%/%%/g'; }
+sq() { printf "'%s'" "$(printf '%s' "$1" | sed "s/'/'\\\\''/g")"; }
+UNIT_DIR=$(user_unit_dir "${AT_BOOT:+boot}")
+mkdir -p "$UNIT_DIR"
+BOOT_FILE="$STATE/$UNIT.boot" RESTARTS="$STATE/$UNIT.restarts"
+EXEC=""
+for a in "$@"; do EXEC="$EXEC${EXEC:+ }$(sd_arg "$a")"; done
+# Before every start (ExecStartPre): what this program checked above, again, for the starts it
+# does not run itself (a boot's, a restart's).
+{
+  echo "#!/bin/sh"
+  echo "# $UNIT's ExecStartPre, written by native/unit/start.sh (see there): the first start of a"
+  echo "# boot recorded, the binary's digest, the bind address, then what the unit needs first."
+  echo "set -u"
+  echo "BIN=$(sq "$BIN") EXPECTED=$(sq "$EXPECTED") BIND=$(sq "$BIND")"
+  echo "BOOT_FILE=$(sq "$BOOT_FILE") RESTARTS=$(sq "$RESTARTS") WAIT_FOR=$(sq "$WAIT_FOR")"
+  cat <<'PRE'
+boot=$(cat /proc/sys/kernel/random/boot_id)
+if [ "$(cut -d' ' -f1 "$BOOT_FILE" 2>/dev/null)" != "$boot" ]; then
+  printf '%s %s\n' "$boot" "${INVOCATION_ID:-}" > "$BOOT_FILE.tmp" && mv -f "$BOOT_FILE.tmp" "$BOOT_FILE"
+  : > "$RESTARTS"
+fi
+actual=$(sha256sum "$BIN" 2>/dev/null | cut -d' ' -f1)
+if [ "$actual" != "$EXPECTED" ]; then
+  echo "$BIN has sha256 ${actual:-(missing)}, expected $EXPECTED (the verified build's): not started; \`pulumi up\` restores it" >&2
+  exit 1
+fi
+up_s() { cut -d. -f1 /proc/uptime; }
+end=$(($(up_s) + 120))
+until ip -o addr show | awk '{print $4}' | cut -d/ -f1 | grep -qxF "$BIND"; do
+  [ "$(up_s)" -lt "$end" ] || { echo "$BIND is not an address of this node after 120 s: not started" >&2; exit 1; }
+  sleep 0.5
+done
+end=$(($(up_s) + 600))
+for hp in $WAIT_FOR; do
+  until python3 -c 'import socket, sys
+h, p = sys.argv[1].rsplit(":", 1)
+socket.create_connection((h.strip("[]"), int(p)), 2).close()' "$hp" 2>/dev/null; do
+    [ "$(up_s)" -lt "$end" ] || { echo "$hp did not accept for 600 s: not started (systemd tries again)" >&2; exit 1; }
+    sleep 1
+  done
+done
+PRE
+} > "$STATE/$UNIT.pre.sh.tmp"
+mv -f "$STATE/$UNIT.pre.sh.tmp" "$STATE/$UNIT.pre.sh"
+POST=""
+if [ -n "$WAIT_FOR" ]; then
+  # After every stop (ExecStopPost): a failure whose log ends in ggml-rpc's abort on a lost
+  # worker is that worker's loss, recorded so that the restart is not read as this unit's crash.
+  {
+    echo "#!/bin/sh"
+    echo "# $UNIT's ExecStopPost, written by native/unit/start.sh: a stop its worker's loss caused."
+    echo "LOG=$(sq "$LOG") RESTARTS=$(sq "$RESTARTS")"
+    cat <<'POST_TEXT'
+[ "${SERVICE_RESULT:-success}" != success ] || exit 0
+tail -n 40 "$LOG" 2>/dev/null |
+  grep -qE 'Remote RPC server crashed or returned malformed response|Failed to connect to ' || exit 0
+printf '%s %s peer-lost\n' "$(cat /proc/sys/kernel/random/boot_id)" "${INVOCATION_ID:-}" >> "$RESTARTS"
+POST_TEXT
+  } > "$STATE/$UNIT.post.sh.tmp"
+  mv -f "$STATE/$UNIT.post.sh.tmp" "$STATE/$UNIT.post.sh"
+  POST="ExecStopPost=/bin/sh $(sd_arg "$STATE/$UNIT.post.sh")"
+else
+  rm -f "$STATE/$UNIT.post.sh"
+fi
+write_unit() { # NAME: the unit file from stdin, temp name then rename
+  { echo "$UNIT_MARK"; cat; } > "$UNIT_DIR/$1.service.tmp"
+  mv -f "$UNIT_DIR/$1.service.tmp" "$UNIT_DIR/$1.service"
+}
 # Restart=on-failure with NRestarts read on refresh: a crash hidden by a restart is still seen
-# (and a client's unit restarts when a peer failure aborts it).
-old_ifs=$IFS
-IFS='
-'
-# shellcheck disable=SC2086
-systemd-run --user --quiet --unit="$UNIT" ${DESC_UNIT:+"--description=$DESC_UNIT"} -p Type=exec -p Restart=on-failure -p RestartSec=2 \
-  -p "WorkingDirectory=$HOME" -p "StandardOutput=append:$LOG" -p "StandardError=append:$LOG" \
-  $SETENV "$@"
-IFS=$old_ifs
+# (and a client's unit restarts when a peer failure aborts it). No start limit: a unit that
+# waits for its worker keeps trying rather than ending failed.
+{
+  echo "[Unit]"
+  echo "Description=$(sd_text "${DESC_UNIT:-sparkform $WHAT}")"
+  echo "StartLimitIntervalSec=0"
+  echo "[Service]"
+  echo "Type=exec"
+  echo "ExecStartPre=/bin/sh $(sd_arg "$STATE/$UNIT.pre.sh")"
+  echo "ExecStart=$EXEC"
+  [ -z "$POST" ] || echo "$POST"
+  echo "Restart=on-failure"
+  echo "RestartSec=2"
+  echo "TimeoutStartSec=900"
+  echo "WorkingDirectory=~"
+  echo "StandardOutput=append:$(sd_text "$LOG")"
+  echo "StandardError=append:$(sd_text "$LOG")"
+  # The environment in the order given (systemd keeps it: `Environment` on refresh).
+  printf '%s' "$ENVS" | while IFS= read -r kv; do
+    [ -z "$kv" ] || echo "Environment=$(sd_env "${kv%%=*}=$(home "${kv#*=}")")"
+  done
+  if [ -n "$AT_BOOT" ]; then printf '[Install]\nWantedBy=default.target\n'; fi
+} | write_unit "$UNIT"
 
 # The guard's program file is this port's own, so stop.sh can remove it without taking another
 # unit's (its Restart=on-failure re-reads the file).
 if [ "$GUARD_PERCENT" != 0 ]; then
   printf '%s' "$GUARD_TEXT" > "$STATE/rss-guard-$PORT.py.tmp"
   mv "$STATE/rss-guard-$PORT.py.tmp" "$STATE/rss-guard-$PORT.py"
-  systemd-run --user --quiet --unit="$GUARD" ${DESC_GUARD:+"--description=$DESC_GUARD"} -p Type=exec -p Restart=on-failure -p RestartSec=2 \
-    /usr/bin/python3 "$STATE/rss-guard-$PORT.py" --unit "$UNIT.service" --percent "$GUARD_PERCENT" \
-    --interval "$GUARD_INTERVAL" --log "$STATE/guard-$PORT.log"
+  {
+    echo "[Unit]"
+    echo "Description=$(sd_text "${DESC_GUARD:-sparkform RSS guard}")"
+    echo "After=$UNIT.service"
+    echo "StartLimitIntervalSec=0"
+    echo "[Service]"
+    echo "Type=exec"
+    echo "ExecStart=/usr/bin/python3 $(sd_arg "$STATE/rss-guard-$PORT.py") --unit $(sd_arg "$UNIT.service") --percent $(sd_arg "$GUARD_PERCENT") --interval $(sd_arg "$GUARD_INTERVAL") --log $(sd_arg "$STATE/guard-$PORT.log")"
+    echo "Restart=on-failure"
+    echo "RestartSec=2"
+    if [ -n "$AT_BOOT" ]; then printf '[Install]\nWantedBy=default.target\n'; fi
+  } | write_unit "$GUARD"
 else
   rm -f "$STATE/rss-guard-$PORT.py" "$STATE/guard-$PORT.log"
 fi
+systemctl --user daemon-reload
+# The readiness timings count from here (seconds since boot, 10 ms steps).
+now_s() { cut -d' ' -f1 /proc/uptime; }
+since() { awk -v a="$1" -v b="$(now_s)" 'BEGIN { printf "%.2f\n", b - a }'; }
+T0=$(now_s)
+# A transient unit of this name (an older sparkform's) shadows the file until it is unloaded.
+loaded_from_file() { # NAME
+  i=0
+  until [ "$(systemctl --user show -p FragmentPath --value "$1.service")" = "$UNIT_DIR/$1.service" ]; do
+    i=$((i + 1))
+    if [ "$i" -gt 20 ]; then
+      echo "$1 is loaded from $(systemctl --user show -p FragmentPath --value "$1.service"), not $UNIT_DIR/$1.service, so nothing was started: stop it (systemctl --user stop $1) and \`up\` again" >&2
+      exit 6
+    fi
+    sleep 0.5
+    systemctl --user daemon-reload
+  done
+}
+loaded_from_file "$UNIT"
+[ "$GUARD_PERCENT" = 0 ] || loaded_from_file "$GUARD"
+if [ -n "$AT_BOOT" ]; then
+  systemctl --user enable "$UNIT.service" >/dev/null 2>&1
+  [ "$GUARD_PERCENT" = 0 ] || systemctl --user enable "$GUARD.service" >/dev/null 2>&1
+fi
+: > "$RESTARTS"
+systemctl --user start --no-block "$UNIT.service"
+[ "$GUARD_PERCENT" = 0 ] || systemctl --user start --no-block "$GUARD.service"
 
 # A create that fails leaves no resource whose destroy would stop the unit: stop it here.
 failed() { # WHY TAIL_FILTER
   stop_units "$GUARD" "$UNIT"
+  rm -f "$STATE/$UNIT.pre.sh" "$STATE/$UNIT.post.sh" "$BOOT_FILE" "$RESTARTS"
   echo "$1; it was stopped. Its log:" >&2
   grep -v -e 'assigned to device' -e '(+0x' "$LOG" | tail -n "$2" >&2
   exit 6
@@ -326,6 +457,10 @@ else
   done
   echo "portOpenSeconds=$(since "$T0")"
 fi
+# This start is the unit's start of this boot as `up` recorded it (not a boot's: status.py).
+printf '%s %s\n' "$(cat /proc/sys/kernel/random/boot_id)" \
+  "$(systemctl --user show -p InvocationID --value "$UNIT.service")" > "$BOOT_FILE.tmp"
+mv -f "$BOOT_FILE.tmp" "$BOOT_FILE"
 echo "unit=$UNIT"
 if [ "$GUARD_PERCENT" != 0 ]; then echo "guard=$GUARD"; fi
 echo "log=$LOG"

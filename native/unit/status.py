@@ -12,7 +12,10 @@
 # last 16 MiB); --others: the active units of the same name on other ports (one per node);
 # --health BIND: GET http://BIND:PORT/health; --bound: cut a log past 64 MiB in place.
 # "owner" is the stack the unit records (start.sh's Description "sparkform WHAT of stack
-# OWNER"), "" when none: the stages call a unit another stack recorded drift.
+# OWNER"), "" when none: the stages call a unit another stack recorded drift. "boot": this
+# boot's id, the boot and invocation of the unit's last recorded start (DIR/UNIT.boot: start.sh's
+# own, or the boot's first when the boot started it) and how many stops its worker's loss caused
+# since (DIR/UNIT.restarts): the stages tell a unit the boot brought back from a crashed one.
 import argparse
 import json
 import os
@@ -90,6 +93,26 @@ def health(bind, port):
         return {"status": 0, "body": str(e)}
 
 
+def first_line(path):
+    try:
+        with open(path) as f:
+            return f.readline().strip()
+    except OSError:
+        return ""
+
+
+def boot(state, name):
+    """This boot's id, the unit's last recorded start and the stops a lost worker caused."""
+    start = (first_line(f"{state}/{name}.boot").split() + ["", ""])[:2]
+    try:
+        with open(f"{state}/{name}.restarts") as f:
+            lost = sum(1 for line in f if line.rstrip().endswith(" peer-lost"))
+    except OSError:
+        lost = 0
+    return {"current": first_line("/proc/sys/kernel/random/boot_id"), "lastStart": start[0],
+            "lastStartInvocation": start[1], "peerLost": lost}
+
+
 def main(argv):
     p = argparse.ArgumentParser(prog="status.py")
     for o in ("--unit", "--guard-unit", "--bin", "--state", "--log"):
@@ -120,6 +143,7 @@ def main(argv):
         "guardLog": log_lines(f"{state}/guard-{a.port}.log", a.mark, 20),
         "memory": memory(pid),
         "owner": owner(f"{a.unit}.service"),
+        "boot": boot(state, a.unit),
     }
     if a.others:
         out["others"] = others(a.unit[: -len(f"-{a.port}")], a.unit)

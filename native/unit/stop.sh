@@ -1,6 +1,7 @@
 #!/bin/sh
 # Runs on a node: stop a supervised unit (native/unit/start.sh's) and the units beside it (its
-# RSS guard, a smoke's reference), forget them, remove the files sparkform wrote for them in
+# RSS guard, a smoke's reference), forget them (disabled, and the unit files start.sh wrote
+# removed, so a reboot does not start them again), remove the files sparkform wrote for them in
 # the state directory, and wait until nothing listens on the ports those units held. The worker
 # and the server both stop here (components/unit/commands.ts builds the arguments).
 # Arguments ("$@"):
@@ -65,12 +66,19 @@ if [ -S "$XDG_RUNTIME_DIR/bus" ]; then
     esac
     systemctl --user stop "$unit.service" 2>/dev/null || true
     systemctl --user reset-failed "$unit.service" 2>/dev/null || true
+    # Its file too, so the boot does not start it again (only a file start.sh wrote).
+    forget_unit "$unit"
   done
+  systemctl --user daemon-reload 2>/dev/null || true
 fi
 if [ -e "$STATE" ] || [ -L "$STATE" ]; then
   guard_path "clean up" "$STATE"
   STATE=$GUARD_PATH
   for f in $FILES; do rm -f -- "$STATE/$f"; done
+  # What start.sh wrote beside each unit: the programs it runs before and after, its records.
+  for u in $UNITS; do
+    for x in pre.sh pre.sh.tmp post.sh post.sh.tmp boot boot.tmp restarts; do rm -f -- "$STATE/${u%%:*}.$x"; done
+  done
   if ! ls "$STATE"/*.log >/dev/null 2>&1; then
     for f in $LEGACY; do rm -f -- "$STATE/$f"; done
     rmdir -- "$STATE" 2>/dev/null || true

@@ -279,6 +279,7 @@ describe("LlamaServer", () => {
       plan: { fits: true, known: true },
       evidence: { builds: {}, models: {} },
       flags: ["-m", "~/m.gguf"],
+      workers: [],
       binary: "/b/bin/llama-server",
       binaryDigest: D,
       healthTimeoutSeconds: 1800,
@@ -402,7 +403,9 @@ describe("Router", () => {
     const { routerChanges, update } = await import("../../components/router/provider");
     const { owner: _o, ...old } = news();
     const olds = await state({ ...old, programs: beforeOwners(old.programs) } as RouterInputs);
-    expect(routerChanges(olds, news())).toEqual({ restart: [], record: ["programs", "owner"] });
+    // No router program has a declared upgrade left (issue 35 item 1 restarts units once), so
+    // the programs are the same on both sides here and only the owner is recorded.
+    expect(routerChanges(olds, news())).toEqual({ restart: [], record: ["owner"] });
     const { outs } = await update("id", olds, news());
     expect(ran).toEqual([expect.stringMatching(/^spark-1 unit\/start\.sh .*--owner-check$/)]);
     expect(outs?.owner).toBe("sparkform/test");

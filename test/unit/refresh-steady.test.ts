@@ -57,6 +57,16 @@ describe("a worker's refresh", () => {
     expect(kept).toBe(props);
   });
 
+  it("keeps the state when the node's boot renewed the unit (a new invocation and pid, no drift)", () => {
+    // Issue 35 item 1: the boot started the unit again, restartDrift explains it, and the refresh
+    // after the reboot is quiet; the invocation `up` started stays recorded.
+    const kept = read((o) => {
+      o.status.worker = { ...o.status.worker, InvocationID: "c3", MainPID: "412" };
+      o.status.guard = { ...o.status.guard, InvocationID: "c4", MainPID: "415" };
+    });
+    expect(kept).toBe(props);
+  });
+
   it("compares values, not key order (state comes back sorted, a node's JSON in its own order)", () => {
     const kept = read((o) => {
       const w = o.status.worker;
@@ -69,7 +79,13 @@ describe("a worker's refresh", () => {
 
   it.each([
     ["another binary runs", (o: RpcWorkerOutputs) => void (o.status.runningDigest = "9f00")],
-    ["the unit restarted", (o: RpcWorkerOutputs) => void (o.status.worker.InvocationID = "b2")],
+    [
+      "the unit restarted (its drift says so: restartDrift)",
+      (o: RpcWorkerOutputs) => {
+        o.status.worker.InvocationID = "b2";
+        o.drift.push("worker invocation changed (62b96d65 → b2)");
+      },
+    ],
     ["the worker stopped answering", (o: RpcWorkerOutputs) => void (o.health.state = "down")],
     ["a drift reason appeared", (o: RpcWorkerOutputs) => void o.drift.push("unit inactive")],
     ["a device vanished", (o: RpcWorkerOutputs) => void (o.deviceMemory = [])],

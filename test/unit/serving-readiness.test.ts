@@ -1,7 +1,7 @@
 // Readiness by first token (issue 24, item 4): start.sh says how many seconds after the unit's
 // start its port listened and GET /health answered 200, smoke.py times a streamed chat
 // completion to its first token event, and the LlamaServer keeps the three as
-// `smoke.readiness`. The programs run here for real: start.sh against stand-in systemd-run and
+// `smoke.readiness`. The programs run here for real: start.sh against a stand-in
 // systemctl that start a stand-in server (it listens after a known delay and answers /health
 // 200 after another), smoke.py against a stand-in llama-server that streams its events with a
 // known delay before the first token.
@@ -82,8 +82,8 @@ async function freePort(): Promise<number> {
 
 /**
  * start.sh as the client node runs it, with what a node has and this machine may not stood in:
- * the user manager (user-unit.sh's `user_manager`, a no-op here), `systemd-run` (starts the
- * stand-in server for the unit) and `systemctl` (the unit is active, never restarted).
+ * the user manager (user-unit.sh's `user_manager`, a no-op here) and `systemctl` (its start
+ * runs the stand-in server of the unit file start.sh wrote; the unit is active, never restarted).
  */
 describe("start.sh's readiness lines, measured", () => {
   const dir = path.join(root, "start");
@@ -130,20 +130,22 @@ s.serve_forever()
       writeFileSync(path.join(dir, "bin", name), `#!/bin/sh\n${text}`);
       chmodSync(path.join(dir, "bin", name), 0o755);
     };
-    // systemd-run --user --quiet --unit=NAME ... BIN FLAGS... --port PORT: the stand-in, detached.
-    sh(
-      "systemd-run",
-      `port=""; prev=""
-for a in "$@"; do [ "$prev" = --port ] && port=$a; prev=$a; done
-nohup python3 ${JSON.stringify(path.join(dir, "server.py"))} "$port" "$OPEN_S" "$HEALTH_S" >/dev/null 2>&1 &
-echo $! >> ${JSON.stringify(pids)}
-`,
-    );
+    // systemctl: `start --no-block NAME.service` starts the stand-in for the unit file start.sh
+    // wrote (its ExecStart's --port), detached; the unit is loaded from that file, active, never
+    // restarted.
     sh(
       "systemctl",
-      `case "$*" in
+      `unit_file() { f="$HOME/.config/systemd/user/$1"; [ -f "$f" ] || f="\${XDG_RUNTIME_DIR:-/nonexistent}/systemd/user/$1"; echo "$f"; }
+last=""; for a in "$@"; do last=$a; done
+case "$*" in
+*" start --no-block "*)
+  port=$(sed -n 's/^ExecStart=.*"--port" "\\([0-9]*\\)".*/\\1/p' "$(unit_file "$last")")
+  nohup python3 ${JSON.stringify(path.join(dir, "server.py"))} "$port" "$OPEN_S" "$HEALTH_S" >/dev/null 2>&1 &
+  echo $! >> ${JSON.stringify(pids)} ;;
+*FragmentPath*) unit_file "$last" ;;
 *ActiveState*) echo active ;;
 *NRestarts*) echo 0 ;;
+*InvocationID*) echo 0123456789abcdef0123456789abcdef ;;
 esac
 exit 0
 `,

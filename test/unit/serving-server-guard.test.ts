@@ -48,6 +48,7 @@ const inputs = (over: Partial<LlamaServerInputs> = {}): LlamaServerInputs =>
     unit: "sparkform-llama-server-8080",
     evidence: { builds: {}, models: {}, workers: {} },
     flags: ["-m", "~/models/m.gguf", "--rpc", "192.168.100.2:50052"],
+    workers: [{ node: "spark-2", endpoint: "192.168.100.2:50052", port: 50052 }],
     binary: "/home/spark/.cache/sparkform/llama-build/out/k/bin/llama-server",
     binaryDigest: "a".repeat(64),
     healthTimeoutSeconds: 1800,
@@ -88,6 +89,10 @@ describe("start.sh's argv: the guard's settings as options, llama-server's flags
       nativeProgram("unit/rss-guard.py").text,
       "--health",
       "1800",
+      // A unit file that comes back after a reboot, and waits for its worker before each start.
+      "--at-boot",
+      "--wait-for",
+      "192.168.100.2:50052",
       "--",
       "-m",
       "~/models/m.gguf",

@@ -3,7 +3,7 @@
 // unit another stack owns (naming it and the fix), stop.sh leaves such a unit running, the
 // router's files.sh writes and removes nothing of a port another stack's router holds, and a
 // unit an older sparkform started (no record) is adopted live, without a restart. The programs
-// run here for real against a stand-in `systemctl` (and `systemd-run`) that answer as systemd
+// run here for real against a stand-in `systemctl` that answers as systemd
 // does for a unit of stack "proj/other" and record every call.
 import {
   chmodSync,
@@ -43,7 +43,10 @@ const sh = (name: string, text: string) => {
   chmodSync(path.join(bin, name), 0o755);
 };
 // systemctl: every call recorded; `show -p Description` answers OWNERS' line for a unit named
-// in it ("UNIT=OWNER" per line), LoadState loaded, everything else as an active unit.
+// in it ("UNIT=OWNER" per line), LoadState loaded, FragmentPath the unit file start.sh wrote,
+// everything else as an active unit; `start` of the router's unit listens on its port (a
+// stand-in server, its pid kept), so start.sh gets past its readiness wait.
+const pids = path.join(root, "pids");
 sh(
   "systemctl",
   `echo "systemctl $*" >> ${JSON.stringify(calls)}
@@ -51,23 +54,15 @@ unit=""; for a in "$@"; do case $a in *.service) unit=\${a%.service} ;; esac; do
 case "$*" in
 *Description*) o=$(sed -n "s|^$unit=||p" ${JSON.stringify(path.join(root, "owners"))}); [ -z "$o" ] || echo "sparkform unit of stack $o" ;;
 *LoadState*) echo loaded ;;
+*FragmentPath*) echo "$HOME/.config/systemd/user/$unit.service" ;;
 *ActiveState*) echo active ;;
 *NRestarts*) echo 0 ;;
-esac
-exit 0
-`,
-);
-// systemd-run: recorded; the router's unit listens on its port (a stand-in server, its pid kept),
-// so start.sh gets past its readiness wait.
-const pids = path.join(root, "pids");
-sh(
-  "systemd-run",
-  `echo "systemd-run $*" >> ${JSON.stringify(calls)}
-for a in "$@"; do case $a in --unit=sparkform-router-*)
-  p=\${a#--unit=sparkform-router-}
+*"start --no-block sparkform-router-"*)
+  p=\${unit#sparkform-router-}
   python3 -m http.server "$p" --bind 127.0.0.1 >/dev/null 2>&1 &
   echo $! >> ${JSON.stringify(pids)} ;;
-esac; done
+esac
+exit 0
 `,
 );
 afterAll(() => {
@@ -157,7 +152,7 @@ describe("start.sh: another stack's unit on this port", () => {
     );
     expect(r.exitCode).toBe(10);
     expect(ran()).not.toMatch(/systemctl --user (stop|reset-failed)/);
-    expect(ran()).not.toContain("systemd-run");
+    expect(ran()).not.toMatch(/systemctl --user (start|enable)/);
   });
 
   it("its own unit, or one an older sparkform started (no owner recorded), is replaced as before", async () => {
@@ -189,9 +184,15 @@ describe("start.sh: another stack's unit on this port", () => {
     expect(r.stderr).toBe("");
     expect(r.exitCode).toBe(0);
     expect(r.stdout).toContain(`unit=sparkform-router-${port}`);
-    expect(ran()).toContain(
-      `systemd-run --user --quiet --unit=sparkform-router-${port} --description=sparkform router of stack proj/mine -p Type=exec`,
+    expect(ran()).toContain(`systemctl --user start --no-block sparkform-router-${port}.service`);
+    // The unit file, enabled: it records the stack, and the boot starts it again.
+    const file = readFileSync(
+      path.join(home, ".config", "systemd", "user", `sparkform-router-${port}.service`),
+      "utf8",
     );
+    expect(file).toContain("\nDescription=sparkform router of stack proj/mine\n");
+    expect(file).toContain("\nWantedBy=default.target\n");
+    expect(ran()).toContain(`systemctl --user enable sparkform-router-${port}.service`);
   });
 });
 
@@ -234,7 +235,7 @@ describe("start.sh --owner-check: before anything writes a file of the port", ()
     expect(ran()).toContain(
       "systemctl --user set-property --runtime sparkform-rpc-guard-50052.service Description=sparkform RSS guard of stack proj/mine",
     );
-    expect(ran()).not.toMatch(/systemctl --user (stop|reset-failed)|systemd-run/);
+    expect(ran()).not.toMatch(/systemctl --user (stop|reset-failed|start|enable)/);
   });
 
   it("its own unit: nothing to record; a renamed stack's: recorded under the new name", async () => {

@@ -277,6 +277,8 @@ describe("sparkform worker: the remote commands", () => {
       "GGML_RPC_DEBUG=1",
       "--mkdir",
       "~/.cache/llama.cpp/rpc",
+      // The unit file comes back after a reboot (issue 35 item 1).
+      "--at-boot",
       "--",
       "-H",
       "192.168.100.2",
