@@ -39,12 +39,15 @@ record() { # record SOURCE BINDIR VERSION
 # to what this run installed, so that what it does after touches only those.
 installed=""
 apt_updated=""
+missing_packages() { # missing_packages PACKAGE...: those not installed, space-separated
+  # Installed means "ii": dpkg -s also succeeds for a package removed with its config files kept.
+  for p in "$@"; do
+    dpkg-query -W -f='${db:Status-Abbrev}' "$p" 2>/dev/null | grep -q '^ii' || printf '%s ' "$p"
+  done
+}
 apt_install() { # apt_install PACKAGE...
   local missing
-  # Installed means "ii": dpkg -s also succeeds for a package removed with its config files kept.
-  missing=$(for p in "$@"; do
-    dpkg-query -W -f='${db:Status-Abbrev}' "$p" 2>/dev/null | grep -q '^ii' || printf '%s ' "$p"
-  done)
+  missing=$(missing_packages "$@")
   installed=""
   [ -n "$missing" ] || return 0
   if [ "$(id -u)" -ne 0 ] || ! command -v apt-get >/dev/null 2>&1; then
@@ -78,14 +81,20 @@ apt_install $control_packages || fail "apt-get could not install the control pac
 monitoring_packages="prometheus prometheus-node-exporter"
 policy=/usr/sbin/policy-rc.d
 own_policy=""
-if [ "$(id -u)" -eq 0 ] && [ ! -e "$policy" ]; then
+# shellcheck disable=SC2086
+if [ "$(id -u)" -eq 0 ] && [ ! -e "$policy" ] && [ -n "$(missing_packages $monitoring_packages)" ]; then
+  # Left behind, it would keep every service on this host from starting: removed on any exit.
+  trap 'rm -f "$policy"' EXIT
   printf '#!/bin/sh\n# sparkform setup/setup.sh: no service starts while it installs Prometheus; removed after\nexit 101\n' >"$policy"
   chmod 755 "$policy"
   own_policy=1
 fi
 # shellcheck disable=SC2086
 apt_install $monitoring_packages || monitoring_failed=1
-[ -z "$own_policy" ] || rm -f "$policy"
+if [ -n "$own_policy" ]; then
+  rm -f "$policy"
+  trap - EXIT
+fi
 [ -z "${monitoring_failed:-}" ] || fail "apt-get could not install $monitoring_packages (its error is above); the monitoring tests need promtool, prometheus and prometheus-node-exporter: fix apt and run setup again"
 for service in $installed; do
   if [ -d /run/systemd/system ]; then
