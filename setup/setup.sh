@@ -35,22 +35,76 @@ record() { # record SOURCE BINDIR VERSION
   say "pulumi $3 ($1) in $2"
 }
 
+# Debian packages, the missing ones, as root (a warning naming them otherwise). Sets `installed`
+# to what this run installed, so that what it does after touches only those.
+installed=""
+apt_updated=""
+missing_packages() { # missing_packages PACKAGE...: those not installed, space-separated
+  # Installed means "ii": dpkg -s also succeeds for a package removed with its config files kept.
+  for p in "$@"; do
+    dpkg-query -W -f='${db:Status-Abbrev}' "$p" 2>/dev/null | grep -q '^ii' || printf '%s ' "$p"
+  done
+}
+apt_install() { # apt_install PACKAGE...
+  local missing
+  missing=$(missing_packages "$@")
+  installed=""
+  [ -n "$missing" ] || return 0
+  if [ "$(id -u)" -ne 0 ] || ! command -v apt-get >/dev/null 2>&1; then
+    say "warning: missing Debian packages (install them as root): $missing"
+    return 0
+  fi
+  say "installing Debian packages: $missing"
+  if [ -z "$apt_updated" ]; then
+    apt-get update -qq || return 1
+    apt_updated=1
+  fi
+  # shellcheck disable=SC2086
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $missing >/dev/null || return 1
+  installed=${missing% }
+}
+
 # 0. Debian packages the control node runs: ssh and rsync (the transport), python3 (the tree
 #    digest), a C/C++ toolchain with cmake and ccache (host builds of llama.cpp for the tests),
 #    openssh-server (the transport's tests start a throwaway sshd), a font for the fabric
 #    picture's text. The simulated cluster installs its own (debootstrap, systemd-container).
 control_packages="openssh-client openssh-server rsync python3 git curl g++ make cmake ninja-build ccache binutils fonts-dejavu-core"
-missing=$(for p in $control_packages; do dpkg -s "$p" >/dev/null 2>&1 || printf '%s ' "$p"; done)
-if [ -n "$missing" ]; then
-  if [ "$(id -u)" -eq 0 ] && command -v apt-get >/dev/null 2>&1; then
-    say "installing Debian packages: $missing"
-    apt-get update -qq
-    # shellcheck disable=SC2086
-    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $missing >/dev/null
-  else
-    say "warning: missing Debian packages (install them as root): $missing"
-  fi
+# shellcheck disable=SC2086
+apt_install $control_packages || fail "apt-get could not install the control packages (its error is above); fix apt (network, sources) and run setup again"
+
+# 0b. Prometheus (bookworm's carries promtool) and node_exporter, for monitoring/ and its tests,
+#     which start their own on loopback ports and stop them after. The packages' maintainer
+#     scripts start system services on :9090 and :9100 and enable them for the next boot; on the
+#     control host those would take the ports a user's own Prometheus expects and scrape nothing
+#     of ours, so during the install policy-rc.d refuses every start (unless one is there
+#     already: a container's), and after it the units this run installed are disabled.
+monitoring_packages="prometheus prometheus-node-exporter"
+policy=/usr/sbin/policy-rc.d
+own_policy=""
+# shellcheck disable=SC2086
+if [ "$(id -u)" -eq 0 ] && [ ! -e "$policy" ] && [ -n "$(missing_packages $monitoring_packages)" ]; then
+  # Left behind, it would keep every service on this host from starting: removed on any exit.
+  trap 'rm -f "$policy"' EXIT
+  printf '#!/bin/sh\n# sparkform setup/setup.sh: no service starts while it installs Prometheus; removed after\nexit 101\n' >"$policy"
+  chmod 755 "$policy"
+  own_policy=1
 fi
+# shellcheck disable=SC2086
+apt_install $monitoring_packages || monitoring_failed=1
+if [ -n "$own_policy" ]; then
+  rm -f "$policy"
+  trap - EXIT
+fi
+[ -z "${monitoring_failed:-}" ] || fail "apt-get could not install $monitoring_packages (its error is above); the monitoring tests need promtool, prometheus and prometheus-node-exporter: fix apt and run setup again"
+for service in $installed; do
+  if [ -d /run/systemd/system ]; then
+    systemctl disable --now "$service.service" >/dev/null 2>&1 || true
+  elif [ -x "/etc/init.d/$service" ]; then
+    invoke-rc.d "$service" stop >/dev/null 2>&1 || true
+    update-rc.d "$service" disable >/dev/null 2>&1 || true
+  fi
+done
+[ -z "$installed" ] || say "$installed: installed, system services left stopped and disabled (monitoring/README.md: point your own Prometheus at monitoring/)"
 
 # The router (Caddy, components/router/) for this machine's architecture, built from its Go
 # modules (setup/router/) into "$cache/router" by the same code `up` uses, so the key is the one
