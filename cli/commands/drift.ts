@@ -100,12 +100,15 @@ async function unitReadings(stack: string): Promise<UnitReading[]> {
   return readUnits(units, (node) => view.target(node));
 }
 
-async function writeMetrics(r: CheckResult, dir: string): Promise<string> {
+function checkMetricsDir(dir: string): void {
   if (!fs.statSync(dir, { throwIfNoEntry: false })?.isDirectory())
     throw new UsageError(
       `--metrics-dir ${dir} is not a directory: create it, or give node_exporter's ` +
         "--collector.textfile.directory",
     );
+}
+
+async function writeMetrics(r: CheckResult, dir: string): Promise<string> {
   let units: UnitReading[] = [];
   try {
     units = await unitReadings(r.stack);
@@ -155,6 +158,7 @@ export async function run(argv: string[]): Promise<number> {
       "--install needs --metrics-dir DIR: the timer's checks report through the textfile " +
         "(e.g. --metrics-dir /var/lib/prometheus/node-exporter)",
     );
+  if (metricsDir !== undefined) checkMetricsDir(metricsDir);
   const stack = stackName(values.stack);
   if (values.install)
     return installTimer(stack, metricsDir as string, values.interval ?? DEFAULT_INTERVAL);

@@ -133,16 +133,20 @@ export function cronLine(i: DriftInvocation, interval: Interval, log: string): s
   return `${schedule} ${command} >>${shQuote(log)} 2>&1`.replace(/%/g, "\\%");
 }
 
+/** The user's configuration directory: $XDG_CONFIG_HOME, else ~/.config (of `home` when given). */
+function configDir(home: string | undefined): string {
+  if (home !== undefined) return path.join(home, ".config");
+  return process.env.XDG_CONFIG_HOME || path.join(os.homedir(), ".config");
+}
+
 /** Where the user manager reads the user's units. */
-export function userUnitDir(home = os.homedir()): string {
-  const config = process.env.XDG_CONFIG_HOME || path.join(home, ".config");
-  return path.join(config, "systemd", "user");
+export function userUnitDir(home?: string): string {
+  return path.join(configDir(home), "systemd", "user");
 }
 
 /** Where --install records what it wrote (outside the unit directory: it is no unit). */
-function recordFile(stack: string, home: string): string {
-  const config = process.env.XDG_CONFIG_HOME || path.join(home, ".config");
-  return path.join(config, "sparkform", `${unitBase(stack)}.installed.json`);
+function recordFile(stack: string, home: string | undefined): string {
+  return path.join(configDir(home), "sparkform", `${unitBase(stack)}.installed.json`);
 }
 
 interface Written {
@@ -208,9 +212,8 @@ export function install(
   interval: Interval,
   o: { home?: string; systemctl?: Systemctl; log: string },
 ): InstallResult {
-  const home = o.home ?? os.homedir();
-  const dir = userUnitDir(home);
-  const record = recordFile(i.stack, home);
+  const dir = userUnitDir(o.home);
+  const record = recordFile(i.stack, o.home);
   const ours = new Map(readRecord(record).map((w) => [w.file, w.sha256]));
   const files: [string, string][] = [
     [path.join(dir, `${unitBase(i.stack)}.service`), serviceUnit(i)],
@@ -259,8 +262,7 @@ export function uninstall(
   stack: string,
   o: { home?: string; systemctl?: Systemctl } = {},
 ): UninstallResult {
-  const home = o.home ?? os.homedir();
-  const record = recordFile(stack, home);
+  const record = recordFile(stack, o.home);
   const written = readRecord(record);
   const run = o.systemctl ?? systemctl;
   if (written.length > 0) run(["disable", "--now", `${unitBase(stack)}.timer`]);
