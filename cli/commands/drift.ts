@@ -6,9 +6,9 @@ import * as fs from "node:fs";
 import * as path from "node:path";
 import { parseArgs } from "node:util";
 import { repoRoot, stateDir } from "../../setup/pulumi/env";
-import { stackState, stackName } from "../engine";
+import { stackName } from "../engine";
 import { out, UsageError } from "../errors";
-import { projectRoot, readStack } from "../stack";
+import { projectRoot, readExport, readStack } from "../stack";
 import { checkDrift, type CheckResult, exitCodeOf } from "../drift/check";
 import {
   previousTextfile,
@@ -94,7 +94,7 @@ function installTimer(stack: string, metricsDir: string, intervalText: string): 
 async function unitReadings(stack: string): Promise<UnitReading[]> {
   const view = readStack(stack);
   const units = recordedUnits(
-    stackState(stack),
+    readExport(stack, projectRoot()),
     view.config.nodes.map((n) => n.name),
   );
   return readUnits(units, (node) => view.target(node));

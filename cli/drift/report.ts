@@ -67,7 +67,9 @@ export function driftLines(r: CheckResult): string[] {
       return [
         ...r.drifted.map(driftLine),
         `drift: ${r.drifted.length} of ${r.seen.length} resources of stack ${r.stack} differ from ` +
-          `their state (read in ${took}); \`npm run pulumi -- up --refresh -s ${r.stack}\` converges them`,
+          `their state (read in ${took}); ` +
+          `\`npm run pulumi -- up -s ${r.stack} --yes --refresh --policy-pack policies\` converges ` +
+          "them, behind the policy gate",
       ];
     default:
       return [r.skipped?.detail ?? `could not check stack ${r.stack}`];

@@ -137,7 +137,7 @@ describe("what the check prints", () => {
     expect(driftLines(result)).toEqual([
       "Resource probe-spark-2 on spark-2 (update): drift, value — value is two, not one",
       "drift: 1 of 2 resources of stack local differ from their state (read in 4.2 s); " +
-        "`npm run pulumi -- up --refresh -s local` converges them",
+        "`npm run pulumi -- up -s local --yes --refresh --policy-pack policies` converges them, behind the policy gate",
     ]);
     expect(
       driftLines({
