@@ -6,7 +6,7 @@ import * as fs from "node:fs";
 import * as path from "node:path";
 import { parseArgs } from "node:util";
 import { repoRoot, stateDir } from "../../setup/pulumi/env";
-import { stackName } from "../engine";
+import { stackName, upTargets } from "../engine";
 import { out, UsageError } from "../errors";
 import { projectRoot, readExport, readStack } from "../stack";
 import { checkDrift, type CheckResult, exitCodeOf } from "../drift/check";
@@ -17,7 +17,9 @@ import {
   type UnitReading,
   writeTextfile,
 } from "../drift/metrics";
-import { driftJson, driftLines, durationOf } from "../drift/report";
+import { driftJson, driftLines, durationOf, repairLines } from "../drift/report";
+import { countRepairs, type RepairOutcome, repairSafe } from "../drift/repair";
+import type { DriftedResource } from "../drift/preview";
 import {
   DEFAULT_INTERVAL,
   type DriftInvocation,
@@ -27,8 +29,8 @@ import {
 } from "../drift/timer";
 import { readUnits, recordedUnits } from "../drift/units";
 
-export const usage = `usage: sparkform drift [--stack S] [--json] [--metrics-dir DIR]
-       sparkform drift [--stack S] --metrics-dir DIR --install [--interval 5m]
+export const usage = `usage: sparkform drift [--stack S] [--json] [--metrics-dir DIR] [--repair safe]
+       sparkform drift [--stack S] --metrics-dir DIR [--repair safe] --install [--interval 5m]
        sparkform drift [--stack S] --uninstall
   One check that the stack's nodes are as its state says: \`pulumi preview --refresh
   --expect-no-changes\`, which takes no lock and writes no state. Skipped while an operator's
@@ -38,6 +40,10 @@ export const usage = `usage: sparkform drift [--stack S] [--json] [--metrics-dir
   --json             one JSON object: stack, verdict, checkedAt, durationSeconds, resources
   --metrics-dir DIR  also write DIR/sparkform-<stack>.prom for node_exporter's textfile
                      collector (the check's verdict and each sparkform unit's state)
+  --repair safe      when every drifted resource is in the safe set (a unit stopped or crashed,
+                     a guard stopped, a tampered installed binary, a damaged model file), run a
+                     targeted \`up --refresh\` of them behind the policy gate; never on a config
+                     change, changed node facts, a degraded link or a locked stack
   --install          run this check on a systemd user timer of this host (needs --metrics-dir);
                      prints the cron line for a host without systemd
   --interval I       with --install: every I (${DEFAULT_INTERVAL} default; 1m..30m dividing an hour, 1h..12h a day)
@@ -52,7 +58,7 @@ const CARRIED = [
   "SPARKFORM_PROJECT_DIR",
 ];
 
-function invocation(stack: string, metricsDir: string): DriftInvocation {
+function invocation(stack: string, metricsDir: string, repair: boolean): DriftInvocation {
   const env: Record<string, string> = {};
   for (const k of CARRIED) {
     const v = process.env[k];
@@ -64,12 +70,18 @@ function invocation(stack: string, metricsDir: string): DriftInvocation {
     node: process.execPath,
     cli: path.join(repoRoot, "bin", "sparkform.js"),
     env,
+    ...(repair ? { repairSafe: true } : {}),
   };
 }
 
-function installTimer(stack: string, metricsDir: string, intervalText: string): number {
+function installTimer(
+  stack: string,
+  metricsDir: string,
+  intervalText: string,
+  repair: boolean,
+): number {
   const interval = parseInterval(intervalText);
-  const i = invocation(stack, metricsDir);
+  const i = invocation(stack, metricsDir, repair);
   const log = path.join(stateDir(), "drift", `${stack}.log`);
   const r = install(i, interval, { log });
   out(`wrote ${r.files.join(" and ")}`);
@@ -108,7 +120,11 @@ function checkMetricsDir(dir: string): void {
     );
 }
 
-async function writeMetrics(r: CheckResult, dir: string): Promise<string> {
+async function writeMetrics(
+  r: CheckResult,
+  dir: string,
+  repaired: readonly DriftedResource[],
+): Promise<string> {
   let units: UnitReading[] = [];
   try {
     units = await unitReadings(r.stack);
@@ -127,7 +143,7 @@ async function writeMetrics(r: CheckResult, dir: string): Promise<string> {
     ...(r.skipped ? { skipped: r.skipped.reason } : {}),
     seen: r.seen,
     drifted: r.drifted,
-    repairs: repairsFrom(previousTextfile(dir, r.stack), r.stack),
+    repairs: countRepairs(repairsFrom(previousTextfile(dir, r.stack), r.stack), repaired),
     units,
   });
   return writeTextfile(dir, r.stack, text);
@@ -144,8 +160,15 @@ export async function run(argv: string[]): Promise<number> {
       install: { type: "boolean" },
       interval: { type: "string" },
       uninstall: { type: "boolean" },
+      repair: { type: "string" },
     },
   });
+  if (values.repair !== undefined && values.repair !== "safe")
+    throw new UsageError(
+      `--repair ${JSON.stringify(values.repair)}: the only repair is \`--repair safe\` (the safe set; ` +
+        "anything else is an operator's `up`)",
+    );
+  const repair = values.repair === "safe";
   const metricsDir = values["metrics-dir"];
   if (values.install && values.uninstall)
     throw new UsageError("give --install or --uninstall, not both");
@@ -161,7 +184,7 @@ export async function run(argv: string[]): Promise<number> {
   if (metricsDir !== undefined) checkMetricsDir(metricsDir);
   const stack = stackName(values.stack);
   if (values.install)
-    return installTimer(stack, metricsDir as string, values.interval ?? DEFAULT_INTERVAL);
+    return installTimer(stack, metricsDir as string, values.interval ?? DEFAULT_INTERVAL, repair);
   if (values.uninstall) {
     const r = uninstall(stack);
     out(
@@ -179,10 +202,19 @@ export async function run(argv: string[]): Promise<number> {
     projectDir: projectRoot(),
     nodes: () => readStack(stack).config.nodes.map((n) => n.name),
   });
-  const file = metricsDir !== undefined ? await writeMetrics(result, metricsDir) : undefined;
-  if (values.json) out(JSON.stringify(driftJson(result), null, 2));
+  let outcome: RepairOutcome | undefined;
+  let repaired: readonly DriftedResource[] = [];
+  if (repair && result.verdict === "drift") {
+    // The engine's progress goes to stderr under --json, so stdout stays one object.
+    ({ outcome, repaired } = repairSafe(result.drifted, (urns) =>
+      upTargets(stack, urns, { refresh: true, toStderr: values.json === true }),
+    ));
+  }
+  const file =
+    metricsDir !== undefined ? await writeMetrics(result, metricsDir, repaired) : undefined;
+  if (values.json) out(JSON.stringify(driftJson(result, outcome), null, 2));
   else {
-    out(driftLines(result).join("\n"));
+    out([...driftLines(result), ...(outcome ? repairLines(outcome) : [])].join("\n"));
     if (file) out(`metrics: ${file}`);
   }
   return exitCodeOf(result);

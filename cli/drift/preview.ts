@@ -7,7 +7,8 @@
 // A dynamic provider's diff reaches the engine without either (the Node.js dynamic-provider host
 // passes only changes/replaces), so then the keys are the outputs that the refresh read
 // differently from what the state recorded: the update step's oldState is the resource as read,
-// its refresh step's oldState the resource as recorded.
+// its refresh step's oldState the resource as recorded; and the inputs the program now gives
+// differently from the recorded ones (a config change).
 import { isDeepStrictEqual } from "node:util";
 import { type AnyResource, kindOf, nameOf, nodeOf } from "../../stack-state";
 
@@ -45,6 +46,11 @@ export interface DriftedResource extends SeenResource {
   readonly keys: readonly string[];
   /** The resource's verdict in its own words: its `drift` output as the refresh read it. */
   readonly words: readonly string[];
+  /**
+   * The inputs the program now gives differently from those recorded: a config change, which
+   * only an operator's `up` applies (never a repair). [] when the drift is the node's alone.
+   */
+  readonly inputsChanged: readonly string[];
 }
 
 export interface PreviewReading {
@@ -138,11 +144,14 @@ export function readPreview(preview: unknown, nodes: readonly string[]): Preview
         ...Object.keys(s.detailedDiff ?? {}).map((k) => k.split(/[.[]/)[0] as string),
       ]),
     ];
+    const inputsChanged = changedKeys(s.oldState?.inputs ?? {}, s.newState?.inputs ?? {});
+    const measured = before && read ? changedKeys(before, read) : [];
     drifted.set(s.urn, {
       ...resource,
       op: s.op,
-      keys: keys.length > 0 ? keys.sort() : before && read ? changedKeys(before, read) : [],
+      keys: (keys.length > 0 ? keys : [...new Set([...measured, ...inputsChanged])]).sort(),
       words: wordsOf(read),
+      inputsChanged,
     });
   }
   return { seen: [...seen.values()], drifted: [...drifted.values()] };

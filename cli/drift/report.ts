@@ -2,6 +2,7 @@
 // then the verdict). Pure.
 import type { CheckResult } from "./check";
 import type { DriftedResource } from "./preview";
+import type { RepairOutcome } from "./repair";
 
 export interface DriftJson {
   readonly stack: string;
@@ -18,17 +19,21 @@ export interface DriftJson {
     readonly op: string;
     readonly drifted: readonly string[];
     readonly words: readonly string[];
+    /** Inputs the program now gives differently: a config change, never repaired. */
+    readonly inputsChanged: readonly string[];
   }[];
   /** How many resources the check read. */
   readonly checked: number;
   /** Why there is no verdict (locked, unreachable, error), with the words a person reads. */
   readonly skipped?: { readonly reason: string; readonly detail: string };
+  /** What `--repair safe` did, when it was asked and there was drift. */
+  readonly repair?: RepairOutcome;
 }
 
 export const durationOf = (r: Pick<CheckResult, "startedAt" | "endedAt">): number =>
   Math.round((r.endedAt.getTime() - r.startedAt.getTime()) / 10) / 100;
 
-export function driftJson(r: CheckResult): DriftJson {
+export function driftJson(r: CheckResult, repair?: RepairOutcome): DriftJson {
   return {
     stack: r.stack,
     verdict: r.verdict,
@@ -42,9 +47,11 @@ export function driftJson(r: CheckResult): DriftJson {
       op: d.op,
       drifted: d.keys,
       words: d.words,
+      inputsChanged: d.inputsChanged,
     })),
     checked: r.seen.length,
     ...(r.skipped ? { skipped: r.skipped } : {}),
+    ...(repair ? { repair } : {}),
   };
 }
 
@@ -73,5 +80,22 @@ export function driftLines(r: CheckResult): string[] {
       ];
     default:
       return [r.skipped?.detail ?? `could not check stack ${r.stack}`];
+  }
+}
+
+/** The lines of what `--repair safe` did. */
+export function repairLines(o: RepairOutcome): string[] {
+  switch (o.status) {
+    case "repaired":
+      return [
+        `repaired (a targeted \`up --refresh\` behind the policy gate): ${o.resources.join(", ")}`,
+      ];
+    case "refused":
+      return [
+        "repair refused: not every drifted resource is in the safe set",
+        ...o.refusals.map((r) => `  ${r}`),
+      ];
+    case "failed":
+      return [`repair failed for ${o.resources.join(", ")}: ${o.detail}`];
   }
 }

@@ -50,6 +50,8 @@ export interface DriftInvocation {
   readonly cli: string;
   /** Settings the check needs that the user manager's environment lacks (backend, state). */
   readonly env: Readonly<Record<string, string>>;
+  /** Each check also runs `--repair safe`. */
+  readonly repairSafe?: boolean;
 }
 
 /**
@@ -79,6 +81,7 @@ const argv = (i: DriftInvocation) => [
   i.stack,
   "--metrics-dir",
   i.metricsDir,
+  ...(i.repairSafe ? ["--repair", "safe"] : []),
 ];
 
 export const unitBase = (stack: string): string => `sparkform-drift-${stack}`;

@@ -23,7 +23,13 @@ const seen: SeenResource[] = [
   { urn: "u3", name: "local-build-spark-1", kind: "NativeBuild", node: "spark-1" },
 ];
 const drifted: DriftedResource[] = [
-  { ...(seen[0] as SeenResource), op: "update", keys: ["drift"], words: ["worker stopped"] },
+  {
+    ...(seen[0] as SeenResource),
+    op: "update",
+    keys: ["drift"],
+    words: ["worker stopped"],
+    inputsChanged: [],
+  },
 ];
 const base: CheckMetrics = {
   stack: "local",

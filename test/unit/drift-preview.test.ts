@@ -36,6 +36,7 @@ describe("readPreview (a real preview's JSON)", () => {
         op: "update",
         keys: ["drift", "value"],
         words: ["value is two, not one"],
+        inputsChanged: [],
       },
     ]);
   });
@@ -167,6 +168,7 @@ describe("what the check prints", () => {
           op: "update",
           drifted: ["drift", "value"],
           words: ["value is two, not one"],
+          inputsChanged: [],
         },
       ],
     });
