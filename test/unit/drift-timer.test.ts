@@ -49,6 +49,9 @@ describe("the unit files' text", () => {
       ].join("\n"),
     );
     expect(systemdQuote('a"b\\c$d%e')).toBe('"a\\"b\\\\c$$d%%e"');
+    expect(serviceUnit({ ...inv, env: {}, repairSafe: true })).toContain(
+      '"--metrics-dir" "/var/lib/node exporter/100%%" "--repair" "safe"\n',
+    );
     expect(() => systemdQuote("a\nb")).toThrow(/line break or NUL.*move the checkout/);
   });
 

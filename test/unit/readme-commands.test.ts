@@ -49,6 +49,8 @@ const NOT_HERE: Record<string, string> = {
     "needs the local stack and node_exporter's directory; drift-metrics.test.ts writes and reads the textfile",
   "sparkform drift --stack local --metrics-dir /var/lib/prometheus/node-exporter --install --interval 5m":
     "installs into this host's systemd user manager; drift-timer.test.ts installs the same files in a temp HOME",
+  "sparkform drift --stack local --repair safe":
+    "repairs the simulated pair's local stack (the e2e on the pair runs it); drift-repair.test.ts checks the safe set and the targeted up",
   "npm ci && npm run setup && npm test":
     "README command 2: .ci/run runs exactly it on a clean clone",
   "npm ci && npm run setup && npm run local":
