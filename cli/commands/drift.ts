@@ -103,13 +103,30 @@ function installTimer(
   return 0;
 }
 
-async function unitReadings(stack: string): Promise<UnitReading[]> {
-  const view = readStack(stack);
-  const units = recordedUnits(
-    readExport(stack, projectRoot()),
-    view.config.nodes.map((n) => n.name),
-  );
-  return readUnits(units, (node) => view.target(node));
+/**
+ * The units' rows of the textfile. A node that does not answer, or a stack whose state cannot
+ * be read, costs only those rows: the verdict still goes out, and the preview's own reading
+ * reports the node.
+ */
+async function unitRows(stack: string): Promise<UnitReading[]> {
+  const warn = (what: string, message: string) =>
+    process.stderr.write(
+      `sparkform drift: ${what} (${message.split("\n")[0]}); the textfile has no sparkform_unit_* ` +
+        "rows for it this time\n",
+    );
+  try {
+    const view = readStack(stack);
+    const units = recordedUnits(
+      readExport(stack, projectRoot()),
+      view.config.nodes.map((n) => n.name),
+    );
+    const { readings, failures } = await readUnits(units, (node) => view.target(node));
+    for (const f of failures) warn(`the units on ${f.node} were not read`, f.message);
+    return readings;
+  } catch (err) {
+    warn("the units' state was not read", (err as Error).message);
+    return [];
+  }
 }
 
 function checkMetricsDir(dir: string): void {
@@ -125,17 +142,7 @@ async function writeMetrics(
   dir: string,
   repaired: readonly DriftedResource[],
 ): Promise<string> {
-  let units: UnitReading[] = [];
-  try {
-    units = await unitReadings(r.stack);
-  } catch (err) {
-    // The verdict still goes out: a node that does not answer is what the preview's own
-    // reading reports, and the units' rows come back with the node.
-    process.stderr.write(
-      `sparkform drift: the units' state was not read (${(err as Error).message.split("\n")[0]}); ` +
-        "the textfile has no sparkform_unit_* rows this time\n",
-    );
-  }
+  const units = await unitRows(r.stack);
   const text = await renderMetrics({
     stack: r.stack,
     endedAt: Math.round(r.endedAt.getTime() / 1000),

@@ -86,15 +86,16 @@ export function unitReadings(
 }
 
 /**
- * Read `units` on their nodes, one connection per node, all at once. A node that cannot be
- * reached rejects with the transport's error, which names it.
+ * Read `units` on their nodes, one connection per node, all at once. A node that does not
+ * answer costs only its own rows: its failure (the transport's error names it) is returned
+ * beside the other nodes' readings.
  */
 export async function readUnits(
   units: readonly RecordedUnit[],
   target: (node: string) => SshTarget,
-): Promise<UnitReading[]> {
+): Promise<{ readings: UnitReading[]; failures: { node: string; message: string }[] }> {
   const nodes = [...new Set(units.map((u) => u.node))];
-  const per = await Promise.all(
+  const settled = await Promise.allSettled(
     nodes.map(async (node) => {
       const mine = units.filter((u) => u.node === node);
       const conn = openNode(target(node));
@@ -109,5 +110,11 @@ export async function readUnits(
       }
     }),
   );
-  return per.flat();
+  const readings: UnitReading[] = [];
+  const failures: { node: string; message: string }[] = [];
+  settled.forEach((r, i) => {
+    if (r.status === "fulfilled") readings.push(...r.value);
+    else failures.push({ node: nodes[i] as string, message: (r.reason as Error).message });
+  });
+  return { readings, failures };
 }

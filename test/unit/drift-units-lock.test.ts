@@ -7,7 +7,7 @@ import * as os from "node:os";
 import * as path from "node:path";
 import { afterAll, describe, expect, it } from "vitest";
 import { lockedReason, stackLocks } from "../../cli/drift/lock";
-import { recordedUnits, unitReadings } from "../../cli/drift/units";
+import { readUnits, recordedUnits, unitReadings } from "../../cli/drift/units";
 import type { AnyResource } from "../../stack-state";
 
 const work = fs.mkdtempSync(path.join(os.tmpdir(), "drift-units-lock-"));
@@ -92,6 +92,19 @@ describe("the units a stack records", () => {
       { ...mine[2], active: false, restarts: 9, lastStart: 0 },
       { ...mine[3], active: false, restarts: 0, lastStart: 0 },
     ]);
+  });
+
+  it("a node that cannot be reached costs its own rows only, its failure kept by node", async () => {
+    const r = await readUnits(units, (node) => {
+      throw new Error(`${node} is not reachable from here`);
+    });
+    expect(r.readings).toEqual([]);
+    expect(r.failures).toEqual(
+      ["spark-2", "spark-12", "spark-1"].map((node) => ({
+        node,
+        message: `${node} is not reachable from here`,
+      })),
+    );
   });
 
   it("an answer that is not units.py's shape is refused, naming the node and the field", () => {
