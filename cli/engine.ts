@@ -16,13 +16,21 @@ export function stackName(given: string | undefined): string {
   return stack;
 }
 
-function pulumi(args: string[], stack: string, capture: boolean) {
+/** Where the engine's output goes: captured, the terminal, or all of it to stderr. */
+type Output = "capture" | "inherit" | "stderr";
+
+function pulumi(args: string[], stack: string, output: Output) {
   const r = spawnSync(pulumiBinary(), [...args, "-s", stack], {
     cwd: repoRoot,
     env: pulumiEnv(),
     encoding: "utf8",
     maxBuffer: 256 << 20,
-    stdio: capture ? ["ignore", "pipe", "pipe"] : "inherit",
+    stdio:
+      output === "capture"
+        ? ["ignore", "pipe", "pipe"]
+        : output === "stderr"
+          ? ["inherit", 2, 2]
+          : "inherit",
   });
   if (r.error) throw r.error;
   return r;
@@ -36,9 +44,14 @@ export function stackState(stack: string): StackState {
 /**
  * `pulumi up` of `urns` only, under the stack's policy config; with `refresh`, those resources
  * are re-measured first, so what changed on a node out of band is what `up` converges. Returns
- * the engine's exit code; its output goes to the terminal.
+ * the engine's exit code; its output goes to the terminal (with `toStderr`, all of it to
+ * stderr: the caller's stdout is JSON).
  */
-export function upTargets(stack: string, urns: readonly string[], o: { refresh: boolean }): number {
+export function upTargets(
+  stack: string,
+  urns: readonly string[],
+  o: { refresh: boolean; toStderr?: boolean },
+): number {
   const r = pulumi(
     [
       "up",
@@ -49,7 +62,7 @@ export function upTargets(stack: string, urns: readonly string[], o: { refresh: 
       ...urns.flatMap((u) => ["--target", u]),
     ],
     stack,
-    false,
+    o.toStderr ? "stderr" : "inherit",
   );
   return r.status ?? 1;
 }
@@ -71,7 +84,7 @@ export function refreshTargets(
       ...urns.flatMap((u) => ["--target", u]),
     ],
     stack,
-    true,
+    "capture",
   );
   return { code: r.status ?? 1, output: `${r.stdout}${r.stderr}`.trim() };
 }

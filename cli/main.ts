@@ -60,6 +60,10 @@ export const commands: Record<string, Entry> = {
   endpoint: entry("the stack's OpenAI-compatible endpoint on this machine, through ssh", () =>
     require("./commands/endpoint"),
   ),
+  drift: entry(
+    "one drift check of the stack (lock-free): 0 clean, 1 drift, 2 could not check",
+    () => require("./commands/drift"),
+  ),
   key: entry("print the stack's API key (for OPENAI_API_KEY), and nothing else", () =>
     require("./commands/key"),
   ),

@@ -51,14 +51,15 @@ function yamlScalar(text: string, key: string): string | undefined {
   return m?.[1] || undefined;
 }
 
-interface Project {
+export interface Project {
   readonly dir: string;
   readonly name: string;
   readonly file: string;
   readonly stackConfigDir: string;
 }
 
-function project(projectDir: string): Project | undefined {
+/** The Pulumi project in `projectDir` (its Pulumi.yaml's name and stackConfigDir), if any. */
+export function project(projectDir: string): Project | undefined {
   const file = path.join(projectDir, "Pulumi.yaml");
   let text: string;
   try {
@@ -73,7 +74,7 @@ function project(projectDir: string): Project | undefined {
 }
 
 /** The file backend's directory (as pulumiEnv sets it), or undefined for any other backend. */
-function backendDir(): string | undefined {
+export function backendDir(): string | undefined {
   const url = process.env.PULUMI_BACKEND_URL ?? `file://${path.join(stateDir(), "backend")}`;
   const dir = url.startsWith("file://") ? url.slice("file://".length) : "";
   return path.isAbsolute(dir) ? dir : undefined;

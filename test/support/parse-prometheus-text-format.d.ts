@@ -1,14 +1,15 @@
-// The package ships no types; this is the shape its README documents (prom2json's).
+// The types of parse-prometheus-text-format (it ships none): what the drift textfile's tests read.
 declare module "parse-prometheus-text-format" {
   interface Sample {
-    value?: string;
-    labels?: Record<string, string>;
+    readonly labels?: Readonly<Record<string, string>>;
+    readonly value: string;
   }
-  interface Family {
-    name: string;
-    help: string;
-    type: "GAUGE" | "COUNTER" | "SUMMARY" | "HISTOGRAM" | "UNTYPED";
-    metrics: Sample[];
+  interface MetricFamily {
+    readonly name: string;
+    readonly help: string;
+    readonly type: "GAUGE" | "COUNTER" | "SUMMARY" | "HISTOGRAM" | "UNTYPED";
+    readonly metrics: readonly Sample[];
   }
-  export default function parsePrometheusTextFormat(text: string): Family[];
+  function parsePrometheusTextFormat(text: string): MetricFamily[];
+  export = parsePrometheusTextFormat;
 }

@@ -69,6 +69,7 @@ describe("every program in native/", () => {
       "unit/start.sh",
       "unit/status.py",
       "unit/stop.sh",
+      "unit/units.py",
     ]);
   });
 

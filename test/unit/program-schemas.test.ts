@@ -44,6 +44,7 @@ import {
   parsePreparedDir,
   parseRemovedDir,
 } from "../../components/tree/node-dir";
+import { unitReadings } from "../../cli/drift/units";
 import { runLocally } from "../support/local-node";
 
 const schemaFiles = readdirSync(NATIVE_DIR, { recursive: true, encoding: "utf8" })
@@ -65,6 +66,7 @@ const DECLARED: Record<string, readonly string[]> = {
   "tree/remove-dir.sh": [],
   "tree/tree-digest.py": [],
   "unit/status.py": [],
+  "unit/units.py": [],
 };
 
 class Refused extends Error {}
@@ -241,6 +243,24 @@ describe("each program's real output against the schema beside it", () => {
       { ...printed, memory: { ...printed.memory, swap: 0 } },
       "/memory",
     );
+  });
+
+  it("units.py, as the drift check sends it: one row per unit asked, read as down when not shown", () => {
+    const units = [
+      { node: "spark-1", unit: "sparkform-rpc-worker-50052", role: "worker" as const },
+      { node: "spark-1", unit: "sparkform-rpc-guard-50052", role: "guard" as const },
+    ];
+    const stdout = run(
+      "unit/units.py",
+      units.map((u) => u.unit),
+    );
+    expect((JSON.parse(stdout) as { units: { unit: string }[] }).units.map((u) => u.unit)).toEqual(
+      units.map((u) => u.unit),
+    );
+    expect(unitReadings(stdout, "spark-1", units).map((u) => [u.unit, u.active])).toEqual([
+      ["sparkform-rpc-worker-50052", false],
+      ["sparkform-rpc-guard-50052", false],
+    ]);
   });
 
   it("verify-build.sh on an empty build directory: every unknown null with a reason", () => {

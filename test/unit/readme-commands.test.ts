@@ -41,6 +41,16 @@ const NOT_HERE: Record<string, string> = {
     "usage form; `sparkform status --stack local` runs in the journey",
   "sparkform doctor [--stack S]":
     "usage form; doctor.test.ts (e2e) runs doctor on a simulated pair",
+  "sparkform drift --stack local":
+    "needs the simulated pair's local stack (the e2e on the pair runs it); drift-lock.test.ts runs the same check on a throwaway stack",
+  "sparkform drift --stack local --json":
+    "needs the simulated pair's local stack; drift-preview.test.ts checks the object on a real preview",
+  "sparkform drift --stack local --metrics-dir /var/lib/prometheus/node-exporter":
+    "needs the local stack and node_exporter's directory; drift-metrics.test.ts writes and reads the textfile",
+  "sparkform drift --stack local --metrics-dir /var/lib/prometheus/node-exporter --install --interval 5m":
+    "installs into this host's systemd user manager; drift-timer.test.ts installs the same files in a temp HOME",
+  "sparkform drift --stack local --repair safe":
+    "repairs the simulated pair's local stack (the e2e on the pair runs it); drift-repair.test.ts checks the safe set and the targeted up",
   "npm ci && npm run setup && npm test":
     "README command 2: .ci/run runs exactly it on a clean clone",
   "npm ci && npm run setup && npm run local":
