@@ -9,7 +9,16 @@
 // restarted, the summary's `try` line run verbatim, and a state that holds nothing a client
 // sent or received. Every command below is quoted from the README (readme-commands.test.ts
 // holds the two together). When no simulated cluster was up before, it is taken down after.
-import { appendFileSync, existsSync, readFileSync, writeFileSync } from "node:fs";
+import {
+  appendFileSync,
+  existsSync,
+  mkdirSync,
+  mkdtempSync,
+  readFileSync,
+  rmSync,
+  writeFileSync,
+} from "node:fs";
+import * as os from "node:os";
 import * as path from "node:path";
 import { execa, type ResultPromise } from "execa";
 import OpenAI from "openai";
@@ -18,6 +27,7 @@ import { repoRoot } from "../../setup/pulumi/env";
 import { readSimCluster } from "../../sim/index";
 import { asUser } from "../support/sim-node";
 import { readState, resourcesOf } from "../../stack-state";
+import { startMonitoring } from "../support/prometheus";
 import { isRoot, requireOrSkip } from "../support/requires";
 
 /** A cold `npm run local` builds llama.cpp on a simulated node: long on 2 busy cores. */
@@ -203,6 +213,72 @@ describe.skipIf(
       for (let i = 0; i < 3; i++) {
         await traffic();
         await readme("npm run pulumi -- refresh -s local --yes --skip-preview --expect-no-changes");
+      }
+    },
+    STEP_MS,
+  );
+
+  it(
+    "drift between commands: `sparkform drift` finds a deleted worker binary, Prometheus's alert fires, `--repair safe` repairs it with no other command and the alert resolves; a changed config key is reported, never repaired",
+    async () => {
+      const dir = mkdtempSync(path.join(os.tmpdir(), "sf-journey-drift-"));
+      const textfiles = path.join(dir, "textfile");
+      mkdirSync(textfiles);
+      const mon = await startMonitoring({ textfiles, dir, ruleFor: "2s" });
+      const drift = (flags = "", o: { expectFailure?: boolean } = {}) =>
+        readme(`sparkform drift --stack local --metrics-dir ${textfiles}${flags}`, o);
+      /** Waits (≤ 60 s) until SparkformDriftPresent is in `state` ("inactive": not listed). */
+      const alertIs = async (state: "firing" | "inactive") => {
+        const deadline = Date.now() + 60_000;
+        for (;;) {
+          const a = (await mon.alerts()).filter(
+            (x) => x.labels.alertname === "SparkformDriftPresent" && x.labels.stack === "local",
+          );
+          const now = a[0]?.state ?? "inactive";
+          if (now === state) return a;
+          if (Date.now() > deadline)
+            throw new Error(`SparkformDriftPresent is ${now}, not ${state}:\n${mon.logs()}`);
+          await new Promise((r) => setTimeout(r, 1000));
+        }
+      };
+      try {
+        expect(await drift()).toMatch(/clean/);
+        const build = JSON.parse(await readme("sparkform status --stack local --json")) as {
+          build: Record<string, { installDir: string }>;
+        };
+        const installed = `${build.build["spark-2"]?.installDir}/bin/ggml-rpc-server`;
+        await asUser("spark-2", `rm -f ${installed.replace(/^~\//, "$HOME/")}`);
+        const found = await drift("", { expectFailure: true });
+        expect(found).toMatch(/NativeBuild.*spark-2|RpcWorker.*spark-2/);
+        const firing = await alertIs("firing");
+        log(`alert: ${JSON.stringify(firing.map((a) => a.labels))}`);
+        // The timer's check repairs what is in the safe set, and counts it.
+        const repaired = await drift(" --repair safe", { expectFailure: true });
+        log(repaired.split("\n").slice(-6).join("\n"));
+        expect(repaired).toMatch(/^repaired \(a targeted `up --refresh` behind the policy gate\)/m);
+        expect(await drift()).toMatch(/clean/);
+        await alertIs("inactive");
+        const repairs = await mon.query<{ result: { value: [number, string] }[] }>("/query", {
+          query: 'sum(sparkform_repairs_total{stack="local"})',
+        });
+        expect(Number(repairs.data.result[0]?.value[1])).toBeGreaterThan(0);
+        await traffic();
+        // A config key changed since `up`: drift, and not the safe set's.
+        await readme("npm run pulumi -- config set --path sparkform:worker.threads 1 -s local");
+        try {
+          const refused = await drift(" --repair safe", { expectFailure: true });
+          expect(refused).toMatch(
+            /^repair refused: not every drifted resource is in the safe set$/m,
+          );
+          expect(refused).toMatch(/RpcWorker local-worker-spark-2 on spark-2/);
+          expect(await nRestarts()).toBe(0);
+        } finally {
+          await readme("npm run pulumi -- config rm --path sparkform:worker.threads -s local");
+        }
+        expect(await drift()).toMatch(/clean/);
+      } finally {
+        await mon.stop();
+        rmSync(dir, { recursive: true, force: true });
       }
     },
     STEP_MS,

@@ -5,21 +5,17 @@
 // of the dashboard must evaluate through /api/v1/query with data (stand-ins for llama-server's
 // and Caddy's series beside the textfile), and SparkformDriftPresent must reach
 // Prometheus's own /api/v1/alerts. Both listen on free loopback ports and are stopped after.
-import { type ChildProcess, spawn, spawnSync } from "node:child_process";
+import { spawnSync } from "node:child_process";
 import { mkdirSync, mkdtempSync, readFileSync, renameSync, rmSync, writeFileSync } from "node:fs";
-import * as net from "node:net";
 import * as os from "node:os";
 import * as path from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { parse, stringify } from "yaml";
 import { CONTRACT_METRICS, driftTextfile, textfileName } from "../support/monitoring-contract";
+import { havePrometheus, type Monitoring, sleep, startMonitoring } from "../support/prometheus";
 import { requireOrSkip } from "../support/requires";
 
 const repo = path.join(__dirname, "..", "..");
 const STACK = "local";
-const have = (bin: string) => spawnSync("sh", ["-c", `command -v ${bin}`]).status === 0;
-const haveAll = ["promtool", "prometheus", "prometheus-node-exporter"].every(have);
-const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 /** The README's promtool commands, run as it shows them from the repository root. */
 const PROMTOOL_COMMANDS = [
@@ -38,43 +34,10 @@ const SERVING_STAND_INS = [
   "",
 ].join("\n");
 
-async function freePort(): Promise<number> {
-  const server = net.createServer();
-  await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
-  const { port } = server.address() as net.AddressInfo;
-  await new Promise((resolve) => server.close(resolve));
-  return port;
-}
-
-/** A daemon of the test's own, its output kept for the failure message. */
-class Daemon {
-  readonly child: ChildProcess;
-  output = "";
-  constructor(bin: string, args: string[]) {
-    this.child = spawn(bin, args, { stdio: ["ignore", "pipe", "pipe"] });
-    const keep = (d: Buffer) => (this.output = (this.output + d.toString()).slice(-4000));
-    this.child.stdout?.on("data", keep);
-    this.child.stderr?.on("data", keep);
-  }
-  async stop(): Promise<void> {
-    if (this.child.exitCode !== null || this.child.signalCode !== null) return;
-    const exited = new Promise((r) => this.child.once("exit", r));
-    this.child.kill("SIGTERM");
-    await Promise.race([exited, sleep(10_000)]);
-    if (this.child.exitCode === null && this.child.signalCode === null) this.child.kill("SIGKILL");
-  }
-}
-
-interface ApiAnswer<T> {
-  status: string;
-  error?: string;
-  data: T;
-}
-
 describe.skipIf(
   requireOrSkip(
     "promtool, prometheus and prometheus-node-exporter",
-    haveAll,
+    havePrometheus(),
     "monitoring/ is checked by the real Prometheus (npm run setup installs Debian's as root)",
   ),
 )("monitoring/ with the real Prometheus", () => {
@@ -86,23 +49,15 @@ describe.skipIf(
 
   describe("node_exporter's textfile scraped by Prometheus with the rules", () => {
     let dir = "";
-    let exporter: Daemon | undefined;
-    let prometheus: Daemon | undefined;
-    let api = "";
-
-    const query = async <T>(endpoint: string, params: Record<string, string> = {}) => {
-      const url = `${api}${endpoint}?${new URLSearchParams(params).toString()}`;
-      const res = await fetch(url);
-      return (await res.json()) as ApiAnswer<T>;
-    };
-    const logs = () =>
-      `node_exporter:\n${exporter?.output ?? ""}\nprometheus:\n${prometheus?.output ?? ""}`;
+    let mon: Monitoring | undefined;
+    const query = <T>(endpoint: string, params: Record<string, string> = {}) =>
+      (mon as Monitoring).query<T>(endpoint, params);
+    const logs = () => mon?.logs() ?? "";
 
     beforeAll(async () => {
       dir = mkdtempSync(path.join(os.tmpdir(), "sf-monitoring-"));
       const textfiles = path.join(dir, "textfile");
       mkdirSync(textfiles);
-      mkdirSync(path.join(dir, "data"));
       // As `sparkform drift` writes it: a temp name in the same directory, then a rename.
       const tmp = path.join(textfiles, `.${textfileName(STACK)}.tmp`);
       writeFileSync(tmp, await driftTextfile(STACK, Math.floor(Date.now() / 1000)));
@@ -111,43 +66,9 @@ describe.skipIf(
       // not from a textfile, in a real setup), so that the dashboard's serving queries have
       // data too: one healthy upstream, nothing deferred.
       writeFileSync(path.join(textfiles, "serving.prom"), SERVING_STAND_INS);
-
-      const exporterPort = await freePort();
-      exporter = new Daemon("prometheus-node-exporter", [
-        `--web.listen-address=127.0.0.1:${exporterPort}`,
-        "--collector.disable-defaults",
-        "--collector.textfile",
-        `--collector.textfile.directory=${textfiles}`,
-      ]);
-
-      // The shipped rules with every `for:` cut to 2 s, in the test's copy only: the alert must
-      // go pending then firing within the test, not after 10 minutes. The expressions, labels
-      // and annotations are the shipped ones.
-      const rules = parse(
-        readFileSync(path.join(repo, "monitoring/rules/sparkform.rules.yml"), "utf8"),
-      ) as { groups: { rules: { for?: string }[] }[] };
-      for (const rule of rules.groups.flatMap((g) => g.rules)) if (rule.for) rule.for = "2s";
-      writeFileSync(path.join(dir, "rules.yml"), stringify(rules));
-      writeFileSync(
-        path.join(dir, "prometheus.yml"),
-        stringify({
-          global: { scrape_interval: "1s", evaluation_interval: "1s" },
-          rule_files: ["rules.yml"],
-          scrape_configs: [
-            {
-              job_name: "sparkform-control",
-              static_configs: [{ targets: [`127.0.0.1:${exporterPort}`] }],
-            },
-          ],
-        }),
-      );
-      const port = await freePort();
-      api = `http://127.0.0.1:${port}/api/v1`;
-      prometheus = new Daemon("prometheus", [
-        `--config.file=${path.join(dir, "prometheus.yml")}`,
-        `--storage.tsdb.path=${path.join(dir, "data")}`,
-        `--web.listen-address=127.0.0.1:${port}`,
-      ]);
+      // The shipped rules with every `for:` cut to 2 s (support/prometheus.ts): the alert must
+      // go pending then firing within the test, not after 10 minutes.
+      mon = await startMonitoring({ textfiles, dir, ruleFor: "2s" });
 
       // Ready once every contract name has been scraped, twice (increase() on the counter
       // needs two samples).
@@ -170,8 +91,7 @@ describe.skipIf(
     });
 
     afterAll(async () => {
-      await prometheus?.stop();
-      await exporter?.stop();
+      await mon?.stop();
       if (dir) rmSync(dir, { recursive: true, force: true });
     });
 
