@@ -89,6 +89,16 @@ describe("the drift textfile", () => {
       for (const s of f.metrics) expect(s.labels?.stack, f.name).toBe("local");
   });
 
+  it("are the README's table, name for name, type for type", async () => {
+    const readme = fs.readFileSync(path.join(__dirname, "..", "..", "README.md"), "utf8");
+    const section = readme.slice(readme.indexOf("## Drift between commands"));
+    const table = [...section.matchAll(/^\| `(sparkform_[a-z_]+)` \| (gauge|counter) \|/gm)].map(
+      (m) => [m[1], (m[2] as string).toUpperCase()],
+    );
+    const { families } = await parsed(base);
+    expect(table).toEqual(families.map((f) => [f.name, f.type]));
+  });
+
   it("a verdict: success 1, its time and duration, no skip, rows per kind and per resource", async () => {
     const { rows } = await parsed(base);
     expect(rows(METRIC.success)).toEqual([{ stack: "local", value: "1" }]);

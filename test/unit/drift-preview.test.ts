@@ -78,15 +78,11 @@ describe("verdictOf and the exit codes", () => {
     expect(exitCodeOf(drift)).toBe(1);
   });
 
-  it("a node the transport could not reach: skipped, naming the node, exit 2", () => {
+  it("a node the transport could not reach (a real failed preview): skipped, naming the node, exit 2", () => {
     const line =
       '[spark-2] step "refresh worker" could not connect to spark@10.0.0.2:22: unreachable';
     const v = verdictOf(
-      {
-        code: 255,
-        stdout: JSON.stringify({ steps: [], diagnostics: [{ severity: "error", message: line }] }),
-        stderr: "",
-      },
+      { code: 1, stdout: fixture("preview-unreachable.json"), stderr: "" },
       NODES,
     );
     expect(v.verdict).toBe("skipped");
@@ -100,19 +96,28 @@ describe("verdictOf and the exit codes", () => {
     );
   });
 
-  it("any other failure is an error, never drift, with pulumi's words", () => {
-    const v = verdictOf(
+  it("any other failure is an error, never drift, with the engine's words (a real failed preview)", () => {
+    const v = verdictOf({ code: 1, stdout: fixture("preview-error.json"), stderr: "" }, NODES);
+    expect(v).toMatchObject({
+      verdict: "error",
+      skipped: {
+        reason: "error",
+        detail:
+          "could not check: pulumi preview failed: error: Preview failed: cannot read the probe: permission denied",
+      },
+    });
+    expect(exitCodeOf(v)).toBe(2);
+    const cli = verdictOf(
       { code: 255, stdout: "", stderr: "error: no stack named 'x' found\n" },
       NODES,
     );
-    expect(v).toMatchObject({
+    expect(cli).toMatchObject({
       verdict: "error",
       skipped: {
         reason: "error",
         detail: "could not check: pulumi preview failed: error: no stack named 'x' found",
       },
     });
-    expect(exitCodeOf(v)).toBe(2);
   });
 
   it("the preview is lock-free and state-free by its flags", () => {
