@@ -1,7 +1,8 @@
 // The router's Caddy configuration, pure: the JSON `caddy run --config` reads. Every field name
 // below is Caddy v2.11.9's own (caddy.go, admin.go, logging.go, modules/caddyhttp/app.go,
 // server.go, autohttps.go, staticresp.go, routes.go, reverseproxy/reverseproxy.go,
-// healthchecks.go, selectionpolicies.go, hosts.go), read from the pinned module's source.
+// healthchecks.go, selectionpolicies.go, hosts.go, metrics.go, modules/metrics/metrics.go),
+// read from the pinned module's source.
 
 export interface RouterUpstream {
   /** The node the replica runs on (for messages and the README's table; not in Caddy's JSON). */
@@ -202,6 +203,22 @@ export function gateRoutes(c: RouterConfigInput): Record<string, unknown>[] {
   return routes;
 }
 
+/**
+ * GET /metrics: Caddy's own metrics from its per-config registry (the `metrics` handler; the
+ * admin endpoint that also serves them stays disabled). After gateRoutes, so it needs the key
+ * as every route does. Among them the reverse proxy's `caddy_reverse_proxy_upstreams_healthy`
+ * `{upstream="<dial>"}`: registered when the proxy is provisioned, whatever the http app's
+ * `metrics` says, and set from the active checks' verdict every 10 s (reverseproxy/metrics.go,
+ * a fixed ticker), so a scrape sees an upstream taken out up to 10 s after the router did.
+ * The http app's per-request metrics stay off: nothing in monitoring/ reads them, and they
+ * would be observed on every proxied request.
+ */
+export const METRICS_ROUTE = {
+  match: [{ method: ["GET"], path: ["/metrics"] }],
+  handle: [{ handler: "metrics" }],
+  terminal: true,
+} as const;
+
 /** Caddy's duration strings (caddy.Duration accepts Go's time.ParseDuration syntax). */
 const ms = (n: number): string => `${Math.round(n)}ms`;
 
@@ -245,8 +262,9 @@ export function dialOf(url: string): string {
  *   mid-request) with 503, the `unavailable` text and `Retry-After`, at once.
  *
  * In front of the proxy, gateRoutes: a foreign Host or Origin gets 403, a request without the
- * key 401, before anything reaches an upstream; the upstreams' `Access-Control-*` headers never
- * reach a client (llama-server reflects any Origin, credentials allowed). The Authorization
+ * key 401, before anything reaches an upstream; then GET /metrics, Caddy's own (METRICS_ROUTE).
+ * The upstreams' `Access-Control-*` headers never reach a client (llama-server reflects any
+ * Origin, credentials allowed). The Authorization
  * header is passed through unchanged: the llama-servers check the key too.
  */
 export function routerConfig(c: RouterConfigInput): Record<string, unknown> {
@@ -304,6 +322,7 @@ export function routerConfig(c: RouterConfigInput): Record<string, unknown> {
             automatic_https: { disable: true },
             routes: [
               ...gateRoutes(c),
+              METRICS_ROUTE,
               {
                 handle: [
                   {

@@ -105,11 +105,14 @@ export const workerLogPath = (port: number): string => unitLogPath("worker", por
 export const SERVER_VERBOSITY = 4;
 
 /**
- * The flags the unit adds to the plan's: the address, and verbosity 4 (TRACE). libllama's INFO
- * lines, which say where the model landed (each device's model buffer and KV cache share:
- * parsePlacement), are TRACE to common/log.cpp (common_log_get_verbosity), so the server's
- * default 3 drops them; 5 (DEBUG) would add the per-layer lines but also what clients send and
- * receive (`converted request: {…}`, `next token: 88 'U'`), which no log of ours keeps.
+ * The flags the unit adds to the plan's: the address, verbosity 4 (TRACE) and `--metrics`.
+ * libllama's INFO lines, which say where the model landed (each device's model buffer and KV
+ * cache share: parsePlacement), are TRACE to common/log.cpp (common_log_get_verbosity), so the
+ * server's default 3 drops them; 5 (DEBUG) would add the per-layer lines but also what clients
+ * send and receive (`converted request: {…}`, `next token: 88 'U'`), which no log of ours keeps.
+ * `--metrics` serves GET /metrics (llamacpp:*) for a Prometheus that scrapes the server
+ * (monitoring/prometheus.yml); with a key, llama-server wants the key there too. The smoke's
+ * single-node reference has none (referenceArgv): it lives for one request.
  */
 export function serverArgv(o: {
   placement: readonly string[];
@@ -121,6 +124,8 @@ export function serverArgv(o: {
   const kept: string[] = [];
   for (let i = 0; i < o.placement.length; i++) {
     const a = o.placement[i] as string;
+    // A switch of ours, without a value: once, where the unit puts it.
+    if (a === "--metrics") continue;
     if (own.has(a)) {
       i++; // and its value
       continue;
@@ -135,6 +140,7 @@ export function serverArgv(o: {
     String(o.port),
     "-lv",
     String(SERVER_VERBOSITY),
+    "--metrics",
     ...(o.apiKeyFile ? ["--api-key-file", o.apiKeyFile] : []),
   ];
 }

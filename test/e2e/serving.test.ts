@@ -615,6 +615,7 @@ describe.skipIf(
       // spark-2's replica listens on its fabric address only, never on the management network.
       const exec2 = await asUser("spark-2", `systemctl --user show -p ExecStart --value ${UNIT}`);
       expect(exec2).toContain(`--host ${fabric2}`);
+      expect(exec2).toContain("--metrics");
       expect(exec2).not.toContain("--rpc");
       await cli.run(["refresh", "--yes", "--expect-no-changes", "-s", stack]);
     },

@@ -6,10 +6,19 @@
 // and Caddy's series beside the textfile), and SparkformDriftPresent must reach
 // Prometheus's own /api/v1/alerts. Both listen on free loopback ports and are stopped after.
 import { spawnSync } from "node:child_process";
-import { mkdirSync, mkdtempSync, readFileSync, renameSync, rmSync, writeFileSync } from "node:fs";
+import {
+  cpSync,
+  mkdirSync,
+  mkdtempSync,
+  readFileSync,
+  renameSync,
+  rmSync,
+  writeFileSync,
+} from "node:fs";
 import * as os from "node:os";
 import * as path from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { parse } from "yaml";
 import { CONTRACT_METRICS, driftTextfile, textfileName } from "../support/monitoring-contract";
 import { havePrometheus, type Monitoring, sleep, startMonitoring } from "../support/prometheus";
 import { requireOrSkip } from "../support/requires";
@@ -19,7 +28,7 @@ const STACK = "local";
 
 /** The README's promtool commands, run as it shows them from the repository root. */
 const PROMTOOL_COMMANDS = [
-  "promtool check config monitoring/prometheus.yml",
+  "promtool check config --syntax-only monitoring/prometheus.yml",
   "promtool check rules monitoring/rules/sparkform.rules.yml",
   "promtool test rules monitoring/rules/sparkform.rules.test.yml",
 ];
@@ -45,6 +54,31 @@ describe.skipIf(
     const [bin, ...args] = command.split(" ");
     const run = spawnSync(bin as string, args, { cwd: repo, encoding: "utf8" });
     expect(run.status, `${command}:\n${run.stdout}${run.stderr}`).toBe(0);
+  });
+
+  it("promtool check config: the shipped config with its rules and a key file beside it, as a user installs them", () => {
+    // The full check stats every credentials_file, and the key is the user's to write: a copy
+    // of monitoring/ with a stand-in key where the config names it.
+    const dir = mkdtempSync(path.join(os.tmpdir(), "sf-monitoring-config-"));
+    try {
+      cpSync(path.join(repo, "monitoring"), dir, { recursive: true });
+      const config = parse(readFileSync(path.join(dir, "prometheus.yml"), "utf8")) as {
+        scrape_configs: { job_name: string; authorization?: { credentials_file?: string } }[];
+      };
+      const keyFiles = new Set(
+        config.scrape_configs.flatMap((c) => c.authorization?.credentials_file ?? []),
+      );
+      expect([...keyFiles]).toEqual(["sparkform-api-key"]);
+      for (const f of keyFiles) writeFileSync(path.join(dir, f), "sk-stand-in\n", { mode: 0o600 });
+      const run = spawnSync("promtool", ["check", "config", "prometheus.yml"], {
+        cwd: dir,
+        encoding: "utf8",
+      });
+      expect(run.status, `${run.stdout}${run.stderr}`).toBe(0);
+      expect(run.stdout).toMatch(/SUCCESS: 1 rule files found/);
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
   });
 
   describe("node_exporter's textfile scraped by Prometheus with the rules", () => {

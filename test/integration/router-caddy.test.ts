@@ -378,6 +378,7 @@ describe("the router's Caddy in front of two upstreams", () => {
         ["GET", "/v1/models"],
         ["GET", "/models"],
         ["GET", "/props"],
+        ["GET", "/metrics"],
         ["POST", "/v1/chat/completions"],
       ] as const) {
         const r = await raw(
@@ -547,6 +548,57 @@ describe("the router's Caddy in front of two upstreams", () => {
     }
     process.stderr.write(`router: b back in rotation ${Date.now() - t} ms after it returned\n`);
     expect(back).toBe(true);
+  });
+
+  it("serves Caddy's metrics on GET /metrics with the key: each upstream's health, 1 up and 0 stopped", async () => {
+    const before = a.requests + b.requests;
+    const without = await raw("GET", "/metrics", {});
+    expect(without.status).toBe(401);
+    expect(without.body).not.toMatch(/caddy_/);
+    /** caddy_reverse_proxy_upstreams_healthy by its `upstream` label (the dial address). */
+    const healthy = async (): Promise<Map<string, number>> => {
+      const r = await raw("GET", "/metrics", { Authorization: BEARER });
+      expect(r.status).toBe(200);
+      const gauge = new Map<string, number>();
+      for (const m of r.body.matchAll(
+        /^caddy_reverse_proxy_upstreams_healthy\{upstream="([^"]+)"\} (\S+)$/gm,
+      ))
+        gauge.set(m[1]!, Number(m[2]));
+      return gauge;
+    };
+    const dialA = `127.0.0.1:${a.port}`;
+    const dialB = `127.0.0.1:${b.port}`;
+    // The gauge follows the checks on its own 10 s tick (reverseproxy/metrics.go): b, back from
+    // the test before, may still read 0 for one tick; a stopped one reads 0 within two check
+    // intervals and a tick.
+    const until = async (want: number, what: string): Promise<Map<string, number>> => {
+      const t = Date.now();
+      let gauge = await healthy();
+      while (gauge.get(dialB) !== want && Date.now() - t < 30_000) {
+        await sleep(500);
+        gauge = await healthy();
+      }
+      process.stderr.write(`router: b's gauge ${want} ${Date.now() - t} ms after ${what}\n`);
+      return gauge;
+    };
+    expect(await until(1, "the test began")).toEqual(
+      new Map([
+        [dialA, 1],
+        [dialB, 1],
+      ]),
+    );
+    // Caddy's own answer: nothing reached an upstream.
+    expect(a.requests + b.requests).toBe(before);
+    const port = b.port;
+    await b.kill();
+    expect(await until(0, "it stopped")).toEqual(
+      new Map([
+        [dialA, 1],
+        [dialB, 0],
+      ]),
+    );
+    await b.start(port);
+    expect((await until(1, "it returned")).get(dialB)).toBe(1);
   });
 
   it("answers 503 with the reason when no upstream is up", async () => {

@@ -110,13 +110,28 @@ describe("routerConfig", () => {
 
   it("refuses a foreign Host and any Origin first; without a key file, checks no key", () => {
     const routes = server(cfg({ bind: "10.0.0.1" })).routes;
-    expect(routes).toHaveLength(3);
+    // The two gates, GET /metrics, the proxy.
+    expect(routes).toHaveLength(4);
     expect(routes[0].match).toEqual([
       { not: [{ host: ["127.0.0.1", "localhost", "::1", "10.0.0.1"] }] },
     ]);
     expect(routes[0].handle[0].status_code).toBe(403);
     expect(routes[1].match).toEqual([{ header: { Origin: [] } }]);
     expect(routes[1].handle[0].status_code).toBe(403);
+  });
+
+  it("serves Caddy's own metrics on GET /metrics after the key's gate, the admin endpoint off", () => {
+    const c = cfg({ apiKeyFile: ".cache/sparkform/router/router-8000.key" });
+    const routes = server(c).routes;
+    const metrics = routes.findIndex((r: J) => r.handle[0].handler === "metrics");
+    expect(routes[metrics]).toEqual({
+      match: [{ method: ["GET"], path: ["/metrics"] }],
+      handle: [{ handler: "metrics" }],
+      terminal: true,
+    });
+    expect(metrics).toBeGreaterThan(routes.findIndex((r: J) => r.handle[0].status_code === 401));
+    expect(metrics).toBe(routes.length - 2);
+    expect(c.admin).toEqual({ disabled: true, config: { persist: false } });
   });
 
   it("requires Bearer <the key file's key> on every route but GET /health", () => {

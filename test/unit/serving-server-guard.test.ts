@@ -104,6 +104,7 @@ describe("start.sh's argv: the guard's settings as options, llama-server's flags
       "8080",
       "-lv",
       "4",
+      "--metrics",
     ]);
     expect(cmd.display).toContain("and sparkform-llama-guard-8080 at 92% of RAM");
   });

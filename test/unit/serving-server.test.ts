@@ -169,10 +169,22 @@ describe("where the model landed, from the log", () => {
 });
 
 describe("the argv the unit runs", () => {
-  it("keeps the plan's flags and sets its own address, at TRACE verbosity (no per-token lines)", () => {
+  it("keeps the plan's flags and sets its own address, at TRACE verbosity (no per-token lines), with /metrics", () => {
     expect(
       serverArgv({
-        placement: ["-m", "~/m.gguf", "--rpc", EP, "--host", "0.0.0.0", "--port", "1", "-ngl", "5"],
+        placement: [
+          "-m",
+          "~/m.gguf",
+          "--metrics",
+          "--rpc",
+          EP,
+          "--host",
+          "0.0.0.0",
+          "--port",
+          "1",
+          "-ngl",
+          "5",
+        ],
         bind: "127.0.0.1",
         port: 8080,
       }),
@@ -189,6 +201,7 @@ describe("the argv the unit runs", () => {
       "8080",
       "-lv",
       "4",
+      "--metrics",
     ]);
   });
 
