@@ -38,14 +38,12 @@ export interface StackView {
   target(node: string): SshTarget;
 }
 
-/** `pulumi <args> --json`'s text of the project's stacks; an error says how to select or make one. */
-export function pulumiText(args: string[], what: string, cwd = repoRoot): string {
-  const r = spawnSync(pulumiBinary(), [...args, "--json"], {
-    cwd,
-    env: pulumiEnv(),
-    encoding: "utf8",
-    maxBuffer: 64 << 20,
-  });
+/**
+ * `pulumi <args>`'s stdout in the project; an error says how to select or make the stack.
+ * `maxBuffer`: a stack export holds every resource's state, far more than its outputs.
+ */
+function pulumiStdout(args: string[], what: string, cwd: string, maxBuffer = 64 << 20): string {
+  const r = spawnSync(pulumiBinary(), args, { cwd, env: pulumiEnv(), encoding: "utf8", maxBuffer });
   if (r.error) throw r.error;
   if (r.status !== 0) {
     throw new Error(
@@ -56,22 +54,17 @@ export function pulumiText(args: string[], what: string, cwd = repoRoot): string
   return r.stdout;
 }
 
+/** `pulumi <args> --json`'s text of the project's stacks; an error says how to select or make one. */
+export function pulumiText(args: string[], what: string, cwd = repoRoot): string {
+  return pulumiStdout([...args, "--json"], what, cwd);
+}
+
 /** `pulumi stack export` of `stack`, read by stack-state.ts (secrets stay ciphertext). */
 export function readExport(stack: string, projectDir = projectRoot()): StackState {
-  const r = spawnSync(pulumiBinary(), ["stack", "export", "-s", stack], {
-    cwd: projectDir,
-    env: pulumiEnv(),
-    encoding: "utf8",
-    maxBuffer: 256 << 20,
-  });
-  if (r.error) throw r.error;
-  if (r.status !== 0)
-    throw new Error(
-      `cannot read the stack's state (pulumi stack export -s ${stack} exited ${r.status}): ` +
-        `${r.stderr.trim().split("\n").slice(-3).join(" ")}; select the stack with --stack ` +
-        "(`pulumi stack ls` lists them)",
-    );
-  return readState(r.stdout, stack);
+  return readState(
+    pulumiStdout(["stack", "export", "-s", stack], "state", projectDir, 256 << 20),
+    stack,
+  );
 }
 
 /** `pulumi <args> --json` of the project's stacks, parsed (config; outputs go through parseOutputsText). */

@@ -16,7 +16,7 @@ import type { Evidence } from "../components/kinds";
 import { buildInputsOf } from "../components/build/difference";
 import { sameAddress } from "../components/config/address";
 import { RSS_LIMIT_PERCENT_DEFAULT } from "../components/config/rss-guard";
-import { unsafeBind, whyBuildsDiffer } from "../components/rpc-worker/gate";
+import { bindRefusal, whyBuildsDiffer } from "../components/rpc-worker/gate";
 import { asKind } from "./evidence";
 
 type WorkerEvidence = Partial<Evidence<"RpcWorker">>;
@@ -25,17 +25,18 @@ type WorkerEvidence = Partial<Evidence<"RpcWorker">>;
 export function checkBoundToFabric(node: string, w: WorkerEvidence): string[] {
   if (w.bind === undefined) return [];
   const found: string[] = [];
-  const why = unsafeBind(w.bind, {
+  const refused = bindRefusal(w.bind, {
     managementAddress: w.managementAddress ?? "",
     remoteClient: w.client?.target?.name !== node,
+    ...(w.fabricAddresses ? { fabricAddresses: w.fabricAddresses } : {}),
   });
-  if (why)
+  if (refused && "unsafe" in refused)
     found.push(
-      `The rpc worker on ${node} must not bind there: ${why}. Bind its fabric address (sparkform:nodes[].fabricAddress); the server has no authentication.`,
+      `The rpc worker on ${node} must not bind there: ${refused.unsafe}. Bind its fabric address (sparkform:nodes[].fabricAddress); the server has no authentication.`,
     );
-  else if (w.fabricAddresses && !w.fabricAddresses.some((a) => sameAddress(a, w.bind as string)))
+  else if (refused)
     found.push(
-      `The rpc worker on ${node} binds ${w.bind}, which is not one of its fabric addresses (${w.fabricAddresses.join(", ")}): bind a fabric address.`,
+      `The rpc worker on ${node} binds ${w.bind}, which is not one of its fabric addresses (${refused.offFabric.join(", ")}): bind a fabric address.`,
     );
   const others = (w.status?.listening ?? []).filter((a) => !sameAddress(a, w.bind as string));
   if (others.length > 0)

@@ -27,10 +27,9 @@ import {
   stoppedUnits,
   workerTransport,
 } from "../../components/rpc-worker/node-output";
-import { sameAddress } from "../../components/config/address";
 import { judgeHealth } from "../../components/rpc-worker/verdicts";
 import type { UnitState, WorkerStatus } from "../../components/rpc-worker/state";
-import { unsafeBind } from "../../components/rpc-worker/gate";
+import { bindRefusal } from "../../components/rpc-worker/gate";
 import { openNode, type RemoteScript } from "../../components/transport";
 import { nodeOf, resourcesOf, type StackState } from "../../stack-state";
 import { stackName, stackState, upTargets } from "../engine";
@@ -150,17 +149,22 @@ export interface WorkerPlan {
 }
 
 /**
- * The bind the RpcWorker recorded, checked as the resource checks it (unsafeBind) before a
+ * The bind the RpcWorker recorded, checked as the policy checks it (bindRefusal) before a
  * start: a state from before a fix of the config must not start a worker on an address that
  * config no longer gives. Stop, status and logs of a worker on a bad bind must still work.
  */
 function recordedBind(config: StackConfigData, node: string, w: RecordedWorker): string {
   const key = `sparkform:nodes[${config.nodes.findIndex((n) => n.name === node)}].fabricAddress`;
+  const refused = bindRefusal(w.bind, {
+    managementAddress: w.managementAddress,
+    remoteClient: true,
+    fabricAddresses: w.fabricAddresses,
+  });
   const why =
-    unsafeBind(w.bind, { managementAddress: w.managementAddress, remoteClient: true }) ??
-    (w.fabricAddresses.some((a) => sameAddress(a, w.bind))
-      ? undefined
-      : `${w.bind} is not one of the node's fabric addresses (${w.fabricAddresses.join(", ")})`);
+    refused &&
+    ("unsafe" in refused
+      ? refused.unsafe
+      : `${w.bind} is not one of the node's fabric addresses (${refused.offFabric.join(", ")})`);
   if (why)
     throw new Error(
       `${node}: the worker must not bind there: ${why}; set ${key} to the node's fabric address ` +

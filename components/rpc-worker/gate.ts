@@ -27,6 +27,23 @@ export function unsafeBind(
   return undefined;
 }
 
+/**
+ * Why a worker must not bind `bind`, as the rpc-bound-to-fabric policy judges it: an unsafe
+ * address (unsafeBind), or one that is not among the node's fabric addresses (when known).
+ * Undefined when the bind is acceptable. The policy and `sparkform worker` word it each their
+ * own way.
+ */
+export function bindRefusal(
+  bind: string,
+  opts: { managementAddress: string; remoteClient: boolean; fabricAddresses?: readonly string[] },
+): { readonly unsafe: string } | { readonly offFabric: readonly string[] } | undefined {
+  const unsafe = unsafeBind(bind, opts);
+  if (unsafe) return { unsafe };
+  const fabric = opts.fabricAddresses;
+  if (fabric && !fabric.some((a) => sameAddress(a, bind))) return { offFabric: fabric };
+  return undefined;
+}
+
 /** One side of an identity check: the node, what it runs or answers, and its build's inputs. */
 export interface BuildIdentity {
   node: string;
