@@ -27,11 +27,14 @@ export function exitCodeOf(r: Pick<CheckResult, "verdict">): number {
   return r.verdict === "clean" ? 0 : r.verdict === "drift" ? 1 : 2;
 }
 
-/** The `pulumi` argv of the check (its flags are what make it lock-free and state-free). */
-export function previewArgs(stack: string): string[] {
+/**
+ * The `pulumi` argv of the check (its flags are what make it lock-free and state-free); without
+ * `refresh`, the preview that reads no node: what it would change is the program's own change.
+ */
+export function previewArgs(stack: string, refresh = true): string[] {
   return [
     "preview",
-    "--refresh",
+    ...(refresh ? ["--refresh"] : []),
     "--expect-no-changes",
     "--json",
     "--non-interactive",
@@ -114,12 +117,34 @@ export function verdictOf(
   return { verdict: r.drifted.length > 0 ? "drift" : "clean", seen: r.seen, drifted: r.drifted };
 }
 
+/**
+ * The drifted resources with `inputsChanged` as a preview that reads no node says (`plain`, its
+ * exit code, stdout and stderr): what it would change is what the program now gives differently
+ * from what state recorded (a config change, an upgrade's new inputs). An input that changed in
+ * the refreshed preview only because another drifted resource's outputs did (a worker's build
+ * from a NativeBuild whose artifact the refresh read missing) is not among them. A plain preview
+ * that gives no verdict leaves every drifted resource as the refreshed preview judged it.
+ */
+export function withConfigChanges(
+  drifted: readonly DriftedResource[],
+  plain: { code: number | null; stdout: string; stderr: string },
+  nodes: readonly string[],
+): DriftedResource[] {
+  const v = verdictOf(plain, nodes);
+  if (v.verdict !== "clean" && v.verdict !== "drift") return [...drifted];
+  const config = new Map(
+    v.drifted.map((d) => [d.urn, d.inputsChanged.length > 0 ? d.inputsChanged : d.keys]),
+  );
+  return drifted.map((d) => ({ ...d, inputsChanged: config.get(d.urn) ?? [] }));
+}
+
 function runPreview(
   stack: string,
   projectDir: string,
+  refresh = true,
 ): Promise<{ code: number | null; stdout: string; stderr: string }> {
   return new Promise((resolve, reject) => {
-    const child = spawn(pulumiBinary(), previewArgs(stack), {
+    const child = spawn(pulumiBinary(), previewArgs(stack, refresh), {
       cwd: projectDir,
       env: pulumiEnv(),
       stdio: ["ignore", "pipe", "pipe"],
@@ -173,9 +198,15 @@ export async function checkDrift(o: {
   try {
     const nodes = o.nodes();
     const preview = await runPreview(o.stack, o.projectDir);
+    const v = verdictOf(preview, nodes);
+    // Which of the drift is the program's own (never repaired): the preview that reads no node.
+    const drifted =
+      v.verdict === "drift"
+        ? withConfigChanges(v.drifted, await runPreview(o.stack, o.projectDir, false), nodes)
+        : v.drifted;
     // An `up` that started during the preview is not blocked by it, and what the preview read
     // of its half-written state is no verdict: the lock it holds now says so.
-    return locked() ?? done(verdictOf(preview, nodes));
+    return locked() ?? done({ ...v, drifted });
   } catch (err) {
     return done({
       verdict: "error",

@@ -16,9 +16,6 @@ interface StepState {
   readonly type?: string;
   readonly inputs?: Readonly<Record<string, unknown>>;
   readonly outputs?: Readonly<Record<string, unknown>>;
-  /** Per input, the resources whose outputs it is made of. */
-  readonly propertyDependencies?: Readonly<Record<string, readonly string[]>>;
-  readonly dependencies?: readonly string[];
 }
 
 interface PreviewStep {
@@ -52,6 +49,8 @@ export interface DriftedResource extends SeenResource {
   /**
    * The inputs the program now gives differently from those recorded: a config change, which
    * only an operator's `up` applies (never a repair). [] when the drift is the node's alone.
+   * Here, the refreshed preview's inputs; check.ts replaces them with what the preview that
+   * reads no node says (an input made of another drifted resource's outputs is not config).
    */
   readonly inputsChanged: readonly string[];
 }
@@ -157,28 +156,5 @@ export function readPreview(preview: unknown, nodes: readonly string[]): Preview
       inputsChanged,
     });
   }
-  return { seen: [...seen.values()], drifted: followedDrift(drifted, managed) };
-}
-
-/**
- * The drifted resources with `inputsChanged` cut to the inputs no drifted resource explains: an
- * input made of another drifted resource's outputs (a worker's `workerBuild` from a NativeBuild
- * whose artifact the refresh read missing) changed because that resource did, not because the
- * config did, and it converges with it. Only what is left is a config change.
- */
-function followedDrift(
-  drifted: ReadonlyMap<string, DriftedResource>,
-  steps: readonly PreviewStep[],
-): DriftedResource[] {
-  const stepOf = new Map<string, PreviewStep>();
-  for (const s of steps) if (!QUIET.has(s.op) && !stepOf.has(s.urn)) stepOf.set(s.urn, s);
-  return [...drifted.values()].map((d) => {
-    const state = stepOf.get(d.urn)?.newState;
-    const from = (k: string) =>
-      state?.propertyDependencies?.[k] ?? state?.dependencies ?? ([] as readonly string[]);
-    const inputsChanged = d.inputsChanged.filter(
-      (k) => !from(k).some((u) => u !== d.urn && drifted.has(u)),
-    );
-    return inputsChanged.length === d.inputsChanged.length ? d : { ...d, inputsChanged };
-  });
+  return { seen: [...seen.values()], drifted: [...drifted.values()] };
 }

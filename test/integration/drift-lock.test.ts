@@ -82,9 +82,26 @@ describe.skipIf(
         op: "update",
         keys: ["drift", "value"],
         words: ["value is two, not one"],
+        // The node's, not the program's: the preview that reads no node changes nothing.
+        inputsChanged: [],
       }),
     ]);
     fs.rmSync(path.join(files, "spark-2", "value"));
+  });
+
+  it("a config change beside a node's drift: only the program's own input is called config", async () => {
+    write("spark-2/value", "two");
+    process.env.DRIFT_PROBE_VALUE = "three";
+    try {
+      const r = await check("t");
+      expect(r.verdict).toBe("drift");
+      const of = (n: string) => r.drifted.find((d) => d.name === n)?.inputsChanged;
+      expect(of("probe-spark-1")).toEqual(["value"]);
+      expect(of("probe-spark-2")).toEqual([]);
+    } finally {
+      delete process.env.DRIFT_PROBE_VALUE;
+      fs.rmSync(path.join(files, "spark-2", "value"));
+    }
   });
 
   it("during an operator's `up`: skipped, locked by user@host since …; the `up` completes", async () => {

@@ -55,63 +55,6 @@ describe("readPreview (a real preview's JSON)", () => {
     expect(readPreview(preview, NODES).drifted[0]?.keys).toEqual(["artifacts", "status"]);
   });
 
-  it("an input made of another drifted resource's outputs is not a config change; one of the program's own is", () => {
-    // Seen in the journey: a worker binary deleted on spark-2, and the NativeBuild's refresh read
-    // its artifact missing; the RpcWorker's and the LlamaServer's inputs built from those outputs
-    // changed in the preview too, and were refused as config changes.
-    const build =
-      "urn:pulumi:local::sparkform::sparkform:index:Builds$pulumi-nodejs:dynamic/sparkform:NativeBuild::local-build-spark-2";
-    const worker =
-      "urn:pulumi:local::sparkform::sparkform:index:RpcWorkers$pulumi-nodejs:dynamic/sparkform:RpcWorker::local-worker-spark-2";
-    const step = (urn: string, inputs: [object, object], deps: Record<string, string[]>) => [
-      {
-        op: "refresh",
-        urn,
-        oldState: { type: "pulumi-nodejs:dynamic:Resource", inputs: inputs[0], outputs: inputs[0] },
-      },
-      {
-        op: "update",
-        urn,
-        oldState: { type: "pulumi-nodejs:dynamic:Resource", inputs: inputs[0], outputs: inputs[0] },
-        newState: {
-          type: "pulumi-nodejs:dynamic:Resource",
-          inputs: inputs[1],
-          propertyDependencies: deps,
-        },
-      },
-    ];
-    const preview = {
-      steps: [
-        ...step(
-          build,
-          [
-            { artifacts: "a", flags: "x" },
-            { artifacts: "a", flags: "x" },
-          ],
-          {},
-        ),
-        ...step(
-          worker,
-          [
-            { workerBuild: "a", threads: 0 },
-            { workerBuild: "b", threads: 0 },
-          ],
-          {
-            workerBuild: [build],
-            threads: [],
-          },
-        ),
-      ],
-    };
-    const changed = () =>
-      Object.fromEntries(readPreview(preview, NODES).drifted.map((d) => [d.name, d.inputsChanged]));
-    expect(changed()).toEqual({ "local-build-spark-2": [], "local-worker-spark-2": [] });
-    // A threads setting changed in the config: that one is the program's own.
-    const w = preview.steps[3] as { newState: { inputs: Record<string, unknown> } };
-    w.newState.inputs.threads = 4;
-    expect(changed()).toEqual({ "local-build-spark-2": [], "local-worker-spark-2": ["threads"] });
-  });
-
   it("a node nobody names is left empty, and a JSON without steps is refused with the fix", () => {
     expect(readPreview(fixture("preview-clean.json"), []).seen.map((s) => s.node)).toEqual([
       "",
