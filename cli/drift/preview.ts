@@ -47,6 +47,11 @@ export interface DriftedResource extends SeenResource {
   /** The resource's verdict in its own words: its `drift` output as the refresh read it. */
   readonly words: readonly string[];
   /**
+   * The outputs the refresh read differently from what state recorded: the resource's own drift.
+   * [] for one that changes only because its inputs, made of other resources' outputs, do.
+   */
+  readonly measured: readonly string[];
+  /**
    * The inputs the program now gives differently from those recorded: a config change, which
    * only an operator's `up` applies (never a repair). [] when the drift is the node's alone.
    * Here, the refreshed preview's inputs; check.ts replaces them with what the preview that
@@ -153,6 +158,7 @@ export function readPreview(preview: unknown, nodes: readonly string[]): Preview
       op: s.op,
       keys: (keys.length > 0 ? keys : [...new Set([...measured, ...inputsChanged])]).sort(),
       words: wordsOf(read),
+      measured,
       inputsChanged,
     });
   }

@@ -1,7 +1,8 @@
 // `sparkform drift --repair safe`: after a check that found drift, a targeted `up` of the
 // drifted resources, but only when every one of them is in the safe set: a worker's, server's
 // or router's unit stopped or crashed (its guard too), an installed binary the verified build
-// restores, a damaged model file. Never a config change (the program's inputs differ from the
+// restores, a damaged model file, and a resource that only follows those (nothing of its own
+// measured: its inputs are made of their outputs). Never a config change (the program's inputs differ from the
 // recorded ones: an operator's `up` applies those), changed node facts, a degraded fabric link,
 // a unit another stack owns, a resource to create or delete, or a locked stack: then it refuses
 // and says which resource and why, and the drift stays reported.
@@ -25,7 +26,10 @@ export function refusalOf(d: DriftedResource): string | undefined {
       "by an operator's `up`, never repaired"
     );
   if (d.op !== "update") return `${who}: \`up\` would ${d.op} it, which is no repair`;
-  if (!Object.hasOwn(SAFE_KINDS, d.kind))
+  // Nothing of its own drifted, and its config did not change: it only follows the resources
+  // its inputs are made of (the serving drain of a build whose binary the repair restores).
+  const follows = d.measured.length === 0;
+  if (!follows && !Object.hasOwn(SAFE_KINDS, d.kind))
     return (
       `${who}: ${d.kind} is not in the safe set (changed node facts, a degraded link or a ` +
       "synced tree are an operator's to judge)"

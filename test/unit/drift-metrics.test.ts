@@ -28,6 +28,7 @@ const drifted: DriftedResource[] = [
     op: "update",
     keys: ["drift"],
     words: ["worker stopped"],
+    measured: ["drift"],
     inputsChanged: [],
   },
 ];

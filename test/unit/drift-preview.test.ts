@@ -36,6 +36,7 @@ describe("readPreview (a real preview's JSON)", () => {
         op: "update",
         keys: ["drift", "value"],
         words: ["value is two, not one"],
+        measured: ["drift", "value"],
         inputsChanged: [],
       },
     ]);

@@ -21,6 +21,7 @@ const drifted = (over: Partial<DriftedResource>): DriftedResource => ({
   op: "update",
   keys: ["drift", "status"],
   words: ["worker unit sparkform-rpc-worker-50052 is inactive/dead"],
+  measured: ["drift", "status"],
   inputsChanged: [],
   ...over,
 });
@@ -46,6 +47,21 @@ describe("the safe set", () => {
       "Resource probe-spark-1: its config changed (value); a config change is applied by an " +
         "operator's `up`, never repaired",
     );
+  });
+
+  it("a resource that only follows the repaired ones (nothing of its own measured, no config): repaired with them", () => {
+    // Seen in the journey: the serving drain's `builds` input, made of the NativeBuild's outputs,
+    // moved with a deleted worker binary; it is no kind of the safe set, and converges with it.
+    const drain = drifted({
+      kind: "ServingDrain",
+      name: "local-serving-drain",
+      keys: ["builds"],
+      words: [],
+      measured: [],
+    });
+    expect(refusalOf(drain)).toBeUndefined();
+    // Its own drift measured: the kind decides again.
+    expect(refusalOf({ ...drain, measured: ["status"] })).toMatch(/not in the safe set/);
   });
 
   it("node facts, a fabric link, the tree, a create or delete, another stack's unit: refused", () => {
