@@ -94,9 +94,14 @@ user_unit_dir() {
 	fi
 }
 
-# forget_unit NAME: disabled and its file removed from either directory, only when sparkform
-# wrote it (UNIT_MARK); the caller reloads the manager (`systemctl --user daemon-reload`).
+# forget_unit NAME: its live changes reverted, disabled and its file removed from either
+# directory, only when sparkform wrote it (UNIT_MARK); the caller reloads the manager
+# (`systemctl --user daemon-reload`).
 forget_unit() {
+	# What record_owner set live (`set-property --runtime`, a drop-in under the runtime's
+	# user.control) would outlive the file, keeping the unit loaded with this stack's record: the
+	# next stack on the port would read it as still held.
+	systemctl --user revert "$1.service" >/dev/null 2>&1 || true
 	_f="$(user_unit_dir boot)/$1.service"
 	if [ "$(head -n 1 "$_f" 2>/dev/null)" = "$UNIT_MARK" ]; then
 		systemctl --user disable "$1.service" >/dev/null 2>&1 || true

@@ -26,7 +26,8 @@
 # DIR/UNIT.pre.sh (ExecStartPre): the binary's digest checked again (a changed file never
 # runs), BIND waited for (a fabric address comes up with the network, after the manager), and
 # each --wait-for HOST:PORT until it accepts (the server's workers: a server whose worker is not
-# back yet waits rather than crash-loops). DIR/UNIT.boot records the unit's first start of each
+# back yet waits rather than crash-loops); not for start.sh's own start, which fails at once
+# when a worker is down (the `up` that runs it names the worker). DIR/UNIT.boot records the unit's first start of each
 # boot (start.sh records its own start there too); with --wait-for, DIR/UNIT.restarts records
 # each stop its worker's loss caused (ExecStopPost, DIR/UNIT.post.sh). status.py reports both,
 # so a unit the boot brought back, or a server restarted because its worker went away, is told
@@ -220,7 +221,7 @@ if [ -n "$ONE_PER_NODE" ]; then
     fi
     stop_units "$gprefix-$p" "$prefix-$p"
     rm -f "$STATE/$LOG_NAME-$p.log" "$STATE/guard-$p.log" "$STATE/rss-guard-$p.py" \
-      "$STATE/$prefix-$p.pre.sh" "$STATE/$prefix-$p.post.sh" "$STATE/$prefix-$p.boot" "$STATE/$prefix-$p.restarts"
+      "$STATE/$prefix-$p.pre.sh" "$STATE/$prefix-$p.post.sh" "$STATE/$prefix-$p.boot" "$STATE/$prefix-$p.restarts" "$STATE/$prefix-$p.now"
     echo "stopped=$prefix-$p"
   done
 fi
@@ -283,7 +284,14 @@ for a in "$@"; do EXEC="$EXEC${EXEC:+ }$(sd_arg "$a")"; done
   echo "set -u"
   echo "BIN=$(sq "$BIN") EXPECTED=$(sq "$EXPECTED") BIND=$(sq "$BIND")"
   echo "BOOT_FILE=$(sq "$BOOT_FILE") RESTARTS=$(sq "$RESTARTS") WAIT_FOR=$(sq "$WAIT_FOR")"
+  echo "NOW=$(sq "$STATE/$UNIT.now")"
   cat <<'PRE'
+# start.sh's own start (`up`): no wait for what the unit needs, so a worker that is down fails
+# the start at once, naming it, instead of after the wait (the mark is for this start only).
+if [ -e "$NOW" ]; then
+  rm -f "$NOW"
+  WAIT_FOR=""
+fi
 boot=$(cat /proc/sys/kernel/random/boot_id)
 if [ "$(cut -d' ' -f1 "$BOOT_FILE" 2>/dev/null)" != "$boot" ]; then
   printf '%s %s\n' "$boot" "${INVOCATION_ID:-}" > "$BOOT_FILE.tmp" && mv -f "$BOOT_FILE.tmp" "$BOOT_FILE"
@@ -406,13 +414,14 @@ if [ -n "$AT_BOOT" ]; then
   [ "$GUARD_PERCENT" = 0 ] || systemctl --user enable "$GUARD.service" >/dev/null 2>&1
 fi
 : > "$RESTARTS"
+[ -z "$WAIT_FOR" ] || : > "$STATE/$UNIT.now"
 systemctl --user start --no-block "$UNIT.service"
 [ "$GUARD_PERCENT" = 0 ] || systemctl --user start --no-block "$GUARD.service"
 
 # A create that fails leaves no resource whose destroy would stop the unit: stop it here.
 failed() { # WHY TAIL_FILTER
   stop_units "$GUARD" "$UNIT"
-  rm -f "$STATE/$UNIT.pre.sh" "$STATE/$UNIT.post.sh" "$BOOT_FILE" "$RESTARTS"
+  rm -f "$STATE/$UNIT.pre.sh" "$STATE/$UNIT.post.sh" "$STATE/$UNIT.now" "$BOOT_FILE" "$RESTARTS"
   echo "$1; it was stopped. Its log:" >&2
   grep -v -e 'assigned to device' -e '(+0x' "$LOG" | tail -n "$2" >&2
   exit 6

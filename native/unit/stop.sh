@@ -77,7 +77,7 @@ if [ -e "$STATE" ] || [ -L "$STATE" ]; then
   for f in $FILES; do rm -f -- "$STATE/$f"; done
   # What start.sh wrote beside each unit: the programs it runs before and after, its records.
   for u in $UNITS; do
-    for x in pre.sh pre.sh.tmp post.sh post.sh.tmp boot boot.tmp restarts; do rm -f -- "$STATE/${u%%:*}.$x"; done
+    for x in pre.sh pre.sh.tmp post.sh post.sh.tmp boot boot.tmp restarts now; do rm -f -- "$STATE/${u%%:*}.$x"; done
   done
   if ! ls "$STATE"/*.log >/dev/null 2>&1; then
     for f in $LEGACY; do rm -f -- "$STATE/$f"; done

@@ -197,8 +197,10 @@ describe.skipIf(
       expect(preview.output).toMatch(/two-router/);
       const up = await cli.run(["up", "--yes", "--skip-preview", "-s", A]);
       // The one step: an update (no replace, no delete-create).
+      // Only the owner: the router's programs have no declared upgrade left (issue 35 item 1
+      // restarts units once, as unit files), so this state keeps this checkout's programs.
       expect(changedResourceLines(up.output).filter((l) => /two-router/.test(l))).toEqual([
-        expect.stringMatching(/ updated .*\[diff: \+owner~programs\]/),
+        expect.stringMatching(/ updated .*\[diff: \+owner\]/),
       ]);
       const now = await routerUnit();
       expect(now.invocation).toBe(started.invocation);

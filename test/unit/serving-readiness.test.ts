@@ -6,7 +6,15 @@
 // 200 after another), smoke.py against a stand-in llama-server that streams its events with a
 // known delay before the first token.
 import { createHash } from "node:crypto";
-import { chmodSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import {
+  chmodSync,
+  existsSync,
+  mkdirSync,
+  mkdtempSync,
+  readFileSync,
+  rmSync,
+  writeFileSync,
+} from "node:fs";
 import { createServer, type Server } from "node:http";
 import { type AddressInfo, createServer as createTcpServer } from "node:net";
 import { tmpdir } from "node:os";
@@ -168,7 +176,7 @@ exit 0
     }
   });
 
-  async function run(health: boolean) {
+  async function run(health: boolean, waitFor: string[] = []) {
     const binary = path.join(dir, "llama-server");
     writeFileSync(binary, "#!/bin/sh\nexit 0\n");
     chmodSync(binary, 0o755);
@@ -186,6 +194,7 @@ exit 0
           what: "server",
           flags: ["-m", "~/models/m.gguf", "--host", "127.0.0.1", "--port", String(port)],
           ...(health ? { healthTimeoutSeconds: 30 } : {}),
+          waitFor,
         },
         {},
         { display: "start" },
@@ -227,6 +236,31 @@ exit 0
     expect(r.stdout).toMatch(/^portOpenSeconds=\d+\.\d\d\n/m);
     const t = parseUnitStartTimings(r.stdout, "spark-2", false);
     expect(t.portOpenSeconds).toBeGreaterThanOrEqual(OPEN_S);
+  });
+
+  it("the unit's ExecStartPre waits for a worker on a boot's start, never on start.sh's own", async () => {
+    // A port nothing listens on: the worker is down.
+    const down = `127.0.0.1:${await freePort()}`;
+    const r = await run(false, [down]);
+    expect(r.status).toBe(0);
+    const state = path.join(dir, "home", ".cache", "sparkform", "serving");
+    const unit = `sparkform-llama-server-${r.port}`;
+    const pre = path.join(state, `${unit}.pre.sh`);
+    const env = { PATH: process.env.PATH ?? "", HOME: path.join(dir, "home") };
+    // start.sh's start (`up`): its mark makes the pre-start go on at once, so a worker that is
+    // down fails the start and `up` names it; the mark is gone after it.
+    expect(existsSync(path.join(state, `${unit}.now`))).toBe(true);
+    const own = await execa("sh", [pre], { reject: false, extendEnv: false, env, timeout: 10_000 });
+    expect(own.exitCode).toBe(0);
+    expect(existsSync(path.join(state, `${unit}.now`))).toBe(false);
+    // Any later start (the boot's, a restart's): it waits for the worker instead of crash-looping.
+    const later = await execa("sh", [pre], {
+      reject: false,
+      extendEnv: false,
+      env,
+      timeout: 3_000,
+    });
+    expect(later.timedOut).toBe(true);
   });
 });
 
