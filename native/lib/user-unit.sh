@@ -109,4 +109,7 @@ forget_unit() {
 	fi
 	_f="$(user_unit_dir runtime)/$1.service"
 	if [ "$(head -n 1 "$_f" 2>/dev/null)" = "$UNIT_MARK" ]; then rm -f -- "$_f"; fi
+	# The directories the first unit file made, once empty (a node's own are never empty).
+	_d=$(user_unit_dir boot)
+	rmdir -- "$_d/default.target.wants" "$_d" "${_d%/user}" "${_d%/systemd/user}" 2>/dev/null || true
 }
