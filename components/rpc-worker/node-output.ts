@@ -87,13 +87,18 @@ const parseUnitStatus = unitStatusParser("rpc-worker status");
 export const parseWorkerStatus = (stdout: string, node: string): WorkerStatus =>
   workerStatusOf(parseUnitStatus(stdout, node));
 
-/** The stack the worker's unit records, from the same status.py JSON ("" for none). */
-export const parseWorkerOwner = (stdout: string, node: string): string =>
-  parseUnitStatus(stdout, node).owner ?? "";
-
-/** The unit's starts across boots, from the same status.py JSON (undefined before it had them). */
-export const parseWorkerBoot = (stdout: string, node: string): UnitBoot | undefined =>
-  parseUnitStatus(stdout, node).boot;
+/**
+ * status.py's JSON read once for a refresh: the status state keeps, and beside it what only the
+ * drift reads, the stack the unit records ("" for none) and its starts across boots (undefined
+ * from a status.py before them).
+ */
+export function parseWorkerReading(
+  stdout: string,
+  node: string,
+): { status: WorkerStatus; owner: string; boot: UnitBoot | undefined } {
+  const u = parseUnitStatus(stdout, node);
+  return { status: workerStatusOf(u), owner: u.owner ?? "", boot: u.boot };
+}
 
 /** rpc-hello.py's JSON, checked likewise (its schema: native/rpc-worker/rpc-hello.schema.json). */
 export const parseProbe = programJsonParser<ProbeResult>(

@@ -31,10 +31,8 @@ import {
 } from "./commands";
 import {
   parseProbe,
-  parseWorkerBoot,
-  parseWorkerOwner,
+  parseWorkerReading,
   stoppedUnits,
-  parseWorkerStatus,
   type CachePrune,
   parseCachePrune,
   parsePrewarm,
@@ -91,11 +89,7 @@ async function statusAndOwner(
     step: "rpc-worker status",
     timeoutMs: 60_000,
   });
-  return {
-    status: parseWorkerStatus(r.stdout, i.target.name),
-    owner: parseWorkerOwner(r.stdout, i.target.name),
-    boot: parseWorkerBoot(r.stdout, i.target.name),
-  };
+  return parseWorkerReading(r.stdout, i.target.name);
 }
 
 /** The owner check of the worker's unit (`was`: the owner state recorded, on an update). */
