@@ -38,6 +38,12 @@ export interface RouterConfigInput {
    * (SDK clients send none).
    */
   readonly allowedOrigins?: readonly string[];
+  /**
+   * The drain file (one upstream dial per line) the router's own selection policy reads: an
+   * upstream it names gets no new request while another is available (a replica rolled, see
+   * native/router/roll.py). Relative paths are from the unit's working directory. Absent: none.
+   */
+  readonly drainFile?: string;
 }
 
 /** How long one active /health check may take (see routerConfig). */
@@ -329,7 +335,12 @@ export function routerConfig(c: RouterConfigInput): Record<string, unknown> {
                     handler: "reverse_proxy",
                     upstreams: c.upstreams.map((u) => ({ dial: u.dial })),
                     load_balancing: {
-                      selection_policy: { policy: "least_conn" },
+                      // least_conn over the upstreams the drain file does not name
+                      // (setup/router/main.go: sparkform_drain).
+                      selection_policy: {
+                        policy: "sparkform_drain",
+                        ...(c.drainFile ? { file: c.drainFile } : {}),
+                      },
                       retries,
                       try_duration: ms(tryDurationMs),
                       try_interval: ms(tryIntervalMs),

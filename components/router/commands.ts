@@ -34,6 +34,11 @@ export const configPath = (port: number) => `${ROUTER_DIR}/router-${port}.json`;
 export const dataDir = (port: number) => `${ROUTER_DIR}/data-${port}`;
 export const keyPath = (port: number) => apiKeyPath("router", port);
 /**
+ * The upstreams a roll keeps out of rotation, one dial per line (native/router/roll.py writes
+ * it, the router's sparkform_drain policy reads it per request; files.sh removes it).
+ */
+export const drainPath = (port: number) => `${ROUTER_DIR}/router-${port}.drain`;
+/**
  * The key file as the config names it: relative to the unit's working directory, the node
  * user's home (start.sh sets it), since Caddy's {file.…} does not expand `~`.
  */
@@ -64,6 +69,7 @@ export function configText(
     healthIntervalSeconds: i.healthIntervalSeconds,
     ...(i.apiKey ? { apiKeyFile: keyFileForCaddy(i.port) } : {}),
     allowedOrigins: i.allowedOrigins ?? [],
+    drainFile: homeRelative(drainPath(i.port)),
   });
 }
 

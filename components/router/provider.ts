@@ -101,8 +101,10 @@ async function readStatus(
     ).stdout,
   );
   const held = files.keyDigest ?? "";
+  const drained = (files.drained ?? "").split(" ").filter(Boolean);
   return {
     ...routerStatusOf(st, files.configDigest ?? ""),
+    ...(drained.length ? { drained } : {}),
     ...(expectedKey
       ? {
           keyFile: held === expectedKey ? "the stack's key" : held ? "another key" : "missing",

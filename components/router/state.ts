@@ -61,6 +61,11 @@ export interface RouterStatus {
   /** sha256 of the config file on the node ("" when missing). */
   configDigest: string;
   /**
+   * The upstreams (dials) the drain file keeps out of rotation: set only when it names some, a
+   * roll (native/router/roll.py) that did not put its replica back.
+   */
+  drained?: string[];
+  /**
    * What the key file holds, judged on the node's reading against the key's digest (never the
    * digest itself: that is a secret output): absent for a router without a key, or older state.
    */

@@ -6,7 +6,7 @@ import { keyDigest } from "../unit/api-key";
 import { programsChange } from "../unit/programs";
 import { type Started, steadyUnit, type UnitBoot, unitDrift } from "../unit/status";
 import { listenAddress } from "./caddy-config";
-import { configPath, configText, keyPath, textDigest } from "./commands";
+import { configPath, configText, drainPath, keyPath, textDigest } from "./commands";
 import type { RouterInputs, RouterOutputs, RouterStatus } from "./state";
 
 /** Why the measured router is not the one `up` started ([] = none). */
@@ -33,6 +33,10 @@ export function routerDrift(o: {
   if (o.status.configDigest !== o.configDigest)
     r.push(
       `router config ${configPath(o.port)} sha256 ${o.status.configDigest.slice(0, 12) || "(missing)"} is not the one written (${o.configDigest.slice(0, 12)})`,
+    );
+  if (o.status.drained?.length)
+    r.push(
+      `${drainPath(o.port)} keeps ${o.status.drained.join(", ")} out of rotation: a roll of the replicas did not finish; \`pulumi up --refresh\` puts it back`,
     );
   if (o.status.keyFile !== undefined && o.status.keyFile !== "the stack's key")
     r.push(

@@ -1,5 +1,6 @@
 // The LlamaServer resource: one llama-server unit on the client node, with the plan and the
 // evidence as inputs so the policy pack judges them before it starts.
+import type { RollRouter } from "./roll";
 import * as pulumi from "@pulumi/pulumi";
 import * as path from "node:path";
 import { isLoopbackAddress } from "../config/address";
@@ -56,6 +57,11 @@ export interface LlamaServerArgs {
   readonly standby?: pulumi.Input<boolean>;
   /** The workers the plan uses: their debug logs show the decode fast path. */
   readonly workers: pulumi.Input<ServingWorker[]>;
+  /**
+   * The router in front of the server (its node's target and its port): an update takes the
+   * server out of the router's rotation while it restarts (roll.ts). Absent: restarted in place.
+   */
+  readonly router?: pulumi.Input<RollRouter>;
   /**
    * Per node, its rails from the Fabric stage (`Fabric.railInterfaces()`): the smoke's wire
    * proof holds each end of a split to a rail the pair shares. Absent: no Fabric stage, the
@@ -134,6 +140,7 @@ export class LlamaServer extends SparkformResource<"LlamaServer", LlamaServerOut
         clientDevice: args.clientDevice,
         smokeRequest: args.smoke,
         workers: args.workers,
+        ...(args.router ? { router: args.router } : {}),
         ...(args.fabricRails ? { fabricRails: args.fabricRails } : {}),
         ...(args.topology ? { topology: args.topology } : {}),
         standby: args.standby ?? false,

@@ -53,6 +53,7 @@ import type {
   ServerStatus,
   WireEnd,
 } from "./state";
+import { rolled } from "./roll";
 import { upgrade } from "./state-upgrade";
 import { type ServingPlan, referenceFits } from "./placement";
 import {
@@ -457,7 +458,21 @@ export async function update(
     return { outs: { ...olds, ...rest } };
   }
   if (olds.port !== news.port || olds.target.name !== news.target.name) await stop(olds);
-  return { outs: await converge(news, olds.owner) };
+  // A server that was serving leaves the router's rotation while it restarts (roll.ts); one on
+  // standby, or moving, was not in it.
+  const inRotation =
+    !olds.standby && olds.url !== "" && olds.url === serverUrl(news) && !news.standby;
+  return {
+    outs: await rolled(
+      {
+        ...(inRotation && news.router ? { router: news.router } : {}),
+        url: serverUrl(news),
+        ...(news.apiKey ? { apiKey: news.apiKey } : {}),
+        who: tag(news.target),
+      },
+      () => converge(news, olds.owner),
+    ),
+  };
 }
 
 /** Destroy stops the server (and a reference left behind) and waits until both ports are free. */

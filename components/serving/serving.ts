@@ -311,7 +311,11 @@ export class Serving extends pulumi.ComponentResource {
         })),
       ),
     );
+    // Every server knows the router in front of it (on the client node): an update takes a
+    // server out of its rotation while it restarts (roll.ts), one after another (below).
+    const rollRouter = nodes.target(client).apply((target) => ({ target, port: cfg.router.port }));
     const common = {
+      router: rollRouter,
       port: cfg.port,
       unit,
       apiKey: this.apiKey,
@@ -346,17 +350,20 @@ export class Serving extends pulumi.ComponentResource {
           // After every worker (so it never dials one that is not up) and the client's model.
           dependsOn: [...args.workers.ready, replica, builds.of(client)],
         },
-        ["target", "workers"],
+        ["target", "workers", "router"],
       ),
     );
     // A replica binds its node's fabric address (the worker's: node to node only), where the
     // router on the client reaches it with the stack's key, which every server checks.
+    // Each replica after the one before it (the client's server first): an update that restarts
+    // them all takes one out of the router's rotation at a time, so the others serve meanwhile.
+    let previous: LlamaServer = this.server;
     this.replicas = candidates.map(({ node: r, endpoint }) => {
       const bind = fabricHost(endpoint);
       const own = workerNodes[args.workers.endpoints.findIndex((e) => e.node === r)];
       const plan = wholePlan(own as pulumi.Output<PlacementNode>);
       const path = modelPathOn(r);
-      return new LlamaServer(
+      previous = new LlamaServer(
         `${name}-server-${r}`,
         {
           ...common,
@@ -376,10 +383,14 @@ export class Serving extends pulumi.ComponentResource {
           standby: this.topology.apply((t) => t.topology !== "replicas"),
         },
         nodes.childOpts(
-          { parent: this, dependsOn: [model.of(r), builds.of(r), ...args.workers.ready] },
-          ["target"],
+          {
+            parent: this,
+            dependsOn: [model.of(r), builds.of(r), ...args.workers.ready, previous],
+          },
+          ["target", "router"],
         ),
       );
+      return previous;
     });
 
     const active = [this.server, ...this.replicas];

@@ -1,6 +1,7 @@
 // The Serving stage's recorded shapes: what each of its kinds (LlamaServer, ServingDrain,
 // ServerApiKey) takes as inputs and writes to state as outputs. Types only: the providers, the
 // state upgrades (state-upgrade.ts) and the policy pack's kinds.ts read them from here.
+import type { RollRouter } from "./roll";
 import type { ProgramRef } from "../native-script";
 import type { SshTarget } from "../transport";
 import type { UNIT_PROGRAMS } from "../unit/commands";
@@ -114,6 +115,12 @@ export interface LlamaServerInputs {
   topology?: TopologyChoice;
   /** A replica the chosen topology does not use: nothing runs (absent = false). */
   standby?: boolean;
+  /**
+   * The router in front of the server (its node and port): a restart takes the server out of
+   * its rotation first (roll.ts). Not a restart key, nor recorded by a diff of its own: it only
+   * says where the router is (absent in state written before rolls: restarted in rotation).
+   */
+  router?: RollRouter;
   healthTimeoutSeconds: number;
   /** The RSS guard stops the server at this % of the node's RAM used; 0 = no guard. */
   rssLimitPercent: number;

@@ -8,11 +8,13 @@
 #                                   makes DIR (0700)
 #   install DIR NAME SHA256 PORT CONFIG_TEXT
 #                                   binary from DIR/.NAME.tmp unless DIR/NAME has SHA256; config
-#                                   DIR/router-PORT.json; record DIR/router-PORT.binary
-#   digest DIR PORT                 the config's sha256, the recorded binary's name and the
-#                                   sha256 of the key in DIR/router-PORT.key
-#   remove DIR PORT                 the config, the key, the record, DIR/data-PORT, binaries no
-#                                   record names
+#                                   DIR/router-PORT.json; record DIR/router-PORT.binary; a
+#                                   drain a roll left (DIR/router-PORT.drain) removed
+#   digest DIR PORT                 the config's sha256, the recorded binary's name, the
+#                                   drained upstreams and the sha256 of the key in
+#                                   DIR/router-PORT.key
+#   remove DIR PORT                 the config, the key, the record, the drain file,
+#                                   DIR/data-PORT, binaries no record names
 # install also writes the stack's API key, when one arrives as SPARKFORM_API_KEY on stdin (the
 # transport's secret preamble), to DIR/router-PORT.key (0600, temp name then rename; the config
 # names it and Caddy reads it per request) and, for a person's curl on the node (`curl -H
@@ -83,6 +85,8 @@ install)
     rm -f "$KEY" "$HEADER"
   fi
   KEY_TEXT=""
+  # A roll that did not finish left its upstream drained (roll.py): this install puts it back.
+  rm -f "$DIR/router-$PORT.drain" "$DIR/router-$PORT.drain.tmp"
   (umask 077 && printf '%s\n' "$NAME" > "$DIR/router-$PORT.binary.tmp" && mv -f "$DIR/router-$PORT.binary.tmp" "$DIR/router-$PORT.binary")
   echo "binary=$DIR/$NAME"
   echo "config=$DIR/router-$PORT.json"
@@ -93,6 +97,8 @@ digest)
   port_ok "$3"
   echo "configDigest=$(sha_of "$DIR/router-$3.json" || true)"
   echo "binary=$(cat "$DIR/router-$3.binary" 2>/dev/null || true)"
+  # The upstreams a roll keeps out of rotation (native/router/roll.py), space-separated.
+  echo "drained=$(tr -s '\n' ' ' 2>/dev/null < "$DIR/router-$3.drain" | sed 's/ *$//' || true)"
   # The key's sha256 (the key without its newline), as state keeps it; empty when missing.
   if [ -f "$DIR/router-$3.key" ]; then
     echo "keyDigest=$(head -n 1 "$DIR/router-$3.key" | tr -d '\n' | sha256sum | cut -d' ' -f1)"
@@ -113,7 +119,8 @@ remove)
   DIR=$GUARD_PATH
   rm -f -- "$DIR/router-$PORT.json" "$DIR/router-$PORT.json.tmp" "$DIR/router-$PORT.binary" "$DIR/router-$PORT.binary.tmp" \
     "$DIR/router-$PORT.key" "$DIR/router-$PORT.key.tmp" \
-    "$DIR/router-$PORT.header" "$DIR/router-$PORT.header.tmp"
+    "$DIR/router-$PORT.header" "$DIR/router-$PORT.header.tmp" \
+    "$DIR/router-$PORT.drain" "$DIR/router-$PORT.drain.tmp"
   if [ -e "$DIR/data-$PORT" ]; then
     guard_path "remove" "$DIR/data-$PORT"
     rm -rf -- "$GUARD_PATH"

@@ -7,7 +7,7 @@
 // 503 with the reason at once, streams arrive streamed, the API key reaches the upstream as sent,
 // and nothing a client sent is in Caddy's output.
 import { type ChildProcess, spawn } from "node:child_process";
-import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import * as http from "node:http";
 import * as net from "node:net";
 import type { AddressInfo } from "node:net";
@@ -38,6 +38,8 @@ class Upstream {
   auth: (string | undefined)[] = [];
   /** Requests whose client went away before the body ended (seen as the router closed them). */
   cutShort = 0;
+  /** Streams it is sending now: llama-server's /slots shows them as processing. */
+  streaming = 0;
   constructor(readonly name: string) {}
 
   async start(port = 0): Promise<void> {
@@ -59,6 +61,13 @@ class Upstream {
         else this.failedChecks++;
         res.writeHead(this.healthy ? 200 : 503, { "Content-Type": "application/json" });
         res.end(this.healthy ? '{"status":"ok"}' : '{"error":{"message":"Loading model"}}');
+        return;
+      }
+      if (req.url === "/slots") {
+        // llama-server's GET /slots (with the key): one slot, processing while a stream runs.
+        const ok = req.headers.authorization === BEARER;
+        res.writeHead(ok ? 200 : 401, { "Content-Type": "application/json" });
+        res.end(JSON.stringify(ok ? [{ id: 0, is_processing: this.streaming > 0 }] : {}));
         return;
       }
       this.requests++;
@@ -92,7 +101,9 @@ class Upstream {
           }
           res.writeHead(200, { "Content-Type": "text/event-stream", "Cache-Control": "no-cache" });
           res.write(`data: {"upstream":"${this.name}","n":1}\n\n`);
+          this.streaming++;
           setTimeout(() => {
+            this.streaming--;
             res.write(`data: {"upstream":"${this.name}","n":2}\n\n`);
             res.end("data: [DONE]\n\n");
           }, 1500);
@@ -135,6 +146,8 @@ describe("the router's Caddy in front of two upstreams", () => {
   let caddy: ChildProcess | undefined;
   let output = "";
   let base = "";
+  let config = "";
+  let drain = "";
   const a = new Upstream("a");
   const b = new Upstream("b");
 
@@ -212,8 +225,9 @@ describe("the router's Caddy in front of two upstreams", () => {
     await b.start();
     const port = await freePort();
     base = `http://127.0.0.1:${port}`;
-    const config = path.join(work, "router.json");
     const keyFile = path.join(work, "router.key");
+    config = path.join(work, "router.json");
+    drain = path.join(work, "router.drain");
     writeFileSync(keyFile, `${KEY}\n`, { mode: 0o600 });
     writeFileSync(
       config,
@@ -229,6 +243,7 @@ describe("the router's Caddy in front of two upstreams", () => {
         dataDir: path.join(work, "data"),
         apiKeyFile: keyFile,
         allowedOrigins: [ALLOWED_ORIGIN],
+        drainFile: drain,
       }),
     );
     caddy = spawn(artifact.path, ["run", "--config", config], {
@@ -488,6 +503,83 @@ describe("the router's Caddy in front of two upstreams", () => {
     expect(rest).toMatch(/\[DONE\]/);
     // The upstream waits 1.5 s between its two events.
     expect(tEnd - tFirst).toBeGreaterThan(1000);
+  });
+
+  /** native/router/roll.py on this machine, as `up` runs it on the router's node. */
+  function roll(args: string[]): Promise<Record<string, unknown>> {
+    return new Promise((resolve, reject) => {
+      const p = spawn(
+        "python3",
+        [path.join(__dirname, "..", "..", "native", "router", "roll.py"), ...args],
+        {
+          env: { PATH: process.env.PATH ?? "/usr/bin:/bin", SPARKFORM_API_KEY: KEY },
+          stdio: ["ignore", "pipe", "pipe"],
+        },
+      );
+      let out = "";
+      p.stdout.on("data", (d: Buffer) => (out += d.toString()));
+      p.stderr.on("data", (d: Buffer) => (out += d.toString()));
+      p.on("exit", (code) =>
+        code === 0
+          ? resolve(JSON.parse(out) as Record<string, unknown>)
+          : reject(new Error(`roll.py ${args.join(" ")} exited ${code}: ${out}`)),
+      );
+    });
+  }
+
+  it("rolls an upstream out (roll.py): its stream ends whole, new requests go to the other, it waits for its slot; then back", async () => {
+    // A stream on one upstream (least_conn picks either), then that upstream rolled out.
+    const r = await fetch(`${base}/v1/chat/completions`, {
+      method: "POST",
+      headers: { "Content-Type": "application/json", Authorization: BEARER },
+      body: JSON.stringify({ messages: [{ role: "user", content: "hi" }], stream: true }),
+    });
+    const reader = r.body!.getReader();
+    const first = new TextDecoder().decode((await reader.read()).value);
+    const busy = /"upstream":"a"/.test(first) ? a : b;
+    const other = busy === a ? b : a;
+    const dial = `127.0.0.1:${busy.port}`;
+    const rolling = roll(["out", config, drain, dial, "30"]);
+    await sleep(300);
+    // While it finishes its stream, new requests go to the other only.
+    const before = busy.requests;
+    for (let i = 0; i < 10; i++) expect((await models()).upstream).toBe(other.name);
+    expect(busy.requests).toBe(before);
+    let rest = "";
+    for (;;) {
+      const c = await reader.read();
+      if (c.done) break;
+      rest += new TextDecoder().decode(c.value);
+    }
+    expect(rest).toMatch(/"n":2[\s\S]*\[DONE\]/);
+    const out = await rolling;
+    expect(out).toMatchObject({ out: true, idle: true, reason: "" });
+    // It waited for the stream: about its 1.5 s, not the half second of an idle slot.
+    expect(out.waitedSeconds as number).toBeGreaterThanOrEqual(1);
+    expect(readFileSync(drain, "utf8")).toBe(`${dial}\n`);
+    // With the other one out of rotation too (its checks failing), the drained one still
+    // serves: a drain never turns an answer into a 503.
+    other.healthy = false;
+    const failed = other.failedChecks;
+    while (other.failedChecks < failed + HEALTH_FAILS + 1) await sleep(100);
+    expect((await models()).upstream).toBe(busy.name);
+    other.healthy = true;
+    const passed = other.passedChecks;
+    while (other.passedChecks < passed + 2) await sleep(100);
+    // The other upstream cannot be rolled out now: it is the only one in rotation.
+    expect(await roll(["out", config, drain, `127.0.0.1:${other.port}`, "30"])).toMatchObject({
+      out: false,
+      reason: expect.stringMatching(/only upstream in rotation/),
+    });
+    expect(await roll(["out", config, drain, "127.0.0.1:1", "30"])).toMatchObject({
+      out: false,
+      reason: expect.stringMatching(/not one of the router's upstreams/),
+    });
+    expect(await roll(["in", drain, dial, "0"])).toEqual({ in: true, drained: [] });
+    expect(existsSync(drain)).toBe(false);
+    let back = false;
+    for (let i = 0; i < 40 && !back; i++) back = (await models()).upstream === busy.name;
+    expect(back).toBe(true);
   });
 
   it("takes an upstream that answers /health 503 (loading) out after its failed checks, and back when healthy", async () => {

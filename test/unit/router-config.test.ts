@@ -43,12 +43,16 @@ describe("routerConfig", () => {
     expect(listenAddress("10.0.0.1", 1)).toBe("10.0.0.1:1");
   });
 
-  it("proxies every request to the upstreams with least_conn", () => {
+  it("proxies every request to the upstreams with least_conn over those the drain file does not name", () => {
     const p = proxy(cfg());
     expect(p.handler).toBe("reverse_proxy");
     expect(server(cfg()).routes.at(-1).match).toBeUndefined();
     expect(p.upstreams).toEqual([{ dial: "10.0.0.1:8080" }, { dial: "10.0.0.2:8080" }]);
-    expect(p.load_balancing.selection_policy).toEqual({ policy: "least_conn" });
+    expect(p.load_balancing.selection_policy).toEqual({ policy: "sparkform_drain" });
+    expect(proxy(cfg({ drainFile: ".cache/r.drain" })).load_balancing.selection_policy).toEqual({
+      policy: "sparkform_drain",
+      file: ".cache/r.drain",
+    });
   });
 
   it("checks GET /health every second, waiting for a busy server (its HTTP threads are the requests')", () => {
