@@ -665,6 +665,94 @@ describe.skipIf(
   );
 
   it(
+    "replicas rolled: an up that restarts every server while two clients stream through the endpoint; no client sees an error, one server out of the router's rotation at a time",
+    async () => {
+      if (!endpoint) await startEndpoint();
+      // No retries: an error the SDK would hide by asking again counts here.
+      const client = new OpenAI({
+        baseURL: `http://127.0.0.1:${LOCAL_PORT}/v1`,
+        apiKey: API_KEY,
+        maxRetries: 0,
+      });
+      const mainPid = (n: string) => asUser(n, `systemctl --user show -p MainPID --value ${UNIT}`);
+      const before = [await mainPid("spark-1"), await mainPid("spark-2")];
+      let streaming = true;
+      const streams: { node: number; chunks: number }[] = [];
+      const errors: string[] = [];
+      const loops = [0, 1].map(async (k) => {
+        while (streaming) {
+          try {
+            const stream = await client.chat.completions.create({
+              model: "m",
+              messages: [{ role: "user", content: CLIENT_PROMPT }],
+              max_tokens: 24,
+              stream: true,
+            });
+            let chunks = 0;
+            for await (const c of stream) if (c.choices[0]?.delta?.content) chunks++;
+            streams.push({ node: k, chunks });
+          } catch (e) {
+            errors.push(String(e));
+          }
+        }
+      });
+      // A key every server restarts for (its RSS guard's limit), the router's config unchanged.
+      await cli.run([
+        "config",
+        "set",
+        "--path",
+        "sparkform:server.rssLimitPercent",
+        "90",
+        "-s",
+        stack,
+      ]);
+      const t = Date.now();
+      const rolled = await up();
+      const seconds = (Date.now() - t) / 1000;
+      streaming = false;
+      await Promise.all(loops);
+      const said = (n: string, what: string) =>
+        rolled.output.indexOf(`[${n}] llama-server: ${what}`);
+      log(
+        `roll: ${streams.length} streams answered by 2 clients during a ${seconds.toFixed(0)} s up, ` +
+          `${errors.length} failed (${errors.join(" | ")}); ` +
+          rolled.output
+            .split("\n")
+            .filter((l) => /rotation/.test(l))
+            .map((l) => l.trim())
+            .join(" / "),
+      );
+      expect(errors).toEqual([]);
+      expect(streams.length).toBeGreaterThan(10);
+      expect(streams.every((x) => x.chunks > 0)).toBe(true);
+      // Both servers restarted, one after the other, each out of rotation meanwhile.
+      const after = [await mainPid("spark-1"), await mainPid("spark-2")];
+      expect(after[0]).not.toBe(before[0]);
+      expect(after[1]).not.toBe(before[1]);
+      expect(said("spark-1", "out of the router's rotation; its slots idle")).toBeGreaterThan(-1);
+      expect(said("spark-1", "back in the router's rotation")).toBeGreaterThan(-1);
+      expect(said("spark-2", "out of the router's rotation; its slots idle")).toBeGreaterThan(-1);
+      // One at a time: spark-2's server stopped after spark-1's was active again (the nodes
+      // share the host's monotonic clock).
+      const stamp = async (n: string, p: string) =>
+        Number(await asUser(n, `systemctl --user show -p ${p}TimestampMonotonic --value ${UNIT}`));
+      expect(await stamp("spark-2", "InactiveEnter")).toBeGreaterThan(
+        await stamp("spark-1", "ActiveEnter"),
+      );
+      expect(said("spark-2", "back in the router's rotation")).toBeGreaterThan(-1);
+      // Nothing left drained, and the refresh after it is quiet.
+      expect(
+        await asUser(
+          "spark-1",
+          `cat ~/.cache/sparkform/router/router-${ROUTER_PORT}.drain 2>/dev/null || echo none`,
+        ),
+      ).toBe("none");
+      await cli.run(["refresh", "--yes", "--expect-no-changes", "-s", stack]);
+    },
+    STEP_MS,
+  );
+
+  it(
     "a node lost: spark-2 powered off while a client talks, the endpoint keeps answering from spark-1; after sim start, spark-2 serves again by itself and the refresh is quiet",
     async () => {
       if (!endpoint) await startEndpoint();
