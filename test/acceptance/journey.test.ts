@@ -24,7 +24,7 @@ import { execa, type ResultPromise } from "execa";
 import OpenAI from "openai";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { repoRoot } from "../../setup/pulumi/env";
-import { readSimCluster } from "../../sim/index";
+import { readSimCluster, simExec } from "../../sim/index";
 import { asUser } from "../support/sim-node";
 import { readState, resourcesOf } from "../../stack-state";
 import { startMonitoring } from "../support/prometheus";
@@ -225,8 +225,11 @@ describe.skipIf(
       const textfiles = path.join(dir, "textfile");
       mkdirSync(textfiles);
       const mon = await startMonitoring({ textfiles, dir, ruleFor: "2s" });
-      const drift = (flags = "", o: { expectFailure?: boolean } = {}) =>
-        readme(`sparkform drift --stack local --metrics-dir ${textfiles}${flags}`, o);
+      const drift = (flags = "", o: { expectFailure?: boolean; home?: string } = {}) =>
+        readme(
+          `${o.home ? `HOME=${o.home} ` : ""}sparkform drift --stack local${flags.includes("--uninstall") ? "" : ` --metrics-dir ${textfiles}`}${flags}`,
+          o,
+        );
       /** Waits (≤ 60 s) until SparkformDriftPresent is in `state` ("inactive": not listed). */
       const alertIs = async (state: "firing" | "inactive") => {
         const deadline = Date.now() + 60_000;
@@ -276,6 +279,42 @@ describe.skipIf(
           await readme("npm run pulumi -- config rm --path sparkform:worker.threads -s local");
         }
         expect(await drift()).toMatch(/clean/);
+
+        // The same check on a timer (--install, in a home of its own: this host may have no
+        // user manager, and the cron line is printed then); its unit files verified by
+        // systemd-analyze on spark-1, where the ExecStart's node is made to exist.
+        const home = path.join(dir, "home");
+        mkdirSync(home);
+        const timerOut = await drift(" --install --interval 5m", { home });
+        expect(timerOut).toMatch(/\*\/5 \* \* \* \* /);
+        const units = path.join(home, ".config", "systemd", "user");
+        const files = ["sparkform-drift-local.timer", "sparkform-drift-local.service"];
+        for (const f of files) {
+          const text = readFileSync(path.join(units, f), "utf8");
+          await simExec("spark-1", ["sh", "-c", `mkdir -p /tmp/verify && cat > /tmp/verify/${f}`], {
+            input: text,
+          });
+        }
+        const exec = /^ExecStart=(\S+)/m.exec(readFileSync(path.join(units, files[1]!), "utf8"));
+        const node = exec?.[1] ?? "";
+        expect(node).toBe(process.execPath);
+        await simExec("spark-1", [
+          "sh",
+          "-c",
+          'mkdir -p "$(dirname "$1")" && ln -sf /bin/true "$1"',
+          "-",
+          node,
+        ]);
+        const verified = await simExec("spark-1", [
+          "sh",
+          "-c",
+          `cd /tmp/verify && systemd-analyze verify ${files.join(" ")} 2>&1; echo "rc=$?"`,
+        ]);
+        log(`systemd-analyze verify on spark-1: ${verified.stdout.trim()}`);
+        expect(verified.stdout.trim()).toBe("rc=0");
+        const removed = await drift(" --uninstall", { home });
+        expect(removed).toMatch(/removed/);
+        for (const f of files) expect(existsSync(path.join(units, f))).toBe(false);
       } finally {
         await mon.stop();
         rmSync(dir, { recursive: true, force: true });
