@@ -732,12 +732,11 @@ describe.skipIf(
       expect(said("spark-1", "out of the router's rotation; its slots idle")).toBeGreaterThan(-1);
       expect(said("spark-1", "back in the router's rotation")).toBeGreaterThan(-1);
       expect(said("spark-2", "out of the router's rotation; its slots idle")).toBeGreaterThan(-1);
-      // One at a time: spark-2's server stopped after spark-1's was active again (the nodes
-      // share the host's monotonic clock).
-      const stamp = async (n: string, p: string) =>
-        Number(await asUser(n, `systemctl --user show -p ${p}TimestampMonotonic --value ${UNIT}`));
-      expect(await stamp("spark-2", "InactiveEnter")).toBeGreaterThan(
-        await stamp("spark-1", "ActiveEnter"),
+      // One at a time: spark-2 left the rotation after spark-1 was back (the first occurrence of
+      // each line is the live one, in the order the engine got them; the diagnostics repeat
+      // them grouped per resource at the end).
+      expect(said("spark-2", "out of the router's rotation")).toBeGreaterThan(
+        said("spark-1", "back in the router's rotation"),
       );
       expect(said("spark-2", "back in the router's rotation")).toBeGreaterThan(-1);
       // Nothing left drained, and the refresh after it is quiet.
