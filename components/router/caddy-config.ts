@@ -4,8 +4,10 @@
 // healthchecks.go, selectionpolicies.go, hosts.go, metrics.go, modules/metrics/metrics.go),
 // read from the pinned module's source.
 
+import { NODE_NAME } from "../transport";
+
 export interface RouterUpstream {
-  /** The node the replica runs on (for messages and the README's table; not in Caddy's JSON). */
+  /** The node the replica runs on: its metrics route's path (serverMetricsRoute), messages. */
   readonly node: string;
   /** `host:port` as Caddy dials it (reverseproxy/hosts.go `dial`). */
   readonly dial: string;
@@ -225,6 +227,103 @@ export const METRICS_ROUTE = {
   terminal: true,
 } as const;
 
+/**
+ * How the router reaches an upstream, the main proxy's and a server's metrics route's alike: a new
+ * connection per request (see routerConfig) with a dial that gives up after DIAL_TIMEOUT_MS.
+ */
+export const UPSTREAM_TRANSPORT = {
+  protocol: "http",
+  dial_timeout: `${DIAL_TIMEOUT_MS}ms`,
+  keep_alive: { enabled: false },
+} as const;
+
+/** The upstreams' CORS headers never reach a client (llama-server reflects any Origin). */
+const NO_UPSTREAM_CORS = { response: { delete: ["Access-Control-*"] } } as const;
+
+/** `GET /servers/<node>/metrics`: where a scraper finds that node's llama-server's /metrics. */
+export const serverMetricsPath = (node: string): string => `/servers/${node}/metrics`;
+
+/**
+ * GET /servers/<node>/metrics: that node's llama-server's own `/metrics` (it runs with
+ * `--metrics`), proxied to that one upstream. The servers bind the fabric or the client's
+ * loopback only, so a Prometheus on the control host, which reaches the cluster through
+ * `sparkform endpoint` (an ssh tunnel to the router), has no other way to them (issue 35).
+ *
+ * After gateRoutes (the key, Host and Origin rules hold); the Authorization header goes through
+ * as sent, and llama-server checks the key on /metrics too. One upstream per route, no health
+ * checks and no retries: a scrape is of that server and no other, and one that is down fails
+ * at once, through the error route (503 with the `unavailable` text); the next scrape is the
+ * retry. The path is rewritten on the upstream's copy of the request only (the reverse proxy's
+ * own `rewrite`), and its query dropped. A node that has no server here is a 404 naming the
+ * nodes that have one, not a request to some upstream for a path it does not serve.
+ *
+ * The node name goes into a path pattern, where Caddy's matcher reads `*`, `?`, `[` and `\` as
+ * a glob and `{…}` as a placeholder: a name the config would refuse (NODE_NAME) is refused here
+ * too. The matcher ignores case (matchers.go, MatchPath), so two nodes whose names differ only
+ * in case would share a path: refused, with what to do.
+ */
+export function serverMetricsRoute(c: RouterConfigInput): Record<string, unknown> {
+  const seen = new Map<string, string>();
+  for (const { node } of c.upstreams) {
+    if (!NODE_NAME.test(node))
+      throw new Error(
+        `router upstream node ${JSON.stringify(node)}: not a node name (letters, digits, ` +
+          "'.', '_', '-'; sparkform:nodes refuses others), so it cannot name its server's " +
+          "metrics route GET /servers/<node>/metrics; fix the node's name in sparkform:nodes",
+      );
+    const other = seen.get(node.toLowerCase());
+    if (other !== undefined)
+      throw new Error(
+        `router upstreams ${JSON.stringify(other)} and ${JSON.stringify(node)}: the router's ` +
+          "paths ignore case, so both servers' metrics would be GET " +
+          `${serverMetricsPath(node.toLowerCase())}; rename one of the nodes in sparkform:nodes ` +
+          "so the names differ in more than case",
+      );
+    seen.set(node.toLowerCase(), node);
+  }
+  const nodes = c.upstreams.map((u) => u.node).join(", ");
+  return {
+    match: [{ method: ["GET"], path: [serverMetricsPath("*")] }],
+    handle: [
+      {
+        handler: "subroute",
+        routes: [
+          ...c.upstreams.map((u) => ({
+            match: [{ path: [serverMetricsPath(u.node)] }],
+            handle: [
+              {
+                handler: "reverse_proxy",
+                upstreams: [{ dial: u.dial }],
+                rewrite: { uri: "/metrics?" },
+                transport: UPSTREAM_TRANSPORT,
+                headers: NO_UPSTREAM_CORS,
+              },
+            ],
+            terminal: true,
+          })),
+          {
+            handle: [
+              {
+                handler: "static_response",
+                status_code: 404,
+                headers: {
+                  "Content-Type": ["text/plain; charset=utf-8"],
+                  "Cache-Control": ["no-store"],
+                },
+                body:
+                  `no llama-server of this stack runs on that node: the servers' metrics are ` +
+                  `GET /servers/<node>/metrics for the nodes ${nodes}\n`,
+              },
+            ],
+            terminal: true,
+          },
+        ],
+      },
+    ],
+    terminal: true,
+  };
+}
+
 /** Caddy's duration strings (caddy.Duration accepts Go's time.ParseDuration syntax). */
 const ms = (n: number): string => `${Math.round(n)}ms`;
 
@@ -328,6 +427,7 @@ export function routerConfig(c: RouterConfigInput): Record<string, unknown> {
             automatic_https: { disable: true },
             routes: [
               ...gateRoutes(c),
+              serverMetricsRoute(c),
               METRICS_ROUTE,
               {
                 handle: [

@@ -1,11 +1,12 @@
 // The router's real Caddy, on this machine: the binary built (or taken from the cache) for the
 // host's architecture by components/router/artifact.ts, the config rendered by caddy-config.ts,
 // two small HTTP servers as the llama-servers (GET /health, GET /v1/models, a streamed
-// POST /v1/chat/completions). What a client of the cluster's one endpoint must see: requests
+// POST /v1/chat/completions, GET /metrics). What a client of the cluster's one endpoint must see: requests
 // spread over both, a replica that stops answering /health or dies leaves the rotation within
 // seconds with at most one failed request, it comes back when healthy, no upstream at all is a
 // 503 with the reason at once, streams arrive streamed, the API key reaches the upstream as sent,
-// and nothing a client sent is in Caddy's output.
+// each server's own /metrics is reachable by its node's name, and nothing a client sent is in
+// Caddy's output.
 import { type ChildProcess, spawn } from "node:child_process";
 import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import * as http from "node:http";
@@ -40,7 +41,18 @@ class Upstream {
   cutShort = 0;
   /** Streams it is sending now: llama-server's /slots shows them as processing. */
   streaming = 0;
+  /** The request targets of the GET /metrics it answered (path and query, as received). */
+  scrapes: string[] = [];
   constructor(readonly name: string) {}
+
+  /** llama-server's `--metrics` answer, in small: Prometheus text, this stand-in's own. */
+  get metricsText(): string {
+    return (
+      `# HELP llamacpp:requests_processing Number of requests processing (stand-in ${this.name}).\n` +
+      "# TYPE llamacpp:requests_processing gauge\n" +
+      "llamacpp:requests_processing 0\n"
+    );
+  }
 
   async start(port = 0): Promise<void> {
     const server = http.createServer((req, res) => {
@@ -72,6 +84,12 @@ class Upstream {
       }
       this.requests++;
       this.auth.push(req.headers.authorization);
+      if (req.method === "GET" && new URL(req.url ?? "/", "http://x").pathname === "/metrics") {
+        this.scrapes.push(req.url ?? "");
+        res.writeHead(200, { "Content-Type": "text/plain; version=0.0.4; charset=utf-8" });
+        res.end(this.metricsText);
+        return;
+      }
       if (req.url === "/v1/chat/completions") {
         req.on("close", () => {
           if (!req.complete) this.cutShort++;
@@ -394,6 +412,7 @@ describe("the router's Caddy in front of two upstreams", () => {
         ["GET", "/models"],
         ["GET", "/props"],
         ["GET", "/metrics"],
+        ["GET", "/servers/a/metrics"],
         ["POST", "/v1/chat/completions"],
       ] as const) {
         const r = await raw(
@@ -693,6 +712,60 @@ describe("the router's Caddy in front of two upstreams", () => {
     expect((await until(1, "it returned")).get(dialB)).toBe(1);
   });
 
+  it("proxies GET /servers/<node>/metrics to that node's server's /metrics alone, the key as sent; without the key 401, a stopped server 503", async () => {
+    a.scrapes = [];
+    b.scrapes = [];
+    a.auth = [];
+    b.auth = [];
+    for (const [node, up] of [
+      ["a", a],
+      ["b", b],
+      ["a", a],
+    ] as const) {
+      // A query is the scraper's, not the server's: dropped.
+      const r = await raw("GET", `/servers/${node}/metrics?scrape=1`, { Authorization: BEARER });
+      expect({ node, status: r.status }).toEqual({ node, status: 200 });
+      expect(r.body).toBe(up.metricsText);
+      expect(r.headers["content-type"]).toMatch(/^text\/plain/);
+    }
+    expect(a.scrapes).toEqual(["/metrics", "/metrics"]);
+    expect(b.scrapes).toEqual(["/metrics"]);
+    expect(a.auth).toEqual([BEARER, BEARER]);
+    expect(b.auth).toEqual([BEARER]);
+
+    // No key, a wrong one: the gate's 401, before any server.
+    const before = a.requests + b.requests;
+    for (const h of [{}, { Authorization: "Bearer wrong" }] as Record<string, string>[]) {
+      const r = await raw("GET", "/servers/a/metrics", h);
+      expect(r.status).toBe(401);
+      expect(r.body).not.toMatch(/llamacpp:/);
+    }
+    // A node that has no server here: the router's 404, naming the nodes that have one.
+    const unknown = await raw("GET", "/servers/c/metrics", { Authorization: BEARER });
+    expect(unknown.status).toBe(404);
+    expect(unknown.body).toMatch(/nodes a, b/);
+    expect(a.requests + b.requests).toBe(before);
+
+    // A stopped server: the error route's 503 and its text at once, not another server's
+    // metrics; the other still answers.
+    const port = b.port;
+    await b.kill();
+    try {
+      const reachedA = a.requests;
+      const t = Date.now();
+      const down = await raw("GET", "/servers/b/metrics", { Authorization: BEARER });
+      expect(down.status).toBe(503);
+      expect(down.body.trim()).toBe(UNAVAILABLE);
+      expect(Date.now() - t).toBeLessThan(2000);
+      expect(a.requests).toBe(reachedA);
+      const up = await raw("GET", "/servers/a/metrics", { Authorization: BEARER });
+      expect(up.status).toBe(200);
+      expect(up.body).toBe(a.metricsText);
+    } finally {
+      await b.start(port);
+    }
+  });
+
   it("answers 503 with the reason when no upstream is up", async () => {
     await a.kill();
     await b.kill();
@@ -717,7 +790,7 @@ describe("the router's Caddy in front of two upstreams", () => {
 
   it("wrote nothing a client sent (no prompt, no key, no request line)", () => {
     expect(output).not.toMatch(
-      /PROMPT-SECRET|sk-sparkform-test|\/v1\/chat\/completions|\/v1\/models/,
+      /PROMPT-SECRET|sk-sparkform-test|\/v1\/chat\/completions|\/v1\/models|\/servers\//,
     );
     // It did log: Caddy's start and its health checker.
     expect(output).toMatch(/health_checker|serving initial configuration|server running/);

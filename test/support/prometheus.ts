@@ -2,7 +2,8 @@
 // and stopped after it: node_exporter serves the textfiles of one directory (what `sparkform
 // drift --metrics-dir` writes), Prometheus scrapes it every second and evaluates the shipped
 // rules with every `for:` cut short (the expressions, labels and annotations are the shipped
-// ones; only the wait is the test's). Used by the monitoring integration test and the journey.
+// ones; only the wait is the test's). Used by the monitoring integration test and the journey,
+// which adds scrape jobs of its own (the servers' metrics through the router).
 import { type ChildProcess, spawn, spawnSync } from "node:child_process";
 import { mkdirSync, readFileSync, writeFileSync } from "node:fs";
 import * as net from "node:net";
@@ -66,17 +67,75 @@ export interface Monitoring {
   stop(): Promise<void>;
 }
 
+/** One more target for the test's Prometheus, beside node_exporter. */
+export interface ScrapeTarget {
+  /** Targets of one jobName are one job (Prometheus refuses a job name twice). */
+  jobName: string;
+  /** `host:port`, scraped over plain HTTP. */
+  target: string;
+  /** Default `/metrics`; per target (`__metrics_path__`), so one job can scrape several paths. */
+  metricsPath?: string;
+  /** A file holding the bearer token (`authorization.credentials_file`); one per job. */
+  keyFile?: string;
+  labels?: Record<string, string>;
+}
+
+const CONTROL_JOB = "sparkform-control";
+
+/** The scrape_configs of `targets`, grouped by job name, after the control host's job. */
+export function scrapeConfigs(
+  exporter: string,
+  targets: readonly ScrapeTarget[] = [],
+): Record<string, unknown>[] {
+  const jobs = new Map<string, ScrapeTarget[]>();
+  for (const t of targets) {
+    if (t.jobName === CONTROL_JOB)
+      throw new Error(
+        `startMonitoring scrape: job name ${CONTROL_JOB} is node_exporter's (the textfile the ` +
+          "rules read); give this target another jobName",
+      );
+    jobs.set(t.jobName, [...(jobs.get(t.jobName) ?? []), t]);
+  }
+  return [
+    { job_name: CONTROL_JOB, static_configs: [{ targets: [exporter] }] },
+    ...[...jobs].map(([name, ts]) => {
+      const keys = [...new Set(ts.map((t) => t.keyFile))];
+      if (keys.length > 1)
+        throw new Error(
+          `startMonitoring scrape job ${name}: its targets name different key files ` +
+            `(${keys.map(String).join(", ")}), and a job sends one; give each key its own jobName`,
+        );
+      const keyFile = keys[0];
+      return {
+        job_name: name,
+        ...(keyFile === undefined ? {} : { authorization: { credentials_file: keyFile } }),
+        static_configs: ts.map((t) => ({
+          targets: [t.target],
+          labels: {
+            ...t.labels,
+            ...(t.metricsPath === undefined ? {} : { __metrics_path__: t.metricsPath }),
+          },
+        })),
+      };
+    }),
+  ];
+}
+
 /**
  * node_exporter on `textfiles` and Prometheus scraping it every second with the shipped rules,
- * each `for:` cut to `ruleFor`; working files under `dir`.
+ * each `for:` cut to `ruleFor`; working files under `dir`. `scrape`: more targets, scraped every
+ * second too.
  */
 export async function startMonitoring(o: {
   textfiles: string;
   dir: string;
   ruleFor?: string;
+  scrape?: readonly ScrapeTarget[];
 }): Promise<Monitoring> {
   mkdirSync(path.join(o.dir, "data"), { recursive: true });
   const exporterPort = await freePort();
+  // Before either daemon starts: a refused target leaves nothing running.
+  const jobs = scrapeConfigs(`127.0.0.1:${exporterPort}`, o.scrape);
   const exporter = new Daemon("prometheus-node-exporter", [
     `--web.listen-address=127.0.0.1:${exporterPort}`,
     "--collector.disable-defaults",
@@ -94,12 +153,7 @@ export async function startMonitoring(o: {
     stringify({
       global: { scrape_interval: "1s", evaluation_interval: "1s" },
       rule_files: ["rules.yml"],
-      scrape_configs: [
-        {
-          job_name: "sparkform-control",
-          static_configs: [{ targets: [`127.0.0.1:${exporterPort}`] }],
-        },
-      ],
+      scrape_configs: jobs,
     }),
   );
   const port = await freePort();

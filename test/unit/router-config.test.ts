@@ -8,6 +8,7 @@ import {
   RETRY_AFTER_SECONDS,
   renderRouterConfig,
   routerConfig,
+  serverMetricsRoute,
 } from "../../components/router/caddy-config";
 
 const two = [
@@ -114,8 +115,8 @@ describe("routerConfig", () => {
 
   it("refuses a foreign Host and any Origin first; without a key file, checks no key", () => {
     const routes = server(cfg({ bind: "10.0.0.1" })).routes;
-    // The two gates, GET /metrics, the proxy.
-    expect(routes).toHaveLength(4);
+    // The two gates, the servers' metrics, GET /metrics, the proxy.
+    expect(routes).toHaveLength(5);
     expect(routes[0].match).toEqual([
       { not: [{ host: ["127.0.0.1", "localhost", "::1", "10.0.0.1"] }] },
     ]);
@@ -136,6 +137,68 @@ describe("routerConfig", () => {
     expect(metrics).toBeGreaterThan(routes.findIndex((r: J) => r.handle[0].status_code === 401));
     expect(metrics).toBe(routes.length - 2);
     expect(c.admin).toEqual({ disabled: true, config: { persist: false } });
+  });
+
+  it("proxies GET /servers/<node>/metrics to that node's server's /metrics alone, after the key's gate", () => {
+    const c = cfg({ apiKeyFile: ".cache/sparkform/router/router-8000.key" });
+    const routes = server(c).routes;
+    const at = routes.findIndex((r: J) => r.handle[0].handler === "subroute");
+    expect(at).toBeGreaterThan(routes.findIndex((r: J) => r.handle[0].status_code === 401));
+    expect(at).toBeLessThan(routes.length - 1);
+    const route = routes[at];
+    expect(route.match).toEqual([{ method: ["GET"], path: ["/servers/*/metrics"] }]);
+    expect(route.terminal).toBe(true);
+    const sub = route.handle[0].routes as J[];
+    expect(sub.map((r) => r.match?.[0].path)).toEqual([
+      ["/servers/spark-1/metrics"],
+      ["/servers/spark-2/metrics"],
+      undefined,
+    ]);
+    const main = proxy(c);
+    for (const [k, u] of two.entries()) {
+      expect(sub[k]!.terminal).toBe(true);
+      expect(sub[k]!.handle).toHaveLength(1);
+      const p = sub[k]!.handle[0];
+      expect(p.handler).toBe("reverse_proxy");
+      expect(p.upstreams).toEqual([{ dial: u.dial }]);
+      // The upstream's copy only: path /metrics, the query dropped (rewrite.go: a bare `?`).
+      expect(p.rewrite).toEqual({ uri: "/metrics?" });
+      // One server, once: no checks to take it out, no retries, nothing else to pick.
+      expect(p.health_checks).toBeUndefined();
+      expect(p.load_balancing).toBeUndefined();
+      // As the main proxy reaches the servers, and as it hides their CORS headers; the request's
+      // headers (Authorization) untouched.
+      expect(p.transport).toEqual(main.transport);
+      expect(p.headers).toEqual(main.headers);
+    }
+    // A node without a server: the router's own 404, naming those with one.
+    const none = sub.at(-1)!;
+    expect(none.handle[0].status_code).toBe(404);
+    expect(none.handle[0].body).toMatch(/spark-1, spark-2/);
+  });
+
+  it("refuses a node name the metrics path cannot carry, or two that differ only in case", () => {
+    const alone = (node: string) => ({
+      bind: "127.0.0.1",
+      port: 8000,
+      unavailable: "x",
+      upstreams: [{ node, dial: "10.0.0.1:8080" }],
+    });
+    for (const node of ["spark-*", "{env.X}", "a/b", "", "-a", "spark 2", "a?b", "[a]"])
+      expect(() => serverMetricsRoute(alone(node))).toThrow(/not a node name/);
+    expect(() => cfg({ upstreams: [{ node: "sp*rk", dial: "10.0.0.1:8080" }] })).toThrow(
+      /sparkform:nodes/,
+    );
+    // What the config allows passes: letters of either case, digits, '.', '_', '-'.
+    expect(() => serverMetricsRoute(alone("Spark_2.lan-a"))).not.toThrow();
+    expect(() =>
+      cfg({
+        upstreams: [
+          { node: "Spark-1", dial: "10.0.0.1:8080" },
+          { node: "spark-1", dial: "10.0.0.2:8080" },
+        ],
+      }),
+    ).toThrow(/differ in more than case/);
   });
 
   it("requires Bearer <the key file's key> on every route but GET /health", () => {
