@@ -367,7 +367,8 @@ export function dialOf(url: string): string {
  *   mid-request) with 503, the `unavailable` text and `Retry-After`, at once.
  *
  * In front of the proxy, gateRoutes: a foreign Host or Origin gets 403, a request without the
- * key 401, before anything reaches an upstream; then GET /metrics, Caddy's own (METRICS_ROUTE).
+ *  key 401, before anything reaches an upstream; then GET /servers/<node>/metrics, that server's own
+ * (serverMetricsRoute), and GET /metrics, Caddy's own (METRICS_ROUTE).
  * The upstreams' `Access-Control-*` headers never reach a client (llama-server reflects any
  * Origin, credentials allowed). The Authorization
  * header is passed through unchanged: the llama-servers check the key too.
@@ -461,15 +462,11 @@ export function routerConfig(c: RouterConfigInput): Record<string, unknown> {
                     // client went away mid-stream, and a POST sent on such a kept-alive one
                     // fails (it is not retried); on loopback or the fabric a dial costs
                     // microseconds. Seen in the router bench: a closed stream, then 503s.
-                    transport: {
-                      protocol: "http",
-                      dial_timeout: ms(DIAL_TIMEOUT_MS),
-                      keep_alive: { enabled: false },
-                    },
+                    transport: UPSTREAM_TRANSPORT,
                     flush_interval: -1,
                     // llama-server's CORS answer (any Origin reflected, credentials allowed)
                     // never reaches a client; an allowed origin gets the router's own.
-                    headers: { response: { delete: ["Access-Control-*"] } },
+                    headers: NO_UPSTREAM_CORS,
                   },
                 ],
                 terminal: true,

@@ -224,7 +224,29 @@ describe.skipIf(
       const dir = mkdtempSync(path.join(os.tmpdir(), "sf-journey-drift-"));
       const textfiles = path.join(dir, "textfile");
       mkdirSync(textfiles);
-      const mon = await startMonitoring({ textfiles, dir, ruleFor: "2s" });
+      // Prometheus scrapes, besides the textfile, the router's metrics and each llama-server's
+      // own (GET /servers/<node>/metrics on the router) through `sparkform endpoint`, with the
+      // key as monitoring/prometheus.yml's credentials_file.
+      const keyFile = path.join(dir, "sparkform-api-key");
+      writeFileSync(keyFile, `${(await readme("sparkform key --stack local")).trim()}\n`, {
+        mode: 0o600,
+      });
+      const through = `127.0.0.1:${PORT}`;
+      const mon = await startMonitoring({
+        textfiles,
+        dir,
+        ruleFor: "2s",
+        scrape: [
+          { jobName: "sparkform-router", target: through, keyFile },
+          ...["spark-1", "spark-2"].map((n) => ({
+            jobName: `llama-server-${n}`,
+            target: through,
+            metricsPath: `/servers/${n}/metrics`,
+            keyFile,
+            labels: { node: n },
+          })),
+        ],
+      });
       const drift = (flags = "", o: { expectFailure?: boolean; home?: string } = {}) =>
         readme(
           `${o.home ? `HOME=${o.home} ` : ""}sparkform drift --stack local${flags.includes("--uninstall") ? "" : ` --metrics-dir ${textfiles}`}${flags}`,
@@ -246,6 +268,23 @@ describe.skipIf(
       };
       try {
         expect(await drift()).toMatch(/clean/);
+        type Series = { result: { metric: Record<string, string>; value: [number, string] }[] };
+        const series = async (query: string) =>
+          (await mon.query<Series>("/query", { query })).data.result;
+        let served: Series["result"] = [];
+        let upstreams: Series["result"] = [];
+        for (let i = 0; i < 30; i++) {
+          served = await series('{__name__="llamacpp:prompt_tokens_total"}');
+          upstreams = await series("caddy_reverse_proxy_upstreams_healthy");
+          if (served.some((x) => x.metric.node === "spark-1") && upstreams.length > 0) break;
+          await new Promise((r) => setTimeout(r, 1000));
+        }
+        log(
+          `scraped through the endpoint: llamacpp:prompt_tokens_total ${served.map((x) => `${x.metric.node}=${x.value[1]}`).join(" ")}; ` +
+            `upstreams healthy ${upstreams.map((x) => `${x.metric.upstream}=${x.value[1]}`).join(" ")}`,
+        );
+        expect(served.map((x) => x.metric.node)).toContain("spark-1");
+        expect(upstreams.some((x) => x.value[1] === "1")).toBe(true);
         const build = JSON.parse(await readme("sparkform status --stack local --json")) as {
           build: Record<string, { installDir: string }>;
         };
