@@ -55,6 +55,7 @@ describe("every program in native/", () => {
       "model/model-fetch.py",
       "node/facts.sh",
       "router/files.sh",
+      "router/roll.py",
       "rpc-worker/prewarm.py",
       "rpc-worker/prune.py",
       "rpc-worker/rpc-hello.py",

@@ -141,6 +141,12 @@ describe("the Router provider's pure parts", () => {
     expect(drift({ listening: ["0.0.0.0"] }).join()).toMatch(/listening on 0\.0\.0\.0 besides/);
     expect(drift({ configDigest: "" }).join()).toMatch(/router-8000\.json sha256 \(missing\)/);
   });
+  it("sees a server a roll left out of rotation (the drain file), and says what puts it back", () => {
+    expect(drift({ drained: [] })).toEqual([]);
+    expect(drift({ drained: ["10.0.0.2:8080"] })).toEqual([
+      "~/.cache/sparkform/router/router-8000.drain keeps 10.0.0.2:8080 out of rotation: a roll of the replicas did not finish; `pulumi up --refresh` puts it back",
+    ]);
+  });
 
   const olds = (): RouterOutputs => ({
     ...inputs,

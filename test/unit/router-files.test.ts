@@ -50,8 +50,23 @@ describe("native/router/files.sh", () => {
     expect(spawnSync(path.join(dir(), NAME)).stdout.toString()).toBe("caddy\n");
     expect(run("check", DIR, NAME, sha(BIN)).out).toBe("have=1\n");
     expect(run("digest", DIR, "8000").out).toBe(
-      `configDigest=${sha('{"a":1}\n')}\nbinary=${NAME}\nkeyDigest=\n`,
+      `configDigest=${sha('{"a":1}\n')}\nbinary=${NAME}\ndrained=\nkeyDigest=\n`,
     );
+  });
+
+  it("reports the upstreams a roll left drained; the next install and a remove take the drain file away", () => {
+    mkdirSync(dir(), { recursive: true });
+    arrive();
+    expect(run("install", DIR, NAME, sha(BIN), "8000", "{}").code).toBe(0);
+    const drain = path.join(dir(), "router-8000.drain");
+    writeFileSync(drain, "10.0.0.2:8080\n127.0.0.1:8080\n");
+    expect(run("digest", DIR, "8000").out).toContain("drained=10.0.0.2:8080 127.0.0.1:8080\n");
+    expect(run("install", DIR, NAME, sha(BIN), "8000", "{}").code).toBe(0);
+    expect(existsSync(drain)).toBe(false);
+    expect(run("digest", DIR, "8000").out).toContain("drained=\n");
+    writeFileSync(drain, "10.0.0.2:8080\n");
+    expect(run("remove", DIR, "8000").code).toBe(0);
+    expect(existsSync(drain)).toBe(false);
   });
 
   it("writes the key that arrives as SPARKFORM_API_KEY to a 0600 file, reports its sha256, removes it", () => {
