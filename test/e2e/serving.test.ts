@@ -557,12 +557,13 @@ describe.skipIf(
     endpoint = undefined;
   }
 
-  const openai = (apiKey: string) =>
+  /** The official SDK through the endpoint, no retries (an error it would hide counts here). */
+  const openai = (apiKey: string, timeout = 60_000) =>
     new OpenAI({
       baseURL: `http://127.0.0.1:${LOCAL_PORT}/v1`,
       apiKey,
       maxRetries: 0,
-      timeout: 60_000,
+      timeout,
     });
 
   /** What OpenAI clients do: list the models, chat, stream a chat. Returns the chat's text. */
@@ -668,12 +669,7 @@ describe.skipIf(
     "replicas rolled: an up that restarts every server while two clients stream through the endpoint; no client sees an error, one server out of the router's rotation at a time",
     async () => {
       if (!endpoint) await startEndpoint();
-      // No retries: an error the SDK would hide by asking again counts here.
-      const client = new OpenAI({
-        baseURL: `http://127.0.0.1:${LOCAL_PORT}/v1`,
-        apiKey: API_KEY,
-        maxRetries: 0,
-      });
+      const client = openai(API_KEY);
       const mainPid = (n: string) => asUser(n, `systemctl --user show -p MainPID --value ${UNIT}`);
       const before = [await mainPid("spark-1"), await mainPid("spark-2")];
       let streaming = true;
@@ -757,12 +753,7 @@ describe.skipIf(
       if (!endpoint) await startEndpoint();
       // A client's own timeout: a request in flight on spark-2 when it loses power hangs (no RST
       // comes back), as with any proxy; the client gives up on it and goes on.
-      const client = new OpenAI({
-        baseURL: `http://127.0.0.1:${LOCAL_PORT}/v1`,
-        apiKey: API_KEY,
-        maxRetries: 0,
-        timeout: 8_000,
-      });
+      const client = openai(API_KEY, 8_000);
       const ask = () =>
         client.chat.completions.create({
           model: "m",
