@@ -367,8 +367,8 @@ export function dialOf(url: string): string {
  *   mid-request) with 503, the `unavailable` text and `Retry-After`, at once.
  *
  * In front of the proxy, gateRoutes: a foreign Host or Origin gets 403, a request without the
- *  key 401, before anything reaches an upstream; then GET /servers/<node>/metrics, that server's own
- * (serverMetricsRoute), and GET /metrics, Caddy's own (METRICS_ROUTE).
+ * key 401, before anything reaches an upstream; then GET /servers/<node>/metrics, that server's
+ * own (serverMetricsRoute), and GET /metrics, Caddy's own (METRICS_ROUTE).
  * The upstreams' `Access-Control-*` headers never reach a client (llama-server reflects any
  * Origin, credentials allowed). The Authorization
  * header is passed through unchanged: the llama-servers check the key too.

@@ -116,37 +116,34 @@ def roll_out(config_path, drain_path, dial, timeout, key):
             "out": False,
             "reason": f"no other upstream answers /health ({', '.join(others)}): taking {dial} out would leave the endpoint nothing",
         }
-    write_drain(drain_path, drained + [dial] if dial not in drained else drained)
+    write_drain(drain_path, drained if dial in drained else drained + [dial])
     start = time.monotonic()
+
+    def waited(idle, reason):
+        return {"out": True, "idle": idle, "waitedSeconds": round(time.monotonic() - start, 1), "reason": reason}
+
     # A request the router chose just before the write may still be on its way.
     time.sleep(1)
     idle_seen = 0
-    last = None
     while True:
         now = busy_slots(dial, key)
         if now is None:
-            return {"out": True, "idle": True, "waitedSeconds": round(time.monotonic() - start, 1), "reason": "the server does not answer: nothing in flight"}
+            return waited(True, "the server does not answer: nothing in flight")
         if isinstance(now, str):
-            return {"out": True, "idle": False, "waitedSeconds": round(time.monotonic() - start, 1), "reason": now}
-        last = now
+            return waited(False, now)
         idle_seen = idle_seen + 1 if now[0] == 0 else 0
         if idle_seen >= 2:
-            return {"out": True, "idle": True, "waitedSeconds": round(time.monotonic() - start, 1), "reason": ""}
+            return waited(True, "")
         if time.monotonic() - start >= timeout:
-            return {
-                "out": True,
-                "idle": False,
-                "waitedSeconds": round(time.monotonic() - start, 1),
-                "reason": f"{last[0]} of {last[1]} slots still processing after {timeout} s",
-            }
+            return waited(False, f"{now[0]} of {now[1]} slots still processing after {timeout} s")
         time.sleep(POLL)
 
 
 def roll_in(drain_path, dial, settle):
-    drained = read_drain(drain_path)
-    write_drain(drain_path, [d for d in drained if d != dial])
+    left = [d for d in read_drain(drain_path) if d != dial]
+    write_drain(drain_path, left)
     time.sleep(settle)
-    return {"in": True, "drained": [d for d in drained if d != dial]}
+    return {"in": True, "drained": left}
 
 
 def main(argv):

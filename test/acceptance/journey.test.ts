@@ -239,7 +239,8 @@ describe.skipIf(
         scrape: [
           { jobName: "sparkform-router", target: through, keyFile },
           ...["spark-1", "spark-2"].map((n) => ({
-            jobName: `llama-server-${n}`,
+            // One job, a path per node, as monitoring/prometheus.yml's llama-server job.
+            jobName: "llama-server",
             target: through,
             metricsPath: `/servers/${n}/metrics`,
             keyFile,
