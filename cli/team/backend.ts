@@ -1,0 +1,193 @@
+// Where a stack's state lives, read from the backend URL the pulumi CLI gets (setup/pulumi/env.ts
+// decides it: PULUMI_BACKEND_URL, else the checkout's file:// directory). A team's stack lives on
+// PostgreSQL (Pulumi's DIY postgres backend, issue 36): one table `pulumi_state(key, data,
+// updated_at)` whose keys mirror the file backend's layout. What sparkform reads of it (the lock
+// rows, the checkpoint's update time) it reads through psql with the connection in libpq's
+// variables: a password is never put on a command line, where `ps` on the control node shows it.
+import { execa } from "execa";
+import * as path from "node:path";
+import { childEnv } from "../../components/transport";
+import { stateDir } from "../../setup/pulumi/env";
+
+export interface PostgresBackend {
+  readonly kind: "postgres";
+  /** The URL with any password taken out: what a message or a log may show. */
+  readonly url: string;
+  readonly host: string;
+  readonly port: number;
+  readonly database: string;
+  readonly user: string | undefined;
+  /** The URL's sslmode, when it names one (libpq's default, `prefer`, otherwise). */
+  readonly sslmode: string | undefined;
+  /** A password written into the URL (discouraged): handed to psql as PGPASSWORD only. */
+  readonly password: string | undefined;
+}
+
+export type Backend =
+  | { readonly kind: "file"; readonly dir: string }
+  | PostgresBackend
+  | { readonly kind: "other"; readonly url: string };
+
+/** The backend URL the pulumi CLI gets (as pulumiEnv sets it). */
+export function backendUrl(env: NodeJS.ProcessEnv = process.env): string {
+  return env.PULUMI_BACKEND_URL ?? `file://${path.join(stateDir(), "backend")}`;
+}
+
+/**
+ * What `url` names: a file backend's directory (absolute only: a relative one depends on the
+ * pulumi CLI's working directory), a PostgreSQL database, or another backend (Pulumi Cloud, a
+ * bucket) that sparkform reads nothing of itself.
+ */
+export function parseBackend(url: string): Backend {
+  if (url.startsWith("file://")) {
+    const dir = url.slice("file://".length);
+    return path.isAbsolute(dir) ? { kind: "file", dir } : { kind: "other", url };
+  }
+  if (!/^postgres(ql)?:\/\//.test(url)) return { kind: "other", url };
+  let u: URL;
+  try {
+    u = new URL(url);
+  } catch {
+    return { kind: "other", url };
+  }
+  const password = u.password ? decodeURIComponent(u.password) : undefined;
+  u.password = "";
+  return {
+    kind: "postgres",
+    url: u.toString(),
+    host: u.hostname.replace(/^\[(.*)\]$/, "$1") || "localhost",
+    port: u.port ? Number(u.port) : 5432,
+    database: decodeURIComponent(u.pathname.replace(/^\//, "")) || "postgres",
+    user: u.username ? decodeURIComponent(u.username) : undefined,
+    sslmode: u.searchParams.get("sslmode") ?? undefined,
+    password,
+  };
+}
+
+/** The stack's backend, from the environment the pulumi CLI gets. */
+export function currentBackend(env: NodeJS.ProcessEnv = process.env): Backend {
+  return parseBackend(backendUrl(env));
+}
+
+/**
+ * libpq's variables that choose how psql authenticates and verifies the server: the operator's
+ * own (their password file, client certificate), passed through unchanged.
+ */
+const LIBPQ_PASS = [
+  "PGPASSFILE",
+  "PGPASSWORD",
+  "PGSERVICE",
+  "PGSERVICEFILE",
+  "PGSSLCERT",
+  "PGSSLKEY",
+  "PGSSLROOTCERT",
+  "PGSSLCRL",
+  "PGCONNECT_TIMEOUT",
+] as const;
+
+/** psql's environment for `pg`: the connection in PG* variables, nothing of it in argv. */
+export function psqlEnv(
+  pg: PostgresBackend,
+  from: NodeJS.ProcessEnv = process.env,
+): Record<string, string> {
+  const set: Record<string, string> = {
+    PGHOST: pg.host,
+    PGPORT: String(pg.port),
+    PGDATABASE: pg.database,
+    // A server that does not answer must not hang a CLI command.
+    PGCONNECT_TIMEOUT: from.PGCONNECT_TIMEOUT ?? "5",
+  };
+  if (pg.user) set.PGUSER = pg.user;
+  if (pg.sslmode) set.PGSSLMODE = pg.sslmode;
+  if (pg.password) set.PGPASSWORD = pg.password;
+  return childEnv({ pass: [...LIBPQ_PASS], set }, from);
+}
+
+/**
+ * Runs one query with psql (unaligned, tuples only, no ~/.psqlrc) and returns its output;
+ * throws with psql's own words and the fix when the server refuses or is not there.
+ */
+export async function psql(
+  pg: PostgresBackend,
+  query: string,
+  from: NodeJS.ProcessEnv = process.env,
+): Promise<string> {
+  const r = await execa("psql", ["-X", "-A", "-t", "-q", "-v", "ON_ERROR_STOP=1", "-c", query], {
+    env: psqlEnv(pg, from),
+    extendEnv: false,
+    reject: false,
+    timeout: 30_000,
+  });
+  if (r.exitCode !== 0 || r.failed) {
+    const why = (r.stderr || r.shortMessage || "").trim();
+    throw new Error(
+      `could not query the stack's PostgreSQL backend ${pg.url}: ${why}. ` +
+        `Check that the server is running and reachable, and that PGPASSFILE (or a ~/.pgpass ` +
+        `line host:port:database:user:password, mode 0600) holds this user's password.`,
+    );
+  }
+  return r.stdout;
+}
+
+/** A query's one JSON value (`select json_agg(…)`), or undefined when it is SQL NULL. */
+export async function psqlJson(
+  pg: PostgresBackend,
+  query: string,
+  from: NodeJS.ProcessEnv = process.env,
+): Promise<unknown> {
+  const out = (await psql(pg, query, from)).trim();
+  return out === "" ? undefined : (JSON.parse(out) as unknown);
+}
+
+/** A row of the backend's table, its `data` as the driver stored it. */
+export interface StateRow {
+  readonly key: string;
+  readonly data: unknown;
+  readonly updated_at: string;
+}
+
+/** The table's rows whose key contains `fragment` (a plain string: no LIKE pattern). */
+export async function stateRows(
+  pg: PostgresBackend,
+  fragment: string,
+  from: NodeJS.ProcessEnv = process.env,
+): Promise<StateRow[]> {
+  // strpos, not LIKE: a stack's name may hold `_`, which LIKE reads as any character.
+  const literal = `'${fragment.replace(/'/g, "''")}'`;
+  const rows = await psqlJson(
+    pg,
+    "select json_agg(json_build_object('key', key, 'data', data, 'updated_at', updated_at) " +
+      `order by key) from pulumi_state where strpos(key, ${literal}) > 0`,
+    from,
+  );
+  return Array.isArray(rows) ? (rows as StateRow[]) : [];
+}
+
+/**
+ * A blob as Pulumi's postgres driver stored it: `{"data": "<base64 of the file's bytes>"}`; a
+ * row of another shape is taken as the file's JSON itself.
+ */
+export function rowText(data: unknown): string {
+  if (typeof data === "object" && data !== null && "data" in data) {
+    const inner = (data as { data: unknown }).data;
+    if (typeof inner === "string") return Buffer.from(inner, "base64").toString("utf8");
+  }
+  return typeof data === "string" ? data : JSON.stringify(data ?? null);
+}
+
+/**
+ * When the stack's checkpoint (`.pulumi/stacks/<project>/<stack>.json`) was last written, as
+ * the server's clock says (its timestamptz, to the microsecond), or undefined when the stack has none: what changes with
+ * each `up`, `refresh` or `config` write, so a cache keyed on it is still true while it holds.
+ */
+export async function checkpointUpdatedAt(
+  pg: PostgresBackend,
+  project: string,
+  stack: string,
+  from: NodeJS.ProcessEnv = process.env,
+): Promise<string | undefined> {
+  const suffix = `/.pulumi/stacks/${project}/${stack}.json`;
+  const rows = await stateRows(pg, suffix, from);
+  const row = rows.find((r) => r.key.endsWith(suffix));
+  return row?.updated_at;
+}

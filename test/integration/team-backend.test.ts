@@ -1,0 +1,198 @@
+// Issue 36's groundwork: a stack's state on a real PostgreSQL (Pulumi's DIY postgres backend,
+// test/support/postgres.ts starts the server), driven by the real pulumi CLI with the tiny
+// program of test/fixtures/drift-probe (as test/integration/drift-lock.test.ts does for
+// file://). The password reaches the CLI and psql through PGPASSFILE only. Shown: `up` writes the
+// checkpoint row; a second `up` during the first is refused within 5 s naming user@host (pid
+// N); the lock reader (cli/drift/lock.ts) sees the holder while it runs and nothing after; the
+// export holds each resource once; an `up` SIGKILLed mid-create leaves a lock row the reader
+// calls stale, and `pulumi cancel --yes` then `up` recovers. No simulated cluster: every
+// resource lives in a temp dir of this machine.
+import { execa } from "execa";
+import * as fs from "node:fs";
+import * as os from "node:os";
+import * as path from "node:path";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { backendLocks, holderLine, isStale } from "../../cli/drift/lock";
+import { checkpointUpdatedAt } from "../../cli/team/backend";
+import { pulumiBinary, repoRoot } from "../../setup/pulumi/env";
+import { readState } from "../../stack-state";
+import { type PulumiCli, pulumiCli } from "../../sim/world/pulumi-cli";
+import { havePostgres, type Postgres, startPostgres } from "../support/postgres";
+import { requireOrSkip } from "../support/requires";
+
+const hasPulumi = fs.existsSync(path.join(repoRoot, ".sparkform", "toolchain.env"));
+const PROBE = path.join(repoRoot, "test", "fixtures", "drift-probe");
+const PROJECT = "driftprobe";
+const work = fs.mkdtempSync(path.join(os.tmpdir(), "team-backend-"));
+const project = path.join(work, "project");
+const files = path.join(work, "files");
+const saved = { ...process.env };
+let pulumi: PulumiCli;
+let pg: Postgres;
+
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+const locks = (stack: string) => backendLocks(pg.backend, PROJECT, stack);
+const setSleep = (seconds: number) =>
+  fs.writeFileSync(path.join(files, "spark-1", "create-sleep"), String(seconds));
+
+async function until(what: string, ok: () => Promise<boolean>, ms = 60_000): Promise<void> {
+  const end = Date.now() + ms;
+  while (!(await ok())) {
+    if (Date.now() > end) throw new Error(`timed out waiting for ${what}`);
+    await sleep(100);
+  }
+}
+
+/** Each resource's URN in the stack's export, with how often it is there. */
+async function urnCounts(stack: string): Promise<Map<string, number>> {
+  const out = await pulumi.run(["stack", "export", "-s", stack]);
+  const counts = new Map<string, number>();
+  for (const r of readState(out.output, stack).resources)
+    counts.set(r.urn, (counts.get(r.urn) ?? 0) + 1);
+  return counts;
+}
+
+async function expectEachResourceOnce(stack: string): Promise<void> {
+  const counts = await urnCounts(stack);
+  const probes = [...counts.keys()].filter((u) => u.includes("::probe-")).sort();
+  expect(probes.map((u) => u.slice(u.lastIndexOf("::") + 2))).toEqual([
+    "probe-spark-1",
+    "probe-spark-2",
+  ]);
+  expect([...counts.values()].every((n) => n === 1)).toBe(true);
+}
+
+describe.skipIf(
+  requireOrSkip(
+    "the pulumi toolchain",
+    hasPulumi,
+    "`npm run setup` writes .sparkform/toolchain.env",
+  ) ||
+    requireOrSkip(
+      "PostgreSQL (initdb, pg_ctl, psql)",
+      havePostgres(),
+      "`npm run setup` as root installs Debian's postgresql",
+    ),
+)("a stack on PostgreSQL, driven by the real pulumi CLI", () => {
+  beforeAll(async () => {
+    pg = await startPostgres({ dir: path.join(work, "pg") });
+    fs.mkdirSync(project);
+    for (const f of ["Pulumi.yaml", "index.js"])
+      fs.copyFileSync(path.join(PROBE, f), path.join(project, f));
+    fs.symlinkSync(path.join(repoRoot, "node_modules"), path.join(project, "node_modules"));
+    for (const d of ["spark-1", "spark-2"]) fs.mkdirSync(path.join(files, d), { recursive: true });
+    process.env.SPARKFORM_STATE_DIR = path.join(work, "state");
+    process.env.PULUMI_BACKEND_URL = pg.url;
+    process.env.PGPASSFILE = pg.pgpassFile;
+    process.env.DRIFT_PROBE_DIR = files;
+    delete process.env.PULUMI_HOME;
+    delete process.env.PGPASSWORD;
+    pulumi = pulumiCli(project);
+    for (const s of ["t", "u", "k"])
+      await pulumi.run(["stack", "init", s, "--secrets-provider", "passphrase"]);
+  }, 300_000);
+
+  afterAll(async () => {
+    process.env = saved;
+    await pg?.stop();
+    fs.rmSync(work, { recursive: true, force: true });
+  });
+
+  it("`stack init` makes the table; `up` writes the checkpoint row, its time moving with each update", async () => {
+    expect(pg.url).not.toMatch(/:[^/@]*@/);
+    const keys = (await pg.sql("select key from pulumi_state order by key")).map((r) => r[0]);
+    expect(keys).toContain(`pulumi/.pulumi/stacks/${PROJECT}/t.json`);
+    const before = await checkpointUpdatedAt(pg.backend, PROJECT, "t");
+    expect(before).toBeDefined();
+    await pulumi.run(["up", "--yes", "--skip-preview", "-s", "t"]);
+    const after = await checkpointUpdatedAt(pg.backend, PROJECT, "t");
+    expect(after).toBeDefined();
+    expect(after).not.toBe(before);
+    expect(await checkpointUpdatedAt(pg.backend, PROJECT, "absent")).toBeUndefined();
+    await expectEachResourceOnce("t");
+    expect(await locks("t")).toEqual([]);
+  });
+
+  it("a second `up` during the first is refused within 5 s naming user@host (pid N); the reader sees the holder, then nothing", async () => {
+    setSleep(10);
+    const first = pulumi.run(["up", "--yes", "--skip-preview", "-s", "u"]);
+    await until("the first up's lock row", async () => (await locks("u")).length > 0);
+    const [lock] = await locks("u");
+    expect(lock).toMatchObject({ user: os.userInfo().username, host: os.hostname() });
+    expect(lock!.pid).toEqual(expect.any(Number));
+    expect(lock!.file).toMatch(new RegExp(`/\\.pulumi/locks/[^/]+/${PROJECT}/u/[^/]+\\.json$`));
+    expect(isStale(lock!)).toBe(false);
+    expect(holderLine(lock!)).toBe(
+      `${lock!.user}@${lock!.host} (pid ${lock!.pid}) since ${lock!.since}: its process still runs on this host`,
+    );
+
+    const started = Date.now();
+    const second = await pulumi.run(["up", "--yes", "--skip-preview", "-s", "u"], {
+      expectFailure: true,
+    });
+    expect(Date.now() - started).toBeLessThan(5000);
+    expect(second.output).toContain("the stack is currently locked by 1 lock(s)");
+    expect(second.output).toContain(`created by ${lock!.user}@${lock!.host} (pid ${lock!.pid})`);
+    // The password is in no message: the URL the CLI prints masks the user too.
+    expect(second.output).not.toContain(fs.readFileSync(pg.pgpassFile, "utf8").split(":")[4]!.trim());
+
+    expect((await first).exitCode).toBe(0);
+    expect(await locks("u")).toEqual([]);
+    await expectEachResourceOnce("u");
+  }, 120_000);
+
+  it("an `up` SIGKILLed mid-create leaves a stale lock row; `pulumi cancel --yes`, then `up`, recovers", async () => {
+    setSleep(60);
+    // Its own process group, so that after the CLI's death (the control node's) the test can
+    // end the plugins it leaves orphaned.
+    const child = execa(pulumiBinary(), ["up", "--yes", "--skip-preview", "-s", "k", "--non-interactive"], {
+      cwd: project,
+      env: pulumi.env,
+      extendEnv: false,
+      reject: false,
+      detached: true,
+      all: true,
+    });
+    const pid = child.pid!;
+    try {
+      await until("the up's lock row", async () => (await locks("k")).length > 0);
+      // The create has begun (and its pending operation is in the checkpoint) before the kill.
+      await until("the create in progress", async () =>
+        (await pg.sql(`select data::text from pulumi_state where key like '%/stacks/${PROJECT}/k.json'`))
+          .flat()
+          .some((t) => t.includes("pending_operations") || t.includes("creating")),
+      ).catch(() => sleep(3000));
+      process.kill(pid, "SIGKILL");
+      await child;
+    } finally {
+      try {
+        process.kill(-pid, "SIGKILL");
+      } catch {
+        // The group is gone already.
+      }
+    }
+    console.log(`killed up (pid ${pid}):\n${(await child).all ?? ""}`);
+
+    const left = await locks("k");
+    expect(left).toHaveLength(1);
+    expect(left[0]!.pid).toBe(pid);
+    expect(isStale(left[0]!)).toBe(true);
+    const line = holderLine(left[0]!);
+    console.log(`lock reader: ${line}`);
+    expect(line).toContain(`(pid ${pid})`);
+    expect(line).toContain(`stale, pid ${pid} no longer runs on ${os.hostname()}`);
+
+    const refused = await pulumi.run(["up", "--yes", "--skip-preview", "-s", "k"], {
+      expectFailure: true,
+    });
+    expect(refused.output).toContain(`(pid ${pid})`);
+
+    setSleep(0);
+    await pulumi.run(["cancel", "--yes", "-s", "k"]);
+    expect(await locks("k")).toEqual([]);
+    await pulumi.run(["up", "--yes", "--skip-preview", "-s", "k"]);
+    expect(await locks("k")).toEqual([]);
+    await expectEachResourceOnce("k");
+    await pulumi.run(["up", "--yes", "--skip-preview", "--expect-no-changes", "-s", "k"]);
+  }, 180_000);
+});
