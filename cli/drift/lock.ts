@@ -86,10 +86,7 @@ export function stackLocks(backend: string, project: string, stack: string): Sta
     ...orgs(locks).map((org) => path.join(locks, org, project, stack)),
     path.join(locks, stack),
   ];
-  return dirs
-    .flatMap(lockFiles)
-    .map(read)
-    .sort(oldestFirst);
+  return dirs.flatMap(lockFiles).map(read).sort(oldestFirst);
 }
 
 /**

@@ -13,7 +13,7 @@ import * as os from "node:os";
 import * as path from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { backendLocks, holderLine, isStale } from "../../cli/drift/lock";
-import { checkpointUpdatedAt } from "../../cli/team/backend";
+import { checkpointUpdatedAt, rowText, stateRows } from "../../cli/team/backend";
 import { pulumiBinary, repoRoot } from "../../setup/pulumi/env";
 import { readState } from "../../stack-state";
 import { type PulumiCli, pulumiCli } from "../../sim/world/pulumi-cli";
@@ -41,6 +41,13 @@ async function until(what: string, ok: () => Promise<boolean>, ms = 60_000): Pro
     if (Date.now() > end) throw new Error(`timed out waiting for ${what}`);
     await sleep(100);
   }
+}
+
+/** The stack's checkpoint row, decoded: what the CLI last saved mid-update. */
+async function checkpoint(stack: string): Promise<string> {
+  const suffix = `/.pulumi/stacks/${PROJECT}/${stack}.json`;
+  const row = (await stateRows(pg.backend, suffix)).find((r) => r.key.endsWith(suffix));
+  return row ? rowText(row.data) : "";
 }
 
 /** Each resource's URN in the stack's export, with how often it is there. */
@@ -134,7 +141,9 @@ describe.skipIf(
     expect(second.output).toContain("the stack is currently locked by 1 lock(s)");
     expect(second.output).toContain(`created by ${lock!.user}@${lock!.host} (pid ${lock!.pid})`);
     // The password is in no message: the URL the CLI prints masks the user too.
-    expect(second.output).not.toContain(fs.readFileSync(pg.pgpassFile, "utf8").split(":")[4]!.trim());
+    expect(second.output).not.toContain(
+      fs.readFileSync(pg.pgpassFile, "utf8").split(":")[4]!.trim(),
+    );
 
     expect((await first).exitCode).toBe(0);
     expect(await locks("u")).toEqual([]);
@@ -145,23 +154,27 @@ describe.skipIf(
     setSleep(60);
     // Its own process group, so that after the CLI's death (the control node's) the test can
     // end the plugins it leaves orphaned.
-    const child = execa(pulumiBinary(), ["up", "--yes", "--skip-preview", "-s", "k", "--non-interactive"], {
-      cwd: project,
-      env: pulumi.env,
-      extendEnv: false,
-      reject: false,
-      detached: true,
-      all: true,
-    });
+    const child = execa(
+      pulumiBinary(),
+      ["up", "--yes", "--skip-preview", "-s", "k", "--non-interactive"],
+      {
+        cwd: project,
+        env: pulumi.env,
+        extendEnv: false,
+        reject: false,
+        detached: true,
+        all: true,
+      },
+    );
     const pid = child.pid!;
     try {
       await until("the up's lock row", async () => (await locks("k")).length > 0);
       // The create has begun (and its pending operation is in the checkpoint) before the kill.
-      await until("the create in progress", async () =>
-        (await pg.sql(`select data::text from pulumi_state where key like '%/stacks/${PROJECT}/k.json'`))
-          .flat()
-          .some((t) => t.includes("pending_operations") || t.includes("creating")),
-      ).catch(() => sleep(3000));
+      await until(
+        "the create's pending operation in the checkpoint",
+        async () => (await checkpoint("k")).includes('"pending_operations"'),
+        30_000,
+      );
       process.kill(pid, "SIGKILL");
       await child;
     } finally {
@@ -188,11 +201,24 @@ describe.skipIf(
     expect(refused.output).toContain(`(pid ${pid})`);
 
     setSleep(0);
+    // The documented recovery: the holder is gone (above), so cancel; the create it left
+    // pending is dropped by the refresh (an `up` alone leaves it, warning on every update).
+    expect(await checkpoint("k")).toContain('"pending_operations"');
     await pulumi.run(["cancel", "--yes", "-s", "k"]);
     expect(await locks("k")).toEqual([]);
+    await pulumi.run(["refresh", "--yes", "--skip-preview", "--clear-pending-creates", "-s", "k"]);
+    expect(await checkpoint("k")).not.toContain('"pending_operations"');
     await pulumi.run(["up", "--yes", "--skip-preview", "-s", "k"]);
     expect(await locks("k")).toEqual([]);
     await expectEachResourceOnce("k");
-    await pulumi.run(["up", "--yes", "--skip-preview", "--expect-no-changes", "-s", "k"]);
+    const quiet = await pulumi.run([
+      "up",
+      "--yes",
+      "--skip-preview",
+      "--expect-no-changes",
+      "-s",
+      "k",
+    ]);
+    expect(quiet.output).not.toContain("pending operations");
   }, 180_000);
 });

@@ -58,7 +58,10 @@ export interface Postgres {
  */
 export async function startPostgres(o: { dir: string }): Promise<Postgres> {
   const bin = postgresBinDir();
-  if (!bin) throw new Error("initdb is not installed: run `npm run setup` as root (it installs postgresql)");
+  if (!bin)
+    throw new Error(
+      "initdb is not installed: run `npm run setup` as root (it installs postgresql)",
+    );
   fs.mkdirSync(o.dir, { recursive: true });
   const server = fs.mkdtempSync(path.join(o.dir, "pg-"));
   const data = path.join(server, "data");
@@ -100,7 +103,16 @@ export async function startPostgres(o: { dir: string }): Promise<Postgres> {
   fs.rmSync(pwfile, { force: true });
   if (init.exitCode !== 0) throw new Error(`initdb failed (exit ${init.exitCode}):\n${init.all}`);
   const opts = `-c listen_addresses=127.0.0.1 -p ${port} -k ${server} -c fsync=off`;
-  const start = await as(path.join(bin, "pg_ctl"), ["-D", data, "-l", log, "-o", opts, "-w", "start"]);
+  const start = await as(path.join(bin, "pg_ctl"), [
+    "-D",
+    data,
+    "-l",
+    log,
+    "-o",
+    opts,
+    "-w",
+    "start",
+  ]);
   if (start.exitCode !== 0) {
     const text = fs.existsSync(log) ? fs.readFileSync(log, "utf8") : "";
     throw new Error(`pg_ctl start failed (exit ${start.exitCode}):\n${start.all}\n${text}`);
