@@ -3,16 +3,18 @@
 // program of test/fixtures/drift-probe (as test/integration/drift-lock.test.ts does for
 // file://). The password reaches the CLI and psql through PGPASSFILE only. Shown: `up` writes the
 // checkpoint row; a second `up` during the first is refused within 5 s naming user@host (pid
-// N); the lock reader (cli/drift/lock.ts) sees the holder while it runs and nothing after; the
-// export holds each resource once; an `up` SIGKILLed mid-create leaves a lock row the reader
-// calls stale, and `pulumi cancel --yes` then `up` recovers. No simulated cluster: every
-// resource lives in a temp dir of this machine.
+// N); the lock reader (cli/drift/lock.ts) sees the holder while it runs and nothing after, and
+// `sparkform drift` meanwhile is skipped as locked; the export holds each resource once; an `up`
+// SIGKILLed mid-create leaves a lock row the reader calls stale, and the recovery (`pulumi cancel
+// --yes`, `refresh --clear-pending-creates`, `up`) brings the stack back with nothing pending.
+// No simulated cluster: every resource lives in a temp dir of this machine.
 import { execa } from "execa";
 import * as fs from "node:fs";
 import * as os from "node:os";
 import * as path from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { backendLocks, holderLine, isStale } from "../../cli/drift/lock";
+import { checkDrift } from "../../cli/drift/check";
+import { backendLocks, holderLine, isStale, lockedReason } from "../../cli/drift/lock";
 import { checkpointUpdatedAt, rowText, stateRows } from "../../cli/team/backend";
 import { pulumiBinary, repoRoot } from "../../setup/pulumi/env";
 import { readState } from "../../stack-state";
@@ -23,6 +25,7 @@ import { requireOrSkip } from "../support/requires";
 const hasPulumi = fs.existsSync(path.join(repoRoot, ".sparkform", "toolchain.env"));
 const PROBE = path.join(repoRoot, "test", "fixtures", "drift-probe");
 const PROJECT = "driftprobe";
+const NODES = ["spark-1", "spark-2"];
 const work = fs.mkdtempSync(path.join(os.tmpdir(), "team-backend-"));
 const project = path.join(work, "project");
 const files = path.join(work, "files");
@@ -132,6 +135,11 @@ describe.skipIf(
     expect(holderLine(lock!)).toBe(
       `${lock!.user}@${lock!.host} (pid ${lock!.pid}) since ${lock!.since}: its process still runs on this host`,
     );
+
+    // `sparkform drift` during the `up` reads the lock row: skipped, never drift.
+    const drift = await checkDrift({ stack: "u", projectDir: project, nodes: () => NODES });
+    expect(drift.verdict).toBe("skipped");
+    expect(drift.skipped).toEqual({ reason: "locked", detail: `skipped: ${lockedReason(lock!)}` });
 
     const started = Date.now();
     const second = await pulumi.run(["up", "--yes", "--skip-preview", "-s", "u"], {
