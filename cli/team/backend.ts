@@ -13,12 +13,18 @@ export interface PostgresBackend {
   readonly kind: "postgres";
   /** The URL with any password taken out: what a message or a log may show. */
   readonly url: string;
-  readonly host: string;
-  readonly port: number;
-  readonly database: string;
+  /**
+   * What the URL names of the connection; what it leaves out (`postgres://` alone is valid)
+   * comes from the operator's PGHOST, PGPORT, PGDATABASE and PGUSER, as for the pulumi CLI.
+   */
+  readonly host: string | undefined;
+  readonly port: number | undefined;
+  readonly database: string | undefined;
   readonly user: string | undefined;
   /** The URL's sslmode, when it names one (libpq's default, `prefer`, otherwise). */
   readonly sslmode: string | undefined;
+  /** The state's table: the URL's `table`, else the backend's default. */
+  readonly table: string;
   /** A password written into the URL (discouraged): handed to psql as PGPASSWORD only. */
   readonly password: string | undefined;
 }
@@ -52,14 +58,16 @@ export function parseBackend(url: string): Backend {
   }
   const password = u.password ? decodeURIComponent(u.password) : undefined;
   u.password = "";
+  const given = (x: string) => (x ? decodeURIComponent(x) : undefined);
   return {
     kind: "postgres",
     url: u.toString(),
-    host: u.hostname.replace(/^\[(.*)\]$/, "$1") || "localhost",
-    port: u.port ? Number(u.port) : 5432,
-    database: decodeURIComponent(u.pathname.replace(/^\//, "")) || "postgres",
-    user: u.username ? decodeURIComponent(u.username) : undefined,
+    host: given(u.hostname.replace(/^\[(.*)\]$/, "$1")),
+    port: u.port ? Number(u.port) : undefined,
+    database: given(u.pathname.replace(/^\//, "")),
+    user: given(u.username),
     sslmode: u.searchParams.get("sslmode") ?? undefined,
+    table: u.searchParams.get("table") || "pulumi_state",
     password,
   };
 }
@@ -74,6 +82,12 @@ export function currentBackend(env: NodeJS.ProcessEnv = process.env): Backend {
  * own (their password file, client certificate), passed through unchanged.
  */
 const LIBPQ_PASS = [
+  "PGHOST",
+  "PGHOSTADDR",
+  "PGPORT",
+  "PGDATABASE",
+  "PGUSER",
+  "PGSSLMODE",
   "PGPASSFILE",
   "PGPASSWORD",
   "PGSERVICE",
@@ -91,12 +105,12 @@ export function psqlEnv(
   from: NodeJS.ProcessEnv = process.env,
 ): Record<string, string> {
   const set: Record<string, string> = {
-    PGHOST: pg.host,
-    PGPORT: String(pg.port),
-    PGDATABASE: pg.database,
     // A server that does not answer must not hang a CLI command.
     PGCONNECT_TIMEOUT: from.PGCONNECT_TIMEOUT ?? "5",
   };
+  if (pg.host) set.PGHOST = pg.host;
+  if (pg.port) set.PGPORT = String(pg.port);
+  if (pg.database) set.PGDATABASE = pg.database;
   if (pg.user) set.PGUSER = pg.user;
   if (pg.sslmode) set.PGSSLMODE = pg.sslmode;
   if (pg.password) set.PGPASSWORD = pg.password;
@@ -118,6 +132,12 @@ export async function psql(
     reject: false,
     timeout: 30_000,
   });
+  if ((r as { code?: string }).code === "ENOENT")
+    throw new Error(
+      `psql is not installed, and the stack's state is on PostgreSQL (${pg.url}): sparkform ` +
+        `reads its locks with psql. Install Debian's postgresql-client (or run \`npm run setup\` ` +
+        `as root), then run the command again.`,
+    );
   if (r.exitCode !== 0 || r.failed) {
     const why = (r.stderr || r.shortMessage || "").trim();
     throw new Error(
@@ -154,24 +174,28 @@ export async function stateRows(
 ): Promise<StateRow[]> {
   // strpos, not LIKE: a stack's name may hold `_`, which LIKE reads as any character.
   const literal = `'${fragment.replace(/'/g, "''")}'`;
+  const table = `"${pg.table.replace(/"/g, '""')}"`;
   const rows = await psqlJson(
     pg,
     "select json_agg(json_build_object('key', key, 'data', data, 'updated_at', updated_at) " +
-      `order by key) from pulumi_state where strpos(key, ${literal}) > 0`,
+      `order by key) from ${table} where strpos(key, ${literal}) > 0`,
     from,
   );
   return Array.isArray(rows) ? (rows as StateRow[]) : [];
 }
 
 /**
- * A blob as Pulumi's postgres driver stored it: `{"data": "<base64 of the file's bytes>"}`; a
- * row of another shape is taken as the file's JSON itself.
+ * A blob as Pulumi's postgres driver stored it: in a `json` column (CLI 3.248),
+ * `{"data": "<base64 of the file's bytes>"}`; in a `bytea` one (later CLIs), the bytes, which
+ * json_build_object renders as "\\x<hex>". A row of another shape is taken as the file's JSON.
  */
 export function rowText(data: unknown): string {
   if (typeof data === "object" && data !== null && "data" in data) {
     const inner = (data as { data: unknown }).data;
     if (typeof inner === "string") return Buffer.from(inner, "base64").toString("utf8");
   }
+  if (typeof data === "string" && /^\\x([0-9a-f]{2})*$/i.test(data))
+    return Buffer.from(data.slice(2), "hex").toString("utf8");
   return typeof data === "string" ? data : JSON.stringify(data ?? null);
 }
 

@@ -6,7 +6,7 @@ import * as os from "node:os";
 import * as path from "node:path";
 import { describe, expect, it } from "vitest";
 import { holderLine, isLockKey, isStale, parseLock } from "../../cli/drift/lock";
-import { backendUrl, parseBackend, psqlEnv, rowText } from "../../cli/team/backend";
+import { backendUrl, parseBackend, psql, psqlEnv, rowText } from "../../cli/team/backend";
 import { stateDir } from "../../setup/pulumi/env";
 
 // As the pulumi CLI wrote it on PostgreSQL during an `up` (the row's `data`).
@@ -38,6 +38,7 @@ describe("a backend URL", () => {
       database: "pulumi",
       user: "sparkform",
       sslmode: "disable",
+      table: "pulumi_state",
       password: undefined,
     });
     const withPassword = parseBackend("postgresql://ops:s%3Acret@db.lab:5432/state");
@@ -51,7 +52,20 @@ describe("a backend URL", () => {
       sslmode: undefined,
       password: "s:cret",
     });
-    expect(parseBackend("postgres://[::1]/pulumi")).toMatchObject({ host: "::1", port: 5432 });
+    expect(parseBackend("postgres://[::1]/pulumi?table=team_state")).toMatchObject({
+      host: "::1",
+      port: undefined,
+      table: "team_state",
+    });
+  });
+
+  it("`postgres://` alone: the connection is the operator's PG* variables, as for the pulumi CLI", () => {
+    const pg = parseBackend("postgres://");
+    expect(pg).toMatchObject({ kind: "postgres", host: undefined, database: undefined });
+    if (pg.kind !== "postgres") throw new Error("not postgres");
+    const env = psqlEnv(pg, { PGHOST: "db.lab", PGDATABASE: "state", PGUSER: "ops" });
+    expect(env).toMatchObject({ PGHOST: "db.lab", PGDATABASE: "state", PGUSER: "ops" });
+    expect(env.PGPORT).toBeUndefined();
   });
 
   it("psql's environment: the connection in PG* variables, the operator's PGPASSFILE kept, nothing else inherited", () => {
@@ -76,6 +90,17 @@ describe("a backend URL", () => {
     });
     expect(env.PULUMI_CONFIG).toBeUndefined();
     expect(env.PULUMI_CONFIG_PASSPHRASE).toBeUndefined();
+  });
+});
+
+describe("psql", () => {
+  it("missing: says so, what needs it and how to install it", async () => {
+    const pg = parseBackend("postgres://ops@db.lab/state");
+    if (pg.kind !== "postgres") throw new Error("not postgres");
+    await expect(psql(pg, "select 1", { PATH: "/nonexistent" })).rejects.toThrow(
+      "psql is not installed, and the stack's state is on PostgreSQL (postgres://ops@db.lab/state): " +
+        "sparkform reads its locks with psql. Install Debian's postgresql-client",
+    );
   });
 });
 
@@ -105,6 +130,8 @@ describe("a stack's lock rows", () => {
       since: "2026-12-07T19:06:02.123456789Z",
       file: "k",
     });
+    // A `bytea` column (later CLIs), as json_build_object renders it.
+    expect(rowText(`\\x${Buffer.from(LOCK).toString("hex")}`)).toBe(LOCK);
     // A row written as the JSON itself (another driver version) is read the same.
     expect(rowText(JSON.parse(LOCK))).toBe(LOCK);
     expect(parseLock(rowText(null), "k")).toMatchObject({ user: "?", host: "?", pid: undefined });
