@@ -46,6 +46,27 @@ async function until(what: string, ok: () => Promise<boolean>, ms = 60_000): Pro
   }
 }
 
+/**
+ * Ends the processes (by pid) that run in `dir`, this test's own project: the language host and
+ * provider a SIGKILLed pulumi CLI leaves behind.
+ */
+function endOrphansIn(dir: string): void {
+  for (const pid of fs.readdirSync("/proc").filter((e) => /^\d+$/.test(e))) {
+    let cwd = "";
+    try {
+      cwd = fs.readlinkSync(`/proc/${pid}/cwd`);
+    } catch {
+      continue; // gone, or another user's
+    }
+    if (cwd !== dir && !cwd.startsWith(`${dir}/`)) continue;
+    try {
+      process.kill(Number(pid), "SIGKILL");
+    } catch {
+      // ended meanwhile
+    }
+  }
+}
+
 /** The stack's checkpoint row, decoded: what the CLI last saved mid-update. */
 async function checkpoint(stack: string): Promise<string> {
   const suffix = `/.pulumi/stacks/${PROJECT}/${stack}.json`;
@@ -160,19 +181,10 @@ describe.skipIf(
 
   it("an `up` SIGKILLed mid-create leaves a stale lock row; `pulumi cancel --yes`, then `up`, recovers", async () => {
     setSleep(60);
-    // Its own process group, so that after the CLI's death (the control node's) the test can
-    // end the plugins it leaves orphaned.
     const child = execa(
       pulumiBinary(),
       ["up", "--yes", "--skip-preview", "-s", "k", "--non-interactive"],
-      {
-        cwd: project,
-        env: pulumi.env,
-        extendEnv: false,
-        reject: false,
-        detached: true,
-        all: true,
-      },
+      { cwd: project, env: pulumi.env, extendEnv: false, reject: false, all: true },
     );
     const pid = child.pid!;
     try {
@@ -186,11 +198,8 @@ describe.skipIf(
       process.kill(pid, "SIGKILL");
       await child;
     } finally {
-      try {
-        process.kill(-pid, "SIGKILL");
-      } catch {
-        // The group is gone already.
-      }
+      // The plugins the dead CLI started live on in process groups of their own: end them.
+      endOrphansIn(project);
     }
     console.log(`killed up (pid ${pid}):\n${(await child).all ?? ""}`);
 
