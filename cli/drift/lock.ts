@@ -11,7 +11,8 @@
 import * as fs from "node:fs";
 import * as os from "node:os";
 import * as path from "node:path";
-import { type Backend, rowText, stateRows } from "../team/backend";
+import type { Backend } from "../team/backend";
+import { rowText, stateRows } from "../team/psql";
 
 export interface StackLock {
   readonly user: string;

@@ -15,7 +15,7 @@ import * as path from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { checkDrift } from "../../cli/drift/check";
 import { backendLocks, holderLine, isStale, lockedReason } from "../../cli/drift/lock";
-import { checkpointUpdatedAt, rowText, stateRows } from "../../cli/team/backend";
+import { checkpointUpdatedAt, rowText, stateRows } from "../../cli/team/psql";
 import { pulumiBinary, repoRoot } from "../../setup/pulumi/env";
 import { readState } from "../../stack-state";
 import { type PulumiCli, pulumiCli } from "../../sim/world/pulumi-cli";

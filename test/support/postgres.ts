@@ -9,7 +9,8 @@ import { spawnSync } from "node:child_process";
 import { randomBytes } from "node:crypto";
 import * as fs from "node:fs";
 import * as path from "node:path";
-import { parseBackend, type PostgresBackend, psql } from "../../cli/team/backend";
+import { parseBackend, type PostgresBackend } from "../../cli/team/backend";
+import { psql } from "../../cli/team/psql";
 import { freePort } from "./prometheus";
 import { isRoot } from "./requires";
 

@@ -6,7 +6,8 @@ import * as os from "node:os";
 import * as path from "node:path";
 import { describe, expect, it } from "vitest";
 import { holderLine, isLockKey, isStale, parseLock } from "../../cli/drift/lock";
-import { backendUrl, parseBackend, psql, psqlEnv, rowText } from "../../cli/team/backend";
+import { backendUrl, parseBackend } from "../../cli/team/backend";
+import { psql, psqlEnv, rowText } from "../../cli/team/psql";
 import { stateDir } from "../../setup/pulumi/env";
 
 // As the pulumi CLI wrote it on PostgreSQL during an `up` (the row's `data`).
