@@ -17,6 +17,7 @@ import { createHash } from "node:crypto";
 import * as fs from "node:fs";
 import * as path from "node:path";
 import { repoRoot, stateDir } from "../setup/pulumi/env";
+import { currentBackend } from "./team/backend";
 
 /** Bumped when an entry's shape changes: older entries then never match. */
 const FORMAT = 1;
@@ -75,9 +76,8 @@ export function project(projectDir: string): Project | undefined {
 
 /** The file backend's directory (as pulumiEnv sets it), or undefined for any other backend. */
 export function backendDir(): string | undefined {
-  const url = process.env.PULUMI_BACKEND_URL ?? `file://${path.join(stateDir(), "backend")}`;
-  const dir = url.startsWith("file://") ? url.slice("file://".length) : "";
-  return path.isAbsolute(dir) ? dir : undefined;
+  const backend = currentBackend();
+  return backend.kind === "file" ? backend.dir : undefined;
 }
 
 function keyOf(stack: string, kind: string, parts: readonly string[]): CacheKey {

@@ -72,39 +72,49 @@ control_packages="openssh-client openssh-server rsync python3 git curl g++ make 
 # shellcheck disable=SC2086
 apt_install $control_packages || fail "apt-get could not install the control packages (its error is above); fix apt (network, sources) and run setup again"
 
-# 0b. Prometheus (bookworm's carries promtool) and node_exporter, for monitoring/ and its tests,
-#     which start their own on loopback ports and stop them after. The packages' maintainer
-#     scripts start system services on :9090 and :9100 and enable them for the next boot; on the
-#     control host those would take the ports a user's own Prometheus expects and scrape nothing
-#     of ours, so during the install policy-rc.d refuses every start (unless one is there
-#     already: a container's), and after it the units this run installed are disabled.
-monitoring_packages="prometheus prometheus-node-exporter"
-policy=/usr/sbin/policy-rc.d
-own_policy=""
-# shellcheck disable=SC2086
-if [ "$(id -u)" -eq 0 ] && [ ! -e "$policy" ] && [ -n "$(missing_packages $monitoring_packages)" ]; then
-  # Left behind, it would keep every service on this host from starting: removed on any exit.
-  trap 'rm -f "$policy"' EXIT
-  printf '#!/bin/sh\n# sparkform setup/setup.sh: no service starts while it installs Prometheus; removed after\nexit 101\n' >"$policy"
-  chmod 755 "$policy"
-  own_policy=1
-fi
-# shellcheck disable=SC2086
-apt_install $monitoring_packages || monitoring_failed=1
-if [ -n "$own_policy" ]; then
-  rm -f "$policy"
-  trap - EXIT
-fi
-[ -z "${monitoring_failed:-}" ] || fail "apt-get could not install $monitoring_packages (its error is above); the monitoring tests need promtool, prometheus and prometheus-node-exporter: fix apt and run setup again"
-for service in $installed; do
-  if [ -d /run/systemd/system ]; then
-    systemctl disable --now "$service.service" >/dev/null 2>&1 || true
-  elif [ -x "/etc/init.d/$service" ]; then
-    invoke-rc.d "$service" stop >/dev/null 2>&1 || true
-    update-rc.d "$service" disable >/dev/null 2>&1 || true
+# Debian packages whose maintainer scripts start a system service and enable it for the next
+# boot: the tests start their own on loopback ports and stop them after, and on the control host
+# a system one would take the port a user's own server expects and serve nothing of ours. So
+# during the install policy-rc.d refuses every start (unless one is there already: a
+# container's), and after it the units this run installed are disabled.
+# apt_install_stopped WHAT_FOR PACKAGE...: fails naming the packages and what needs them.
+apt_install_stopped() {
+  local what_for=$1 policy=/usr/sbin/policy-rc.d own_policy="" failed=""
+  shift
+  if [ "$(id -u)" -eq 0 ] && [ ! -e "$policy" ] && [ -n "$(missing_packages "$@")" ]; then
+    # Left behind, it would keep every service on this host from starting: removed on any exit.
+    trap 'rm -f /usr/sbin/policy-rc.d' EXIT
+    printf '#!/bin/sh\n# sparkform setup/setup.sh: no service starts while it installs %s; removed after\nexit 101\n' "$*" >"$policy"
+    chmod 755 "$policy"
+    own_policy=1
   fi
-done
+  apt_install "$@" || failed=1
+  if [ -n "$own_policy" ]; then
+    rm -f "$policy"
+    trap - EXIT
+  fi
+  [ -z "$failed" ] || fail "apt-get could not install $* (its error is above); $what_for: fix apt and run setup again"
+  for service in $installed; do
+    if [ -d /run/systemd/system ]; then
+      systemctl disable --now "$service.service" >/dev/null 2>&1 || true
+    elif [ -x "/etc/init.d/$service" ]; then
+      invoke-rc.d "$service" stop >/dev/null 2>&1 || true
+      update-rc.d "$service" disable >/dev/null 2>&1 || true
+    fi
+  done
+}
+
+# 0b. Prometheus (bookworm's carries promtool) and node_exporter, for monitoring/ and its tests,
+#     which start their own on loopback ports and stop them after.
+apt_install_stopped "the monitoring tests need promtool, prometheus and prometheus-node-exporter" \
+  prometheus prometheus-node-exporter
 [ -z "$installed" ] || say "$installed: installed, system services left stopped and disabled (monitoring/README.md: point your own Prometheus at monitoring/)"
+
+# 0c. PostgreSQL, for a team's stack state (Pulumi's postgres backend, issue 36): its tests start
+#     their own cluster (initdb, pg_ctl; test/support/postgres.ts) in a temporary directory on
+#     loopback and remove it after; the package's own cluster stays stopped and disabled.
+apt_install_stopped "the team backend's tests need initdb, pg_ctl and psql" postgresql
+[ -z "$installed" ] || say "$installed: installed, its system cluster left stopped and disabled (the tests start their own)"
 
 # The router (Caddy, components/router/) for this machine's architecture, built from its Go
 # modules (setup/router/) into "$cache/router" by the same code `up` uses, so the key is the one

@@ -6,8 +6,9 @@
 // skips (never "drift").
 import { spawn } from "node:child_process";
 import { pulumiBinary, pulumiEnv } from "../../setup/pulumi/env";
-import { backendDir, project } from "../stack-cache";
-import { lockedReason, stackLocks } from "./lock";
+import { project } from "../stack-cache";
+import { currentBackend } from "../team/backend";
+import { backendLocks, lockedReason } from "./lock";
 import type { SkipReason } from "./metrics";
 import { type DriftedResource, readPreview, type SeenResource } from "./preview";
 
@@ -181,9 +182,9 @@ export async function checkDrift(o: {
     ...r,
   });
   const p = project(o.projectDir);
-  const backend = backendDir();
-  const locked = () => {
-    const lock = p && backend ? stackLocks(backend, p.name, o.stack)[0] : undefined;
+  const backend = currentBackend();
+  const locked = async () => {
+    const lock = p ? (await backendLocks(backend, p.name, o.stack))[0] : undefined;
     return lock
       ? done({
           verdict: "skipped",
@@ -193,9 +194,9 @@ export async function checkDrift(o: {
         })
       : undefined;
   };
-  const before = locked();
-  if (before) return before;
   try {
+    const before = await locked();
+    if (before) return before;
     const nodes = o.nodes();
     const preview = await runPreview(o.stack, o.projectDir);
     const v = verdictOf(preview, nodes);
@@ -206,7 +207,7 @@ export async function checkDrift(o: {
         : v.drifted;
     // An `up` that started during the preview is not blocked by it, and what the preview read
     // of its half-written state is no verdict: the lock it holds now says so.
-    return locked() ?? done({ ...v, drifted });
+    return (await locked()) ?? done({ ...v, drifted });
   } catch (err) {
     return done({
       verdict: "error",

@@ -1,0 +1,145 @@
+// What sparkform reads of a stack on PostgreSQL (the lock rows, the checkpoint's update time),
+// through psql with the connection in libpq's variables: a password is never put on a command
+// line, where `ps` on the control node shows it, nor in a message (the URL shown has none).
+import { execa } from "execa";
+import { childEnv } from "../../components/transport";
+import type { PostgresBackend } from "./backend";
+
+/**
+ * libpq's variables that choose how psql authenticates and verifies the server: the operator's
+ * own (their password file, client certificate), passed through unchanged.
+ */
+const LIBPQ_PASS = [
+  "PGHOST",
+  "PGHOSTADDR",
+  "PGPORT",
+  "PGDATABASE",
+  "PGUSER",
+  "PGSSLMODE",
+  "PGPASSFILE",
+  "PGPASSWORD",
+  "PGSERVICE",
+  "PGSERVICEFILE",
+  "PGSSLCERT",
+  "PGSSLKEY",
+  "PGSSLROOTCERT",
+  "PGSSLCRL",
+  "PGCONNECT_TIMEOUT",
+] as const;
+
+/** psql's environment for `pg`: the connection in PG* variables, nothing of it in argv. */
+export function psqlEnv(
+  pg: PostgresBackend,
+  from: NodeJS.ProcessEnv = process.env,
+): Record<string, string> {
+  const set: Record<string, string> = {
+    // A server that does not answer must not hang a CLI command.
+    PGCONNECT_TIMEOUT: from.PGCONNECT_TIMEOUT ?? "5",
+  };
+  if (pg.host) set.PGHOST = pg.host;
+  if (pg.port) set.PGPORT = String(pg.port);
+  if (pg.database) set.PGDATABASE = pg.database;
+  if (pg.user) set.PGUSER = pg.user;
+  if (pg.sslmode) set.PGSSLMODE = pg.sslmode;
+  if (pg.password) set.PGPASSWORD = pg.password;
+  return childEnv({ pass: [...LIBPQ_PASS], set }, from);
+}
+
+/**
+ * Runs one query with psql (unaligned, tuples only, no ~/.psqlrc) and returns its output;
+ * throws with psql's own words and the fix when the server refuses or is not there.
+ */
+export async function psql(
+  pg: PostgresBackend,
+  query: string,
+  from: NodeJS.ProcessEnv = process.env,
+): Promise<string> {
+  const r = await execa("psql", ["-X", "-A", "-t", "-q", "-v", "ON_ERROR_STOP=1", "-c", query], {
+    env: psqlEnv(pg, from),
+    extendEnv: false,
+    reject: false,
+    timeout: 30_000,
+  });
+  if ((r as { code?: string }).code === "ENOENT")
+    throw new Error(
+      `psql is not installed, and the stack's state is on PostgreSQL (${pg.url}): sparkform ` +
+        `reads its locks with psql. Install Debian's postgresql-client (or run \`npm run setup\` ` +
+        `as root), then run the command again.`,
+    );
+  if (r.exitCode !== 0 || r.failed) {
+    const why = (r.stderr || r.shortMessage || "").trim();
+    throw new Error(
+      `could not query the stack's PostgreSQL backend ${pg.url}: ${why}. ` +
+        `Check that the server is running and reachable, and that PGPASSFILE (or a ~/.pgpass ` +
+        `line host:port:database:user:password, mode 0600) holds this user's password.`,
+    );
+  }
+  return r.stdout;
+}
+
+/** A query's one JSON value (`select json_agg(…)`), or undefined when it is SQL NULL. */
+export async function psqlJson(
+  pg: PostgresBackend,
+  query: string,
+  from: NodeJS.ProcessEnv = process.env,
+): Promise<unknown> {
+  const out = (await psql(pg, query, from)).trim();
+  return out === "" ? undefined : (JSON.parse(out) as unknown);
+}
+
+/** A row of the backend's table, its `data` as the driver stored it. */
+export interface StateRow {
+  readonly key: string;
+  readonly data: unknown;
+  readonly updated_at: string;
+}
+
+/** The table's rows whose key contains `fragment` (a plain string: no LIKE pattern). */
+export async function stateRows(
+  pg: PostgresBackend,
+  fragment: string,
+  from: NodeJS.ProcessEnv = process.env,
+): Promise<StateRow[]> {
+  // strpos, not LIKE: a stack's name may hold `_`, which LIKE reads as any character.
+  const literal = `'${fragment.replace(/'/g, "''")}'`;
+  const table = `"${pg.table.replace(/"/g, '""')}"`;
+  const rows = await psqlJson(
+    pg,
+    "select json_agg(json_build_object('key', key, 'data', data, 'updated_at', updated_at) " +
+      `order by key) from ${table} where strpos(key, ${literal}) > 0`,
+    from,
+  );
+  return Array.isArray(rows) ? (rows as StateRow[]) : [];
+}
+
+/**
+ * A blob as Pulumi's postgres driver stored it: in a `json` column (CLI 3.248),
+ * `{"data": "<base64 of the file's bytes>"}`; in a `bytea` one (later CLIs), the bytes, which
+ * json_build_object renders as "\\x<hex>". A row of another shape is taken as the file's JSON.
+ */
+export function rowText(data: unknown): string {
+  if (typeof data === "object" && data !== null && "data" in data) {
+    const inner = (data as { data: unknown }).data;
+    if (typeof inner === "string") return Buffer.from(inner, "base64").toString("utf8");
+  }
+  if (typeof data === "string" && /^\\x([0-9a-f]{2})*$/i.test(data))
+    return Buffer.from(data.slice(2), "hex").toString("utf8");
+  return typeof data === "string" ? data : JSON.stringify(data ?? null);
+}
+
+/**
+ * When the stack's checkpoint (`.pulumi/stacks/<project>/<stack>.json`) was last written, as
+ * the server's clock says (its timestamptz, to the microsecond), or undefined when the stack has none: what changes with
+ * each `up`, `refresh` or `config` write, so a cache keyed on it is still true while it holds.
+ */
+export async function checkpointUpdatedAt(
+  pg: PostgresBackend,
+  project: string,
+  stack: string,
+  from: NodeJS.ProcessEnv = process.env,
+): Promise<string | undefined> {
+  const suffix = `/.pulumi/stacks/${project}/${stack}.json`;
+  const rows = await stateRows(pg, suffix, from);
+  const row = rows.find((r) => r.key.endsWith(suffix));
+  return row?.updated_at;
+}

@@ -1,0 +1,241 @@
+// Issue 36's groundwork: a stack's state on a real PostgreSQL (Pulumi's DIY postgres backend,
+// test/support/postgres.ts starts the server), driven by the real pulumi CLI with the tiny
+// program of test/fixtures/drift-probe (as test/integration/drift-lock.test.ts does for
+// file://). The password reaches the CLI and psql through PGPASSFILE only. Shown: `up` writes the
+// checkpoint row; a second `up` during the first is refused within 5 s naming user@host (pid
+// N); the lock reader (cli/drift/lock.ts) sees the holder while it runs and nothing after, and
+// `sparkform drift` meanwhile is skipped as locked; the export holds each resource once; an `up`
+// SIGKILLed mid-create leaves a lock row the reader calls stale, and the recovery (`pulumi cancel
+// --yes`, `refresh --clear-pending-creates`, `up`) brings the stack back with nothing pending.
+// No simulated cluster: every resource lives in a temp dir of this machine.
+import { execa } from "execa";
+import * as fs from "node:fs";
+import * as os from "node:os";
+import * as path from "node:path";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { checkDrift } from "../../cli/drift/check";
+import { backendLocks, holderLine, isStale, lockedReason } from "../../cli/drift/lock";
+import { checkpointUpdatedAt, rowText, stateRows } from "../../cli/team/psql";
+import { pulumiBinary, repoRoot } from "../../setup/pulumi/env";
+import { readState } from "../../stack-state";
+import { type PulumiCli, pulumiCli } from "../../sim/world/pulumi-cli";
+import { havePostgres, type Postgres, startPostgres } from "../support/postgres";
+import { requireOrSkip } from "../support/requires";
+
+const hasPulumi = fs.existsSync(path.join(repoRoot, ".sparkform", "toolchain.env"));
+const PROBE = path.join(repoRoot, "test", "fixtures", "drift-probe");
+const PROJECT = "driftprobe";
+const NODES = ["spark-1", "spark-2"];
+const work = fs.mkdtempSync(path.join(os.tmpdir(), "team-backend-"));
+const project = path.join(work, "project");
+const files = path.join(work, "files");
+const saved = { ...process.env };
+let pulumi: PulumiCli;
+let pg: Postgres;
+
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+const locks = (stack: string) => backendLocks(pg.backend, PROJECT, stack);
+const setSleep = (seconds: number) =>
+  fs.writeFileSync(path.join(files, "spark-1", "create-sleep"), String(seconds));
+
+async function until(what: string, ok: () => Promise<boolean>, ms = 60_000): Promise<void> {
+  const end = Date.now() + ms;
+  while (!(await ok())) {
+    if (Date.now() > end) throw new Error(`timed out waiting for ${what}`);
+    await sleep(100);
+  }
+}
+
+/**
+ * Ends the processes (by pid) that run in `dir`, this test's own project: the language host and
+ * provider a SIGKILLed pulumi CLI leaves behind.
+ */
+function endOrphansIn(dir: string): void {
+  for (const pid of fs.readdirSync("/proc").filter((e) => /^\d+$/.test(e))) {
+    let cwd = "";
+    try {
+      cwd = fs.readlinkSync(`/proc/${pid}/cwd`);
+    } catch {
+      continue; // gone, or another user's
+    }
+    if (cwd !== dir && !cwd.startsWith(`${dir}/`)) continue;
+    try {
+      process.kill(Number(pid), "SIGKILL");
+    } catch {
+      // ended meanwhile
+    }
+  }
+}
+
+/** The stack's checkpoint row, decoded: what the CLI last saved mid-update. */
+async function checkpoint(stack: string): Promise<string> {
+  const suffix = `/.pulumi/stacks/${PROJECT}/${stack}.json`;
+  const row = (await stateRows(pg.backend, suffix)).find((r) => r.key.endsWith(suffix));
+  return row ? rowText(row.data) : "";
+}
+
+/** Each resource's URN in the stack's export, with how often it is there. */
+async function urnCounts(stack: string): Promise<Map<string, number>> {
+  const out = await pulumi.run(["stack", "export", "-s", stack]);
+  const counts = new Map<string, number>();
+  for (const r of readState(out.output, stack).resources)
+    counts.set(r.urn, (counts.get(r.urn) ?? 0) + 1);
+  return counts;
+}
+
+async function expectEachResourceOnce(stack: string): Promise<void> {
+  const counts = await urnCounts(stack);
+  const probes = [...counts.keys()].filter((u) => u.includes("::probe-")).sort();
+  expect(probes.map((u) => u.slice(u.lastIndexOf("::") + 2))).toEqual([
+    "probe-spark-1",
+    "probe-spark-2",
+  ]);
+  expect([...counts.values()].every((n) => n === 1)).toBe(true);
+}
+
+describe.skipIf(
+  requireOrSkip(
+    "the pulumi toolchain",
+    hasPulumi,
+    "`npm run setup` writes .sparkform/toolchain.env",
+  ) ||
+    requireOrSkip(
+      "PostgreSQL (initdb, pg_ctl, psql)",
+      havePostgres(),
+      "`npm run setup` as root installs Debian's postgresql",
+    ),
+)("a stack on PostgreSQL, driven by the real pulumi CLI", () => {
+  beforeAll(async () => {
+    pg = await startPostgres({ dir: path.join(work, "pg") });
+    fs.mkdirSync(project);
+    for (const f of ["Pulumi.yaml", "index.js"])
+      fs.copyFileSync(path.join(PROBE, f), path.join(project, f));
+    fs.symlinkSync(path.join(repoRoot, "node_modules"), path.join(project, "node_modules"));
+    for (const d of ["spark-1", "spark-2"]) fs.mkdirSync(path.join(files, d), { recursive: true });
+    process.env.SPARKFORM_STATE_DIR = path.join(work, "state");
+    process.env.PULUMI_BACKEND_URL = pg.url;
+    process.env.PGPASSFILE = pg.pgpassFile;
+    process.env.DRIFT_PROBE_DIR = files;
+    delete process.env.PULUMI_HOME;
+    delete process.env.PGPASSWORD;
+    pulumi = pulumiCli(project);
+    for (const s of ["t", "u", "k"])
+      await pulumi.run(["stack", "init", s, "--secrets-provider", "passphrase"]);
+  }, 300_000);
+
+  afterAll(async () => {
+    process.env = saved;
+    await pg?.stop();
+    fs.rmSync(work, { recursive: true, force: true });
+  });
+
+  it("`stack init` makes the table; `up` writes the checkpoint row, its time moving with each update", async () => {
+    expect(pg.url).not.toMatch(/:[^/@]*@/);
+    const keys = (await pg.sql("select key from pulumi_state order by key")).map((r) => r[0]);
+    expect(keys).toContain(`pulumi/.pulumi/stacks/${PROJECT}/t.json`);
+    const before = await checkpointUpdatedAt(pg.backend, PROJECT, "t");
+    expect(before).toBeDefined();
+    await pulumi.run(["up", "--yes", "--skip-preview", "-s", "t"]);
+    const after = await checkpointUpdatedAt(pg.backend, PROJECT, "t");
+    expect(after).toBeDefined();
+    expect(after).not.toBe(before);
+    expect(await checkpointUpdatedAt(pg.backend, PROJECT, "absent")).toBeUndefined();
+    await expectEachResourceOnce("t");
+    expect(await locks("t")).toEqual([]);
+  });
+
+  it("a second `up` during the first is refused within 5 s naming user@host (pid N); the reader sees the holder, then nothing", async () => {
+    setSleep(10);
+    const first = pulumi.run(["up", "--yes", "--skip-preview", "-s", "u"]);
+    await until("the first up's lock row", async () => (await locks("u")).length > 0);
+    const [lock] = await locks("u");
+    expect(lock).toMatchObject({ user: os.userInfo().username, host: os.hostname() });
+    expect(lock!.pid).toEqual(expect.any(Number));
+    expect(lock!.file).toMatch(new RegExp(`/\\.pulumi/locks/[^/]+/${PROJECT}/u/[^/]+\\.json$`));
+    expect(isStale(lock!)).toBe(false);
+    expect(holderLine(lock!)).toBe(
+      `${lock!.user}@${lock!.host} (pid ${lock!.pid}) since ${lock!.since}: its process still runs on this host`,
+    );
+
+    // `sparkform drift` during the `up` reads the lock row: skipped, never drift.
+    const drift = await checkDrift({ stack: "u", projectDir: project, nodes: () => NODES });
+    expect(drift.verdict).toBe("skipped");
+    expect(drift.skipped).toEqual({ reason: "locked", detail: `skipped: ${lockedReason(lock!)}` });
+
+    const started = Date.now();
+    const second = await pulumi.run(["up", "--yes", "--skip-preview", "-s", "u"], {
+      expectFailure: true,
+    });
+    expect(Date.now() - started).toBeLessThan(5000);
+    expect(second.output).toContain("the stack is currently locked by 1 lock(s)");
+    expect(second.output).toContain(`created by ${lock!.user}@${lock!.host} (pid ${lock!.pid})`);
+    // The password is in no message: the URL the CLI prints masks the user too.
+    expect(second.output).not.toContain(
+      fs.readFileSync(pg.pgpassFile, "utf8").split(":")[4]!.trim(),
+    );
+
+    expect((await first).exitCode).toBe(0);
+    expect(await locks("u")).toEqual([]);
+    await expectEachResourceOnce("u");
+  }, 120_000);
+
+  it("an `up` SIGKILLed mid-create leaves a stale lock row; `pulumi cancel --yes`, then `up`, recovers", async () => {
+    setSleep(60);
+    const child = execa(
+      pulumiBinary(),
+      ["up", "--yes", "--skip-preview", "-s", "k", "--non-interactive"],
+      { cwd: project, env: pulumi.env, extendEnv: false, reject: false, all: true },
+    );
+    const pid = child.pid!;
+    try {
+      await until("the up's lock row", async () => (await locks("k")).length > 0);
+      // The create has begun (and its pending operation is in the checkpoint) before the kill.
+      await until(
+        "the create's pending operation in the checkpoint",
+        async () => (await checkpoint("k")).includes('"pending_operations"'),
+        30_000,
+      );
+      process.kill(pid, "SIGKILL");
+      await child;
+    } finally {
+      // The plugins the dead CLI started live on in process groups of their own: end them.
+      endOrphansIn(project);
+    }
+    console.log(`killed up (pid ${pid}):\n${(await child).all ?? ""}`);
+
+    const left = await locks("k");
+    expect(left).toHaveLength(1);
+    expect(left[0]!.pid).toBe(pid);
+    expect(isStale(left[0]!)).toBe(true);
+    const line = holderLine(left[0]!);
+    console.log(`lock reader: ${line}`);
+    expect(line).toContain(`(pid ${pid})`);
+    expect(line).toContain(`stale, pid ${pid} no longer runs on ${os.hostname()}`);
+
+    const refused = await pulumi.run(["up", "--yes", "--skip-preview", "-s", "k"], {
+      expectFailure: true,
+    });
+    expect(refused.output).toContain(`(pid ${pid})`);
+
+    setSleep(0);
+    // The documented recovery: the holder is gone (above), so cancel; the create it left
+    // pending is dropped by the refresh (an `up` alone leaves it, warning on every update).
+    expect(await checkpoint("k")).toContain('"pending_operations"');
+    await pulumi.run(["cancel", "--yes", "-s", "k"]);
+    expect(await locks("k")).toEqual([]);
+    await pulumi.run(["refresh", "--yes", "--skip-preview", "--clear-pending-creates", "-s", "k"]);
+    expect(await checkpoint("k")).not.toContain('"pending_operations"');
+    await pulumi.run(["up", "--yes", "--skip-preview", "-s", "k"]);
+    expect(await locks("k")).toEqual([]);
+    await expectEachResourceOnce("k");
+    const quiet = await pulumi.run([
+      "up",
+      "--yes",
+      "--skip-preview",
+      "--expect-no-changes",
+      "-s",
+      "k",
+    ]);
+    expect(quiet.output).not.toContain("pending operations");
+  }, 180_000);
+});
