@@ -1,11 +1,11 @@
 // Where a stack's state lives, read from the backend URL the pulumi CLI gets (setup/pulumi/env.ts
-// decides it: PULUMI_BACKEND_URL, else the checkout's file:// directory). A team's stack lives on
+// decides it: PULUMI_BACKEND_URL, else the team setting, else the checkout's file:// directory). A team's stack lives on
 // PostgreSQL (Pulumi's DIY postgres backend, issue 36): one table `pulumi_state(key, data,
 // updated_at)` whose keys mirror the file backend's layout, read through psql (./psql.ts). Every
 // CLI command loads this module (cli/stack-cache.ts asks it for the file backend), so it runs
 // nothing and loads nothing that does.
 import * as path from "node:path";
-import { stateDir } from "../../setup/pulumi/env";
+import { backendUrl } from "../../setup/pulumi/env";
 
 export interface PostgresBackend {
   readonly kind: "postgres";
@@ -32,10 +32,7 @@ export type Backend =
   | PostgresBackend
   | { readonly kind: "other"; readonly url: string };
 
-/** The backend URL the pulumi CLI gets (as pulumiEnv sets it). */
-export function backendUrl(env: NodeJS.ProcessEnv = process.env): string {
-  return env.PULUMI_BACKEND_URL ?? `file://${path.join(stateDir(), "backend")}`;
-}
+export { backendUrl };
 
 /**
  * What `url` names: a file backend's directory (absolute only: a relative one depends on the

@@ -60,25 +60,74 @@ export function passphraseFile(): string {
   return file;
 }
 
-/** Environment for the pulumi CLI: local file backend, no update check, no plugin downloads. */
+/**
+ * A team's setting for this checkout (`sparkform team login`, README "Team"): where the stack's
+ * state lives and where this operator keeps the team's passphrase. Kept in the gitignored state
+ * directory, since each operator's passphrase file is their own; a URL here never holds a
+ * password (libpq's PGPASSFILE does).
+ */
+export interface TeamSetting {
+  /** The backend URL, e.g. `postgres://alice@db.lab:5432/sparkform?sslmode=verify-full`. */
+  readonly backend: string;
+  /** The file holding the team's passphrase (the operator's own secret store). */
+  readonly passphraseFile?: string;
+}
+
+/** The file `sparkform team login` writes. */
+export function teamSettingFile(): string {
+  return path.join(stateDir(), "team.json");
+}
+
+/** This checkout's team setting, or undefined when the stack is the checkout's own. */
+export function readTeamSetting(): TeamSetting | undefined {
+  let text: string;
+  try {
+    text = readFileSync(teamSettingFile(), "utf8");
+  } catch {
+    return undefined;
+  }
+  const parsed = JSON.parse(text) as Partial<TeamSetting>;
+  if (typeof parsed.backend !== "string" || parsed.backend === "") {
+    throw new Error(
+      `${teamSettingFile()} has no "backend": run \`sparkform team login <url>\` again, or ` +
+        `\`sparkform team logout\` to go back to this checkout's own state`,
+    );
+  }
+  return parsed as TeamSetting;
+}
+
+/**
+ * The backend URL every pulumi run gets: PULUMI_BACKEND_URL when the operator set it, else the
+ * team setting, else the checkout's own file:// directory.
+ */
+export function backendUrl(base: NodeJS.ProcessEnv = process.env): string {
+  return (
+    base.PULUMI_BACKEND_URL ??
+    readTeamSetting()?.backend ??
+    `file://${path.join(stateDir(), "backend")}`
+  );
+}
+
+/** Environment for the pulumi CLI: the stack's backend, no update check, no plugin downloads. */
 export function pulumiEnv(base: NodeJS.ProcessEnv = process.env): NodeJS.ProcessEnv {
   const toolchain = readToolchain();
   const state = stateDir();
-  const backendDir = path.join(state, "backend");
-  mkdirSync(backendDir, { recursive: true });
+  const backend = backendUrl(base);
+  if (backend.startsWith("file://"))
+    mkdirSync(backend.slice("file://".length), { recursive: true });
   const env: NodeJS.ProcessEnv = {
     ...base,
     PATH: [toolchain.binDir, path.join(repoRoot, "node_modules", ".bin"), base.PATH ?? ""].join(
       path.delimiter,
     ),
     PULUMI_HOME: base.PULUMI_HOME ?? path.join(state, "pulumi-home"),
-    PULUMI_BACKEND_URL: base.PULUMI_BACKEND_URL ?? `file://${backendDir}`,
+    PULUMI_BACKEND_URL: backend,
     PULUMI_SKIP_UPDATE_CHECK: "true",
     PULUMI_DISABLE_AUTOMATIC_PLUGIN_ACQUISITION: "true",
     PULUMI_AUTOMATION_API_SKIP_VERSION_CHECK: "true",
   };
   if (!env.PULUMI_CONFIG_PASSPHRASE && !env.PULUMI_CONFIG_PASSPHRASE_FILE) {
-    env.PULUMI_CONFIG_PASSPHRASE_FILE = passphraseFile();
+    env.PULUMI_CONFIG_PASSPHRASE_FILE = readTeamSetting()?.passphraseFile ?? passphraseFile();
   }
   return env;
 }
