@@ -67,6 +67,9 @@ export const commands: Record<string, Entry> = {
   key: entry("print the stack's API key (for OPENAI_API_KEY), and nothing else", () =>
     require("./commands/key"),
   ),
+  team: entry("share a stack with a team: its state on PostgreSQL (move, login, logout)", () =>
+    require("./commands/team"),
+  ),
 };
 /* eslint-enable @typescript-eslint/no-require-imports */
 

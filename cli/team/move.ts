@@ -1,0 +1,176 @@
+// Moving a stack from one backend to another (a checkout's file:// to a team's PostgreSQL, or
+// back) with nothing lost: Pulumi's own `stack export` | `stack init` + `stack import`, then a
+// check that the destination holds what the source held — every resource once, each with the
+// same inputs and outputs, the stack's outputs, and every secret decrypting to the same value —
+// before the source's copy is removed. The export (secrets still ciphertext) stays behind as a
+// 0600 backup under .sparkform/team/. The stack's config file (stacks/Pulumi.<stack>.yaml, with
+// its `encryptionsalt`) is kept, so the same passphrase opens the stack on either backend.
+import { spawnSync } from "node:child_process";
+import { isDeepStrictEqual } from "node:util";
+import * as fs from "node:fs";
+import * as path from "node:path";
+import { pulumiBinary, pulumiEnv, stateDir } from "../../setup/pulumi/env";
+import { parseBackend } from "./backend";
+
+export interface MovePlan {
+  readonly stack: string;
+  /** The backend the stack is on now (pulumiEnv's). */
+  readonly from: string;
+  /** The backend it goes to. */
+  readonly to: string;
+  /** The Pulumi project's directory. */
+  readonly projectDir: string;
+  /** The environment both sides run with (the operator's passphrase, PG* variables). */
+  readonly env?: NodeJS.ProcessEnv;
+  /** Progress, one line at a time. */
+  readonly say?: (line: string) => void;
+}
+
+export interface MoveResult {
+  readonly resources: number;
+  readonly outputs: number;
+  readonly secrets: number;
+  /** The source's export, kept (secrets as ciphertext). */
+  readonly backup: string;
+}
+
+/** A URL as a message may show it: no password. */
+export function shownUrl(url: string): string {
+  const b = parseBackend(url);
+  return b.kind === "postgres" ? b.url : url;
+}
+
+function pulumiOn(backend: string, plan: MovePlan) {
+  const env = pulumiEnv({ ...(plan.env ?? process.env), PULUMI_BACKEND_URL: backend });
+  return (args: string[], what: string, input?: string): string => {
+    const r = spawnSync(pulumiBinary(), args, {
+      cwd: plan.projectDir,
+      env,
+      encoding: "utf8",
+      maxBuffer: 512 << 20,
+      input,
+    });
+    if (r.error) throw r.error;
+    if (r.status !== 0)
+      throw new Error(
+        `${what} on ${shownUrl(backend)} failed (pulumi ${args.filter((a) => a !== input).join(" ")} exited ${r.status}): ${r.stderr.trim()}`,
+      );
+    return r.stdout;
+  };
+}
+
+interface Deployment {
+  resources?: Array<{ urn: string } & Record<string, unknown>>;
+}
+
+/** What must be the same on both sides: each resource by URN (state, inputs, outputs). */
+function comparable(exportText: string): Map<string, Record<string, unknown>> {
+  const doc = JSON.parse(exportText) as { deployment?: Deployment };
+  const byUrn = new Map<string, Record<string, unknown>>();
+  for (const r of doc.deployment?.resources ?? []) {
+    if (byUrn.has(r.urn)) throw new Error(`the export holds ${r.urn} twice`);
+    // Timestamps are the backend's bookkeeping, not the resource.
+    const { created: _c, modified: _m, ...rest } = r as Record<string, unknown>;
+    byUrn.set(r.urn, rest);
+  }
+  return byUrn;
+}
+
+function countSecrets(v: unknown): number {
+  if (Array.isArray(v)) return v.reduce<number>((n, x) => n + countSecrets(x), 0);
+  if (typeof v !== "object" || v === null) return 0;
+  const o = v as Record<string, unknown>;
+  if (o["4dabf18193072939515e22adb298388d"] === "1b47061264138c4ac30d75fd1eb44270") return 1;
+  return Object.values(o).reduce<number>((n, x) => n + countSecrets(x), 0);
+}
+
+/** The differences between two exports (--show-secrets), named by URN; empty when none. */
+export function exportDifferences(before: string, after: string): string[] {
+  const a = comparable(before);
+  const b = comparable(after);
+  const diffs: string[] = [];
+  for (const [urn, r] of a) {
+    const other = b.get(urn);
+    if (!other) diffs.push(`${urn} is missing`);
+    else if (!isDeepStrictEqual(r, other)) diffs.push(`${urn} differs`);
+  }
+  for (const urn of b.keys()) if (!a.has(urn)) diffs.push(`${urn} was not there before`);
+  return diffs;
+}
+
+/**
+ * Moves `plan.stack` to `plan.to`. Throws, leaving the source as it was, when the destination
+ * already has the stack, when the import fails, or when what arrived differs from what left.
+ */
+export function moveStack(plan: MovePlan): MoveResult {
+  const say = plan.say ?? (() => {});
+  const from = pulumiOn(plan.from, plan);
+  const to = pulumiOn(plan.to, plan);
+  const s = ["-s", plan.stack];
+  const exported = from(["stack", "export", ...s], "reading the stack");
+  // Decrypts every secret: a passphrase that cannot is found here, before anything moves.
+  const plainBefore = from(["stack", "export", "--show-secrets", ...s], "decrypting the stack");
+  const resources = comparable(plainBefore).size;
+  const secrets = countSecrets(JSON.parse(exported));
+  say(`${plan.stack} on ${shownUrl(plan.from)}: ${resources} resources, ${secrets} secrets`);
+
+  const there = JSON.parse(to(["stack", "ls", "--json"], "listing stacks")) as Array<{
+    name: string;
+  }>;
+  if (there.some((x) => x.name.split("/").pop() === plan.stack))
+    throw new Error(
+      `${shownUrl(plan.to)} already has a stack ${plan.stack}: moving onto it would overwrite ` +
+        `someone's state. If it is this stack moved before, log in to it instead ` +
+        `(\`sparkform team login <url>\`); otherwise choose another backend or remove that stack ` +
+        `there first (\`pulumi stack rm ${plan.stack}\` with PULUMI_BACKEND_URL set to it).`,
+    );
+
+  const dir = path.join(stateDir(), "team");
+  fs.mkdirSync(dir, { recursive: true, mode: 0o700 });
+  const backup = path.join(
+    dir,
+    `${plan.stack}-${new Date().toISOString().replace(/[:.]/g, "-")}.json`,
+  );
+  fs.writeFileSync(backup, exported, { mode: 0o600 });
+
+  // The stack's config file keeps its encryptionsalt: `stack init` reuses it, so the same
+  // passphrase decrypts on the new backend.
+  to(
+    ["stack", "init", plan.stack, "--secrets-provider", "passphrase", "--no-select"],
+    "making the stack",
+  );
+  try {
+    to(["stack", "import", ...s, "--file", backup], "importing the state");
+    const plainAfter = to(["stack", "export", "--show-secrets", ...s], "reading it back");
+    const diffs = exportDifferences(plainBefore, plainAfter);
+    if (diffs.length > 0)
+      throw new Error(
+        `the state on ${shownUrl(plan.to)} is not the state that left: ${diffs.slice(0, 5).join("; ")}`,
+      );
+    const outputs = from(["stack", "output", "--json", ...s], "reading the outputs");
+    const outputsAfter = to(["stack", "output", "--json", ...s], "reading the outputs back");
+    if (!isDeepStrictEqual(JSON.parse(outputs), JSON.parse(outputsAfter)))
+      throw new Error(`the stack's outputs on ${shownUrl(plan.to)} differ from the source's`);
+    say(
+      `${plan.stack} on ${shownUrl(plan.to)}: the same ${resources} resources, ` +
+        `${Object.keys(JSON.parse(outputs) as object).length} outputs and ${secrets} secrets`,
+    );
+    // Two copies of one cluster's state would let two `up`s fight over the nodes: the source's
+    // goes (its export stays in the backup), its config file stays.
+    from(["stack", "rm", ...s, "--yes", "--force", "--preserve-config"], "removing the old copy");
+    return {
+      resources,
+      outputs: Object.keys(JSON.parse(outputs) as object).length,
+      secrets,
+      backup,
+    };
+  } catch (err) {
+    // The destination's half: removed, so the move can be run again; the source is untouched.
+    spawnSync(pulumiBinary(), ["stack", "rm", ...s, "--yes", "--force", "--preserve-config"], {
+      cwd: plan.projectDir,
+      env: pulumiEnv({ ...(plan.env ?? process.env), PULUMI_BACKEND_URL: plan.to }),
+      stdio: "ignore",
+    });
+    throw err;
+  }
+}
