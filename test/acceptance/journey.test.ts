@@ -29,6 +29,7 @@ import { asUser } from "../support/sim-node";
 import { readState, resourcesOf } from "../../stack-state";
 import { startMonitoring } from "../support/prometheus";
 import { isRoot, requireOrSkip } from "../support/requires";
+import { teamSteps } from "./team-steps";
 
 /** A cold `npm run local` builds llama.cpp on a simulated node: long on 2 busy cores. */
 const LOCAL_MS = 60 * 60_000;
@@ -43,15 +44,17 @@ const log = (s: string) =>
   process.stderr.write(`[journey +${((Date.now() - t0) / 1000).toFixed(0)}s] ${s}\n`);
 
 /** A README command, run as a user types it (sh, in the checkout), its output kept. */
-async function readme(cmd: string, o: { expectFailure?: boolean } = {}) {
-  log(`$ ${cmd}`);
-  const r = await execa("sh", ["-c", cmd], { cwd: repoRoot, all: true, reject: false });
+async function readme(cmd: string, o: { expectFailure?: boolean; cwd?: string } = {}) {
+  log(`$ ${cmd}${o.cwd ? `  (in ${o.cwd})` : ""}`);
+  const r = await execa("sh", ["-c", cmd], { cwd: o.cwd ?? repoRoot, all: true, reject: false });
   if ((r.exitCode !== 0) !== Boolean(o.expectFailure))
     throw new Error(`\`${cmd}\` exited ${r.exitCode}:\n${(r.all ?? "").slice(-6000)}`);
   return r.all ?? "";
 }
 
 let wasUp = false;
+/** The README's "Team" section, walked last on the same pair (team-steps.ts). */
+const team = teamSteps({ readme, traffic: () => traffic(), log });
 let endpoint: ResultPromise | undefined;
 let client: OpenAI;
 let editedBefore: string | undefined;
@@ -129,6 +132,7 @@ describe.skipIf(
     if (endpoint?.pid) process.kill(-endpoint.pid, "SIGINT");
     const ended = await endpoint?.catch(() => undefined);
     if (ended) log(`endpoint ended with ${ended.exitCode}`);
+    await team.restore().catch((e: Error) => log(e.message));
     if (editedBefore !== undefined) {
       writeFileSync(EDITED, editedBefore);
       await readme("sparkform sync --stack local").catch((e: Error) => log(e.message));
@@ -495,6 +499,30 @@ describe.skipIf(
       expect(state).not.toContain("next token");
       expect(state).not.toContain("converted request");
     },
+    STEP_MS,
+  );
+
+  it(
+    "team: the stack moved to PostgreSQL, nothing replaced, the refreshes after it quiet",
+    () => team.moveToPostgres(),
+    STEP_MS,
+  );
+
+  it(
+    "team: a second checkout logs in, syncs an edit and swaps the model; the first's status shows it",
+    () => team.secondCheckout(),
+    STEP_MS,
+  );
+
+  it(
+    "team: two ups at once, one refused within seconds naming the holder, each resource once",
+    () => team.twoUpsAtOnce(),
+    STEP_MS,
+  );
+
+  it(
+    "team: an up SIGKILLed mid-build, recovered as the README says; one worker, whole models, quiet",
+    () => team.killedUpRecovered(),
     STEP_MS,
   );
 });

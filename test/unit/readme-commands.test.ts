@@ -51,6 +51,10 @@ const NOT_HERE: Record<string, string> = {
     "installs into this host's systemd user manager; drift-timer.test.ts installs the same files in a temp HOME",
   "sparkform drift --stack local --repair safe":
     "repairs the simulated pair's local stack (the e2e on the pair runs it); drift-repair.test.ts checks the safe set and the targeted up",
+  "export TEAM_URL='postgres://alice@db.lab:5432/sparkform?sslmode=verify-full'":
+    "a team's server; the journey's team steps set TEAM_URL to a PostgreSQL of their own",
+  "export TEAM_PASSPHRASE=~/.config/sparkform/team-passphrase":
+    "the operator's secret store; the journey's team steps set TEAM_PASSPHRASE to a 0600 copy",
   "npm ci && npm run setup && npm test":
     "README command 2: .ci/run runs exactly it on a clean clone",
   "npm ci && npm run setup && npm run local":
