@@ -158,14 +158,12 @@ async function diffTree(
   olds: TreeSyncOutputs,
   news: TreeSyncInputs,
 ): Promise<pulumi.dynamic.DiffResult> {
+  // `source` is the checkout's own path to the tree: another operator's checkout of the same
+  // stack (README "Team") has it elsewhere with the same files. What the node must hold is
+  // `expectedDigest`, so a path alone changes nothing to sync.
   const inputsChanged =
-    changedKeys(olds, news, [
-      "providerVersion",
-      "target",
-      "source",
-      "exclude",
-      "expectedDigest",
-    ] as const).length > 0 ||
+    changedKeys(olds, news, ["providerVersion", "target", "exclude", "expectedDigest"] as const)
+      .length > 0 ||
     // `news` may be inputs recorded before ProgramRefs (a refresh diffs against those).
     !sameProgram(olds.digestProgram, news.digestProgram ?? news.digestScript);
   const drifted = olds.digest !== news.expectedDigest;

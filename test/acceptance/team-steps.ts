@@ -51,6 +51,8 @@ export function teamSteps(ctx: TeamContext) {
   let pg: Postgres | undefined;
   let moved = false;
   let rpcBefore: string | undefined;
+  let configBefore: string | undefined;
+  const configFile = path.join(repoRoot, "stacks", "Pulumi.local.yaml");
   const rpcSource = path.join(repoRoot, ".sparkform", "llama.cpp", RPC_SOURCE);
 
   const inB = (cmd: string, o: { expectFailure?: boolean } = {}) =>
@@ -178,6 +180,7 @@ export function teamSteps(ctx: TeamContext) {
         `checkout A's status after B's swap: ${/model\s+models\.b live[^\n]*/.exec(status)?.[0]}`,
       );
       // The stack's config file travels as a team's does (git pull): checkout A takes B's.
+      configBefore = readFileSync(configFile, "utf8");
       copyFileSync(
         path.join(checkoutB, "stacks", "Pulumi.local.yaml"),
         path.join(repoRoot, "stacks", "Pulumi.local.yaml"),
@@ -251,9 +254,10 @@ export function teamSteps(ctx: TeamContext) {
       await ctx.readme("npm run pulumi -- up -s local --yes");
 
       // One worker on spark-2, one server on spark-1; every model file whole.
-      const workers = await asUser("spark-2", "pgrep -c -f '[g]gml-rpc-server' || true");
+      // By process name: the RSS guard's command line names the server's unit too.
+      const workers = await asUser("spark-2", "pgrep -c -x ggml-rpc-server || true");
       expect(workers).toBe("1");
-      const servers = await asUser("spark-1", "pgrep -c -f '[l]lama-server' || true");
+      const servers = await asUser("spark-1", "pgrep -c -x llama-server || true");
       expect(servers).toBe("1");
       for (const node of ["spark-1", "spark-2"]) {
         const partial = await asUser(
@@ -273,6 +277,7 @@ export function teamSteps(ctx: TeamContext) {
     /** The checkout back on its own state, the environment as it was, the server stopped. */
     async restore(): Promise<void> {
       if (rpcBefore !== undefined) writeFileSync(rpcSource, rpcBefore);
+      if (configBefore !== undefined) writeFileSync(configFile, configBefore);
       try {
         if (moved)
           await ctx.readme(

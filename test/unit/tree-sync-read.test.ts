@@ -96,3 +96,16 @@ describe("TreeSync read", () => {
     expect(r.props?.expectedDigest).toBe(d);
   });
 });
+
+describe("TreeSync diff", () => {
+  it("another checkout's path to the same tree is no change; another tree is", async () => {
+    const { provider } = await import("../../components/tree/provider");
+    const olds = state("d1", "d1");
+    const { digest: _d, files: _f, bytes: _b, ...inputs } = olds;
+    const elsewhere = { ...inputs, source: "/home/bob/sparkform/.sparkform/llama.cpp" };
+    expect((await provider.diff!("id", olds, elsewhere as never)).changes).toBe(false);
+    expect(
+      (await provider.diff!("id", olds, { ...elsewhere, expectedDigest: "d2" } as never)).changes,
+    ).toBe(true);
+  });
+});
