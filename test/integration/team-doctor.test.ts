@@ -18,10 +18,8 @@ import { parseBackend, type PostgresBackend } from "../../cli/team/backend";
 import { repoRoot } from "../../setup/pulumi/env";
 import { type PulumiCli, pulumiCli } from "../../sim/world/pulumi-cli";
 import { freePort } from "../support/prometheus";
-import { havePostgres, type Postgres, startPostgres } from "../support/postgres";
-import { requireOrSkip } from "../support/requires";
+import { type Postgres, skipWithoutPostgresAndPulumi, startPostgres } from "../support/postgres";
 
-const hasPulumi = fs.existsSync(path.join(repoRoot, ".sparkform", "toolchain.env"));
 const work = fs.mkdtempSync(path.join(os.tmpdir(), "team-doctor-"));
 const projectDir = path.join(work, "project");
 const passphrase = path.join(work, "team-passphrase");
@@ -61,18 +59,7 @@ function withEnv<T>(set: Record<string, string>, f: () => Promise<T>): Promise<T
   });
 }
 
-describe.skipIf(
-  requireOrSkip(
-    "the pulumi toolchain",
-    hasPulumi,
-    "`npm run setup` writes .sparkform/toolchain.env",
-  ) ||
-    requireOrSkip(
-      "PostgreSQL (initdb, pg_ctl, psql)",
-      havePostgres(),
-      "`npm run setup` as root installs Debian's postgresql",
-    ),
-)("sparkform doctor on a stack on PostgreSQL", () => {
+describe.skipIf(skipWithoutPostgresAndPulumi())("sparkform doctor on a stack on PostgreSQL", () => {
   beforeAll(async () => {
     pg = await startPostgres({ dir: path.join(work, "pg") });
     fs.mkdirSync(projectDir);
@@ -93,27 +80,18 @@ describe.skipIf(
       await pulumi.run(["stack", "init", s, "--secrets-provider", "passphrase"]);
     // One node no name service knows: a healthy doctor tries it (and fails it); a stopped
     // one must not.
-    await pulumi.run(["config", "set", "--path", "sparkform:nodes[0].name", NODE, "-s", STACK]);
-    await pulumi.run([
-      "config",
-      "set",
-      "--path",
-      "sparkform:nodes[0].host",
-      "spark-1.invalid",
-      "-s",
-      STACK,
-    ]);
-    await pulumi.run(["config", "set", "--path", "sparkform:nodes[0].user", "spark", "-s", STACK]);
-    await pulumi.run(["config", "set", "--path", "sparkform:nodes[0].hostKey", KEY, "-s", STACK]);
-    await pulumi.run([
-      "config",
-      "set",
-      "--secret",
-      "sparkform:hfToken",
-      "hf_teamdoctor",
-      "-s",
-      STACK,
-    ]);
+    const node = { name: NODE, host: "spark-1.invalid", user: "spark", hostKey: KEY };
+    for (const [key, value] of Object.entries(node))
+      await pulumi.run([
+        "config",
+        "set",
+        "--path",
+        `sparkform:nodes[0].${key}`,
+        value,
+        "-s",
+        STACK,
+      ]);
+    await pulumi.run(["config", "set", "--secret", "sparkform:hfToken", "hf_x", "-s", STACK]);
   }, 300_000);
 
   afterAll(async () => {

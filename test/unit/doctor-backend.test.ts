@@ -60,22 +60,14 @@ describe("libpq's refusals, one line and one fix each", () => {
   });
 
   it("a missing database, role or pg_hba.conf entry, and a server without TLS, each name their fix", () => {
-    expect(pgProblem(REFUSALS.database, TEAM, {})).toMatchObject({
-      kind: "database",
-      fix: expect.stringContaining("createdb -O ops state"),
-    });
-    expect(pgProblem(REFUSALS.role, TEAM, {})).toMatchObject({
-      kind: "role",
-      fix: expect.stringContaining("createuser --pwprompt ops"),
-    });
-    expect(pgProblem(REFUSALS.hba, TEAM, {})).toMatchObject({
-      kind: "hba",
-      fix: expect.stringContaining("pg_hba.conf"),
-    });
-    expect(pgProblem(REFUSALS.tls, TEAM, {})).toMatchObject({
-      kind: "tls",
-      fix: expect.stringContaining("ssl=on"),
-    });
+    const cases = [
+      [REFUSALS.database, "database", "createdb -O ops state"],
+      [REFUSALS.role, "role", "createuser --pwprompt ops"],
+      [REFUSALS.hba, "hba", "pg_hba.conf"],
+      [REFUSALS.tls, "tls", "ssl=on"],
+    ] as const;
+    for (const [said, kind, fix] of cases)
+      expect(pgProblem(said, TEAM, {})).toMatchObject({ kind, fix: expect.stringContaining(fix) });
   });
 
   it("no password reaches a line: one in the URL or PGPASSWORD is masked wherever it appears", () => {
