@@ -12,7 +12,7 @@ import { pulumiBinary, pulumiEnv, teamSettingFile } from "../../setup/pulumi/env
 import { projectRoot } from "../stack";
 import { project } from "../stack-cache";
 import { currentBackend, type Backend, type PostgresBackend } from "../team/backend";
-import { addressText, isLoopback, pgAddress, PsqlError } from "../team/errors";
+import { addressText, isLoopback, pgAddress, pgProblem, PsqlError } from "../team/errors";
 import { psqlJson } from "../team/psql";
 import type { Finding } from "./findings";
 
@@ -86,8 +86,9 @@ export async function postgresFindings(
   try {
     facts = await serverFacts(pg, env);
   } catch (err) {
-    if (!(err instanceof PsqlError)) throw err;
-    const { what, fix } = err.problem;
+    // Anything else (psql's output not the one JSON value asked for) is still the one line.
+    const { what, fix } =
+      err instanceof PsqlError ? err.problem : pgProblem((err as Error).message, pg, env);
     return [{ check: "backend", where, status: "fail", what, fix }];
   }
   const a = pgAddress(pg, env);

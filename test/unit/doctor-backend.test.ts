@@ -4,7 +4,7 @@
 // encryptionsalt as the pulumi CLI checks it. The real server and CLI:
 // test/integration/team-doctor.test.ts.
 import { describe, expect, it } from "vitest";
-import { passphraseOpensSalt, tlsFinding } from "../../cli/doctor/backend";
+import { passphraseOpensSalt, postgresFindings, tlsFinding } from "../../cli/doctor/backend";
 import { parseBackend, type PostgresBackend } from "../../cli/team/backend";
 import { isLoopback, pgAddress, pgProblem, withoutPasswords } from "../../cli/team/errors";
 
@@ -90,6 +90,17 @@ describe("libpq's refusals, one line and one fix each", () => {
       host: "/var/run/postgresql",
       port: 5432,
     });
+  });
+});
+
+describe("no psql on this machine", () => {
+  it("is the one backend line, naming Debian's postgresql-client and `npm run setup`", async () => {
+    const findings = await postgresFindings(TEAM, { PATH: "/nonexistent" });
+    expect(findings).toHaveLength(1);
+    expect(findings[0]).toMatchObject({ check: "backend", status: "fail" });
+    expect(findings[0]!.what).toContain("psql is not installed");
+    expect(findings[0]!.fix).toContain("postgresql-client");
+    expect(findings[0]!.fix).toContain("npm run setup");
   });
 });
 
