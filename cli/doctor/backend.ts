@@ -168,7 +168,7 @@ function passphraseFix(): string {
   return (
     "point PULUMI_CONFIG_PASSPHRASE_FILE at the file holding the team's passphrase (from your " +
     `secret store), or record that file once as "passphraseFile" in ${teamSettingFile()} ` +
-    "(`sparkform team login`)"
+    "(`sparkform team login`); a PULUMI_CONFIG_PASSPHRASE in the environment wins over both: unset it"
   );
 }
 
