@@ -54,7 +54,7 @@ export const commands: Record<string, Entry> = {
   status: entry("what the stack holds: nodes, digests, model, fabric, workers, serving", () =>
     require("./commands/status"),
   ),
-  doctor: entry("preflight: control node, config, policies, every node (read-only)", () =>
+  doctor: entry("preflight: control node, backend, config, policies, every node (read-only)", () =>
     require("./commands/doctor"),
   ),
   endpoint: entry("the stack's OpenAI-compatible endpoint on this machine, through ssh", () =>

@@ -1,10 +1,13 @@
 // `sparkform doctor`: every preflight check, in the order a person fixes things — the control
-// node, the configuration (the schema and the policy pack's own checks), then every node at
-// once. It changes nothing anywhere (test/e2e/doctor.test.ts compares a node's files and units
-// before and after).
+// node, the stack's backend (a shared PostgreSQL, the passphrase), the configuration (the schema
+// and the policy pack's own checks), then every node at once. A backend that fails ends it
+// there: every later check reads the stack through that backend. It changes nothing anywhere
+// (test/e2e/doctor.test.ts compares a node's files and units before and after).
 import { ConfigError } from "../../components/stack-config";
 import { closeAll } from "../../components/transport";
-import { readStack, type StackView } from "../stack";
+import { projectRoot, readStack, type StackView } from "../stack";
+import { selectedStackName } from "../stack-cache";
+import { backendFindings } from "./backend";
 import { controlFindings } from "./control";
 import type { Finding } from "./findings";
 import { modelSizes } from "./model";
@@ -34,9 +37,16 @@ function recordedCommit(view: StackView): string | undefined {
 }
 
 export async function doctor(opts: DoctorOptions = {}): Promise<Finding[]> {
+  const projectDir = opts.projectDir ?? projectRoot();
+  // Before anything reads the stack or touches a node: an unreachable server or a wrong
+  // passphrase is one line with its fix, not a pulumi error per later read.
+  const backend = await backendFindings(opts.stack ?? selectedStackName(projectDir), {
+    projectDir,
+  });
+  if (backend.some((f) => f.status === "fail")) return [...controlFindings(undefined), ...backend];
   let view: StackView;
   try {
-    view = readStack(opts.stack, opts.projectDir);
+    view = readStack(opts.stack, projectDir);
   } catch (err) {
     // A config error is one line per problem, each with its fix; reading the stack fails as a
     // few lines (what pulumi said, then how to select one), said here on one line.
@@ -52,6 +62,7 @@ export async function doctor(opts: DoctorOptions = {}): Promise<Finding[]> {
         ];
     return [
       ...controlFindings(undefined),
+      ...backend,
       ...lines.map((l): Finding => ({
         check: "config",
         where: "config",
@@ -74,6 +85,7 @@ export async function doctor(opts: DoctorOptions = {}): Promise<Finding[]> {
     );
     const findings: Finding[] = [
       ...controlFindings(view.config),
+      ...backend,
       {
         check: "config",
         where: "config",

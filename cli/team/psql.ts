@@ -4,6 +4,7 @@
 import { execa } from "execa";
 import { childEnv } from "../../components/transport";
 import type { PostgresBackend } from "./backend";
+import { pgProblem, PsqlError, psqlMissing } from "./errors";
 
 /**
  * libpq's variables that choose how psql authenticates and verifies the server: the operator's
@@ -47,7 +48,8 @@ export function psqlEnv(
 
 /**
  * Runs one query with psql (unaligned, tuples only, no ~/.psqlrc) and returns its output;
- * throws with psql's own words and the fix when the server refuses or is not there.
+ * throws a PsqlError with psql's own words and the fix (./errors.ts) when the server refuses or
+ * is not there.
  */
 export async function psql(
   pg: PostgresBackend,
@@ -61,17 +63,17 @@ export async function psql(
     timeout: 30_000,
   });
   if ((r as { code?: string }).code === "ENOENT")
-    throw new Error(
+    throw new PsqlError(
       `psql is not installed, and the stack's state is on PostgreSQL (${pg.url}): sparkform ` +
         `reads its locks with psql. Install Debian's postgresql-client (or run \`npm run setup\` ` +
         `as root), then run the command again.`,
+      psqlMissing(pg),
     );
   if (r.exitCode !== 0 || r.failed) {
-    const why = (r.stderr || r.shortMessage || "").trim();
-    throw new Error(
-      `could not query the stack's PostgreSQL backend ${pg.url}: ${why}. ` +
-        `Check that the server is running and reachable, and that PGPASSFILE (or a ~/.pgpass ` +
-        `line host:port:database:user:password, mode 0600) holds this user's password.`,
+    const problem = pgProblem(r.stderr || r.shortMessage || "", pg, from);
+    throw new PsqlError(
+      `could not query the stack's PostgreSQL backend ${problem.what}. To fix: ${problem.fix}.`,
+      problem,
     );
   }
   return r.stdout;

@@ -19,10 +19,9 @@ import { checkpointUpdatedAt, rowText, stateRows } from "../../cli/team/psql";
 import { pulumiBinary, repoRoot } from "../../setup/pulumi/env";
 import { readState } from "../../stack-state";
 import { type PulumiCli, pulumiCli } from "../../sim/world/pulumi-cli";
-import { havePostgres, type Postgres, startPostgres } from "../support/postgres";
-import { requireOrSkip } from "../support/requires";
+import { type Postgres, skipWithoutPostgresAndPulumi, startPostgres } from "../support/postgres";
 
-const hasPulumi = fs.existsSync(path.join(repoRoot, ".sparkform", "toolchain.env"));
+const skip = skipWithoutPostgresAndPulumi();
 const PROBE = path.join(repoRoot, "test", "fixtures", "drift-probe");
 const PROJECT = "driftprobe";
 const NODES = ["spark-1", "spark-2"];
@@ -93,18 +92,7 @@ async function expectEachResourceOnce(stack: string): Promise<void> {
   expect([...counts.values()].every((n) => n === 1)).toBe(true);
 }
 
-describe.skipIf(
-  requireOrSkip(
-    "the pulumi toolchain",
-    hasPulumi,
-    "`npm run setup` writes .sparkform/toolchain.env",
-  ) ||
-    requireOrSkip(
-      "PostgreSQL (initdb, pg_ctl, psql)",
-      havePostgres(),
-      "`npm run setup` as root installs Debian's postgresql",
-    ),
-)("a stack on PostgreSQL, driven by the real pulumi CLI", () => {
+describe.skipIf(skip)("a stack on PostgreSQL, driven by the real pulumi CLI", () => {
   beforeAll(async () => {
     pg = await startPostgres({ dir: path.join(work, "pg") });
     fs.mkdirSync(project);

@@ -12,7 +12,8 @@ import * as path from "node:path";
 import { parseBackend, type PostgresBackend } from "../../cli/team/backend";
 import { psql } from "../../cli/team/psql";
 import { freePort } from "./prometheus";
-import { isRoot } from "./requires";
+import { isRoot, requireOrSkip } from "./requires";
+import { repoRoot } from "../../setup/pulumi/env";
 
 const USER = "sparkform";
 const DATABASE = "pulumi";
@@ -37,6 +38,22 @@ const haveSystemUser = () => spawnSync("id", ["-u", "postgres"]).status === 0;
 /** Whether a test can start its own server here (initdb, pg_ctl, psql; as root, the `postgres` user). */
 export const havePostgres = () =>
   postgresBinDir() !== undefined && havePsql() && (!isRoot || haveSystemUser());
+
+/**
+ * Whether a test of a stack on PostgreSQL, driven by the real pulumi CLI, must skip here:
+ * requireOrSkip says which of the two is missing and how to get it.
+ */
+export const skipWithoutPostgresAndPulumi = (): boolean =>
+  requireOrSkip(
+    "the pulumi toolchain",
+    fs.existsSync(path.join(repoRoot, ".sparkform", "toolchain.env")),
+    "`npm run setup` writes .sparkform/toolchain.env",
+  ) ||
+  requireOrSkip(
+    "PostgreSQL (initdb, pg_ctl, psql)",
+    havePostgres(),
+    "`npm run setup` as root installs Debian's postgresql",
+  );
 
 export interface Postgres {
   /** postgres://sparkform@127.0.0.1:PORT/pulumi?sslmode=disable: no password in it. */
