@@ -16,6 +16,7 @@ import {
   type TeamSetting,
   teamSettingFile,
 } from "../../setup/pulumi/env";
+import { decryptFinding } from "../doctor/backend";
 import { out, UsageError } from "../errors";
 import { projectRoot } from "../stack";
 import { selectedStackName } from "../stack-cache";
@@ -172,6 +173,13 @@ export async function run(argv: string[]): Promise<number> {
     });
     out(`the source's export is kept in ${moved.backup}`);
   } else {
+    // The salt check finds a wrong passphrase even on a stack with no secret yet; the export,
+    // that the stack is there and its state's secrets decrypt.
+    const finding = await decryptFinding(stack, {
+      projectDir: dir,
+      env: { ...env, PULUMI_BACKEND_URL: to },
+    });
+    if (finding.status === "fail") throw new Error(`${finding.what}. ${finding.fix ?? ""}`.trim());
     checkDecrypts(to, stack, dir, env);
     out(`stack ${stack} on ${shownUrl(to)}: the passphrase decrypts it`);
   }

@@ -132,7 +132,7 @@ describe.skipIf(
     ]);
     expect(refused.code).not.toBe(0);
     expect(refused.out).toMatch(
-      /the passphrase does not decrypt stack dev .*--passphrase-file FILE/s,
+      /does not decrypt stack dev: incorrect passphrase.*PULUMI_CONFIG_PASSPHRASE_FILE/s,
     );
     expect(fs.existsSync(path.join(stateB, "team.json"))).toBe(false);
 
