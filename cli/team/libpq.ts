@@ -1,10 +1,10 @@
 // How sparkform starts psql, without loading anything heavy: every CLI command that reads a
 // stack on PostgreSQL asks the checkpoint's update time synchronously through here
-// (cli/stack-cache.ts), so this module imports only node's own and the child-env allow-list.
+// (cli/stack-cache.ts), so it runs psql with spawnSync and imports nothing else of its own.
 // The connection goes in libpq's variables: a password is never put on a command line, where
 // `ps` on the control node shows it.
 import { spawnSync } from "node:child_process";
-import { childEnv } from "../../components/transport/child-env";
+import { childEnv } from "../../components/transport";
 import type { PostgresBackend } from "./backend";
 
 /**
