@@ -1,6 +1,6 @@
-// How sparkform starts psql, without loading anything heavy: every CLI command that reads a
-// stack on PostgreSQL asks the checkpoint's update time synchronously through here
-// (cli/stack-cache.ts), so it runs psql with spawnSync and imports nothing else of its own.
+// How sparkform starts psql. Every CLI command that reads a stack on PostgreSQL asks the
+// checkpoint's update time through here, synchronously (cli/stack-cache.ts computes its keys
+// so): spawnSync, not psql.ts's execa, whose queries are async.
 // The connection goes in libpq's variables: a password is never put on a command line, where
 // `ps` on the control node shows it.
 import { spawnSync } from "node:child_process";
@@ -59,10 +59,25 @@ export const sqlText = (text: string) => `'${text.replace(/'/g, "''")}'`;
 export const sqlTable = (pg: PostgresBackend) => `"${pg.table.replace(/"/g, '""')}"`;
 
 /**
+ * The query of the stack's checkpoint rows (their keys and update times): the project-scoped
+ * layout and the older flat one, each plain or gzipped, as the file backend keeps them.
+ */
+export function checkpointQuery(pg: PostgresBackend, project: string, stack: string): string {
+  const suffixes = [`/.pulumi/stacks/${project}/${stack}`, `/.pulumi/stacks/${stack}`].flatMap(
+    (s) => [`${s}.json`, `${s}.json.gz`],
+  );
+  // right(), not LIKE: a stack's name may hold `_`, which LIKE reads as any character.
+  const where = suffixes.map((s) => `right(key, ${[...s].length}) = ${sqlText(s)}`).join(" or ");
+  return (
+    "select json_agg(json_build_array(key, updated_at) order by key) " +
+    `from ${sqlTable(pg)} where ${where}`
+  );
+}
+
+/**
  * The keys and update times (the server's timestamptz, to the microsecond) of the stack's
- * checkpoint rows: the project-scoped layout and the older flat one, each plain or gzipped, as
- * the file backend keeps them. Every `up`, `refresh`, `import` or `cancel`, from this checkout
- * or another, rewrites the row and so changes its time. Undefined when there is none (a stack
+ * checkpoint rows (checkpointQuery), as JSON. Every `up`, `refresh` or `import`, from this
+ * checkout or another, rewrites the row and so changes its time. Undefined when there is none (a stack
  * whose layout this does not know must not be cached on a time that never changes) or when
  * psql cannot answer (not installed, the server down or refusing): the caller then reads
  * through pulumi, which says what is wrong in its own words.
@@ -73,19 +88,11 @@ export function checkpointStampSync(
   stack: string,
   from: NodeJS.ProcessEnv = process.env,
 ): string | undefined {
-  const suffixes = [`/.pulumi/stacks/${project}/${stack}`, `/.pulumi/stacks/${stack}`].flatMap(
-    (s) => [`${s}.json`, `${s}.json.gz`],
-  );
-  // right(), not LIKE: a stack's name may hold `_`, which LIKE reads as any character.
-  const where = suffixes.map((s) => `right(key, ${[...s].length}) = ${sqlText(s)}`).join(" or ");
-  const r = spawnSync(
-    "psql",
-    psqlArgs(
-      "select json_agg(json_build_array(key, updated_at) order by key) " +
-        `from ${sqlTable(pg)} where ${where}`,
-    ),
-    { env: psqlEnv(pg, from), encoding: "utf8", timeout: 15_000 },
-  );
+  const r = spawnSync("psql", psqlArgs(checkpointQuery(pg, project, stack)), {
+    env: psqlEnv(pg, from),
+    encoding: "utf8",
+    timeout: 15_000,
+  });
   if (r.error || r.status !== 0) return undefined;
   const out = r.stdout.trim();
   return out.startsWith("[") ? out : undefined;
