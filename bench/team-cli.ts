@@ -154,11 +154,14 @@ export async function runTeamCli(o: {
       cwd: repoRoot,
       env: psqlEnv(pg.backend, { ...process.env, ...pg.env }),
     });
+    // The command as a shell takes it, after the one setting that differs between the checkouts.
+    const quote = (a: string) => (/^[\w@%+=:,./-]+$/.test(a) ? a : `'${a.replace(/'/g, "'\\''")}'`);
     const commands = Object.fromEntries(
-      vs.map((v) => [
-        v.name,
-        v.argv.map((a) => (/^[\w@%+=:,./-]+$/.test(a) ? a : `'${a}'`)).join(" "),
-      ]),
+      vs.map((v) => {
+        const url = v.entry || v.name.startsWith("pulumi") ? v.env.PULUMI_BACKEND_URL : undefined;
+        const line = v.argv.map(quote).join(" ");
+        return [v.name, url ? `PULUMI_BACKEND_URL=${quote(url)} ${line}` : line];
+      }),
     );
     const once = (v: Variant) => {
       const [cmd, ...args] = v.argv as [string, ...string[]];
