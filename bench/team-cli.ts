@@ -13,6 +13,7 @@ import { spawnSync } from "node:child_process";
 import * as fs from "node:fs";
 import * as os from "node:os";
 import * as path from "node:path";
+import { parseBackend, type PostgresBackend } from "../cli/team/backend";
 import { checkpointQuery, psqlArgs, psqlEnv } from "../cli/team/libpq";
 import { pulumiBinary, pulumiEnv, repoRoot } from "../setup/pulumi/env";
 import { type Postgres, startPostgres } from "../sim/world/postgres";
@@ -148,11 +149,12 @@ export async function runTeamCli(o: {
         },
       );
     }
+    const backend = parseBackend(pg.url) as PostgresBackend;
     vs.push({
       name: PSQL,
-      argv: ["psql", ...psqlArgs(checkpointQuery(pg.backend, PROJECT, STACK))],
+      argv: ["psql", ...psqlArgs(checkpointQuery(backend, PROJECT, STACK))],
       cwd: repoRoot,
-      env: psqlEnv(pg.backend, { ...process.env, ...pg.env }),
+      env: psqlEnv(backend, { ...process.env, ...pg.env }),
     });
     // The command as a shell takes it, after the one setting that differs between the checkouts.
     const quote = (a: string) => (/^[\w@%+=:,./-]+$/.test(a) ? a : `'${a.replace(/'/g, "'\\''")}'`);

@@ -10,8 +10,6 @@ import { spawnSync } from "node:child_process";
 import { randomBytes } from "node:crypto";
 import * as fs from "node:fs";
 import * as path from "node:path";
-import { parseBackend, type PostgresBackend } from "../../cli/team/backend";
-import { psql } from "../../cli/team/psql";
 import { freePort } from "./free-port";
 
 /** initdb refuses to run as root: then the cluster belongs to the `postgres` system user. */
@@ -47,7 +45,6 @@ export interface Postgres {
   /** The 0600 libpq password file a client names in PGPASSFILE. */
   readonly pgpassFile: string;
   readonly database: string;
-  readonly backend: PostgresBackend;
   /** The environment a client adds: PGPASSFILE. */
   readonly env: Record<string, string>;
   /** Runs `query` as `sparkform`; each output line split on `|` (psql -At). */
@@ -130,24 +127,41 @@ export async function startPostgres(o: { dir: string }): Promise<Postgres> {
   fs.writeFileSync(pgpassFile, `127.0.0.1:${port}:*:${USER}:${password}\n`, { mode: 0o600 });
   const url = `postgres://${USER}@127.0.0.1:${port}/${DATABASE}?sslmode=disable`;
   const env = { PGPASSFILE: pgpassFile };
-  const adminUrl = url.replace(`/${DATABASE}?`, "/postgres?");
-  const run = (u: string, q: string) =>
-    psql(parseBackend(u) as PostgresBackend, q, { ...process.env, ...env });
+  // psql as `sparkform`, the connection in libpq's variables (sim/ loads nothing of cli/, whose
+  // psql the tests' wrapper, test/support/postgres.ts, adds).
+  const run = async (database: string, query: string) => {
+    const r = await execa("psql", ["-X", "-A", "-t", "-q", "-v", "ON_ERROR_STOP=1", "-c", query], {
+      env: {
+        PATH: process.env.PATH ?? "",
+        LANG: "C.UTF-8",
+        PGHOST: "127.0.0.1",
+        PGPORT: String(port),
+        PGUSER: USER,
+        PGDATABASE: database,
+        PGSSLMODE: "disable",
+        PGPASSFILE: pgpassFile,
+      },
+      extendEnv: false,
+      reject: false,
+      all: true,
+    });
+    if (r.exitCode !== 0)
+      throw new Error(`psql failed (exit ${r.exitCode}) on ${query}:\n${r.all}`);
+    return r.stdout;
+  };
   try {
-    await run(adminUrl, `create database ${DATABASE}`);
+    await run("postgres", `create database ${DATABASE}`);
   } catch (err) {
     await stop();
     throw err;
   }
-  const backend = parseBackend(url) as PostgresBackend;
   return {
     url,
     pgpassFile,
     database: DATABASE,
-    backend,
     env,
     async sql(query) {
-      const out = await run(url, query);
+      const out = await run(DATABASE, query);
       return out === "" ? [] : out.split("\n").map((l) => l.split("|"));
     },
     async stop() {
