@@ -1,7 +1,15 @@
 // The tests' PostgreSQL server (sim/world/postgres.ts, shared with the benches), with the
 // backend the product's readers take (cli/team: sim/ loads nothing of cli/).
+import * as fs from "node:fs";
+import * as path from "node:path";
 import { parseBackend, type PostgresBackend } from "../../cli/team/backend";
-import { type Postgres as Server, startPostgres as startServer } from "../../sim/world/postgres";
+import { repoRoot } from "../../setup/pulumi/env";
+import {
+  havePostgres,
+  type Postgres as Server,
+  startPostgres as startServer,
+} from "../../sim/world/postgres";
+import { requireOrSkip } from "./requires";
 
 export { havePostgres, postgresBinDir } from "../../sim/world/postgres";
 
@@ -13,4 +21,34 @@ export interface Postgres extends Server {
 export async function startPostgres(o: { dir: string }): Promise<Postgres> {
   const pg = await startServer(o);
   return { ...pg, backend: parseBackend(pg.url) as PostgresBackend };
+}
+
+/** Whether the tests of a stack on PostgreSQL, driven by the real pulumi CLI, must skip here. */
+export function skipWithoutPulumiAndPostgres(): boolean {
+  return (
+    requireOrSkip(
+      "the pulumi toolchain",
+      fs.existsSync(path.join(repoRoot, ".sparkform", "toolchain.env")),
+      "`npm run setup` writes .sparkform/toolchain.env",
+    ) ||
+    requireOrSkip(
+      "PostgreSQL (initdb, pg_ctl, psql)",
+      havePostgres(),
+      "`npm run setup` as root installs Debian's postgresql",
+    )
+  );
+}
+
+/**
+ * This process's environment for the pulumi CLI, psql and sparkform against `pg`, with its state
+ * directory `stateDir` and test/fixtures/drift-probe's files under `probeDir`: the password
+ * reaches them through PGPASSFILE only, and no PULUMI_HOME or PGPASSWORD of the caller's.
+ */
+export function useBackend(pg: Postgres, stateDir: string, probeDir: string): void {
+  process.env.SPARKFORM_STATE_DIR = stateDir;
+  process.env.PULUMI_BACKEND_URL = pg.url;
+  process.env.PGPASSFILE = pg.pgpassFile;
+  process.env.DRIFT_PROBE_DIR = probeDir;
+  delete process.env.PULUMI_HOME;
+  delete process.env.PGPASSWORD;
 }
