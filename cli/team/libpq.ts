@@ -77,9 +77,9 @@ export function checkpointQuery(pg: PostgresBackend, project: string, stack: str
 /**
  * The keys and update times (the server's timestamptz, to the microsecond) of the stack's
  * checkpoint rows (checkpointQuery), as JSON. Every `up`, `refresh` or `import`, from this
- * checkout or another, rewrites the row and so changes its time. Undefined when there is none (a stack
- * whose layout this does not know must not be cached on a time that never changes) or when
- * psql cannot answer (not installed, the server down or refusing): the caller then reads
+ * checkout or another, rewrites the row and so changes its time. Undefined when there is none
+ * (a stack whose layout this does not know must not be cached on a time that never changes) or
+ * when psql cannot answer (not installed, the server down or refusing): the caller then reads
  * through pulumi, which says what is wrong in its own words.
  */
 export function checkpointStampSync(

@@ -96,147 +96,135 @@ async function expectEachResourceOnce(stack: string): Promise<void> {
   expect([...counts.values()].every((n) => n === 1)).toBe(true);
 }
 
-describe.skipIf(skipWithoutPulumiAndPostgres())(
-  "a stack on PostgreSQL, driven by the real pulumi CLI",
-  () => {
-    beforeAll(async () => {
-      pg = await startPostgres({ dir: path.join(work, "pg") });
-      fs.mkdirSync(project);
-      for (const f of ["Pulumi.yaml", "index.js"])
-        fs.copyFileSync(path.join(PROBE, f), path.join(project, f));
-      fs.symlinkSync(path.join(repoRoot, "node_modules"), path.join(project, "node_modules"));
-      for (const d of ["spark-1", "spark-2"])
-        fs.mkdirSync(path.join(files, d), { recursive: true });
-      useBackend(pg, path.join(work, "state"), files);
-      pulumi = pulumiCli(project);
-      for (const s of ["t", "u", "k"])
-        await pulumi.run(["stack", "init", s, "--secrets-provider", "passphrase"]);
-    }, 300_000);
+const skip = skipWithoutPulumiAndPostgres();
 
-    afterAll(async () => {
-      process.env = saved;
-      await pg?.stop();
-      fs.rmSync(work, { recursive: true, force: true });
+describe.skipIf(skip)("a stack on PostgreSQL, driven by the real pulumi CLI", () => {
+  beforeAll(async () => {
+    pg = await startPostgres({ dir: path.join(work, "pg") });
+    fs.mkdirSync(project);
+    for (const f of ["Pulumi.yaml", "index.js"])
+      fs.copyFileSync(path.join(PROBE, f), path.join(project, f));
+    fs.symlinkSync(path.join(repoRoot, "node_modules"), path.join(project, "node_modules"));
+    for (const d of ["spark-1", "spark-2"]) fs.mkdirSync(path.join(files, d), { recursive: true });
+    useBackend(pg, path.join(work, "state"), files);
+    pulumi = pulumiCli(project);
+    for (const s of ["t", "u", "k"])
+      await pulumi.run(["stack", "init", s, "--secrets-provider", "passphrase"]);
+  }, 300_000);
+
+  afterAll(async () => {
+    process.env = saved;
+    await pg?.stop();
+    fs.rmSync(work, { recursive: true, force: true });
+  });
+
+  it("`stack init` makes the table; `up` writes the checkpoint row, its time moving with each update", async () => {
+    expect(pg.url).not.toMatch(/:[^/@]*@/);
+    const keys = (await pg.sql("select key from pulumi_state order by key")).map((r) => r[0]);
+    expect(keys).toContain(`pulumi/.pulumi/stacks/${PROJECT}/t.json`);
+    const before = await checkpointUpdatedAt(pg.backend, PROJECT, "t");
+    expect(before).toBeDefined();
+    await pulumi.run(["up", "--yes", "--skip-preview", "-s", "t"]);
+    const after = await checkpointUpdatedAt(pg.backend, PROJECT, "t");
+    expect(after).toBeDefined();
+    expect(after).not.toBe(before);
+    expect(await checkpointUpdatedAt(pg.backend, PROJECT, "absent")).toBeUndefined();
+    await expectEachResourceOnce("t");
+    expect(await locks("t")).toEqual([]);
+  });
+
+  it("a second `up` during the first is refused within 5 s naming user@host (pid N); the reader sees the holder, then nothing", async () => {
+    setSleep(10);
+    const first = pulumi.run(["up", "--yes", "--skip-preview", "-s", "u"]);
+    await until("the first up's lock row", async () => (await locks("u")).length > 0);
+    const [lock] = await locks("u");
+    expect(lock).toMatchObject({ user: os.userInfo().username, host: os.hostname() });
+    expect(lock!.pid).toEqual(expect.any(Number));
+    expect(lock!.file).toMatch(new RegExp(`/\\.pulumi/locks/[^/]+/${PROJECT}/u/[^/]+\\.json$`));
+    expect(isStale(lock!)).toBe(false);
+    expect(holderLine(lock!)).toBe(
+      `${lock!.user}@${lock!.host} (pid ${lock!.pid}) since ${lock!.since}: its process still runs on this host`,
+    );
+
+    // `sparkform drift` during the `up` reads the lock row: skipped, never drift.
+    const drift = await checkDrift({ stack: "u", projectDir: project, nodes: () => NODES });
+    expect(drift.verdict).toBe("skipped");
+    expect(drift.skipped).toEqual({ reason: "locked", detail: `skipped: ${lockedReason(lock!)}` });
+
+    const started = Date.now();
+    const second = await pulumi.run(["up", "--yes", "--skip-preview", "-s", "u"], {
+      expectFailure: true,
     });
+    expect(Date.now() - started).toBeLessThan(5000);
+    expect(second.output).toContain("the stack is currently locked by 1 lock(s)");
+    expect(second.output).toContain(`created by ${lock!.user}@${lock!.host} (pid ${lock!.pid})`);
+    // The password is in no message: the URL the CLI prints masks the user too.
+    expect(second.output).not.toContain(
+      fs.readFileSync(pg.pgpassFile, "utf8").split(":")[4]!.trim(),
+    );
 
-    it("`stack init` makes the table; `up` writes the checkpoint row, its time moving with each update", async () => {
-      expect(pg.url).not.toMatch(/:[^/@]*@/);
-      const keys = (await pg.sql("select key from pulumi_state order by key")).map((r) => r[0]);
-      expect(keys).toContain(`pulumi/.pulumi/stacks/${PROJECT}/t.json`);
-      const before = await checkpointUpdatedAt(pg.backend, PROJECT, "t");
-      expect(before).toBeDefined();
-      await pulumi.run(["up", "--yes", "--skip-preview", "-s", "t"]);
-      const after = await checkpointUpdatedAt(pg.backend, PROJECT, "t");
-      expect(after).toBeDefined();
-      expect(after).not.toBe(before);
-      expect(await checkpointUpdatedAt(pg.backend, PROJECT, "absent")).toBeUndefined();
-      await expectEachResourceOnce("t");
-      expect(await locks("t")).toEqual([]);
+    expect((await first).exitCode).toBe(0);
+    expect(await locks("u")).toEqual([]);
+    await expectEachResourceOnce("u");
+  }, 120_000);
+
+  it("an `up` SIGKILLed mid-create leaves a stale lock row; `pulumi cancel --yes`, then `up`, recovers", async () => {
+    setSleep(60);
+    const child = execa(
+      pulumiBinary(),
+      ["up", "--yes", "--skip-preview", "-s", "k", "--non-interactive"],
+      { cwd: project, env: pulumi.env, extendEnv: false, reject: false, all: true },
+    );
+    const pid = child.pid!;
+    try {
+      await until("the up's lock row", async () => (await locks("k")).length > 0);
+      // The create has begun (and its pending operation is in the checkpoint) before the kill.
+      await until(
+        "the create's pending operation in the checkpoint",
+        async () => (await checkpoint("k")).includes('"pending_operations"'),
+        30_000,
+      );
+      process.kill(pid, "SIGKILL");
+      await child;
+    } finally {
+      // The plugins the dead CLI started live on in process groups of their own: end them.
+      endOrphansIn(project);
+    }
+    console.log(`killed up (pid ${pid}):\n${(await child).all ?? ""}`);
+
+    const left = await locks("k");
+    expect(left).toHaveLength(1);
+    expect(left[0]!.pid).toBe(pid);
+    expect(isStale(left[0]!)).toBe(true);
+    const line = holderLine(left[0]!);
+    console.log(`lock reader: ${line}`);
+    expect(line).toContain(`(pid ${pid})`);
+    expect(line).toContain(`stale, pid ${pid} no longer runs on ${os.hostname()}`);
+
+    const refused = await pulumi.run(["up", "--yes", "--skip-preview", "-s", "k"], {
+      expectFailure: true,
     });
+    expect(refused.output).toContain(`(pid ${pid})`);
 
-    it("a second `up` during the first is refused within 5 s naming user@host (pid N); the reader sees the holder, then nothing", async () => {
-      setSleep(10);
-      const first = pulumi.run(["up", "--yes", "--skip-preview", "-s", "u"]);
-      await until("the first up's lock row", async () => (await locks("u")).length > 0);
-      const [lock] = await locks("u");
-      expect(lock).toMatchObject({ user: os.userInfo().username, host: os.hostname() });
-      expect(lock!.pid).toEqual(expect.any(Number));
-      expect(lock!.file).toMatch(new RegExp(`/\\.pulumi/locks/[^/]+/${PROJECT}/u/[^/]+\\.json$`));
-      expect(isStale(lock!)).toBe(false);
-      expect(holderLine(lock!)).toBe(
-        `${lock!.user}@${lock!.host} (pid ${lock!.pid}) since ${lock!.since}: its process still runs on this host`,
-      );
-
-      // `sparkform drift` during the `up` reads the lock row: skipped, never drift.
-      const drift = await checkDrift({ stack: "u", projectDir: project, nodes: () => NODES });
-      expect(drift.verdict).toBe("skipped");
-      expect(drift.skipped).toEqual({
-        reason: "locked",
-        detail: `skipped: ${lockedReason(lock!)}`,
-      });
-
-      const started = Date.now();
-      const second = await pulumi.run(["up", "--yes", "--skip-preview", "-s", "u"], {
-        expectFailure: true,
-      });
-      expect(Date.now() - started).toBeLessThan(5000);
-      expect(second.output).toContain("the stack is currently locked by 1 lock(s)");
-      expect(second.output).toContain(`created by ${lock!.user}@${lock!.host} (pid ${lock!.pid})`);
-      // The password is in no message: the URL the CLI prints masks the user too.
-      expect(second.output).not.toContain(
-        fs.readFileSync(pg.pgpassFile, "utf8").split(":")[4]!.trim(),
-      );
-
-      expect((await first).exitCode).toBe(0);
-      expect(await locks("u")).toEqual([]);
-      await expectEachResourceOnce("u");
-    }, 120_000);
-
-    it("an `up` SIGKILLed mid-create leaves a stale lock row; `pulumi cancel --yes`, then `up`, recovers", async () => {
-      setSleep(60);
-      const child = execa(
-        pulumiBinary(),
-        ["up", "--yes", "--skip-preview", "-s", "k", "--non-interactive"],
-        { cwd: project, env: pulumi.env, extendEnv: false, reject: false, all: true },
-      );
-      const pid = child.pid!;
-      try {
-        await until("the up's lock row", async () => (await locks("k")).length > 0);
-        // The create has begun (and its pending operation is in the checkpoint) before the kill.
-        await until(
-          "the create's pending operation in the checkpoint",
-          async () => (await checkpoint("k")).includes('"pending_operations"'),
-          30_000,
-        );
-        process.kill(pid, "SIGKILL");
-        await child;
-      } finally {
-        // The plugins the dead CLI started live on in process groups of their own: end them.
-        endOrphansIn(project);
-      }
-      console.log(`killed up (pid ${pid}):\n${(await child).all ?? ""}`);
-
-      const left = await locks("k");
-      expect(left).toHaveLength(1);
-      expect(left[0]!.pid).toBe(pid);
-      expect(isStale(left[0]!)).toBe(true);
-      const line = holderLine(left[0]!);
-      console.log(`lock reader: ${line}`);
-      expect(line).toContain(`(pid ${pid})`);
-      expect(line).toContain(`stale, pid ${pid} no longer runs on ${os.hostname()}`);
-
-      const refused = await pulumi.run(["up", "--yes", "--skip-preview", "-s", "k"], {
-        expectFailure: true,
-      });
-      expect(refused.output).toContain(`(pid ${pid})`);
-
-      setSleep(0);
-      // The documented recovery: the holder is gone (above), so cancel; the create it left
-      // pending is dropped by the refresh (an `up` alone leaves it, warning on every update).
-      expect(await checkpoint("k")).toContain('"pending_operations"');
-      await pulumi.run(["cancel", "--yes", "-s", "k"]);
-      expect(await locks("k")).toEqual([]);
-      await pulumi.run([
-        "refresh",
-        "--yes",
-        "--skip-preview",
-        "--clear-pending-creates",
-        "-s",
-        "k",
-      ]);
-      expect(await checkpoint("k")).not.toContain('"pending_operations"');
-      await pulumi.run(["up", "--yes", "--skip-preview", "-s", "k"]);
-      expect(await locks("k")).toEqual([]);
-      await expectEachResourceOnce("k");
-      const quiet = await pulumi.run([
-        "up",
-        "--yes",
-        "--skip-preview",
-        "--expect-no-changes",
-        "-s",
-        "k",
-      ]);
-      expect(quiet.output).not.toContain("pending operations");
-    }, 180_000);
-  },
-);
+    setSleep(0);
+    // The documented recovery: the holder is gone (above), so cancel; the create it left
+    // pending is dropped by the refresh (an `up` alone leaves it, warning on every update).
+    expect(await checkpoint("k")).toContain('"pending_operations"');
+    await pulumi.run(["cancel", "--yes", "-s", "k"]);
+    expect(await locks("k")).toEqual([]);
+    await pulumi.run(["refresh", "--yes", "--skip-preview", "--clear-pending-creates", "-s", "k"]);
+    expect(await checkpoint("k")).not.toContain('"pending_operations"');
+    await pulumi.run(["up", "--yes", "--skip-preview", "-s", "k"]);
+    expect(await locks("k")).toEqual([]);
+    await expectEachResourceOnce("k");
+    const quiet = await pulumi.run([
+      "up",
+      "--yes",
+      "--skip-preview",
+      "--expect-no-changes",
+      "-s",
+      "k",
+    ]);
+    expect(quiet.output).not.toContain("pending operations");
+  }, 180_000);
+});

@@ -70,70 +70,68 @@ function cliOf(c: typeof here, env: NodeJS.ProcessEnv = {}): PulumiCli {
   }
 }
 
-describe.skipIf(skipWithoutPulumiAndPostgres())(
-  "the CLI's stack cache on PostgreSQL, with the real pulumi CLI",
-  () => {
-    beforeAll(async () => {
-      pg = await startPostgres({ dir: path.join(work, "pg") });
-      makeProject(here.project);
-      makeProject(there.project);
-      for (const d of ["spark-1", "spark-2"])
-        fs.mkdirSync(path.join(files, d), { recursive: true });
-      useBackend(pg, here.state, files);
-      // The team's passphrase: both checkouts decrypt the same stack.
-      process.env.PULUMI_CONFIG_PASSPHRASE = "team-cli-cache";
-      delete process.env.DRIFT_PROBE_VALUE;
-      pulumi = cliOf(here);
-      await pulumi.run(["stack", "init", stack, "--secrets-provider", "passphrase"]);
-      // The other checkout has the stack's settings file (its salt) from the repository.
-      fs.copyFileSync(
-        path.join(here.project, `Pulumi.${stack}.yaml`),
-        path.join(there.project, `Pulumi.${stack}.yaml`),
-      );
-    }, 300_000);
+const skip = skipWithoutPulumiAndPostgres();
 
-    afterAll(async () => {
-      process.env = saved;
-      await pg?.stop();
-      fs.rmSync(work, { recursive: true, force: true });
-    });
+describe.skipIf(skip)("the CLI's stack cache on PostgreSQL, with the real pulumi CLI", () => {
+  beforeAll(async () => {
+    pg = await startPostgres({ dir: path.join(work, "pg") });
+    makeProject(here.project);
+    makeProject(there.project);
+    for (const d of ["spark-1", "spark-2"]) fs.mkdirSync(path.join(files, d), { recursive: true });
+    useBackend(pg, here.state, files);
+    // The team's passphrase: both checkouts decrypt the same stack.
+    process.env.PULUMI_CONFIG_PASSPHRASE = "team-cli-cache";
+    delete process.env.DRIFT_PROBE_VALUE;
+    pulumi = cliOf(here);
+    await pulumi.run(["stack", "init", stack, "--secrets-provider", "passphrase"]);
+    // The other checkout has the stack's settings file (its salt) from the repository.
+    fs.copyFileSync(
+      path.join(here.project, `Pulumi.${stack}.yaml`),
+      path.join(there.project, `Pulumi.${stack}.yaml`),
+    );
+  }, 300_000);
 
-    it("after an `up`, the first read goes through pulumi and the second comes from the cache", async () => {
-      await pulumi.run(["up", "--yes", "--skip-preview", "-s", stack]);
-      expect(await checkpointUpdatedAt(pg.backend, PROJECT, stack)).toBeDefined();
-      expect(fs.existsSync(cacheFile)).toBe(false);
-      expect(read()).toMatchObject({ probeValue: "one" });
-      const id = entryId();
-      expect(read()).toMatchObject({ probeValue: "one" });
-      expect(entryId()).toBe(id);
-      // The entry holds the URL without a password, and no secret of the connection at all.
-      const password = fs.readFileSync(pg.pgpassFile, "utf8").trim().split(":")[4] as string;
-      expect(fs.readFileSync(cacheFile, "utf8")).not.toContain(password);
-    }, 120_000);
+  afterAll(async () => {
+    process.env = saved;
+    await pg?.stop();
+    fs.rmSync(work, { recursive: true, force: true });
+  });
 
-    it("an `up` from another checkout makes this checkout's next read fresh", async () => {
-      const before = await checkpointUpdatedAt(pg.backend, PROJECT, stack);
-      const id = entryId();
-      await cliOf(there, { DRIFT_PROBE_VALUE: "two" }).run([
-        "up",
-        "--yes",
-        "--skip-preview",
-        "-s",
-        stack,
-      ]);
-      expect(await checkpointUpdatedAt(pg.backend, PROJECT, stack)).not.toBe(before);
-      expect(read()).toMatchObject({ probeValue: "two" });
-      const fresh = entryId();
-      expect(fresh).not.toBe(id);
-      expect(read()).toMatchObject({ probeValue: "two" });
-      expect(entryId()).toBe(fresh);
-    }, 120_000);
+  it("after an `up`, the first read goes through pulumi and the second comes from the cache", async () => {
+    await pulumi.run(["up", "--yes", "--skip-preview", "-s", stack]);
+    expect(await checkpointUpdatedAt(pg.backend, PROJECT, stack)).toBeDefined();
+    expect(fs.existsSync(cacheFile)).toBe(false);
+    expect(read()).toMatchObject({ probeValue: "one" });
+    const id = entryId();
+    expect(read()).toMatchObject({ probeValue: "one" });
+    expect(entryId()).toBe(id);
+    // The entry holds the URL without a password, and no secret of the connection at all.
+    const password = fs.readFileSync(pg.pgpassFile, "utf8").trim().split(":")[4] as string;
+    expect(fs.readFileSync(cacheFile, "utf8")).not.toContain(password);
+  }, 120_000);
 
-    it("with the server down, nothing comes from the cache: pulumi's own error", async () => {
-      await pg.stop();
-      forgetCheckpoints();
-      expect(outputsKey(stack, here.project)).toBeUndefined();
-      expect(() => read()).toThrow();
-    }, 120_000);
-  },
-);
+  it("an `up` from another checkout makes this checkout's next read fresh", async () => {
+    const before = await checkpointUpdatedAt(pg.backend, PROJECT, stack);
+    const id = entryId();
+    await cliOf(there, { DRIFT_PROBE_VALUE: "two" }).run([
+      "up",
+      "--yes",
+      "--skip-preview",
+      "-s",
+      stack,
+    ]);
+    expect(await checkpointUpdatedAt(pg.backend, PROJECT, stack)).not.toBe(before);
+    expect(read()).toMatchObject({ probeValue: "two" });
+    const fresh = entryId();
+    expect(fresh).not.toBe(id);
+    expect(read()).toMatchObject({ probeValue: "two" });
+    expect(entryId()).toBe(fresh);
+  }, 120_000);
+
+  it("with the server down, nothing comes from the cache: pulumi's own error", async () => {
+    await pg.stop();
+    forgetCheckpoints();
+    expect(outputsKey(stack, here.project)).toBeUndefined();
+    expect(() => read()).toThrow();
+  }, 120_000);
+});
