@@ -10,6 +10,7 @@ import { routerMarkdown, runRouter } from "./router";
 import { runServingLoad, servingLoadMarkdown } from "./serving-load";
 import { runSimItems, SIM_ITEMS } from "./sim-items";
 import { runSwap, swapMarkdown } from "./swap";
+import { runTeamCli, teamCliMarkdown } from "./team-cli";
 
 const section = (heading: string, body: string) => [`## ${heading}`, "", body].join("\n");
 
@@ -94,6 +95,16 @@ export const ITEMS: readonly Item[] = [
       section(
         "Issue 25: the CLI's start, `run` against a fresh ssh, `sync` against rsync + sha256",
         cliMarkdown(r),
+      ),
+  }),
+  item({
+    name: "team-cli",
+    needs: "own-postgres",
+    run: (c) => runTeamCli({ runs: c.runs, log: c.log }),
+    markdown: (r) =>
+      section(
+        "Issue 36: the CLI's start for a stack on PostgreSQL against a local one",
+        teamCliMarkdown(r),
       ),
   }),
 ];

@@ -4,10 +4,10 @@
 // streamed chat) through `sparkform endpoint`, as a user reaches the stack. Goal: none of the N
 // reports a change. Nothing a client received goes into the results, only counts.
 import { type ChildProcess, spawn } from "node:child_process";
-import { createServer } from "node:net";
 import * as path from "node:path";
 import OpenAI from "openai";
 import { pulumiBinary, pulumiEnv, repoRoot } from "../setup/pulumi/env";
+import { freePort } from "../sim/world/free-port";
 import { changedResourceLines } from "../sim/world/pulumi-cli";
 import { readApiKey } from "./router";
 import { load1, summarize, type Summary } from "./lib/stats";
@@ -191,18 +191,6 @@ export function quietMarkdown(r: QuietResult): string {
 }
 
 // --- the runs -----------------------------------------------------------------------------------
-
-function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const s = createServer();
-    s.once("error", reject);
-    s.listen(0, "127.0.0.1", () => {
-      const addr = s.address();
-      const port = typeof addr === "object" && addr ? addr.port : 0;
-      s.close(() => resolve(port));
-    });
-  });
-}
 
 /** pulumi as bench/noop.ts runs it (same binary, environment and directory), not blocking. */
 function pulumi(args: readonly string[]): Promise<{ exitCode: number; output: string }> {

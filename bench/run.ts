@@ -26,7 +26,7 @@ const USAGE = `usage: npm run bench -- [--only ${NAMES.join(",")}] [--runs N] [-
   --refreshes quiet: consecutive refreshes, client traffic before each (default 30)
   --out       results directory (default bench/results)
 what each item needs: ${ITEMS.map((i) => `${selectors(i).join(",")}: ${i.needs}`).join("; ")}
-  (stack: the converged --stack; local-sim: npm run local's nodes and hub; own-sim: its own cluster, root)`;
+  (stack: the converged --stack; local-sim: npm run local's nodes and hub; own-sim: its own cluster, root; own-postgres: a PostgreSQL server of its own, no cluster)`;
 
 async function main(): Promise<number> {
   const { values } = parseArgs({

@@ -7,6 +7,7 @@ import { pulumiBinary, pulumiEnv, repoRoot } from "../setup/pulumi/env";
 import { policyPackArgs, selectedStack } from "../setup/pulumi/policy";
 import type { StackState } from "../stack-state";
 import { readExport } from "./stack";
+import { forgetCheckpoints } from "./stack-cache";
 import { UsageError } from "./errors";
 
 /** The stack a command acts on: the one given, else the selected one. */
@@ -32,6 +33,8 @@ function pulumi(args: string[], stack: string, output: Output) {
           ? ["inherit", 2, 2]
           : "inherit",
   });
+  // The engine may have written the stack's checkpoint: the next read looks at it again.
+  forgetCheckpoints();
   if (r.error) throw r.error;
   return r;
 }

@@ -11,13 +11,20 @@
 // Both also depend on the backend, the project directory and the recorded pulumi toolchain. A
 // file counts by size, mtime, ctime and inode (ctime cannot be set back), so `pulumi up`,
 // `pulumi config set`, `sim up` rewriting the stack file, or an edit by hand each make the next
-// read go through pulumi again. Without a local (file://) backend, a stack file whose values
-// come from an ESC environment, or a stack name that is not a plain name, nothing is cached.
+// read go through pulumi again. On a PostgreSQL backend (a team's, issue 36) the state is the
+// checkpoint row of the backend's table, counted by its `updated_at`, which one psql query
+// reads (cli/team/libpq.ts; 45–80 ms, against 0.5–1.2 s of `pulumi stack output`): an `up`
+// from another checkout rewrites the row, so this checkout's next read goes through pulumi
+// again. The query runs once per process (every outputs kind shares it) and again after this
+// process ran the engine (forgetCheckpoints); when psql cannot answer, nothing is cached. With
+// any other backend (Pulumi Cloud, a bucket), a stack file whose values come from an ESC
+// environment, or a stack name that is not a plain name, nothing is cached.
 import { createHash } from "node:crypto";
 import * as fs from "node:fs";
 import * as path from "node:path";
 import { repoRoot, stateDir } from "../setup/pulumi/env";
-import { currentBackend } from "./team/backend";
+import { type Backend, currentBackend } from "./team/backend";
+import { checkpointStampSync, psqlEnv } from "./team/libpq";
 
 /** Bumped when an entry's shape changes: older entries then never match. */
 const FORMAT = 1;
@@ -74,10 +81,46 @@ export function project(projectDir: string): Project | undefined {
   return { dir: projectDir, name, file, stackConfigDir: path.resolve(projectDir, dir ?? ".") };
 }
 
-/** The file backend's directory (as pulumiEnv sets it), or undefined for any other backend. */
-export function backendDir(): string | undefined {
-  const backend = currentBackend();
-  return backend.kind === "file" ? backend.dir : undefined;
+/** The libpq variables that choose which server and database a `postgres://` URL reaches. */
+const PG_WHERE = ["PGHOST", "PGHOSTADDR", "PGPORT", "PGDATABASE", "PGUSER", "PGSERVICE"];
+
+/**
+ * What names the backend in a key, or undefined when nothing of it is cached: a file backend's
+ * directory; a PostgreSQL URL (its password taken out), its table, and what the operator's PG*
+ * variables fill in of the connection (`postgres://` alone is valid).
+ */
+function backendId(b: Backend): string | undefined {
+  if (b.kind === "file") return b.dir;
+  if (b.kind !== "postgres") return undefined;
+  const env = psqlEnv(b);
+  return JSON.stringify([b.url, b.table, ...PG_WHERE.map((v) => env[v] ?? "")]);
+}
+
+/** The checkpoint rows' stamps this process read, per backend, table, project and stack. */
+const stamps = new Map<string, string | undefined>();
+
+/**
+ * Forget the checkpoint stamps read so far: after this process ran the engine (`up`, `refresh`),
+ * the row it read before is no longer the stack's.
+ */
+export function forgetCheckpoints(): void {
+  stamps.clear();
+}
+
+/** What the stack's state is now: its state files' signatures, or its checkpoint row's stamp. */
+function stateSignature(b: Backend, p: Project, stack: string): string[] | undefined {
+  if (b.kind === "file") {
+    const stacks = path.join(b.dir, ".pulumi", "stacks");
+    // The project-scoped layout and the older flat one, each plain or gzipped.
+    return [path.join(stacks, p.name), stacks].flatMap((d) =>
+      [".json", ".json.gz"].map((ext) => signature(path.join(d, `${stack}${ext}`))),
+    );
+  }
+  if (b.kind !== "postgres") return undefined;
+  const id = JSON.stringify([backendId(b), p.name, stack]);
+  if (!stamps.has(id)) stamps.set(id, checkpointStampSync(b, p.name, stack));
+  const stamp = stamps.get(id);
+  return stamp === undefined ? undefined : [stamp];
 }
 
 function keyOf(stack: string, kind: string, parts: readonly string[]): CacheKey {
@@ -90,8 +133,9 @@ function keyOf(stack: string, kind: string, parts: readonly string[]): CacheKey 
 
 /**
  * The key of `pulumi stack output` of `stack` (kinds `evidence` and `recorded`: what `status
- * --json` and the node commands read of `pulumi stack export`, which depends on the same state
- * file), or undefined when it cannot be cached.
+ * --json` and the node commands read of `pulumi stack export`, which depends on the same state),
+ * or undefined when it cannot be cached (on PostgreSQL: also when psql cannot read the
+ * checkpoint row, so an entry is never served on a state nobody looked at).
  */
 export function outputsKey(
   stack: string,
@@ -99,20 +143,17 @@ export function outputsKey(
   kind: "outputs" | "evidence" | "recorded" = "outputs",
 ): CacheKey | undefined {
   const p = project(projectDir);
-  const backend = backendDir();
+  const b = currentBackend();
+  const backend = backendId(b);
   if (!p || !backend || !STACK_NAME.test(stack)) return undefined;
-  const stacks = path.join(backend, ".pulumi", "stacks");
-  // The project-scoped layout and the older flat one, each plain or gzipped.
-  const states = [path.join(stacks, p.name), stacks].flatMap((d) =>
-    [".json", ".json.gz"].map((ext) => path.join(d, `${stack}${ext}`)),
-  );
-  return keyOf(stack, kind, [p.dir, backend, ...states.map(signature)]);
+  const state = stateSignature(b, p, stack);
+  return state && keyOf(stack, kind, [p.dir, backend, ...state]);
 }
 
 /** The key of `stack`'s parsed configuration, or undefined when it cannot be cached. */
 export function configKey(stack: string, projectDir = repoRoot): CacheKey | undefined {
   const p = project(projectDir);
-  const backend = backendDir();
+  const backend = backendId(currentBackend());
   if (!build || !p || !backend || !STACK_NAME.test(stack)) return undefined;
   const files = [".yaml", ".yml"].map((ext) =>
     path.join(p.stackConfigDir, `Pulumi.${stack}${ext}`),

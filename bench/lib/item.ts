@@ -4,9 +4,11 @@
 /**
  * What an item measures against: `stack`, the converged stack `--stack` names (`npm run local`
  * first); `local-sim`, the nodes and hub `npm run local` leaves running (the item makes its own
- * small stacks on them); `own-sim`, a simulated cluster the item stands up and tears down (root).
+ * small stacks on them); `own-sim`, a simulated cluster the item stands up and tears down (root);
+ * `own-postgres`, a PostgreSQL server and small stacks of the item's own (Debian's postgresql, as
+ * `npm run setup` installs it as root), no cluster.
  */
-export type Need = "stack" | "local-sim" | "own-sim";
+export type Need = "stack" | "local-sim" | "own-sim" | "own-postgres";
 
 /** The command line's settings, shared by every item (each reads what it uses). */
 export interface ItemContext {

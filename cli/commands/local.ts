@@ -14,6 +14,7 @@ import { extractLlamaSource } from "../../sim/llama";
 import { LOCAL_HUB_PORT } from "../../sim/stack";
 import type { SimCluster } from "../../sim/state";
 import { out } from "../errors";
+import { forgetCheckpoints } from "../stack-cache";
 import * as report from "./report";
 import { stackSummary } from "./status";
 import { formatCluster } from "./sim";
@@ -148,6 +149,8 @@ export async function run(argv: string[]): Promise<number> {
       "local",
       ...policyPackArgs("local"),
     ]);
+    // The summary below reads the outputs this `up` wrote.
+    forgetCheckpoints();
     mkdirSync(ccache, { recursive: true });
     spawnSync(
       "rsync",

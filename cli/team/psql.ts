@@ -2,49 +2,11 @@
 // through psql with the connection in libpq's variables: a password is never put on a command
 // line, where `ps` on the control node shows it, nor in a message (the URL shown has none).
 import { execa } from "execa";
-import { childEnv } from "../../components/transport";
 import type { PostgresBackend } from "./backend";
 import { pgProblem, PsqlError, psqlMissing } from "./errors";
+import { psqlArgs, psqlEnv, sqlTable, sqlText } from "./libpq";
 
-/**
- * libpq's variables that choose how psql authenticates and verifies the server: the operator's
- * own (their password file, client certificate), passed through unchanged.
- */
-const LIBPQ_PASS = [
-  "PGHOST",
-  "PGHOSTADDR",
-  "PGPORT",
-  "PGDATABASE",
-  "PGUSER",
-  "PGSSLMODE",
-  "PGPASSFILE",
-  "PGPASSWORD",
-  "PGSERVICE",
-  "PGSERVICEFILE",
-  "PGSSLCERT",
-  "PGSSLKEY",
-  "PGSSLROOTCERT",
-  "PGSSLCRL",
-  "PGCONNECT_TIMEOUT",
-] as const;
-
-/** psql's environment for `pg`: the connection in PG* variables, nothing of it in argv. */
-export function psqlEnv(
-  pg: PostgresBackend,
-  from: NodeJS.ProcessEnv = process.env,
-): Record<string, string> {
-  const set: Record<string, string> = {
-    // A server that does not answer must not hang a CLI command.
-    PGCONNECT_TIMEOUT: from.PGCONNECT_TIMEOUT ?? "5",
-  };
-  if (pg.host) set.PGHOST = pg.host;
-  if (pg.port) set.PGPORT = String(pg.port);
-  if (pg.database) set.PGDATABASE = pg.database;
-  if (pg.user) set.PGUSER = pg.user;
-  if (pg.sslmode) set.PGSSLMODE = pg.sslmode;
-  if (pg.password) set.PGPASSWORD = pg.password;
-  return childEnv({ pass: [...LIBPQ_PASS], set }, from);
-}
+export { psqlEnv };
 
 /**
  * Runs one query with psql (unaligned, tuples only, no ~/.psqlrc) and returns its output;
@@ -56,7 +18,7 @@ export async function psql(
   query: string,
   from: NodeJS.ProcessEnv = process.env,
 ): Promise<string> {
-  const r = await execa("psql", ["-X", "-A", "-t", "-q", "-v", "ON_ERROR_STOP=1", "-c", query], {
+  const r = await execa("psql", psqlArgs(query), {
     env: psqlEnv(pg, from),
     extendEnv: false,
     reject: false,
@@ -103,8 +65,8 @@ export async function stateRows(
   from: NodeJS.ProcessEnv = process.env,
 ): Promise<StateRow[]> {
   // strpos, not LIKE: a stack's name may hold `_`, which LIKE reads as any character.
-  const literal = `'${fragment.replace(/'/g, "''")}'`;
-  const table = `"${pg.table.replace(/"/g, '""')}"`;
+  const literal = sqlText(fragment);
+  const table = sqlTable(pg);
   const rows = await psqlJson(
     pg,
     "select json_agg(json_build_object('key', key, 'data', data, 'updated_at', updated_at) " +

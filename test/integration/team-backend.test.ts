@@ -19,9 +19,13 @@ import { checkpointUpdatedAt, rowText, stateRows } from "../../cli/team/psql";
 import { pulumiBinary, repoRoot } from "../../setup/pulumi/env";
 import { readState } from "../../stack-state";
 import { type PulumiCli, pulumiCli } from "../../sim/world/pulumi-cli";
-import { type Postgres, skipWithoutPostgresAndPulumi, startPostgres } from "../support/postgres";
+import {
+  type Postgres,
+  skipWithoutPulumiAndPostgres,
+  startPostgres,
+  useBackend,
+} from "../support/postgres";
 
-const skip = skipWithoutPostgresAndPulumi();
 const PROBE = path.join(repoRoot, "test", "fixtures", "drift-probe");
 const PROJECT = "driftprobe";
 const NODES = ["spark-1", "spark-2"];
@@ -92,6 +96,8 @@ async function expectEachResourceOnce(stack: string): Promise<void> {
   expect([...counts.values()].every((n) => n === 1)).toBe(true);
 }
 
+const skip = skipWithoutPulumiAndPostgres();
+
 describe.skipIf(skip)("a stack on PostgreSQL, driven by the real pulumi CLI", () => {
   beforeAll(async () => {
     pg = await startPostgres({ dir: path.join(work, "pg") });
@@ -100,12 +106,7 @@ describe.skipIf(skip)("a stack on PostgreSQL, driven by the real pulumi CLI", ()
       fs.copyFileSync(path.join(PROBE, f), path.join(project, f));
     fs.symlinkSync(path.join(repoRoot, "node_modules"), path.join(project, "node_modules"));
     for (const d of ["spark-1", "spark-2"]) fs.mkdirSync(path.join(files, d), { recursive: true });
-    process.env.SPARKFORM_STATE_DIR = path.join(work, "state");
-    process.env.PULUMI_BACKEND_URL = pg.url;
-    process.env.PGPASSFILE = pg.pgpassFile;
-    process.env.DRIFT_PROBE_DIR = files;
-    delete process.env.PULUMI_HOME;
-    delete process.env.PGPASSWORD;
+    useBackend(pg, path.join(work, "state"), files);
     pulumi = pulumiCli(project);
     for (const s of ["t", "u", "k"])
       await pulumi.run(["stack", "init", s, "--secrets-provider", "passphrase"]);

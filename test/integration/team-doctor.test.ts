@@ -18,7 +18,7 @@ import { parseBackend, type PostgresBackend } from "../../cli/team/backend";
 import { repoRoot } from "../../setup/pulumi/env";
 import { type PulumiCli, pulumiCli } from "../../sim/world/pulumi-cli";
 import { freePort } from "../support/prometheus";
-import { type Postgres, skipWithoutPostgresAndPulumi, startPostgres } from "../support/postgres";
+import { type Postgres, skipWithoutPulumiAndPostgres, startPostgres } from "../support/postgres";
 
 const work = fs.mkdtempSync(path.join(os.tmpdir(), "team-doctor-"));
 const projectDir = path.join(work, "project");
@@ -59,7 +59,7 @@ function withEnv<T>(set: Record<string, string>, f: () => Promise<T>): Promise<T
   });
 }
 
-describe.skipIf(skipWithoutPostgresAndPulumi())("sparkform doctor on a stack on PostgreSQL", () => {
+describe.skipIf(skipWithoutPulumiAndPostgres())("sparkform doctor on a stack on PostgreSQL", () => {
   beforeAll(async () => {
     pg = await startPostgres({ dir: path.join(work, "pg") });
     fs.mkdirSync(projectDir);

@@ -2,17 +2,9 @@
 // (sim/llama buildLlamaHost): a free port, waiting for the listener, stopping what was started.
 import { type ChildProcess, spawn } from "node:child_process";
 import * as net from "node:net";
+import { freePort } from "../../sim/world/free-port";
 
-export function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const s = net.createServer();
-    s.once("error", reject);
-    s.listen(0, "127.0.0.1", () => {
-      const { port } = s.address() as net.AddressInfo;
-      s.close(() => resolve(port));
-    });
-  });
-}
+export { freePort };
 
 export async function waitForPort(port: number, ms: number): Promise<void> {
   const deadline = Date.now() + ms;

@@ -6,9 +6,11 @@
 // which adds scrape jobs of its own (the servers' metrics through the router).
 import { type ChildProcess, spawn, spawnSync } from "node:child_process";
 import { mkdirSync, readFileSync, writeFileSync } from "node:fs";
-import * as net from "node:net";
 import * as path from "node:path";
 import { parse, stringify } from "yaml";
+import { freePort } from "../../sim/world/free-port";
+
+export { freePort };
 
 const repo = path.join(__dirname, "..", "..");
 export const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
@@ -17,14 +19,6 @@ const have = (bin: string) => spawnSync("sh", ["-c", `command -v ${bin}`]).statu
 /** Whether this machine has the parts (`npm run setup` installs Debian's as root). */
 export const havePrometheus = () =>
   ["promtool", "prometheus", "prometheus-node-exporter"].every(have);
-
-export async function freePort(): Promise<number> {
-  const server = net.createServer();
-  await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
-  const { port } = server.address() as net.AddressInfo;
-  await new Promise((resolve) => server.close(resolve));
-  return port;
-}
 
 /** A daemon of the test's own, its output kept for the failure message. */
 class Daemon {

@@ -53,6 +53,7 @@ describe("selected", () => {
       "cli",
       "run",
       "sync",
+      "team-cli",
     ]);
   });
 });
