@@ -135,10 +135,24 @@ export function isStale(lock: StackLock, host = os.hostname()): boolean | undefi
   if (lock.host !== host || lock.pid === undefined) return undefined;
   try {
     process.kill(lock.pid, 0);
-    return false;
+    return isZombie(lock.pid);
   } catch (err) {
     // EPERM: the pid runs, as another user.
     return (err as NodeJS.ErrnoException).code === "ESRCH";
+  }
+}
+
+/**
+ * Whether `pid` has ended and waits to be reaped: a holder killed with the process that started
+ * it is one until init reaps it (where init reaps nothing, in a container, for good), and it
+ * runs nothing.
+ */
+function isZombie(pid: number): boolean {
+  try {
+    const stat = fs.readFileSync(`/proc/${pid}/stat`, "utf8");
+    return stat.slice(stat.lastIndexOf(")") + 2).startsWith("Z");
+  } catch {
+    return false; // no procfs: the signal's answer stands
   }
 }
 
@@ -278,6 +292,9 @@ export async function judgedLocks(
  */
 export function lockedRefusal(text: string): string[] | undefined {
   if (!/the stack is currently locked by \d+ lock\(s\)/.test(text)) return undefined;
-  const keys = [...text.matchAll(/(\.pulumi\/locks\/\S+?\.json): created by /g)].map((m) => m[1]!);
+  // The URL may carry a query (`?sslmode=…`) after the key.
+  const keys = [...text.matchAll(/(\.pulumi\/locks\/[^\s?]+\.json)(?:\?\S*)?: created by /g)].map(
+    (m) => m[1]!,
+  );
   return [...new Set(keys)];
 }

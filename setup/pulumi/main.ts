@@ -63,6 +63,8 @@ async function holderReport(
   keys: readonly string[],
   env: NodeJS.ProcessEnv,
 ): Promise<string> {
+  if (keys.length === 0)
+    return "\nsparkform: pulumi's message names no lock key sparkform can read: see its holder line above.\n";
   try {
     const held = await judgedLocks(pg, keys, { env });
     if (held.length === 0)

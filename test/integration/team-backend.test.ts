@@ -56,11 +56,13 @@ const setSleep = (seconds: number) =>
  * project), in a process group of its own: the control node a test may SIGKILL whole.
  */
 function wrapper(args: string[]) {
-  return execa(
-    path.join(repoRoot, "node_modules", ".bin", "tsx"),
-    [path.join(repoRoot, "setup", "pulumi", "main.ts"), ...args],
-    { cwd: repoRoot, env: { INIT_CWD: project }, reject: false, all: true, detached: true },
-  );
+  return execa(process.execPath, [path.join(repoRoot, "setup", "pulumi", "run.js"), ...args], {
+    cwd: repoRoot,
+    env: { INIT_CWD: project },
+    reject: false,
+    all: true,
+    detached: true,
+  });
 }
 
 /** Whether the backend shows the session of pulumi `pid` on this host. */
