@@ -7,12 +7,14 @@
 // update in flight drift. On a postgres:// backend (a team's, cli/team/backend.ts) the same
 // file is a row of pulumi_state keyed by the same path. Pulumi's lock has no lease: an `up`
 // whose control node died leaves its lock until `pulumi cancel`, so a reader says whether the
-// holder is still alive where it can tell (on the holder's own host).
+// holder is still alive where it can tell: on the holder's own host by its pid, and from any
+// host on PostgreSQL by the holder's session (cli/team/session.ts).
 import * as fs from "node:fs";
 import * as os from "node:os";
 import * as path from "node:path";
-import type { Backend } from "../team/backend";
+import type { Backend, PostgresBackend } from "../team/backend";
 import { rowText, stateRows } from "../team/psql";
+import { type HolderSessions, holderSessions, sessionName } from "../team/session";
 
 export interface StackLock {
   readonly user: string;
@@ -133,10 +135,24 @@ export function isStale(lock: StackLock, host = os.hostname()): boolean | undefi
   if (lock.host !== host || lock.pid === undefined) return undefined;
   try {
     process.kill(lock.pid, 0);
-    return false;
+    return isZombie(lock.pid);
   } catch (err) {
     // EPERM: the pid runs, as another user.
     return (err as NodeJS.ErrnoException).code === "ESRCH";
+  }
+}
+
+/**
+ * Whether `pid` has ended and waits to be reaped: a holder killed with the process that started
+ * it is one until init reaps it (where init reaps nothing, in a container, for good), and it
+ * runs nothing.
+ */
+function isZombie(pid: number): boolean {
+  try {
+    const stat = fs.readFileSync(`/proc/${pid}/stat`, "utf8");
+    return stat.slice(stat.lastIndexOf(")") + 2).startsWith("Z");
+  } catch {
+    return false; // no procfs: the signal's answer stands
   }
 }
 
@@ -159,4 +175,126 @@ export function holderLine(lock: StackLock, host = os.hostname()): string {
 /** "locked by USER@HOST since TIME" (the skip's reason, as the check prints it). */
 export function lockedReason(lock: StackLock): string {
   return `locked by ${lock.user}@${lock.host} since ${lock.since}`;
+}
+
+/** What is known of a lock's holder, and why. */
+export interface Life {
+  readonly life: "live" | "stale" | "unknown";
+  readonly why: string;
+}
+
+/**
+ * A session opens just after its pulumi starts, and pulumi takes the lock after loading (or
+ * after an operator's confirmation, hours later): a lock this young may have its session still
+ * opening.
+ */
+export const SESSION_GRACE_MS = 10_000;
+
+/** How much later than the lock a holder's session may have opened (pulumi took it at once). */
+const OPENED_AFTER_LOCK_MS = 60_000;
+
+/**
+ * What is known of `lock`'s holder, judged from `host` (this host unless told otherwise) at
+ * `now`. On the holder's own host, its pid says. Elsewhere, on PostgreSQL (`sessions` given),
+ * its sparkform session says: open, live; opened and gone, stale (the control node died, or
+ * lost the network, without releasing the lock). A lock with no session recorded was taken
+ * outside sparkform (plain `pulumi`), and nothing here can tell whether it still runs.
+ */
+export function lockLife(
+  lock: StackLock,
+  o: { host?: string; sessions?: HolderSessions; now?: number } = {},
+): Life {
+  const host = o.host ?? os.hostname();
+  const pid = lock.pid;
+  if (pid === undefined) return { life: "unknown", why: "the lock names no pid" };
+  const local = isStale(lock, host);
+  if (local === false) return { life: "live", why: `pid ${pid} still runs on ${host}` };
+  if (local === true) return { life: "stale", why: `pid ${pid} no longer runs on ${host}` };
+  if (!o.sessions)
+    return { life: "unknown", why: `taken on another host: only ${lock.host} can tell` };
+  if (o.sessions.open.includes(sessionName(lock.host, pid)))
+    return { life: "live", why: "its sparkform session to the backend is open" };
+  const since = Date.parse(lock.since);
+  const opened = o.sessions.opened.some(
+    (s) =>
+      s.host === lock.host &&
+      s.pid === pid &&
+      !(Date.parse(s.started) > since + OPENED_AFTER_LOCK_MS),
+  );
+  if (opened)
+    return {
+      life: "stale",
+      why:
+        "its sparkform session ended without the lock being released " +
+        "(the control node died, was killed or lost the network mid-update)",
+    };
+  const age = (o.now ?? Date.now()) - since;
+  if (age < SESSION_GRACE_MS)
+    return { life: "unknown", why: "taken just now, its session may still be opening: look again" };
+  return { life: "unknown", why: "taken outside sparkform: no session to check" };
+}
+
+/** The stack a lock key names (`.pulumi/locks/<org>/<project>/<stack>/<id>.json`), if it does. */
+function lockStack(file: string): string | undefined {
+  const m = /\.pulumi\/locks\/(.+)\.json$/.exec(file);
+  const rel = m ? m[1]!.split("/") : [];
+  return rel.length === 4 ? rel[2] : rel.length === 2 ? rel[0] : undefined;
+}
+
+/**
+ * "USER@HOST (pid N) since TIME: LIFE, why; what to do": the line an operator whose command was
+ * refused reads to choose between waiting, asking the holder, and the recovery of
+ * test/integration/team-backend.test.ts (cancel, refresh dropping the pending creates, up).
+ */
+export function judgedHolderLine(lock: StackLock, life: Life): string {
+  const pid = lock.pid === undefined ? "" : ` (pid ${lock.pid})`;
+  const stack = lockStack(lock.file);
+  const s = stack ? ` -s ${stack}` : "";
+  const holder = `${lock.user}@${lock.host}`;
+  const todo =
+    life.life === "live"
+      ? `wait for it to end, or ask ${holder}`
+      : life.life === "stale"
+        ? `remove it: \`npm run pulumi -- cancel --yes${s}\`, then ` +
+          `\`npm run pulumi -- refresh --clear-pending-creates --yes${s}\` (drops the creates it left ` +
+          `pending), then \`npm run pulumi -- up${s}\``
+        : `ask ${holder} whether it still runs; only once it does not, remove it: ` +
+          `\`npm run pulumi -- cancel --yes${s}\`, then ` +
+          `\`npm run pulumi -- refresh --clear-pending-creates --yes${s}\`, then \`npm run pulumi -- up${s}\``;
+  const what = life.life === "unknown" ? `unknown (${life.why})` : `${life.life}, ${life.why}`;
+  return `${holder}${pid} since ${lock.since}: ${what}; ${todo}`;
+}
+
+/**
+ * The locks of a postgres backend whose key ends in one of `keys` (as the pulumi CLI names
+ * them), each with what is known of its holder, judged from `host`. The sessions are read
+ * before the locks (see holderSessions).
+ */
+export async function judgedLocks(
+  pg: PostgresBackend,
+  keys: readonly string[],
+  o: { host?: string; env?: NodeJS.ProcessEnv } = {},
+): Promise<{ lock: StackLock; life: Life }[]> {
+  const sessions = await holderSessions(pg, o.env);
+  const rows = await stateRows(pg, "/.pulumi/locks/", o.env);
+  return rows
+    .filter((r) => keys.some((k) => r.key.endsWith(k)))
+    .map((r) => parseLock(rowText(r.data), r.key))
+    .sort(oldestFirst)
+    .map((lock) => ({ lock, life: lockLife(lock, { host: o.host, sessions }) }));
+}
+
+/**
+ * The lock keys (`.pulumi/locks/….json`) a pulumi refusal names, when `text` (its output) says
+ * the stack is locked; undefined when it does not. The CLI words it as
+ * "the stack is currently locked by N lock(s). …" and then, per lock,
+ * "  <backend url>/<key>: created by USER@HOST (pid N) at TIME".
+ */
+export function lockedRefusal(text: string): string[] | undefined {
+  if (!/the stack is currently locked by \d+ lock\(s\)/.test(text)) return undefined;
+  // The URL may carry a query (`?sslmode=…`) after the key.
+  const keys = [...text.matchAll(/(\.pulumi\/locks\/[^\s?]+\.json)(?:\?\S*)?: created by /g)].map(
+    (m) => m[1]!,
+  );
+  return [...new Set(keys)];
 }

@@ -7,6 +7,11 @@
 // `sparkform drift` meanwhile is skipped as locked; the export holds each resource once; an `up`
 // SIGKILLed mid-create leaves a lock row the reader calls stale, and the recovery (`pulumi cancel
 // --yes`, `refresh --clear-pending-creates`, `up`) brings the stack back with nothing pending.
+// Through the wrapper (`npm run pulumi`, setup/pulumi/main.ts) the holder's session
+// (cli/team/session.ts) tells any host whether the holder lives: open during an `up`, named in
+// a refused `up`'s holder line as live; gone within seconds of the control node's SIGKILL, the
+// lock then stale as judged from another host, and the line's recovery, run through the
+// wrapper, works; a lock taken by plain pulumi has no session, and is unknown, not stale.
 // No simulated cluster: every resource lives in a temp dir of this machine.
 import { execa } from "execa";
 import * as fs from "node:fs";
@@ -14,8 +19,16 @@ import * as os from "node:os";
 import * as path from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { checkDrift } from "../../cli/drift/check";
-import { backendLocks, holderLine, isStale, lockedReason } from "../../cli/drift/lock";
+import {
+  backendLocks,
+  holderLine,
+  isStale,
+  lockedReason,
+  lockLife,
+  SESSION_GRACE_MS,
+} from "../../cli/drift/lock";
 import { checkpointUpdatedAt, rowText, stateRows } from "../../cli/team/psql";
+import { holderSessions, sessionName } from "../../cli/team/session";
 import { pulumiBinary, repoRoot } from "../../setup/pulumi/env";
 import { readState } from "../../stack-state";
 import { type PulumiCli, pulumiCli } from "../../sim/world/pulumi-cli";
@@ -40,6 +53,24 @@ const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 const locks = (stack: string) => backendLocks(pg.backend, PROJECT, stack);
 const setSleep = (seconds: number) =>
   fs.writeFileSync(path.join(files, "spark-1", "create-sleep"), String(seconds));
+
+/**
+ * `npm run pulumi -- <args>` as npm runs it (package.json's "pulumi" script, INIT_CWD the
+ * project), in a process group of its own: the control node a test may SIGKILL whole.
+ */
+function wrapper(args: string[]) {
+  return execa(process.execPath, [path.join(repoRoot, "setup", "pulumi", "run.js"), ...args], {
+    cwd: repoRoot,
+    env: { INIT_CWD: project },
+    reject: false,
+    all: true,
+    detached: true,
+  });
+}
+
+/** Whether the backend shows the session of pulumi `pid` on this host. */
+const sessionOpen = async (pid: number) =>
+  (await holderSessions(pg.backend)).open.includes(sessionName(os.hostname(), pid));
 
 async function until(what: string, ok: () => Promise<boolean>, ms = 60_000): Promise<void> {
   const end = Date.now() + ms;
@@ -108,7 +139,7 @@ describe.skipIf(skip)("a stack on PostgreSQL, driven by the real pulumi CLI", ()
     for (const d of ["spark-1", "spark-2"]) fs.mkdirSync(path.join(files, d), { recursive: true });
     useBackend(pg, path.join(work, "state"), files);
     pulumi = pulumiCli(project);
-    for (const s of ["t", "u", "k"])
+    for (const s of ["t", "u", "k", "w", "x", "p"])
       await pulumi.run(["stack", "init", s, "--secrets-provider", "passphrase"]);
   }, 300_000);
 
@@ -227,4 +258,114 @@ describe.skipIf(skip)("a stack on PostgreSQL, driven by the real pulumi CLI", ()
     ]);
     expect(quiet.output).not.toContain("pending operations");
   }, 180_000);
+
+  it("through the wrapper, an `up`'s session names its host and pid; a second `up` is refused within 5 s naming the holder live", async () => {
+    setSleep(10);
+    const first = wrapper(["up", "--yes", "--skip-preview", "-s", "w"]);
+    await until("the first up's lock row", async () => (await locks("w")).length > 0);
+    const [lock] = await locks("w");
+    await until("its session", () => sessionOpen(lock!.pid!), 10_000);
+    const rows = await pg.sql("select application_name from pg_stat_activity");
+    expect(rows.map((r) => r[0])).toContain(
+      `sparkform-lock pid=${lock!.pid} host=${os.hostname()}`.slice(0, 63),
+    );
+    const sessions = await holderSessions(pg.backend);
+    expect(lockLife(lock!, { host: "elsewhere", sessions })).toEqual({
+      life: "live",
+      why: "its sparkform session to the backend is open",
+    });
+    expect(lockLife(lock!, { sessions }).life).toBe("live");
+
+    const started = Date.now();
+    const second = await wrapper(["up", "--yes", "--skip-preview", "-s", "w"]);
+    const took = Date.now() - started;
+    console.log(`refused up through the wrapper (${took} ms):\n${second.all ?? ""}`);
+    expect(second.exitCode).not.toBe(0);
+    expect(took).toBeLessThan(5000);
+    expect(second.all).toContain("the stack is currently locked by 1 lock(s)");
+    expect(second.all).toContain("sparkform: the stack's lock holder:");
+    expect(second.all).toContain(
+      `${lock!.user}@${lock!.host} (pid ${lock!.pid}) since ${lock!.since}: live, pid ${lock!.pid} still runs on ${os.hostname()}; wait for it to end, or ask ${lock!.user}@${lock!.host}`,
+    );
+
+    const done = await first;
+    expect(done.exitCode).toBe(0);
+    expect(await locks("w")).toEqual([]);
+    // Closed with its command, and its record with it: nothing left to call stale.
+    expect(await sessionOpen(lock!.pid!)).toBe(false);
+    expect((await holderSessions(pg.backend)).opened.filter((o) => o.pid === lock!.pid)).toEqual(
+      [],
+    );
+    await expectEachResourceOnce("w");
+  }, 120_000);
+
+  it("the control node SIGKILLed mid-up: its session ends within seconds, the lock is stale from any host, and the recovery it names works", async () => {
+    setSleep(60);
+    const node = wrapper(["up", "--yes", "--skip-preview", "-s", "x"]);
+    let pid = 0;
+    try {
+      await until("the up's lock row", async () => (await locks("x")).length > 0);
+      pid = (await locks("x"))[0]!.pid!;
+      await until("its session", () => sessionOpen(pid), 10_000);
+      await until(
+        "the create's pending operation in the checkpoint",
+        async () => (await checkpoint("x")).includes('"pending_operations"'),
+        30_000,
+      );
+      process.kill(-node.pid!, "SIGKILL");
+      await node;
+    } finally {
+      endOrphansIn(project);
+    }
+    const killed = Date.now();
+    await until("the session's end", async () => !(await sessionOpen(pid)), 5000);
+    console.log(`session gone ${Date.now() - killed} ms after the SIGKILL`);
+
+    const [lock] = await locks("x");
+    expect(lock!.pid).toBe(pid);
+    const sessions = await holderSessions(pg.backend);
+    // As another control node sees it: the pid means nothing there, the session's end does.
+    expect(lockLife(lock!, { host: "elsewhere", sessions })).toMatchObject({ life: "stale" });
+    expect(lockLife(lock!, { sessions })).toEqual({
+      life: "stale",
+      why: `pid ${pid} no longer runs on ${os.hostname()}`,
+    });
+
+    const refused = await wrapper(["up", "--yes", "--skip-preview", "-s", "x"]);
+    console.log(`refused up after the kill:\n${refused.all ?? ""}`);
+    expect(refused.exitCode).not.toBe(0);
+    expect(refused.all).toContain(`(pid ${pid}) since ${lock!.since}: stale`);
+    expect(refused.all).toContain("`npm run pulumi -- cancel --yes -s x`");
+    expect(refused.all).toContain("`npm run pulumi -- refresh --clear-pending-creates --yes -s x`");
+
+    // The recovery the line names, through the wrapper.
+    setSleep(0);
+    for (const args of [
+      ["cancel", "--yes", "-s", "x"],
+      ["refresh", "--clear-pending-creates", "--yes", "--skip-preview", "-s", "x"],
+      ["up", "--yes", "--skip-preview", "-s", "x"],
+    ]) {
+      const r = await wrapper(args);
+      expect(r.exitCode, r.all).toBe(0);
+    }
+    expect(await locks("x")).toEqual([]);
+    expect(await checkpoint("x")).not.toContain('"pending_operations"');
+    await expectEachResourceOnce("x");
+  }, 180_000);
+
+  it("a lock taken by plain pulumi has no session: from another host, unknown, never stale", async () => {
+    setSleep(SESSION_GRACE_MS / 1000 + 5);
+    const plain = pulumi.run(["up", "--yes", "--skip-preview", "-s", "p"]);
+    await until("the up's lock row", async () => (await locks("p")).length > 0);
+    const [lock] = await locks("p");
+    await sleep(SESSION_GRACE_MS + 500 - (Date.now() - Date.parse(lock!.since)));
+    const sessions = await holderSessions(pg.backend);
+    expect(lockLife(lock!, { host: "elsewhere", sessions })).toEqual({
+      life: "unknown",
+      why: "taken outside sparkform: no session to check",
+    });
+    // On its own host, its pid still says.
+    expect(lockLife(lock!, { sessions }).life).toBe("live");
+    expect((await plain).exitCode).toBe(0);
+  }, 120_000);
 });
