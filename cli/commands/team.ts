@@ -19,12 +19,13 @@ import {
 import { decryptFinding } from "../doctor/backend";
 import { out, UsageError } from "../errors";
 import { projectRoot } from "../stack";
-import { selectedStackName } from "../stack-cache";
-import { parseBackend } from "../team/backend";
+import { project, selectedStackName } from "../stack-cache";
+import { backendLocks, judgedHolderLine, judgedLocks, lockLife } from "../drift/lock";
+import { currentBackend, parseBackend } from "../team/backend";
 import { moveStack, shownUrl } from "../team/move";
 
 export const summary = "share a stack with a team: its state on PostgreSQL (move, login, logout)";
-export const usage = `usage: sparkform team [show]
+export const usage = `usage: sparkform team [show] [--stack S]
        sparkform team move <url> [--stack S] [--passphrase-file F]
        sparkform team login <url> [--stack S] [--passphrase-file F]
        sparkform team logout
@@ -34,6 +35,8 @@ export const usage = `usage: sparkform team [show]
           kept under .sparkform/team/), then uses <url> from this checkout on
   login   uses <url> from this checkout on, once the passphrase decrypts the stack there
   logout  back to this checkout's own state (.sparkform/backend)
+  show    where the state is, and who holds the stack's lock: live, stale (its control node
+          died: the recovery is safe) or unknown (taken outside sparkform: ask first)
   <url> holds no password: libpq's PGPASSFILE (or ~/.pgpass) does.
   --passphrase-file F   the team's passphrase, from your own secret store (default: the
                         checkout's .sparkform/passphrase, or PULUMI_CONFIG_PASSPHRASE_FILE)
@@ -125,6 +128,28 @@ export function checkDecrypts(
   );
 }
 
+/**
+ * Who holds `stack`'s lock, each holder judged live, stale or unknown (cli/drift/lock.ts): what
+ * an operator checks before the recovery of a killed `up`.
+ */
+async function holders(stack: string, projectDir: string): Promise<string> {
+  const backend = currentBackend();
+  const name = project(projectDir)?.name;
+  if (!name) return "";
+  const locks = await backendLocks(backend, name, stack);
+  if (locks.length === 0) return `lock   stack ${stack}: free`;
+  const judged =
+    backend.kind === "postgres"
+      ? await judgedLocks(
+          backend,
+          locks.map((l) => l.file),
+        )
+      : locks.map((lock) => ({ lock, life: lockLife(lock) }));
+  return judged
+    .map(({ lock, life }) => `lock   stack ${stack}: ${judgedHolderLine(lock, life)}`)
+    .join("\n");
+}
+
 export async function run(argv: string[]): Promise<number> {
   const { values, positionals } = parseArgs({
     args: argv,
@@ -144,6 +169,8 @@ export async function run(argv: string[]): Promise<number> {
             (setting.passphraseFile ? `\npassphrase ${setting.passphraseFile}` : "")
         : `backend ${shownUrl(backendUrl())} (this checkout's own)`,
     );
+    const stack = values.stack ?? selectedStackName(dir);
+    if (stack) out(await holders(stack, dir));
     return 0;
   }
   if (verb === "logout") {

@@ -21,7 +21,7 @@ import {
 import * as os from "node:os";
 import * as path from "node:path";
 import { expect } from "vitest";
-import { backendLocks } from "../../cli/drift/lock";
+import { backendLocks, judgedLocks } from "../../cli/drift/lock";
 import { repoRoot } from "../../setup/pulumi/env";
 import { publishStagedTestModel } from "../../sim/hub/repo";
 import { readState } from "../../stack-state";
@@ -120,7 +120,7 @@ export function teamSteps(ctx: TeamContext) {
         );
         await ctx.traffic();
       }
-      expect(await ctx.readme("sparkform team")).toContain(`backend ${pg.url}`);
+      expect(await ctx.readme("sparkform team --stack local")).toContain(`backend ${pg.url}`);
     },
 
     async secondCheckout(): Promise<void> {
@@ -205,7 +205,13 @@ export function teamSteps(ctx: TeamContext) {
       ctx.log(`checkout B's up refused in ${seconds.toFixed(1)} s`);
       expect(seconds).toBeLessThan(15);
       expect(refused).toMatch(/locked/);
+      // pulumi's own line, then sparkform's verdict on the holder.
       expect(refused).toContain(`${holder!.user}@${holder!.host}`);
+      expect(refused).toMatch(
+        new RegExp(
+          `the stack's lock holder:\\s+${holder!.user}@${holder!.host} \\(pid ${holder!.pid}\\) since \\S+: live,`,
+        ),
+      );
       await first;
       expect(await locks()).toEqual([]);
       expect([...(await urnCounts()).values()].every((n) => n === 1)).toBe(true);
@@ -248,6 +254,13 @@ export function teamSteps(ctx: TeamContext) {
       );
       const left = await locks();
       expect(left).toHaveLength(1);
+      // Before the recovery, the README's check that the holder is gone: stale, from this host
+      // (its pid) and from any other (its session to the server ended).
+      const shown = await ctx.readme("sparkform team --stack local");
+      expect(shown).toMatch(/lock\s+stack local: \S+ \(pid \d+\) since \S+: stale, /);
+      const [elsewhere] = await judgedLocks(pg!.backend, [left[0]!.file], { host: "another-host" });
+      expect(elsewhere?.life.life).toBe("stale");
+      ctx.log(`the killed up's lock, judged from another host: ${elsewhere?.life.why}`);
 
       await ctx.readme("npm run pulumi -- cancel -s local --yes");
       await ctx.readme("npm run pulumi -- refresh -s local --yes --clear-pending-creates");
