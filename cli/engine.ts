@@ -20,10 +20,10 @@ export function stackName(given: string | undefined): string {
 /** Where the engine's output goes: captured, the terminal, or all of it to stderr. */
 type Output = "capture" | "inherit" | "stderr";
 
-function pulumi(args: string[], stack: string, output: Output) {
+function pulumi(args: string[], stack: string, output: Output, env: NodeJS.ProcessEnv = {}) {
   const r = spawnSync(pulumiBinary(), [...args, "-s", stack], {
     cwd: repoRoot,
-    env: pulumiEnv(),
+    env: { ...pulumiEnv(), ...env },
     encoding: "utf8",
     maxBuffer: 256 << 20,
     stdio:
@@ -77,6 +77,7 @@ export function upTargets(
 export function refreshTargets(
   stack: string,
   urns: readonly string[],
+  env: NodeJS.ProcessEnv = {},
 ): { code: number; output: string } {
   const r = pulumi(
     [
@@ -88,6 +89,7 @@ export function refreshTargets(
     ],
     stack,
     "capture",
+    env,
   );
   return { code: r.status ?? 1, output: `${r.stdout}${r.stderr}`.trim() };
 }

@@ -6,7 +6,7 @@
 // layout (source, dest, exclusions, nodes) is `pulumi up`'s to make: sync refuses it.
 import { parseArgs } from "node:util";
 import isEqual from "fast-deep-equal";
-import { syncTree, type TreeSyncOutputs } from "../../components/tree/provider";
+import { syncTree, TREE_SOURCE_ENV, type TreeSyncOutputs } from "../../components/tree/provider";
 import { localTreeDigest } from "../../components/tree/digest";
 import { resourcesOf } from "../../stack-state";
 import { refreshTargets, stackName, stackState } from "../engine";
@@ -47,12 +47,12 @@ export async function run(argv: string[]): Promise<number> {
   }
   const view = readStack(stack);
   const tree = view.config.tree;
-  const layout = { source: tree?.source, dest: tree?.dest, exclude: tree?.exclude ?? [] };
+  // Not the source: it is this checkout's path to the tree, and the stack may have been synced
+  // from another operator's checkout (README "Team"); what sync pushes is this checkout's tree.
+  const layout = { dest: tree?.dest, exclude: tree?.exclude ?? [] };
   const stateNodes = trees.map((t) => t.node).sort();
   const configNodes = view.config.nodes.map((n) => n.name).sort();
-  const moved = trees.find(
-    ({ o }) => !isEqual({ source: o.source, dest: o.dest, exclude: o.exclude ?? [] }, layout),
-  );
+  const moved = trees.find(({ o }) => !isEqual({ dest: o.dest, exclude: o.exclude ?? [] }, layout));
   if (!tree || moved || !isEqual(stateNodes, configNodes)) {
     throw new UsageError(
       `sparkform:tree or sparkform:nodes changed since the last \`pulumi up\` ` +
@@ -67,6 +67,7 @@ export async function run(argv: string[]): Promise<number> {
     trees.map(({ o, node }) =>
       syncTree({
         ...(o as TreeSyncOutputs),
+        source: tree.source,
         target: view.target(node),
         expectedDigest: control.digest,
       }),
@@ -83,6 +84,7 @@ export async function run(argv: string[]): Promise<number> {
   const recorded = refreshTargets(
     stack,
     trees.map((t) => t.urn),
+    { [TREE_SOURCE_ENV]: tree.source },
   );
   if (recorded.code !== 0) {
     throw new Error(

@@ -133,6 +133,12 @@ async function createTree(
  * moved, so a quiet refresh does not pay for it; an edit on the control node alone changes
  * nothing here (preview shows it as an update, as before).
  */
+/**
+ * The tree `sparkform sync` just pushed, named for its targeted refresh: the syncing checkout's
+ * own path, which is not the recorded one when another operator's checkout made the stack.
+ */
+export const TREE_SOURCE_ENV = "SPARKFORM_TREE_SOURCE";
+
 async function readTree(
   id: string,
   props: TreeSyncOutputs,
@@ -141,7 +147,8 @@ async function readTree(
   if (
     got &&
     got.digest !== props.expectedDigest &&
-    (await controlDigest(props.source, props.exclude)) === got.digest
+    (await controlDigest(process.env[TREE_SOURCE_ENV] || props.source, props.exclude)) ===
+      got.digest
   ) {
     // The recorded inputs move with it: the engine checks a refreshed resource against them
     // (its Diff), and keeps their secret markers on what comes back (a target's private key).

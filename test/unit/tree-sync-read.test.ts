@@ -8,7 +8,7 @@ import { tmpdir } from "node:os";
 import * as path from "node:path";
 import { afterEach, beforeEach, describe, expect, it, vi } from "vitest";
 import { localTreeDigest, TREE_DIGEST_PROGRAM } from "../../components/tree/digest";
-import { read, type TreeSyncOutputs } from "../../components/tree/provider";
+import { read, TREE_SOURCE_ENV, type TreeSyncOutputs } from "../../components/tree/provider";
 import { nativeProgram } from "../../components/native-script";
 
 let nodeCopy = "";
@@ -94,6 +94,25 @@ describe("TreeSync read", () => {
     rmSync(source, { recursive: true });
     const r = await read("id", state(d, d));
     expect(r.props?.expectedDigest).toBe(d);
+  });
+
+  it("records a sync from another checkout: the tree sparkform sync names, not the recorded path", async () => {
+    const before = localTreeDigest(source, []).digest;
+    // Checkout B's tree, edited and pushed; the state still names checkout A's path.
+    const checkoutB = path.join(work, "checkout-b");
+    cpSync(source, checkoutB, { recursive: true });
+    appendFileSync(path.join(checkoutB, "a.c"), "// edited in checkout B\n");
+    cpSync(checkoutB, nodeCopy, { recursive: true });
+    const after = localTreeDigest(checkoutB, []).digest;
+    expect((await read("id", state(before, before))).props?.expectedDigest).toBe(before);
+    vi.stubEnv(TREE_SOURCE_ENV, checkoutB);
+    try {
+      const r = await read("id", state(before, before));
+      expect([r.props?.digest, r.props?.expectedDigest]).toEqual([after, after]);
+      expect(r.inputs?.source).toBe(source);
+    } finally {
+      vi.unstubAllEnvs();
+    }
   });
 });
 
