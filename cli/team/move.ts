@@ -10,6 +10,8 @@ import { isDeepStrictEqual } from "node:util";
 import * as fs from "node:fs";
 import * as path from "node:path";
 import { pulumiBinary, pulumiEnv, stateDir } from "../../setup/pulumi/env";
+import { parseOutputsRecord } from "../../stack-outputs";
+import { isSecret, readState } from "../../stack-state";
 import { parseBackend } from "./backend";
 
 export interface MovePlan {
@@ -59,29 +61,24 @@ function pulumiOn(backend: string, plan: MovePlan) {
   };
 }
 
-interface Deployment {
-  resources?: Array<{ urn: string } & Record<string, unknown>>;
-}
-
-/** What must be the same on both sides: each resource by URN (state, inputs, outputs). */
-function comparable(exportText: string): Map<string, Record<string, unknown>> {
-  const doc = JSON.parse(exportText) as { deployment?: Deployment };
-  const byUrn = new Map<string, Record<string, unknown>>();
-  for (const r of doc.deployment?.resources ?? []) {
+/**
+ * What must be the same on both sides: each resource by URN, its type, id, parent, inputs and
+ * outputs (stack-state.ts reads the export; the backend's timestamps are not the resource).
+ */
+function comparable(exportText: string): Map<string, unknown> {
+  const byUrn = new Map<string, unknown>();
+  for (const r of readState(exportText).resources) {
     if (byUrn.has(r.urn)) throw new Error(`the export holds ${r.urn} twice`);
-    // Timestamps are the backend's bookkeeping, not the resource.
-    const { created: _c, modified: _m, ...rest } = r as Record<string, unknown>;
-    byUrn.set(r.urn, rest);
+    byUrn.set(r.urn, [r.type, r.id, r.parent, r.inputs, r.outputs]);
   }
   return byUrn;
 }
 
 function countSecrets(v: unknown): number {
+  if (isSecret(v)) return 1;
   if (Array.isArray(v)) return v.reduce<number>((n, x) => n + countSecrets(x), 0);
   if (typeof v !== "object" || v === null) return 0;
-  const o = v as Record<string, unknown>;
-  if (o["4dabf18193072939515e22adb298388d"] === "1b47061264138c4ac30d75fd1eb44270") return 1;
-  return Object.values(o).reduce<number>((n, x) => n + countSecrets(x), 0);
+  return Object.values(v).reduce<number>((n, x) => n + countSecrets(x), 0);
 }
 
 /** The differences between two exports (--show-secrets), named by URN; empty when none. */
@@ -111,7 +108,7 @@ export function moveStack(plan: MovePlan): MoveResult {
   // Decrypts every secret: a passphrase that cannot is found here, before anything moves.
   const plainBefore = from(["stack", "export", "--show-secrets", ...s], "decrypting the stack");
   const resources = comparable(plainBefore).size;
-  const secrets = countSecrets(JSON.parse(exported));
+  const secrets = countSecrets(readState(exported).resources.map((r) => [r.inputs, r.outputs]));
   say(`${plan.stack} on ${shownUrl(plan.from)}: ${resources} resources, ${secrets} secrets`);
 
   const there = JSON.parse(to(["stack", "ls", "--json"], "listing stacks")) as Array<{
@@ -147,20 +144,26 @@ export function moveStack(plan: MovePlan): MoveResult {
       throw new Error(
         `the state on ${shownUrl(plan.to)} is not the state that left: ${diffs.slice(0, 5).join("; ")}`,
       );
-    const outputs = from(["stack", "output", "--json", ...s], "reading the outputs");
-    const outputsAfter = to(["stack", "output", "--json", ...s], "reading the outputs back");
-    if (!isDeepStrictEqual(JSON.parse(outputs), JSON.parse(outputsAfter)))
+    const outputs = parseOutputsRecord(
+      from(["stack", "output", "--json", "--show-secrets", ...s], "reading the outputs"),
+      plan.stack,
+    );
+    const outputsAfter = parseOutputsRecord(
+      to(["stack", "output", "--json", "--show-secrets", ...s], "reading the outputs back"),
+      plan.stack,
+    );
+    if (!isDeepStrictEqual(outputs, outputsAfter))
       throw new Error(`the stack's outputs on ${shownUrl(plan.to)} differ from the source's`);
     say(
       `${plan.stack} on ${shownUrl(plan.to)}: the same ${resources} resources, ` +
-        `${Object.keys(JSON.parse(outputs) as object).length} outputs and ${secrets} secrets`,
+        `${Object.keys(outputs).length} outputs and ${secrets} secrets`,
     );
     // Two copies of one cluster's state would let two `up`s fight over the nodes: the source's
     // goes (its export stays in the backup), its config file stays.
     from(["stack", "rm", ...s, "--yes", "--force", "--preserve-config"], "removing the old copy");
     return {
       resources,
-      outputs: Object.keys(JSON.parse(outputs) as object).length,
+      outputs: Object.keys(outputs).length,
       secrets,
       backup,
     };

@@ -2,15 +2,16 @@
 import { describe, expect, it } from "vitest";
 import { exportDifferences, shownUrl } from "../../cli/team/move";
 
+const U = (name: string) => `urn:pulumi:local::sparkform::sparkform:test:T::${name}`;
 const exported = (resources: object[]) => JSON.stringify({ version: 3, deployment: { resources } });
 const a = {
-  urn: "urn:a",
-  type: "t",
+  urn: U("a"),
+  type: "sparkform:test:T",
   outputs: { x: 1 },
   created: "2026-12-01",
   modified: "2026-12-01",
 };
-const b = { urn: "urn:b", type: "t", outputs: { secret: "s3" } };
+const b = { urn: U("b"), type: "sparkform:test:T", outputs: { secret: "s3" } };
 
 describe("exportDifferences", () => {
   it("none when the resources match, whatever their timestamps", () => {
@@ -22,12 +23,15 @@ describe("exportDifferences", () => {
     expect(
       exportDifferences(
         exported([a, b]),
-        exported([{ ...b, outputs: { secret: "other" } }, { urn: "urn:c" }]),
+        exported([
+          { ...b, outputs: { secret: "other" } },
+          { urn: U("c"), type: "sparkform:test:T" },
+        ]),
       ),
-    ).toEqual(["urn:a is missing", "urn:b differs", "urn:c was not there before"]);
+    ).toEqual([`${U("a")} is missing`, `${U("b")} differs`, `${U("c")} was not there before`]);
   });
   it("refuses an export that holds a resource twice", () => {
-    expect(() => exportDifferences(exported([a, a]), exported([a]))).toThrow(/urn:a twice/);
+    expect(() => exportDifferences(exported([a, a]), exported([a]))).toThrow(/::a twice/);
   });
 });
 
