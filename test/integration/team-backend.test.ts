@@ -37,9 +37,10 @@ import {
   skipWithoutPulumiAndPostgres,
   startPostgres,
   useBackend,
+  endPostgresTest,
+  probeProject,
 } from "../support/postgres";
 
-const PROBE = path.join(repoRoot, "test", "fixtures", "drift-probe");
 const PROJECT = "driftprobe";
 const NODES = ["spark-1", "spark-2"];
 const work = fs.mkdtempSync(path.join(os.tmpdir(), "team-backend-"));
@@ -132,22 +133,14 @@ const skip = skipWithoutPulumiAndPostgres();
 describe.skipIf(skip)("a stack on PostgreSQL, driven by the real pulumi CLI", () => {
   beforeAll(async () => {
     pg = await startPostgres({ dir: path.join(work, "pg") });
-    fs.mkdirSync(project);
-    for (const f of ["Pulumi.yaml", "index.js"])
-      fs.copyFileSync(path.join(PROBE, f), path.join(project, f));
-    fs.symlinkSync(path.join(repoRoot, "node_modules"), path.join(project, "node_modules"));
-    for (const d of ["spark-1", "spark-2"]) fs.mkdirSync(path.join(files, d), { recursive: true });
+    probeProject(project, files);
     useBackend(pg, path.join(work, "state"), files);
     pulumi = pulumiCli(project);
     for (const s of ["t", "u", "k", "w", "x", "p"])
       await pulumi.run(["stack", "init", s, "--secrets-provider", "passphrase"]);
   }, 300_000);
 
-  afterAll(async () => {
-    process.env = saved;
-    await pg?.stop();
-    fs.rmSync(work, { recursive: true, force: true });
-  });
+  afterAll(() => endPostgresTest(saved, pg, work));
 
   it("`stack init` makes the table; `up` writes the checkpoint row, its time moving with each update", async () => {
     expect(pg.url).not.toMatch(/:[^/@]*@/);

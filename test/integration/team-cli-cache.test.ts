@@ -22,6 +22,7 @@ import {
   skipWithoutPulumiAndPostgres,
   startPostgres,
   useBackend,
+  endPostgresTest,
 } from "../support/postgres";
 
 const PROBE = path.join(repoRoot, "test", "fixtures", "drift-probe");
@@ -91,11 +92,7 @@ describe.skipIf(skip)("the CLI's stack cache on PostgreSQL, with the real pulumi
     );
   }, 300_000);
 
-  afterAll(async () => {
-    process.env = saved;
-    await pg?.stop();
-    fs.rmSync(work, { recursive: true, force: true });
-  });
+  afterAll(() => endPostgresTest(saved, pg, work));
 
   it("after an `up`, the first read goes through pulumi and the second comes from the cache", async () => {
     await pulumi.run(["up", "--yes", "--skip-preview", "-s", stack]);

@@ -18,7 +18,12 @@ import { parseBackend, type PostgresBackend } from "../../cli/team/backend";
 import { repoRoot } from "../../setup/pulumi/env";
 import { type PulumiCli, pulumiCli } from "../../sim/world/pulumi-cli";
 import { freePort } from "../support/prometheus";
-import { type Postgres, skipWithoutPulumiAndPostgres, startPostgres } from "../support/postgres";
+import {
+  type Postgres,
+  skipWithoutPulumiAndPostgres,
+  startPostgres,
+  endPostgresTest,
+} from "../support/postgres";
 
 const work = fs.mkdtempSync(path.join(os.tmpdir(), "team-doctor-"));
 const projectDir = path.join(work, "project");
@@ -94,11 +99,7 @@ describe.skipIf(skipWithoutPulumiAndPostgres())("sparkform doctor on a stack on 
     await pulumi.run(["config", "set", "--secret", "sparkform:hfToken", "hf_x", "-s", STACK]);
   }, 300_000);
 
-  afterAll(async () => {
-    process.env = saved;
-    await pg?.stop();
-    fs.rmSync(work, { recursive: true, force: true });
-  });
+  afterAll(() => endPostgresTest(saved, pg, work));
 
   it("healthy: the backend's lines pass, then the config and the node as before", async () => {
     const { findings } = await run();

@@ -13,9 +13,14 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { repoRoot } from "../../setup/pulumi/env";
 import { type PulumiCli, pulumiCli } from "../../sim/world/pulumi-cli";
 import { readState } from "../../stack-state";
-import { type Postgres, skipWithoutPulumiAndPostgres, startPostgres } from "../support/postgres";
+import {
+  type Postgres,
+  skipWithoutPulumiAndPostgres,
+  startPostgres,
+  endPostgresTest,
+  probeProject,
+} from "../support/postgres";
 
-const PROBE = path.join(repoRoot, "test", "fixtures", "drift-probe");
 const work = fs.mkdtempSync(path.join(os.tmpdir(), "team-move-"));
 const project = path.join(work, "project");
 const files = path.join(work, "files");
@@ -53,12 +58,7 @@ describe.skipIf(skipWithoutPulumiAndPostgres())(
   () => {
     beforeAll(async () => {
       pg = await startPostgres({ dir: path.join(work, "pg") });
-      fs.mkdirSync(project);
-      for (const f of ["Pulumi.yaml", "index.js"])
-        fs.copyFileSync(path.join(PROBE, f), path.join(project, f));
-      fs.symlinkSync(path.join(repoRoot, "node_modules"), path.join(project, "node_modules"));
-      for (const d of ["spark-1", "spark-2"])
-        fs.mkdirSync(path.join(files, d), { recursive: true });
+      probeProject(project, files);
       process.env.SPARKFORM_STATE_DIR = stateA;
       process.env.SPARKFORM_PROJECT_DIR = project;
       process.env.PGPASSFILE = pg.pgpassFile;
@@ -76,11 +76,7 @@ describe.skipIf(skipWithoutPulumiAndPostgres())(
       await pulumi.run(["up", "--yes", "--skip-preview", "-s", "dev"]);
     }, 300_000);
 
-    afterAll(async () => {
-      process.env = saved;
-      await pg?.stop();
-      fs.rmSync(work, { recursive: true, force: true });
-    });
+    afterAll(() => endPostgresTest(saved, pg, work));
 
     it("move: the same resources and secrets on PostgreSQL, the old copy gone, its export kept, the next preview quiet", async () => {
       const before = await plainExport(stateA);

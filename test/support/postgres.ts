@@ -52,3 +52,27 @@ export function useBackend(pg: Postgres, stateDir: string, probeDir: string): vo
   delete process.env.PULUMI_HOME;
   delete process.env.PGPASSWORD;
 }
+
+/**
+ * test/fixtures/drift-probe copied to `project` (node_modules the checkout's), with the probe's
+ * per-node directories under `files`: the program the team tests drive the real CLI with.
+ */
+export function probeProject(project: string, files: string): void {
+  const probe = path.join(repoRoot, "test", "fixtures", "drift-probe");
+  fs.mkdirSync(project, { recursive: true });
+  for (const f of ["Pulumi.yaml", "index.js"])
+    fs.copyFileSync(path.join(probe, f), path.join(project, f));
+  fs.symlinkSync(path.join(repoRoot, "node_modules"), path.join(project, "node_modules"));
+  for (const d of ["spark-1", "spark-2"]) fs.mkdirSync(path.join(files, d), { recursive: true });
+}
+
+/** A team test's end: the environment as it was, the server stopped, its directory removed. */
+export async function endPostgresTest(
+  saved: NodeJS.ProcessEnv,
+  pg: Postgres | undefined,
+  work: string,
+): Promise<void> {
+  process.env = saved;
+  await pg?.stop();
+  fs.rmSync(work, { recursive: true, force: true });
+}
