@@ -53,8 +53,11 @@ function signature(file: string): string {
   }
 }
 
-/** `key: value` at the top level of a YAML file (Pulumi.yaml's name and stackConfigDir). */
-function yamlScalar(text: string, key: string): string | undefined {
+/**
+ * `key: value` at the top level of a YAML file (Pulumi.yaml's name and stackConfigDir, a stack
+ * file's encryptionsalt and secretsprovider).
+ */
+export function yamlScalar(text: string, key: string): string | undefined {
   const m = new RegExp(`^${key}:[ \\t]*["']?([^"'#\\n]*?)["']?[ \\t]*(#.*)?$`, "m").exec(text);
   return m?.[1] || undefined;
 }

@@ -3,14 +3,11 @@
 // (cli/team/move.ts); `login` points another checkout at it, after checking that the team's
 // passphrase opens the stack; `logout` goes back to the checkout's own state. The setting is
 // one file, .sparkform/team.json (setup/pulumi/env.ts reads it for every pulumi run).
-import { spawnSync } from "node:child_process";
 import * as fs from "node:fs";
 import * as path from "node:path";
 import { parseArgs } from "node:util";
 import {
   backendUrl,
-  pulumiBinary,
-  pulumiEnv,
   readTeamSetting,
   stateDir,
   type TeamSetting,
@@ -20,9 +17,10 @@ import { decryptFinding } from "../doctor/backend";
 import { out, UsageError } from "../errors";
 import { projectRoot } from "../stack";
 import { project, selectedStackName } from "../stack-cache";
-import { backendLocks, judgedHolderLine, judgedLocks, lockLife } from "../drift/lock";
+import { backendLocks, judgedHolderLine, lockLife } from "../drift/lock";
+import { holderSessions } from "../team/session";
 import { currentBackend, parseBackend } from "../team/backend";
-import { moveStack, shownUrl } from "../team/move";
+import { moveStack, pulumiAt, shownUrl } from "../team/move";
 
 export const summary = "share a stack with a team: its state on PostgreSQL (move, login, logout)";
 export const usage = `usage: sparkform team [show] [--stack S]
@@ -107,12 +105,7 @@ export function checkDecrypts(
   projectDir: string,
   env: NodeJS.ProcessEnv,
 ): void {
-  const r = spawnSync(pulumiBinary(), ["stack", "export", "--show-secrets", "-s", stack], {
-    cwd: projectDir,
-    env: pulumiEnv({ ...env, PULUMI_BACKEND_URL: url }),
-    encoding: "utf8",
-    maxBuffer: 512 << 20,
-  });
+  const r = pulumiAt(url, projectDir, env, ["stack", "export", "--show-secrets", "-s", stack]);
   if (r.error) throw r.error;
   if (r.status === 0) return;
   const why = r.stderr.trim().split("\n").slice(-3).join(" ");
@@ -136,17 +129,12 @@ async function holders(stack: string, projectDir: string): Promise<string> {
   const backend = currentBackend();
   const name = project(projectDir)?.name;
   if (!name) return "";
+  // The sessions before the locks, as judgedLocks reads them (see holderSessions).
+  const sessions = backend.kind === "postgres" ? await holderSessions(backend) : undefined;
   const locks = await backendLocks(backend, name, stack);
   if (locks.length === 0) return `lock   stack ${stack}: free`;
-  const judged =
-    backend.kind === "postgres"
-      ? await judgedLocks(
-          backend,
-          locks.map((l) => l.file),
-        )
-      : locks.map((lock) => ({ lock, life: lockLife(lock) }));
-  return judged
-    .map(({ lock, life }) => `lock   stack ${stack}: ${judgedHolderLine(lock, life)}`)
+  return locks
+    .map((lock) => `lock   stack ${stack}: ${judgedHolderLine(lock, lockLife(lock, { sessions }))}`)
     .join("\n");
 }
 

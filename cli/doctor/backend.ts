@@ -10,9 +10,10 @@ import * as path from "node:path";
 import { promisify } from "node:util";
 import { pulumiBinary, pulumiEnv, teamSettingFile } from "../../setup/pulumi/env";
 import { projectRoot } from "../stack";
-import { project } from "../stack-cache";
+import { project, yamlScalar } from "../stack-cache";
 import { currentBackend, type Backend, type PostgresBackend } from "../team/backend";
 import { addressText, isLoopback, pgAddress, pgProblem, PsqlError } from "../team/errors";
+import { sqlTable, sqlText } from "../team/libpq";
 import { psqlJson } from "../team/psql";
 import type { Finding } from "./findings";
 
@@ -59,11 +60,6 @@ interface ServerFacts {
   readonly database: string;
 }
 
-/** `name` as an SQL string literal holding a quoted identifier, for to_regclass. */
-function regclassLiteral(name: string): string {
-  return `'${`"${name.replace(/"/g, '""')}"`.replace(/'/g, "''")}'`;
-}
-
 /** One psql round trip: the server's version, whether this session is TLS, whether the table is there. */
 async function serverFacts(pg: PostgresBackend, env: NodeJS.ProcessEnv): Promise<ServerFacts> {
   return (await psqlJson(
@@ -71,7 +67,7 @@ async function serverFacts(pg: PostgresBackend, env: NodeJS.ProcessEnv): Promise
     "select json_build_object(" +
       "'version', current_setting('server_version'), " +
       "'ssl', coalesce((select ssl from pg_stat_ssl where pid = pg_backend_pid()), false), " +
-      `'table', to_regclass(${regclassLiteral(pg.table)}) is not null, ` +
+      `'table', to_regclass(${sqlText(sqlTable(pg))}) is not null, ` +
       "'user', current_user, 'database', current_database())",
     env,
   )) as ServerFacts;
@@ -159,11 +155,6 @@ export async function passphraseOpensSalt(passphrase: string, salt: string): Pro
   }
 }
 
-/** `key: value` at the top level of a stack config file. */
-function topLevel(text: string, key: string): string | undefined {
-  return new RegExp(`^${key}:[ \\t]*["']?([^"'\\n]*?)["']?[ \\t]*$`, "m").exec(text)?.[1];
-}
-
 function passphraseFix(): string {
   return (
     "point PULUMI_CONFIG_PASSPHRASE_FILE at the file holding the team's passphrase (from your " +
@@ -195,8 +186,8 @@ export async function decryptFinding(
   } catch {
     return skip(`no ${file}: the stack's config check below says more`);
   }
-  const provider = topLevel(text, "secretsprovider");
-  const salt = topLevel(text, "encryptionsalt");
+  const provider = yamlScalar(text, "secretsprovider");
+  const salt = yamlScalar(text, "encryptionsalt");
   if (provider && !provider.startsWith("passphrase"))
     return skip(`stack ${stack}'s secrets are kept by ${provider.split(":")[0]}, not a passphrase`);
   if (!salt) return skip(`stack ${stack} has no encryptionsalt: not a passphrase-encrypted stack`);

@@ -119,9 +119,18 @@ export async function backendLocks(
 ): Promise<StackLock[]> {
   if (backend.kind === "file") return stackLocks(backend.dir, project, stack);
   if (backend.kind !== "postgres") return [];
-  const rows = await stateRows(backend, "/.pulumi/locks/", env);
+  return lockRows(backend, (key) => isLockKey(key, project, stack), env);
+}
+
+/** The lock rows of a postgres backend whose key `keep` takes, oldest first. */
+async function lockRows(
+  pg: PostgresBackend,
+  keep: (key: string) => boolean,
+  env: NodeJS.ProcessEnv | undefined,
+): Promise<StackLock[]> {
+  const rows = await stateRows(pg, "/.pulumi/locks/", env);
   return rows
-    .filter((r) => isLockKey(r.key, project, stack))
+    .filter((r) => keep(r.key))
     .map((r) => parseLock(rowText(r.data), r.key))
     .sort(oldestFirst);
 }
@@ -276,12 +285,8 @@ export async function judgedLocks(
   o: { host?: string; env?: NodeJS.ProcessEnv } = {},
 ): Promise<{ lock: StackLock; life: Life }[]> {
   const sessions = await holderSessions(pg, o.env);
-  const rows = await stateRows(pg, "/.pulumi/locks/", o.env);
-  return rows
-    .filter((r) => keys.some((k) => r.key.endsWith(k)))
-    .map((r) => parseLock(rowText(r.data), r.key))
-    .sort(oldestFirst)
-    .map((lock) => ({ lock, life: lockLife(lock, { host: o.host, sessions }) }));
+  const locks = await lockRows(pg, (key) => keys.some((k) => key.endsWith(k)), o.env);
+  return locks.map((lock) => ({ lock, life: lockLife(lock, { host: o.host, sessions }) }));
 }
 
 /**

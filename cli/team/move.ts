@@ -5,7 +5,7 @@
 // before the source's copy is removed. The export (secrets still ciphertext) stays behind as a
 // 0600 backup under .sparkform/team/. The stack's config file (stacks/Pulumi.<stack>.yaml, with
 // its `encryptionsalt`) is kept, so the same passphrase opens the stack on either backend.
-import { spawnSync } from "node:child_process";
+import { spawnSync, type SpawnSyncReturns } from "node:child_process";
 import { isDeepStrictEqual } from "node:util";
 import * as fs from "node:fs";
 import * as path from "node:path";
@@ -42,20 +42,31 @@ export function shownUrl(url: string): string {
   return b.kind === "postgres" ? b.url : url;
 }
 
+/**
+ * `pulumi ARGS` in `projectDir` against `backend`, with the operator's environment (their
+ * passphrase, PG* variables); its output captured, an export's size allowed for.
+ */
+export function pulumiAt(
+  backend: string,
+  projectDir: string,
+  env: NodeJS.ProcessEnv,
+  args: string[],
+): SpawnSyncReturns<string> {
+  return spawnSync(pulumiBinary(), args, {
+    cwd: projectDir,
+    env: pulumiEnv({ ...env, PULUMI_BACKEND_URL: backend }),
+    encoding: "utf8",
+    maxBuffer: 512 << 20,
+  });
+}
+
 function pulumiOn(backend: string, plan: MovePlan) {
-  const env = pulumiEnv({ ...(plan.env ?? process.env), PULUMI_BACKEND_URL: backend });
-  return (args: string[], what: string, input?: string): string => {
-    const r = spawnSync(pulumiBinary(), args, {
-      cwd: plan.projectDir,
-      env,
-      encoding: "utf8",
-      maxBuffer: 512 << 20,
-      input,
-    });
+  return (args: string[], what: string): string => {
+    const r = pulumiAt(backend, plan.projectDir, plan.env ?? process.env, args);
     if (r.error) throw r.error;
     if (r.status !== 0)
       throw new Error(
-        `${what} on ${shownUrl(backend)} failed (pulumi ${args.filter((a) => a !== input).join(" ")} exited ${r.status}): ${r.stderr.trim()}`,
+        `${what} on ${shownUrl(backend)} failed (pulumi ${args.join(" ")} exited ${r.status}): ${r.stderr.trim()}`,
       );
     return r.stdout;
   };
@@ -169,11 +180,14 @@ export function moveStack(plan: MovePlan): MoveResult {
     };
   } catch (err) {
     // The destination's half: removed, so the move can be run again; the source is untouched.
-    spawnSync(pulumiBinary(), ["stack", "rm", ...s, "--yes", "--force", "--preserve-config"], {
-      cwd: plan.projectDir,
-      env: pulumiEnv({ ...(plan.env ?? process.env), PULUMI_BACKEND_URL: plan.to }),
-      stdio: "ignore",
-    });
+    pulumiAt(plan.to, plan.projectDir, plan.env ?? process.env, [
+      "stack",
+      "rm",
+      ...s,
+      "--yes",
+      "--force",
+      "--preserve-config",
+    ]);
     throw err;
   }
 }

@@ -1,4 +1,5 @@
-// What sparkform reads of a stack on PostgreSQL (the lock rows, the checkpoint's update time),
+// What sparkform reads of a stack on PostgreSQL (the lock rows, doctor's facts; the checkpoint's
+// update time, which the stack cache reads synchronously, is ./libpq.ts's),
 // through psql with the connection in libpq's variables: a password is never put on a command
 // line, where `ps` on the control node shows it, nor in a message (the URL shown has none).
 import { execa } from "execa";
@@ -89,21 +90,4 @@ export function rowText(data: unknown): string {
   if (typeof data === "string" && /^\\x([0-9a-f]{2})*$/i.test(data))
     return Buffer.from(data.slice(2), "hex").toString("utf8");
   return typeof data === "string" ? data : JSON.stringify(data ?? null);
-}
-
-/**
- * When the stack's checkpoint (`.pulumi/stacks/<project>/<stack>.json`) was last written, as
- * the server's clock says (its timestamptz, to the microsecond), or undefined when the stack has none: what changes with
- * each `up`, `refresh` or `config` write, so a cache keyed on it is still true while it holds.
- */
-export async function checkpointUpdatedAt(
-  pg: PostgresBackend,
-  project: string,
-  stack: string,
-  from: NodeJS.ProcessEnv = process.env,
-): Promise<string | undefined> {
-  const suffix = `/.pulumi/stacks/${project}/${stack}.json`;
-  const rows = await stateRows(pg, suffix, from);
-  const row = rows.find((r) => r.key.endsWith(suffix));
-  return row?.updated_at;
 }

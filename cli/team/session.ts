@@ -12,6 +12,7 @@
 // nothing here can tell whether its holder runs.
 import { type ChildProcess, spawn } from "node:child_process";
 import type { PostgresBackend } from "./backend";
+import { sqlText } from "./libpq";
 import { psqlEnv, psqlJson } from "./psql";
 
 /** The table of sessions opened: what tells "its session ended" from "it never had one". */
@@ -69,8 +70,6 @@ export interface HolderSessions {
   readonly opened: readonly OpenedSession[];
 }
 
-const literal = (s: string) => `'${s.replace(/'/g, "''")}'`;
-
 /**
  * The open sessions (pg_stat_activity shows every role's application_name to any role) and the
  * recorded ones. Read before the lock rows: a holder ends its lock before its session, so a
@@ -85,7 +84,7 @@ export async function holderSessions(
     pg,
     "select json_build_object('open', (select coalesce(json_agg(application_name), '[]') " +
       "from pg_stat_activity where application_name like 'sparkform-lock %'), " +
-      `'recorded', to_regclass(${literal(SESSIONS_TABLE)}) is not null)`,
+      `'recorded', to_regclass(${sqlText(SESSIONS_TABLE)}) is not null)`,
     env,
   )) as { open: string[]; recorded: boolean };
   const opened = now.recorded
@@ -161,7 +160,7 @@ export function openLockSession(
   child.stdin?.on("error", () => {
     // psql gone: reported by its exit.
   });
-  const row = `${SESSIONS_TABLE} where host = ${literal(host)} and pid = ${pid}`;
+  const row = `${SESSIONS_TABLE} where host = ${sqlText(host)} and pid = ${pid}`;
   child.stdin?.write(
     [
       `set tcp_keepalives_idle = ${KEEPALIVE.idle};`,
@@ -174,7 +173,7 @@ export function openLockSession(
       `grant select, insert, delete on ${SESSIONS_TABLE} to public;`,
       // Records of dead control nodes whose locks were long since cancelled.
       `delete from ${SESSIONS_TABLE} where started < now() - interval '30 days';`,
-      `insert into ${SESSIONS_TABLE} values (${literal(host)}, ${pid}, ${literal(started)});`,
+      `insert into ${SESSIONS_TABLE} values (${sqlText(host)}, ${pid}, ${sqlText(started)});`,
       "",
     ].join("\n"),
   );

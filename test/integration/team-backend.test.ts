@@ -27,7 +27,8 @@ import {
   lockLife,
   SESSION_GRACE_MS,
 } from "../../cli/drift/lock";
-import { checkpointUpdatedAt, rowText, stateRows } from "../../cli/team/psql";
+import { checkpointStampSync } from "../../cli/team/libpq";
+import { rowText, stateRows } from "../../cli/team/psql";
 import { holderSessions, sessionName } from "../../cli/team/session";
 import { pulumiBinary, repoRoot } from "../../setup/pulumi/env";
 import { readState } from "../../stack-state";
@@ -146,13 +147,13 @@ describe.skipIf(skip)("a stack on PostgreSQL, driven by the real pulumi CLI", ()
     expect(pg.url).not.toMatch(/:[^/@]*@/);
     const keys = (await pg.sql("select key from pulumi_state order by key")).map((r) => r[0]);
     expect(keys).toContain(`pulumi/.pulumi/stacks/${PROJECT}/t.json`);
-    const before = await checkpointUpdatedAt(pg.backend, PROJECT, "t");
+    const before = checkpointStampSync(pg.backend, PROJECT, "t");
     expect(before).toBeDefined();
     await pulumi.run(["up", "--yes", "--skip-preview", "-s", "t"]);
-    const after = await checkpointUpdatedAt(pg.backend, PROJECT, "t");
+    const after = checkpointStampSync(pg.backend, PROJECT, "t");
     expect(after).toBeDefined();
     expect(after).not.toBe(before);
-    expect(await checkpointUpdatedAt(pg.backend, PROJECT, "absent")).toBeUndefined();
+    expect(checkpointStampSync(pg.backend, PROJECT, "absent")).toBeUndefined();
     await expectEachResourceOnce("t");
     expect(await locks("t")).toEqual([]);
   });

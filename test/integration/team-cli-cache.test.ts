@@ -14,7 +14,7 @@ import * as path from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { readOutputs } from "../../cli/stack";
 import { forgetCheckpoints, outputsKey } from "../../cli/stack-cache";
-import { checkpointUpdatedAt } from "../../cli/team/psql";
+import { checkpointStampSync } from "../../cli/team/libpq";
 import { repoRoot } from "../../setup/pulumi/env";
 import { type PulumiCli, pulumiCli } from "../../sim/world/pulumi-cli";
 import {
@@ -96,7 +96,7 @@ describe.skipIf(skip)("the CLI's stack cache on PostgreSQL, with the real pulumi
 
   it("after an `up`, the first read goes through pulumi and the second comes from the cache", async () => {
     await pulumi.run(["up", "--yes", "--skip-preview", "-s", stack]);
-    expect(await checkpointUpdatedAt(pg.backend, PROJECT, stack)).toBeDefined();
+    expect(checkpointStampSync(pg.backend, PROJECT, stack)).toBeDefined();
     expect(fs.existsSync(cacheFile)).toBe(false);
     expect(read()).toMatchObject({ probeValue: "one" });
     const id = entryId();
@@ -108,7 +108,7 @@ describe.skipIf(skip)("the CLI's stack cache on PostgreSQL, with the real pulumi
   }, 120_000);
 
   it("an `up` from another checkout makes this checkout's next read fresh", async () => {
-    const before = await checkpointUpdatedAt(pg.backend, PROJECT, stack);
+    const before = checkpointStampSync(pg.backend, PROJECT, stack);
     const id = entryId();
     await cliOf(there, { DRIFT_PROBE_VALUE: "two" }).run([
       "up",
@@ -117,7 +117,7 @@ describe.skipIf(skip)("the CLI's stack cache on PostgreSQL, with the real pulumi
       "-s",
       stack,
     ]);
-    expect(await checkpointUpdatedAt(pg.backend, PROJECT, stack)).not.toBe(before);
+    expect(checkpointStampSync(pg.backend, PROJECT, stack)).not.toBe(before);
     expect(read()).toMatchObject({ probeValue: "two" });
     const fresh = entryId();
     expect(fresh).not.toBe(id);
