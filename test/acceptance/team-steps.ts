@@ -290,8 +290,17 @@ export function teamSteps(ctx: TeamContext) {
     /** The checkout back on its own state, the environment as it was, the server stopped. */
     async restore(): Promise<void> {
       if (rpcBefore !== undefined) writeFileSync(rpcSource, rpcBefore);
-      if (configBefore !== undefined) writeFileSync(configFile, configBefore);
       try {
+        // The stack as this checkout's config has it again, while the pair is up: the swap's
+        // staged model b leaves the nodes through its own resources' delete. Left in state, its
+        // replicas would name this pair's addresses after `sim down`, and the next `npm run
+        // local` (a new pair) could not delete them.
+        if (configBefore !== undefined) {
+          writeFileSync(configFile, configBefore);
+          await ctx
+            .readme("npm run pulumi -- up -s local --yes")
+            .catch((e: Error) => ctx.log(`restoring the config's model: ${e.message}`));
+        }
         if (moved)
           await ctx.readme(
             `sparkform team move file://${path.join(repoRoot, ".sparkform", "backend")} --stack local`,
