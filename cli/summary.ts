@@ -235,7 +235,7 @@ function servingSection(
             `${(serving.servers ?? []).map((x) => `${x.node} ${x.url}`).join(", ") || "the server"}` +
             ` (on this machine: sparkform endpoint --stack ${stack}; every request but GET /health ` +
             `needs the stack's key: export OPENAI_API_KEY=$(sparkform key --stack ${stack}); ` +
-            `the Anthropic SDK sends it as x-api-key, which the router takes too)`,
+            `as Authorization: Bearer, or as the Anthropic API's X-Api-Key)`,
         ]
       : []),
     `  plan  devices ${plan.devices.join(",") || "?"}, split ${plan.splitMode} ${plan.tensorSplit.join(",")}, ` +

@@ -196,7 +196,7 @@ export function readyLines(
     `  through ssh to ${served.node}, where the ${served.what} listens on ${served.host}:${served.port}`,
     `  API key (every request but GET /health needs it): export OPENAI_API_KEY=${key}`,
     `  APIs: ${describeApis(apis)}`,
-    // The Anthropic SDK appends /v1/messages to its base URL and sends the key as x-api-key.
+    // The Anthropic SDK appends /v1/messages to its base URL (OpenAI's SDK wants /v1 in it).
     ...(apis?.messages?.verdict === "supported"
       ? [
           `  Anthropic SDK: export ANTHROPIC_BASE_URL=http://127.0.0.1:${port} ANTHROPIC_API_KEY=${key}`,

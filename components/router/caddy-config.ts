@@ -30,8 +30,9 @@ export interface RouterConfigInput {
   /**
    * The file holding the stack's API key (one line, 0600), as Caddy opens it: relative paths
    * are from the unit's working directory (the node user's home). Every route but GET /health
-   * needs `Authorization: Bearer <that key>` (OpenAI's SDK) or `X-Api-Key: <that key>` (the
-   * Anthropic SDK's); the key itself is never in this config. Absent:
+   * needs `Authorization: Bearer <that key>` (the OpenAI SDK's, and the Anthropic JS SDK 1.x's)
+   * or `X-Api-Key: <that key>` (the Anthropic API's own header: its curl examples, earlier
+   * SDKs); the key itself is never in this config. Absent:
    * no key is checked (only tests run a router so).
    */
   readonly apiKeyFile?: string;
@@ -107,7 +108,7 @@ const UNAUTHORIZED = {
       message:
         "Invalid or missing API key: send Authorization: Bearer <the stack's key> " +
         "(export OPENAI_API_KEY=$(sparkform key)), or X-Api-Key: <the stack's key> " +
-        "(the Anthropic SDK: export ANTHROPIC_API_KEY=$(sparkform key))",
+        "(the Anthropic API's header; its SDK: export ANTHROPIC_API_KEY=$(sparkform key))",
       type: "authentication_error",
       code: 401,
     },
@@ -188,8 +189,9 @@ export function gateRoutes(c: RouterConfigInput): Record<string, unknown>[] {
           not: [
             { method: ["GET"], path: ["/health"] },
             { header: { Authorization: [`Bearer {file.${c.apiKeyFile}}`] } },
-            // The Anthropic SDK's way (apiKey: x-api-key); llama-server reads it after
-            // Authorization (server-http.cpp), so the key reaches it either way.
+            // The Anthropic API's own header (its curl examples, earlier SDKs; the JS SDK 1.x
+            // sends Bearer); llama-server reads it after Authorization (server-http.cpp), so
+            // the key reaches it either way.
             { header: { "X-Api-Key": [`{file.${c.apiKeyFile}}`] } },
           ],
         },

@@ -249,7 +249,7 @@ export function smokeCommand(i: LlamaServerInputs): RemoteScript {
 
 /**
  * smoke.py --apis on the client: one token of the Anthropic Messages API (/v1/messages) and of
- * the OpenAI Responses API (/v1/responses), the key as each SDK sends it.
+ * the OpenAI Responses API (/v1/responses), the key in the header each API documents.
  */
 export function apisSmokeCommand(i: LlamaServerInputs): RemoteScript {
   return programCommand(programFor(i.programs.smoke, SERVER_PROGRAMS.smoke), {

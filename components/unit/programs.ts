@@ -62,7 +62,7 @@ export const PROGRAM_UPGRADES: Readonly<Record<string, ProgramUpgrade>> = {
       "b367d5b2baa2f90baf7071c0f014e37025fa5dbc353693abceda1bff23c5f5c0",
       "29bbd71be53831acae49b6076bb584563da819142e18e86868aced2d4a2bb96a",
     ],
-    to: "633dce9f9e444c84f21bb8ab7cedfa76588e40c5dc7d5c9ea5eba936bc1fbc28",
+    to: "91d76c9071c7cabfc014bef28a55dc5fd120c96fb517fa3853bdac5769e1bf5e",
     why: `${SMOKE_REFERENCE}; ${SMOKE_APIS}`,
   },
   "serving/worker-log.py": {

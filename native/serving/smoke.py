@@ -12,7 +12,7 @@
 # supervised server starts (the build's digest checked, a port someone else holds refused) and
 # stop.sh stops it, so this program only asks it.
 # With --apis, one tiny request (one token) to each of the other APIs clients speak: the
-# Anthropic Messages API (/v1/messages, the key as the Anthropic SDK sends it: x-api-key) and
+# Anthropic Messages API (/v1/messages, the key in that API's own header, x-api-key) and
 # the OpenAI Responses API (/v1/responses). Per API only the HTTP status and the answer's type
 # field ("message", "response"), never its text; the control node judges them
 # (components/serving/verdicts.ts apiVerdicts): a build without the route answers 404.
@@ -141,8 +141,8 @@ def streamed(url, prompt, tokens, seed, key):
     return {"firstTokenSeconds": round(first, 4), "tokenEvents": events}
 
 
-# Per API: its path, the body of a one-token request, the key's header as its SDK sends it, and
-# the field of the answer that names its type.
+# Per API: its path, the body of a one-token request, the key in the header the API documents,
+# and the field of the answer that names its type.
 APIS = {
     "messages": {
         "path": "/v1/messages",

@@ -6,7 +6,11 @@
 // seconds with at most one failed request, it comes back when healthy, no upstream at all is a
 // 503 with the reason at once, streams arrive streamed, the API key reaches the upstream as sent,
 // each server's own /metrics is reachable by its node's name, and nothing a client sent is in
-// Caddy's output.
+// Caddy's output. The stand-ins also answer the Anthropic Messages API and the OpenAI Responses
+// API as llama-server does (issue 37 item 4): no llama-server runs here outside the simulated
+// cluster (the host build, sim/llama, has no llama-server target), so the router's key gate and
+// forwarding of both, their SDKs, and smoke.py --apis's verdicts are checked against them; the
+// real build answers them in the e2e run.
 import { type ChildProcess, spawn } from "node:child_process";
 import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import * as http from "node:http";
@@ -16,8 +20,13 @@ import * as os from "node:os";
 import * as path from "node:path";
 import OpenAI from "openai";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { createRequire } from "node:module";
+import { execa } from "execa";
 import { type RouterArtifact, routerBinary } from "../../components/router/artifact";
 import { HEALTH_FAILS, renderRouterConfig } from "../../components/router/caddy-config";
+import { programPath } from "../../components/native-script";
+import { apiVerdicts } from "../../components/serving/apis";
+import { parseApiProbes } from "../../components/serving/node-output";
 
 const UNAVAILABLE = "no llama-server is up: the replicas are down or loading; retry shortly";
 /** The stack's API key (sparkform:serverApiKey), in a 0600 file Caddy reads per request. */
@@ -26,6 +35,36 @@ const BEARER = `Bearer ${KEY}`;
 /** The one origin the router lets in (sparkform:server.router.allowedOrigins). */
 const ALLOWED_ORIGIN = "https://app.example";
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
+/**
+ * The Anthropic SDK (a devDependency), named by a variable so that a checkout without it still
+ * type-checks: its test runs where it is installed and is skipped elsewhere.
+ */
+const ANTHROPIC_SDK = "@anthropic-ai/sdk";
+const requireHere = createRequire(__filename);
+const anthropicInstalled = (() => {
+  try {
+    requireHere.resolve(ANTHROPIC_SDK);
+    return true;
+  } catch {
+    return false;
+  }
+})();
+/** The part of the Anthropic SDK's client this test calls. */
+interface AnthropicClient {
+  messages: {
+    create(body: {
+      model: string;
+      max_tokens: number;
+      messages: { role: "user"; content: string }[];
+    }): Promise<{ type: string; content: { type: string; text?: string }[] }>;
+  };
+}
+type AnthropicCtor = new (o: {
+  apiKey: string;
+  baseURL: string;
+  maxRetries: number;
+}) => AnthropicClient;
 
 /** A stand-in llama-server: counts what reaches it, can turn unhealthy, die and come back. */
 class Upstream {
@@ -43,6 +82,10 @@ class Upstream {
   streaming = 0;
   /** The request targets of the GET /metrics it answered (path and query, as received). */
   scrapes: string[] = [];
+  /** The APIs its build lacks: 404, as llama-server answers a route it does not have. */
+  without = new Set<"/v1/messages" | "/v1/responses">();
+  /** The key headers of its /v1/messages and /v1/responses requests, as received. */
+  apiKeys: { path: string; authorization?: string; xApiKey?: string }[] = [];
   constructor(readonly name: string) {}
 
   /** llama-server's `--metrics` answer, in small: Prometheus text, this stand-in's own. */
@@ -88,6 +131,60 @@ class Upstream {
         this.scrapes.push(req.url ?? "");
         res.writeHead(200, { "Content-Type": "text/plain; version=0.0.4; charset=utf-8" });
         res.end(this.metricsText);
+        return;
+      }
+      if (req.url === "/v1/messages" || req.url === "/v1/responses") {
+        const api = req.url;
+        this.apiKeys.push({
+          path: api,
+          ...(req.headers.authorization ? { authorization: req.headers.authorization } : {}),
+          ...(typeof req.headers["x-api-key"] === "string"
+            ? { xApiKey: req.headers["x-api-key"] }
+            : {}),
+        });
+        req.resume();
+        req.on("end", () => {
+          if (this.without.has(api)) {
+            res.writeHead(404, { "Content-Type": "text/plain" });
+            res.end("File Not Found");
+            return;
+          }
+          res.writeHead(200, { "Content-Type": "application/json" });
+          const text = `from ${this.name}`;
+          // llama-server's answers (tools/server/server-task.cpp), in small.
+          res.end(
+            JSON.stringify(
+              api === "/v1/messages"
+                ? {
+                    id: "msg_1",
+                    type: "message",
+                    role: "assistant",
+                    model: "m",
+                    content: [{ type: "text", text }],
+                    stop_reason: "max_tokens",
+                    stop_sequence: null,
+                    usage: { input_tokens: 1, output_tokens: 1 },
+                  }
+                : {
+                    id: "resp_1",
+                    object: "response",
+                    created_at: 0,
+                    status: "completed",
+                    model: "m",
+                    output: [
+                      {
+                        type: "message",
+                        id: "msg_1",
+                        status: "completed",
+                        role: "assistant",
+                        content: [{ type: "output_text", text, annotations: [] }],
+                      },
+                    ],
+                    usage: { input_tokens: 1, output_tokens: 1, total_tokens: 2 },
+                  },
+            ),
+          );
+        });
         return;
       }
       if (req.url === "/v1/chat/completions") {
@@ -457,6 +554,108 @@ describe("the router's Caddy in front of two upstreams", () => {
     expect(chunks).toBe(2);
     const wrong = new OpenAI({ apiKey: "wrong", baseURL: `${base}/v1`, maxRetries: 0 });
     await expect(wrong.models.list()).rejects.toMatchObject({ status: 401 });
+  });
+
+  it("takes the key as X-Api-Key too (the Anthropic API's header), and forwards /v1/messages and /v1/responses", async () => {
+    const before = a.requests + b.requests;
+    const body = JSON.stringify({ model: "m", max_tokens: 1, messages: [] });
+    const refused: Record<string, string>[] = [
+      {},
+      { "X-Api-Key": "wrong" },
+      { "X-Api-Key": `Bearer ${KEY}` },
+    ];
+    for (const h of refused) {
+      const r = await raw(
+        "POST",
+        "/v1/messages",
+        { ...h, "Content-Type": "application/json" },
+        body,
+      );
+      expect({ h, status: r.status }).toEqual({ h, status: 401 });
+      expect(r.body).toMatch(/X-Api-Key/);
+    }
+    expect(a.requests + b.requests).toBe(before);
+    a.apiKeys = [];
+    b.apiKeys = [];
+    for (const p of ["/v1/messages", "/v1/responses"]) {
+      const r = await raw(
+        "POST",
+        p,
+        { "X-Api-Key": KEY, "Content-Type": "application/json" },
+        body,
+      );
+      expect({ p, status: r.status }).toEqual({ p, status: 200 });
+    }
+    // The key as sent: llama-server checks it too (X-Api-Key after Authorization).
+    expect([...a.apiKeys, ...b.apiKeys].map((k) => k.xApiKey)).toEqual([KEY, KEY]);
+  });
+
+  it("serves the OpenAI SDK's responses.create with the key", async () => {
+    const client = new OpenAI({ apiKey: KEY, baseURL: `${base}/v1`, maxRetries: 0 });
+    const r = await client.responses.create({ model: "m", input: "hi", max_output_tokens: 1 });
+    expect(r.object).toBe("response");
+    expect(r.output_text).toMatch(/^from [ab]$/);
+    const wrong = new OpenAI({ apiKey: "wrong", baseURL: `${base}/v1`, maxRetries: 0 });
+    await expect(
+      wrong.responses.create({ model: "m", input: "hi", max_output_tokens: 1 }),
+    ).rejects.toMatchObject({ status: 401 });
+  });
+
+  it.skipIf(!anthropicInstalled)(
+    "serves the official Anthropic SDK with the key, where the SDK is installed",
+    async () => {
+      const { Anthropic } = requireHere(ANTHROPIC_SDK) as { Anthropic: AnthropicCtor };
+      // Its base URL is the endpoint without /v1 (it adds /v1/messages).
+      const client = new Anthropic({ apiKey: KEY, baseURL: base, maxRetries: 0 });
+      const m = await client.messages.create({
+        model: "m",
+        max_tokens: 1,
+        messages: [{ role: "user", content: "hi" }],
+      });
+      expect(m.type).toBe("message");
+      expect(m.content[0]?.text).toMatch(/^from [ab]$/);
+      const wrong = new Anthropic({ apiKey: "wrong", baseURL: base, maxRetries: 0 });
+      await expect(
+        wrong.messages.create({
+          model: "m",
+          max_tokens: 1,
+          messages: [{ role: "user", content: "hi" }],
+        }),
+      ).rejects.toMatchObject({ status: 401 });
+    },
+  );
+
+  it("smoke.py --apis through the router: both supported; a build without /v1/responses is said, and passes", async () => {
+    const probe = async () => {
+      const r = await execa("python3", [programPath("serving/smoke.py"), "--apis", base, "hello"], {
+        reject: false,
+        timeout: 60_000,
+        env: { SPARKFORM_API_KEY: KEY },
+      });
+      expect(r.stderr).toBe("");
+      return apiVerdicts(parseApiProbes(r.stdout, "spark-1"));
+    };
+    expect(await probe()).toEqual({
+      apis: {
+        messages: { verdict: "supported", status: 200 },
+        responses: { verdict: "supported", status: 200 },
+      },
+      failures: [],
+    });
+    a.without.add("/v1/responses");
+    b.without.add("/v1/responses");
+    try {
+      expect(await probe()).toEqual({
+        apis: {
+          messages: { verdict: "supported", status: 200 },
+          responses: { verdict: "not served", status: 404 },
+        },
+        failures: [],
+      });
+    } finally {
+      a.without.clear();
+      b.without.clear();
+    }
   });
 
   it("keeps both upstreams in rotation after clients abort their uploads", async () => {

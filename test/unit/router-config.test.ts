@@ -201,7 +201,7 @@ describe("routerConfig", () => {
     ).toThrow(/differ in more than case/);
   });
 
-  it("requires Bearer <the key file's key> (or the Anthropic SDK's X-Api-Key) on every route but GET /health", () => {
+  it("requires Bearer <the key file's key> (or the Anthropic API's X-Api-Key) on every route but GET /health", () => {
     const routes = server(cfg({ apiKeyFile: ".cache/sparkform/router/router-8000.key" })).routes;
     const gate = routes.find((r: J) => r.handle[0].status_code === 401);
     expect(gate.match).toEqual([

@@ -141,7 +141,7 @@ describe("smoke.py --apis", () => {
       env: key ? { SPARKFORM_API_KEY: key } : {},
     });
 
-  it("asks each API one token, the key as its SDK sends it, and keeps no text", async () => {
+  it("asks each API one token, the key in the header each API documents, and keeps no text", async () => {
     missing.clear();
     seen.length = 0;
     const r = await apis("sk-test");
