@@ -253,7 +253,6 @@ async function smoke(i: LlamaServerInputs, started: StartTimings): Promise<Smoke
   const counts = await Promise.all(
     i.workers.map((w, k) => workerLogCounts(w, i.programs, sizes[k]?.size ?? 0)),
   );
-  // After the server's requests (the reference's load is not in their timing or byte counts).
   // After the counts (the wire proof and the fast path judge the smoke's own requests).
   const probes = parseApiProbes(
     (
@@ -264,6 +263,7 @@ async function smoke(i: LlamaServerInputs, started: StartTimings): Promise<Smoke
     ).stdout,
     i.target.name,
   );
+  // After the server's requests (the reference's load is not in their timing or byte counts).
   const reference = skip ? undefined : await referenceRun(i);
   const client: WireEnd = {
     node: i.node,

@@ -62,7 +62,7 @@ export const PROGRAM_UPGRADES: Readonly<Record<string, ProgramUpgrade>> = {
       "b367d5b2baa2f90baf7071c0f014e37025fa5dbc353693abceda1bff23c5f5c0",
       "29bbd71be53831acae49b6076bb584563da819142e18e86868aced2d4a2bb96a",
     ],
-    to: "91d76c9071c7cabfc014bef28a55dc5fd120c96fb517fa3853bdac5769e1bf5e",
+    to: "2a24477c8585a8fa7223032479701f126fe061e85f2bd8fb2dea38d58b989121",
     why: `${SMOKE_REFERENCE}; ${SMOKE_APIS}`,
   },
   "serving/worker-log.py": {

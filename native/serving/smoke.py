@@ -15,7 +15,7 @@
 # Anthropic Messages API (/v1/messages, the key in that API's own header, x-api-key) and
 # the OpenAI Responses API (/v1/responses). Per API only the HTTP status and the answer's type
 # field ("message", "response"), never its text; the control node judges them
-# (components/serving/verdicts.ts apiVerdicts): a build without the route answers 404.
+# (components/serving/apis.ts, apiVerdicts): a build without the route answers 404.
 # Arguments: URL TOKENS SEED PROMPT WORKER_ADDRS | --reference URL TOKENS SEED PROMPT
 # | --apis URL PROMPT
 # WORKER_ADDRS: the workers' IPv4 addresses, comma-separated ("-": no workers).
@@ -151,7 +151,10 @@ APIS = {
             "max_tokens": 1,
             "messages": [{"role": "user", "content": prompt}],
         },
-        "headers": lambda key: {"anthropic-version": "2023-06-01", **({"x-api-key": key} if key else {})},
+        "headers": lambda key: {
+            "anthropic-version": "2023-06-01",
+            **({"x-api-key": key} if key else {}),
+        },
         "type": "type",
     },
     "responses": {
