@@ -6,16 +6,21 @@
 package main
 
 import (
+	"context"
+	"hash/fnv"
+	"math/rand/v2"
+	"net"
 	"net/http"
 	"os"
+	"sort"
 	"strings"
 	"sync"
 
 	"github.com/caddyserver/caddy/v2"
 	caddycmd "github.com/caddyserver/caddy/v2/cmd"
+	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp/reverseproxy"
 
-	_ "github.com/caddyserver/caddy/v2/modules/caddyhttp"
 	_ "github.com/caddyserver/caddy/v2/modules/caddyhttp/headers"
 	_ "github.com/caddyserver/caddy/v2/modules/filestorage"
 	_ "github.com/caddyserver/caddy/v2/modules/metrics"
@@ -23,14 +28,50 @@ import (
 
 func init() { caddy.RegisterModule(new(DrainSelection)) }
 
-// DrainSelection is least_conn over the upstreams that a drain file does not name. A replica
-// about to restart is taken out of rotation by writing its dial (host:port, one per line) into
-// the file (native/router/roll.py, temp name then rename) and put back by removing the line.
-// Why not the admin API: every change through it reloads the whole config, and a reload gives
-// the streams in flight only the grace period before it cuts them; a file read at selection
-// touches nothing in flight, and a router that restarts (a boot) reads the same file.
-// When every available upstream is drained, the drained ones still serve: a drain never turns
-// an answer the router could give into a 503.
+// ConversationHeader names the conversation a request belongs to; the client sets it (any
+// text: a chat's id). Requests that carry the same value go to the same llama-server while it
+// is healthy, undrained and has a free slot, so the prompt it already holds in its KV cache is
+// reused instead of computed again.
+const ConversationHeader = "X-Conversation-Id"
+
+// FullRetryAfter is the Retry-After (seconds) of the 503 a request gets when every server is
+// busy with as many requests as it has slots: about one short answer's time. The OpenAI SDKs
+// retry a 503 after it (twice by default).
+const FullRetryAfter = "1"
+
+// fullBody is that 503's body, shaped as the OpenAI API's errors (the SDKs read error.message).
+const fullBody = `{"error":{"message":"every llama-server behind this router is busy with as many ` +
+	`requests as it has slots (sparkform:server.parallel): the router answers at once instead of ` +
+	`queueing; retry after Retry-After seconds (the OpenAI SDKs do), or give the servers more ` +
+	`slots or replicas","type":"server_busy","code":503}}` + "\n"
+
+// DrainSelection picks the llama-server for a request (issues 33 and 37):
+//
+//   - a drain file names upstreams that get no new request while another healthy one can take
+//     it: a replica about to restart is taken out of rotation by writing its dial (host:port,
+//     one per line) into the file (native/router/roll.py, temp name then rename) and put back by
+//     removing the line. Why not the admin API: every change through it reloads the whole
+//     config, and a reload gives the streams in flight only the grace period before it cuts
+//     them; a file read at selection touches nothing in flight, and a router that restarts (a
+//     boot) reads the same file. When every healthy upstream is drained (or the undrained ones
+//     are full), the drained ones still serve: a drain never turns an answer into a 503;
+//   - a POST carrying ConversationHeader goes to the first upstream with a free slot in that
+//     conversation's rendezvous order over the healthy, undrained upstreams (highest
+//     hash(key, dial) first): an upstream that leaves the set moves only its own conversations,
+//     and they come back when it returns. Without the header, the least busy upstream;
+//   - a POST is admitted only while its upstream has fewer requests in flight than its
+//     `max_requests` (llama-server's --parallel slots): when every healthy upstream is full,
+//     the request is answered 503 with Retry-After at once instead of queueing behind the
+//     slots. Other methods (GET /health, /v1/models, /slots) hold no slot and are never refused.
+//
+// Why the policy counts the POSTs itself instead of Caddy's Upstream.Full: Caddy's count
+// includes every request to that address (the metrics routes' too), it is checked and
+// incremented apart (concurrent requests pass the same check), and a full pool is Caddy's "no
+// upstreams available", which the handler retries for try_duration before answering, the queue
+// this is meant to refuse. So a slot is taken here under a lock, given back when the request's
+// handling ends (its context is done), and a full pool selects an upstream of the policy's own:
+// a listener on the loopback that answers the 503 (fullBody) at once, passed to the client as any
+// upstream's answer, not retried and counted against no server.
 type DrainSelection struct {
 	// The drain file; relative paths are from the working directory (the node user's home).
 	// Empty or missing: nothing is drained.
@@ -39,6 +80,13 @@ type DrainSelection struct {
 	mu      sync.Mutex
 	seen    os.FileInfo
 	drained map[string]bool
+
+	// POSTs in flight per dial (the slots taken), under slotsMu.
+	slotsMu sync.Mutex
+	busy    map[string]int
+
+	full     *reverseproxy.Upstream
+	fullStop func() error
 }
 
 // CaddyModule returns the Caddy module information.
@@ -47,6 +95,35 @@ func (*DrainSelection) CaddyModule() caddy.ModuleInfo {
 		ID:  "http.reverse_proxy.selection_policies.sparkform_drain",
 		New: func() caddy.Module { return new(DrainSelection) },
 	}
+}
+
+// Provision starts the loopback listener that answers a full pool's 503.
+func (d *DrainSelection) Provision(caddy.Context) error {
+	d.busy = map[string]int{}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return err
+	}
+	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		h := w.Header()
+		h.Set("Content-Type", "application/json")
+		h.Set("Retry-After", FullRetryAfter)
+		h.Set("Cache-Control", "no-store")
+		w.WriteHeader(http.StatusServiceUnavailable)
+		_, _ = w.Write([]byte(fullBody))
+	})}
+	go func() { _ = srv.Serve(ln) }()
+	d.full = &reverseproxy.Upstream{Host: new(reverseproxy.Host), Dial: ln.Addr().String()}
+	d.fullStop = srv.Close
+	return nil
+}
+
+// Cleanup stops that listener.
+func (d *DrainSelection) Cleanup() error {
+	if d.fullStop != nil {
+		return d.fullStop()
+	}
+	return nil
 }
 
 // current is the set the file names now; the file is read again only when it changed (a new
@@ -79,24 +156,151 @@ func (d *DrainSelection) current() map[string]bool {
 	return set
 }
 
-// Select picks by least_conn among the available upstreams the file does not name, else among
-// all of them.
-func (d *DrainSelection) Select(pool reverseproxy.UpstreamPool, r *http.Request, w http.ResponseWriter) *reverseproxy.Upstream {
-	drained := d.current()
-	if len(drained) > 0 {
-		kept := make(reverseproxy.UpstreamPool, 0, len(pool))
-		for _, u := range pool {
-			if !drained[u.Dial] && u.Available() {
-				kept = append(kept, u)
-			}
-		}
-		if len(kept) > 0 {
-			pool = kept
-		}
-	}
-	return reverseproxy.LeastConnSelection{}.Select(pool, r, w)
+// ticket is a POST's slot: the dial it holds (moved when a failed dial makes Caddy select again)
+// and the dials it failed on.
+type ticket struct {
+	dial   string
+	failed map[string]bool
 }
 
-var _ reverseproxy.Selector = (*DrainSelection)(nil)
+const ticketVar = "sparkform_slot"
+
+// Select picks the upstream (see DrainSelection). Caddy calls it again for the same request
+// only after the previous pick could not be dialled: that upstream is then tried last.
+func (d *DrainSelection) Select(pool reverseproxy.UpstreamPool, r *http.Request, w http.ResponseWriter) *reverseproxy.Upstream {
+	drained := d.current()
+	var kept, out []*reverseproxy.Upstream
+	for _, u := range pool {
+		if !u.Healthy() {
+			continue
+		}
+		if drained[u.Dial] {
+			out = append(out, u)
+		} else {
+			kept = append(kept, u)
+		}
+	}
+	if len(kept)+len(out) == 0 {
+		// None healthy: Caddy's "no upstreams available", retried until try_duration, then the
+		// error route's 503 with the reason.
+		return nil
+	}
+	if r.Method != http.MethodPost {
+		if len(kept) == 0 {
+			kept = out
+		}
+		return leastBusy(kept, nil)
+	}
+	key := r.Header.Get(ConversationHeader)
+	t, _ := caddyhttp.GetVar(r.Context(), ticketVar).(*ticket)
+	d.slotsMu.Lock()
+	defer d.slotsMu.Unlock()
+	if t != nil && t.dial != "" {
+		// A retry: the last pick could not be dialled. Its slot is given back; it is tried
+		// again only when no other upstream can take the request.
+		t.failed[t.dial] = true
+		d.busy[t.dial]--
+		t.dial = ""
+	}
+	var failed map[string]bool
+	if t != nil {
+		failed = t.failed
+	}
+	for _, pass := range []bool{false, true} {
+		for _, tier := range [][]*reverseproxy.Upstream{kept, out} {
+			var free []*reverseproxy.Upstream
+			for _, u := range tier {
+				if (failed[u.Dial] != pass) && (u.MaxRequests <= 0 || d.busy[u.Dial] < u.MaxRequests) {
+					free = append(free, u)
+				}
+			}
+			if len(free) == 0 {
+				continue
+			}
+			var u *reverseproxy.Upstream
+			if key != "" {
+				u = rendezvous(tier, key, free)
+			} else {
+				u = leastBusy(free, d.busy)
+			}
+			if t == nil {
+				t = &ticket{failed: map[string]bool{}}
+				caddyhttp.SetVar(r.Context(), ticketVar, t)
+				// The slot is given back when the request's handling ends, however it ends.
+				context.AfterFunc(r.Context(), func() {
+					d.slotsMu.Lock()
+					defer d.slotsMu.Unlock()
+					if t.dial != "" {
+						d.busy[t.dial]--
+						t.dial = ""
+					}
+				})
+			}
+			t.dial = u.Dial
+			d.busy[u.Dial]++
+			return u
+		}
+	}
+	return d.full
+}
+
+// rendezvous is the first of `free` in the key's rendezvous order over `tier` (highest score
+// first), so a conversation keeps its upstream while that one stays in the tier and has a slot.
+func rendezvous(tier []*reverseproxy.Upstream, key string, free []*reverseproxy.Upstream) *reverseproxy.Upstream {
+	order := append([]*reverseproxy.Upstream(nil), tier...)
+	sort.SliceStable(order, func(i, j int) bool { return score(key, order[i].Dial) > score(key, order[j].Dial) })
+	for _, u := range order {
+		for _, f := range free {
+			if f == u {
+				return u
+			}
+		}
+	}
+	return nil
+}
+
+// score is hash(key, dial), mixed (splitmix64's finalizer) so that dials differing in one
+// digit do not order alike.
+func score(key, dial string) uint64 {
+	h := fnv.New64a()
+	_, _ = h.Write([]byte(key))
+	_, _ = h.Write([]byte{0})
+	_, _ = h.Write([]byte(dial))
+	x := h.Sum64()
+	x ^= x >> 30
+	x *= 0xbf58476d1ce4e5b9
+	x ^= x >> 27
+	x *= 0x94d049bb133111eb
+	return x ^ x>>31
+}
+
+// leastBusy is least_conn: the upstream with the fewest requests in flight (the slots this
+// policy counts when `slots` is given, else Caddy's count of every request), ties at random.
+func leastBusy(pool []*reverseproxy.Upstream, slots map[string]int) *reverseproxy.Upstream {
+	var best *reverseproxy.Upstream
+	least, ties := -1, 0
+	for _, u := range pool {
+		n := u.NumRequests()
+		if slots != nil {
+			n = slots[u.Dial]
+		}
+		switch {
+		case least < 0 || n < least:
+			best, least, ties = u, n, 1
+		case n == least:
+			ties++
+			if rand.IntN(ties) == 0 {
+				best = u
+			}
+		}
+	}
+	return best
+}
+
+var (
+	_ reverseproxy.Selector = (*DrainSelection)(nil)
+	_ caddy.Provisioner     = (*DrainSelection)(nil)
+	_ caddy.CleanerUpper    = (*DrainSelection)(nil)
+)
 
 func main() { caddycmd.Main() }
