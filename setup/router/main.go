@@ -206,11 +206,12 @@ func (d *DrainSelection) Select(pool reverseproxy.UpstreamPool, r *http.Request,
 	if t != nil {
 		failed = t.failed
 	}
+	// First the upstreams this request has not failed on, then (nothing else left) those.
 	for _, pass := range []bool{false, true} {
 		for _, tier := range [][]*reverseproxy.Upstream{kept, out} {
 			var free []*reverseproxy.Upstream
 			for _, u := range tier {
-				if (failed[u.Dial] != pass) && (u.MaxRequests <= 0 || d.busy[u.Dial] < u.MaxRequests) {
+				if failed[u.Dial] == pass && (u.MaxRequests <= 0 || d.busy[u.Dial] < u.MaxRequests) {
 					free = append(free, u)
 				}
 			}

@@ -965,6 +965,23 @@ describe("the router's Caddy keeps a conversation on one upstream and caps each 
     expect(await homes()).toEqual(first);
   });
 
+  it("answers a conversation whose upstream died from the next one at once, not after the checks", async () => {
+    const first = await homes();
+    const c = ups[2]!;
+    const key = keys.find((k) => first.get(k) === "c")!;
+    const port = c.port;
+    await c.kill();
+    // c is still in rotation (its checks have not failed yet): the refused dial is tried
+    // again on another upstream, not on c until the checks take it out.
+    const r = await ask(key);
+    expect(r.status).toBe(200);
+    expect(r.upstream).not.toBe("c");
+    expect(r.ms).toBeLessThan(HEALTH_FAILS * 1000);
+    await c.start(port);
+    await checked(c, true);
+    expect((await ask(key)).upstream).toBe("c");
+  });
+
   it("sends a conversation whose upstream is full to the next one, not to a 503", async () => {
     for (const u of ups) u.holding = true;
     const key = keys[0]!;
