@@ -6,8 +6,13 @@
 package main
 
 import (
+	"bytes"
 	"context"
+	"encoding/hex"
+	"encoding/json"
 	"hash/fnv"
+	"io"
+	"math"
 	"math/rand/v2"
 	"net"
 	"net/http"
@@ -15,6 +20,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/caddyserver/caddy/v2"
 	caddycmd "github.com/caddyserver/caddy/v2/cmd"
@@ -33,6 +39,21 @@ func init() { caddy.RegisterModule(new(DrainSelection)) }
 // is healthy, undrained and has a free slot, so the prompt it already holds in its KV cache is
 // reused instead of computed again.
 const ConversationHeader = "X-Conversation-Id"
+
+// Without that header a POST's conversation is its prompt's beginning: a chat's messages up to
+// and including the first user message, or a completion prompt's first promptBytes, hashed.
+// The body is read for it up to prefixLimit bytes, or whatever arrived within prefixWait (a
+// client that uploads slowly is not held back), and passed on whole and unchanged.
+const (
+	prefixLimit = 64 << 10
+	prefixWait  = 20 * time.Millisecond
+	promptBytes = 1024
+)
+
+// A conversation known only by its prompt goes to its own upstream while that one has no more
+// than boundedLoad times its share of the POSTs in flight (consistent hashing with bounded
+// loads): many requests that begin alike (a benchmark, one question asked by many) still spread.
+const boundedLoad = 1.25
 
 // FullRetryAfter is the Retry-After (seconds) of the 503 a request gets when every server is
 // busy with as many requests as it has slots: about one short answer's time. The OpenAI SDKs
@@ -58,7 +79,8 @@ const fullBody = `{"error":{"message":"every llama-server behind this router is 
 //   - a POST carrying ConversationHeader goes to the first upstream with a free slot in that
 //     conversation's rendezvous order over the healthy, undrained upstreams (highest
 //     hash(key, dial) first): an upstream that leaves the set moves only its own conversations,
-//     and they come back when it returns. Without the header, the least busy upstream;
+//     and they come back when it returns. Without the header, the prompt's beginning is the key
+//     (promptKey), with bounded loads (boundedLoad); without either, the least busy upstream;
 //   - a POST is admitted only while its upstream has fewer requests in flight than its
 //     `max_requests` (llama-server's --parallel slots): when every healthy upstream is full,
 //     the request is answered 503 with Retry-After at once instead of queueing behind the
@@ -161,6 +183,9 @@ func (d *DrainSelection) current() map[string]bool {
 type ticket struct {
 	dial   string
 	failed map[string]bool
+	// The conversation, and whether the client named it (the header) or its prompt did.
+	key    string
+	header bool
 }
 
 const ticketVar = "sparkform_slot"
@@ -191,27 +216,39 @@ func (d *DrainSelection) Select(pool reverseproxy.UpstreamPool, r *http.Request,
 		}
 		return leastBusy(kept, nil)
 	}
-	key := r.Header.Get(ConversationHeader)
 	t, _ := caddyhttp.GetVar(r.Context(), ticketVar).(*ticket)
+	if t == nil {
+		t = &ticket{failed: map[string]bool{}, key: r.Header.Get(ConversationHeader)}
+		t.header = t.key != ""
+		if !t.header {
+			t.key = promptKey(peekBody(r))
+		}
+		caddyhttp.SetVar(r.Context(), ticketVar, t)
+		// The slot is given back when the request's handling ends, however it ends.
+		context.AfterFunc(r.Context(), func() {
+			d.slotsMu.Lock()
+			defer d.slotsMu.Unlock()
+			if t.dial != "" {
+				d.busy[t.dial]--
+				t.dial = ""
+			}
+		})
+	}
 	d.slotsMu.Lock()
 	defer d.slotsMu.Unlock()
-	if t != nil && t.dial != "" {
+	if t.dial != "" {
 		// A retry: the last pick could not be dialled. Its slot is given back; it is tried
 		// again only when no other upstream can take the request.
 		t.failed[t.dial] = true
 		d.busy[t.dial]--
 		t.dial = ""
 	}
-	var failed map[string]bool
-	if t != nil {
-		failed = t.failed
-	}
 	// First the upstreams this request has not failed on, then (nothing else left) those.
 	for _, pass := range []bool{false, true} {
 		for _, tier := range [][]*reverseproxy.Upstream{kept, out} {
 			var free []*reverseproxy.Upstream
 			for _, u := range tier {
-				if failed[u.Dial] == pass && (u.MaxRequests <= 0 || d.busy[u.Dial] < u.MaxRequests) {
+				if t.failed[u.Dial] == pass && (u.MaxRequests <= 0 || d.busy[u.Dial] < u.MaxRequests) {
 					free = append(free, u)
 				}
 			}
@@ -219,23 +256,11 @@ func (d *DrainSelection) Select(pool reverseproxy.UpstreamPool, r *http.Request,
 				continue
 			}
 			var u *reverseproxy.Upstream
-			if key != "" {
-				u = rendezvous(tier, key, free)
-			} else {
-				u = leastBusy(free, d.busy)
+			if t.key != "" {
+				u = rendezvous(tier, t.key, free, d.bound(tier, t.header))
 			}
-			if t == nil {
-				t = &ticket{failed: map[string]bool{}}
-				caddyhttp.SetVar(r.Context(), ticketVar, t)
-				// The slot is given back when the request's handling ends, however it ends.
-				context.AfterFunc(r.Context(), func() {
-					d.slotsMu.Lock()
-					defer d.slotsMu.Unlock()
-					if t.dial != "" {
-						d.busy[t.dial]--
-						t.dial = ""
-					}
-				})
+			if u == nil {
+				u = leastBusy(free, d.busy)
 			}
 			t.dial = u.Dial
 			d.busy[u.Dial]++
@@ -246,18 +271,169 @@ func (d *DrainSelection) Select(pool reverseproxy.UpstreamPool, r *http.Request,
 }
 
 // rendezvous is the first of `free` in the key's rendezvous order over `tier` (highest score
-// first), so a conversation keeps its upstream while that one stays in the tier and has a slot.
-func rendezvous(tier []*reverseproxy.Upstream, key string, free []*reverseproxy.Upstream) *reverseproxy.Upstream {
+// first) with fewer than `bound` POSTs in flight, so a conversation keeps its upstream while
+// that one stays in the tier and has a slot; nil when none is under the bound.
+func rendezvous(tier []*reverseproxy.Upstream, key string, free []*reverseproxy.Upstream, bound func(*reverseproxy.Upstream) bool) *reverseproxy.Upstream {
 	order := append([]*reverseproxy.Upstream(nil), tier...)
 	sort.SliceStable(order, func(i, j int) bool { return score(key, order[i].Dial) > score(key, order[j].Dial) })
 	for _, u := range order {
 		for _, f := range free {
-			if f == u {
+			if f == u && bound(u) {
 				return u
 			}
 		}
 	}
 	return nil
+}
+
+// bound is whether an upstream of the tier may take one more request of a conversation: always
+// when the client named it, else while it holds no more than boundedLoad times the tier's
+// share of the POSTs in flight, this one counted (slotsMu held).
+func (d *DrainSelection) bound(tier []*reverseproxy.Upstream, header bool) func(*reverseproxy.Upstream) bool {
+	if header {
+		return func(*reverseproxy.Upstream) bool { return true }
+	}
+	total := 1
+	for _, u := range tier {
+		total += d.busy[u.Dial]
+	}
+	limit := int(math.Ceil(boundedLoad * float64(total) / float64(len(tier))))
+	return func(u *reverseproxy.Upstream) bool { return d.busy[u.Dial] < limit }
+}
+
+// peekBody is the first bytes of the request's body: up to prefixLimit, or all of it, or what
+// arrived within prefixWait. r.Body is replaced by a reader of the same bytes, whole; nothing is
+// read for a body that is absent.
+func peekBody(r *http.Request) []byte {
+	if r.Body == nil || r.Body == http.NoBody || r.ContentLength == 0 {
+		return nil
+	}
+	p := &pumped{chunks: make(chan chunk, 4), done: r.Context().Done()}
+	go p.pump(r.Body)
+	r.Body = p
+	wait := time.NewTimer(prefixWait)
+	defer wait.Stop()
+	for len(p.cur) < prefixLimit && p.err == nil {
+		select {
+		case c := <-p.chunks:
+			p.cur, p.err = append(p.cur, c.b...), c.err
+		case <-wait.C:
+			return p.cur
+		case <-p.done:
+			return p.cur
+		}
+	}
+	return p.cur
+}
+
+type chunk struct {
+	b   []byte
+	err error
+}
+
+// pumped gives a body's bytes as a goroutine reads them (peekBody waits on them a bounded
+// time; the proxy reads them after). Close leaves the body open, as Caddy's own wrapper does
+// for a dial that failed (its retry sends the body again); the server closes it when the
+// request ends, which ends the pump.
+type pumped struct {
+	chunks chan chunk
+	done   <-chan struct{}
+	cur    []byte
+	err    error
+}
+
+func (p *pumped) pump(body io.Reader) {
+	for {
+		b := make([]byte, 32<<10)
+		n, err := body.Read(b)
+		select {
+		case p.chunks <- chunk{b[:n], err}:
+		case <-p.done:
+			return
+		}
+		if err != nil {
+			return
+		}
+	}
+}
+
+func (p *pumped) Read(b []byte) (int, error) {
+	for len(p.cur) == 0 {
+		if p.err != nil {
+			return 0, p.err
+		}
+		select {
+		case c := <-p.chunks:
+			p.cur, p.err = c.b, c.err
+		case <-p.done:
+			return 0, context.Canceled
+		}
+	}
+	n := copy(b, p.cur)
+	p.cur = p.cur[n:]
+	return n, nil
+}
+
+func (p *pumped) Close() error { return nil }
+
+// promptKey is the conversation a body's beginning names: the chat's messages up to and
+// including the first user message (a system prompt alone is shared by many conversations),
+// or the first promptBytes of a completion's prompt, hashed; "" when the prefix holds neither.
+func promptKey(prefix []byte) string {
+	dec := json.NewDecoder(bytes.NewReader(prefix))
+	if tok, err := dec.Token(); err != nil || tok != json.Delim('{') {
+		return ""
+	}
+	h := fnv.New128a()
+	for dec.More() {
+		tok, err := dec.Token()
+		name, ok := tok.(string)
+		if err != nil || !ok {
+			return ""
+		}
+		switch name {
+		case "messages":
+			if tok, err := dec.Token(); err != nil || tok != json.Delim('[') {
+				return ""
+			}
+			start := dec.InputOffset()
+			for dec.More() {
+				var m struct {
+					Role    string          `json:"role"`
+					Content json.RawMessage `json:"content"`
+				}
+				if err := dec.Decode(&m); err != nil {
+					if len(prefix) < prefixLimit {
+						return ""
+					}
+					// Messages longer than the prefix (a long system prompt): as far as it goes.
+					_, _ = h.Write(prefix[start:])
+					return "messages " + hex.EncodeToString(h.Sum(nil))
+				}
+				_, _ = h.Write([]byte(m.Role + "\x00"))
+				_, _ = h.Write(append(m.Content, 0))
+				if m.Role == "user" {
+					return "messages " + hex.EncodeToString(h.Sum(nil))
+				}
+			}
+			return ""
+		case "prompt":
+			// Its first promptBytes, though the prefix may end inside it.
+			rest := bytes.TrimLeft(prefix[dec.InputOffset():], " \t\r\n:")
+			var p json.RawMessage
+			if dec.Decode(&p) == nil {
+				rest = p
+			}
+			_, _ = h.Write(rest[:min(len(rest), promptBytes)])
+			return "prompt " + hex.EncodeToString(h.Sum(nil))
+		default:
+			var skip json.RawMessage
+			if err := dec.Decode(&skip); err != nil {
+				return ""
+			}
+		}
+	}
+	return ""
 }
 
 // score is hash(key, dial), mixed (splitmix64's finalizer) so that dials differing in one

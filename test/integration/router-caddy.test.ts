@@ -863,8 +863,12 @@ describe("the router's Caddy keeps a conversation on one upstream and caps each 
     ms: number;
   }
 
+  type Message = { role: string; content: string };
   /** One non-streamed chat completion, in the conversation `key` when given. */
-  async function ask(key?: string): Promise<Answer> {
+  async function ask(
+    key?: string,
+    messages: Message[] = [{ role: "user", content: "hi" }],
+  ): Promise<Answer> {
     const t = Date.now();
     const r = await fetch(`${base}/v1/chat/completions`, {
       method: "POST",
@@ -872,7 +876,7 @@ describe("the router's Caddy keeps a conversation on one upstream and caps each 
         "Content-Type": "application/json",
         ...(key ? { [CONVERSATION_HEADER]: key } : {}),
       },
-      body: JSON.stringify({ model: "m", messages: [{ role: "user", content: "hi" }] }),
+      body: JSON.stringify({ model: "m", messages }),
       signal: AbortSignal.timeout(20_000),
     });
     const body = await r.text();
@@ -942,6 +946,27 @@ describe("the router's Caddy keeps a conversation on one upstream and caps each 
     // The conversations spread over the upstreams, and the header reaches them as sent.
     expect(new Set(first.values())).toEqual(new Set(["a", "b", "c"]));
     expect(ups.flatMap((u) => u.conversations)).toContain("conversation-0");
+  });
+
+  it("keeps a conversation that names none on one upstream by its prompt's beginning, turn after turn", async () => {
+    const seen = new Set<string | undefined>();
+    for (let k = 0; k < 12; k++) {
+      const messages = [
+        { role: "system", content: "You are terse." },
+        { role: "user", content: `question ${k}` },
+      ];
+      const home = (await ask(undefined, messages)).upstream;
+      seen.add(home);
+      for (let i = 0; i < 5; i++) {
+        messages.push(
+          { role: "assistant", content: `answer ${i}` },
+          { role: "user", content: `follow-up ${i}` },
+        );
+        expect((await ask(undefined, messages)).upstream).toBe(home);
+      }
+    }
+    // Conversations that begin differently spread.
+    expect(seen.size).toBeGreaterThan(1);
   });
 
   it("moves only a drained or unhealthy upstream's conversations, and they come back to it", async () => {
