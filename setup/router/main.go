@@ -10,6 +10,7 @@ import (
 	"context"
 	"encoding/hex"
 	"encoding/json"
+	"fmt"
 	"hash/fnv"
 	"io"
 	"math"
@@ -124,7 +125,8 @@ func (d *DrainSelection) Provision(caddy.Context) error {
 	d.busy = map[string]int{}
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
-		return err
+		return fmt.Errorf("sparkform_drain: cannot listen on 127.0.0.1 for the 503 it answers "+
+			"when every llama-server is full (%w); the router needs the node's IPv4 loopback", err)
 	}
 	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		h := w.Header()
