@@ -44,17 +44,25 @@ const ConversationHeader = "X-Conversation-Id"
 // Without that header a POST's conversation is its prompt's beginning: a chat's messages up to
 // and including the first user message, or a completion prompt's first promptBytes, hashed.
 // The body is read for it up to prefixLimit bytes, or whatever arrived within prefixWait (a
-// client that uploads slowly is not held back), and passed on whole and unchanged.
+// client that uploads slowly is held back no longer), and passed on whole and unchanged. The
+// wait is long for a body sent with its headers, as clients send it: on a busy node (2 cores,
+// tests running) 20 ms passed before the first bytes were read, and the turn lost its server.
 const (
 	prefixLimit = 64 << 10
-	prefixWait  = 20 * time.Millisecond
+	prefixWait  = 250 * time.Millisecond
 	promptBytes = 1024
 )
 
 // A conversation known only by its prompt goes to its own upstream while that one has no more
 // than boundedLoad times its share of the POSTs in flight (consistent hashing with bounded
 // loads): many requests that begin alike (a benchmark, one question asked by many) still spread.
-const boundedLoad = 1.25
+// The bound is never under boundedMin: at low load it would be one request, and a turn sent the
+// instant the last one ended (whose slot is given back just after the client has its answer)
+// would move.
+const (
+	boundedLoad = 1.25
+	boundedMin  = 2
+)
 
 // FullRetryAfter is the Retry-After (seconds) of the 503 a request gets when every server is
 // busy with as many requests as it has slots: about one short answer's time. The OpenAI SDKs
@@ -299,7 +307,7 @@ func (d *DrainSelection) bound(tier []*reverseproxy.Upstream, header bool) func(
 	for _, u := range tier {
 		total += d.busy[u.Dial]
 	}
-	limit := int(math.Ceil(boundedLoad * float64(total) / float64(len(tier))))
+	limit := max(boundedMin, int(math.Ceil(boundedLoad*float64(total)/float64(len(tier)))))
 	return func(u *reverseproxy.Upstream) bool { return d.busy[u.Dial] < limit }
 }
 
