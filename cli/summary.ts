@@ -5,6 +5,7 @@
 import { human } from "../components/bytes";
 import { railLinks } from "../components/fabric/config";
 import { servedModelPath } from "../components/outputs";
+import { describeApis } from "../components/serving/apis";
 import { renderLlamaCppEx } from "../components/serving/render";
 import { homeRelative, shQuote } from "../components/transport";
 import { routerHeaderPath } from "../components/unit/names";
@@ -233,7 +234,8 @@ function servingSection(
           `  endpoint  ${serving.endpoint} on ${server.node}, the router in front of ` +
             `${(serving.servers ?? []).map((x) => `${x.node} ${x.url}`).join(", ") || "the server"}` +
             ` (on this machine: sparkform endpoint --stack ${stack}; every request but GET /health ` +
-            `needs the stack's key: export OPENAI_API_KEY=$(sparkform key --stack ${stack}))`,
+            `needs the stack's key: export OPENAI_API_KEY=$(sparkform key --stack ${stack}); ` +
+            `as Authorization: Bearer, or as the Anthropic API's X-Api-Key)`,
         ]
       : []),
     `  plan  devices ${plan.devices.join(",") || "?"}, split ${plan.splitMode} ${plan.tensorSplit.join(",")}, ` +
@@ -255,6 +257,7 @@ function servingSection(
     `  smoke  ${smoke.tokensPerSecond.toFixed(1)} tokens/s (one node alone: ${smoke.reference.tokensPerSecond.toFixed(1)}), ` +
       `${smoke.tokenCount} tokens, ${smoke.identical ? "identical to the reference" : "NOT identical to the reference"}`,
   );
+  lines.push(`  apis  ${describeApis(smoke.apis)}`);
   const ready = smoke.readiness;
   if (ready)
     lines.push(

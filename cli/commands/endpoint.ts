@@ -11,6 +11,8 @@
 import { createServer, type Server, type Socket } from "node:net";
 import type { Readable, Writable } from "node:stream";
 import { parseArgs } from "node:util";
+import { describeApis } from "../../components/serving/apis";
+import type { ApiVerdict, ServedApi } from "../../components/serving/state";
 import { type NodeConnection, openNode } from "../../components/transport";
 import { out, UsageError } from "../errors";
 import type { StackOutputs } from "../../stack-outputs";
@@ -177,17 +179,29 @@ export function sshTransport(
   };
 }
 
-/** What `sparkform endpoint` prints once it is ready: the URL, the way, the key. */
+/**
+ * What `sparkform endpoint` prints once it is ready: the URL, the way, the key, and the other
+ * APIs the server speaks as its smoke found them (`apis`: the outputs' serving.smoke.apis).
+ */
 export function readyLines(
   port: number,
   served: { node: string; host: string; port: number; what: string },
   stack?: string,
+  apis?: Partial<Record<ServedApi, ApiVerdict>>,
 ): string[] {
+  const key = `$(sparkform key${stack ? ` --stack ${stack}` : ""})`;
   // The key is never printed here: a terminal's scrollback and a screen share are not secrets.
   return [
     `OpenAI-compatible endpoint: http://127.0.0.1:${port}/v1`,
     `  through ssh to ${served.node}, where the ${served.what} listens on ${served.host}:${served.port}`,
-    `  API key (every request but GET /health needs it): export OPENAI_API_KEY=$(sparkform key${stack ? ` --stack ${stack}` : ""})`,
+    `  API key (every request but GET /health needs it): export OPENAI_API_KEY=${key}`,
+    `  APIs: ${describeApis(apis)}`,
+    // The Anthropic SDK appends /v1/messages to its base URL (OpenAI's SDK wants /v1 in it).
+    ...(apis?.messages?.verdict === "supported"
+      ? [
+          `  Anthropic SDK: export ANTHROPIC_BASE_URL=http://127.0.0.1:${port} ANTHROPIC_API_KEY=${key}`,
+        ]
+      : []),
     "  Ctrl-C to stop",
   ];
 }
@@ -212,7 +226,8 @@ export async function run(argv: string[]): Promise<number> {
     sockets.add(c);
     c.once("close", () => sockets.delete(c));
   });
-  for (const line of readyLines(port, served, view.name)) out(line);
+  for (const line of readyLines(port, served, view.name, view.outputs.serving?.smoke?.apis))
+    out(line);
   // Until Ctrl-C (or SIGTERM): then the listener ends, and each connection with its ssh.
   await new Promise<void>((resolve) => {
     const stop = () => {

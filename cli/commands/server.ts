@@ -4,6 +4,7 @@
 // `pulumi refresh` would judge.
 import { parseArgs } from "node:util";
 import { parseServerStatus, parsePlacement } from "../../components/serving/node-output";
+import { describeApis } from "../../components/serving/apis";
 import { describeSeen } from "../../components/serving/verdicts";
 import { serverStatusCommand, serverUnit } from "../../components/serving/commands";
 import { openNode } from "../../components/transport";
@@ -122,6 +123,7 @@ export async function run(argv: string[]): Promise<number> {
         ? [
             `smoke: ${smoke.tokenCount} tokens (sha256 ${smoke.tokensSha256.slice(0, 12)}) at ${Number(smoke.tokensPerSecond).toFixed(1)} tokens/s; ` +
               `identical to one node: ${String(smoke.identical)}; graph_compute ${String(smoke.graphCompute)}, graph_recompute ${String(smoke.graphRecompute)}`,
+            `apis: ${describeApis(smoke.apis)}`,
           ]
         : []),
       ...(smoke?.readiness

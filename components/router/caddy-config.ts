@@ -11,6 +11,11 @@ export interface RouterUpstream {
   readonly node: string;
   /** `host:port` as Caddy dials it (reverseproxy/hosts.go `dial`). */
   readonly dial: string;
+  /**
+   * Its request slots (llama-server's `--parallel`): the POSTs it is sent at once, at most
+   * (the upstream's `max_requests`, counted by sparkform_drain). Absent: no cap.
+   */
+  readonly slots?: number;
 }
 
 export interface RouterConfigInput {
@@ -30,7 +35,9 @@ export interface RouterConfigInput {
   /**
    * The file holding the stack's API key (one line, 0600), as Caddy opens it: relative paths
    * are from the unit's working directory (the node user's home). Every route but GET /health
-   * needs `Authorization: Bearer <that key>`; the key itself is never in this config. Absent:
+   * needs `Authorization: Bearer <that key>` (the OpenAI SDK's, and the Anthropic JS SDK 1.x's)
+   * or `X-Api-Key: <that key>` (the Anthropic API's own header: its curl examples, earlier
+   * SDKs); the key itself is never in this config. Absent:
    * no key is checked (only tests run a router so).
    */
   readonly apiKeyFile?: string;
@@ -55,6 +62,18 @@ export const HEALTH_FAILS = 2;
 
 /** The Retry-After the 503 carries, seconds: about two health-check rounds. */
 export const RETRY_AFTER_SECONDS = 2;
+
+/**
+ * The header a client sets to keep a conversation on one llama-server (its KV cache reused):
+ * setup/router/main.go's ConversationHeader.
+ */
+export const CONVERSATION_HEADER = "X-Conversation-Id";
+
+/**
+ * The Retry-After of the 503 (OpenAI-shaped JSON) a POST gets at once when every healthy server
+ * has all its slots busy: setup/router/main.go's FullRetryAfter.
+ */
+export const FULL_RETRY_AFTER_SECONDS = 1;
 
 /** Caddy's LogSampling.interval is a Go time.Duration in JSON: nanoseconds. 60 s. */
 export const HEALTH_LOG_SAMPLING_NS = 60_000_000_000;
@@ -105,7 +124,8 @@ const UNAUTHORIZED = {
     error: {
       message:
         "Invalid or missing API key: send Authorization: Bearer <the stack's key> " +
-        "(export OPENAI_API_KEY=$(sparkform key))",
+        "(export OPENAI_API_KEY=$(sparkform key)), or X-Api-Key: <the stack's key> " +
+        "(the Anthropic API's header; its SDK: export ANTHROPIC_API_KEY=$(sparkform key))",
       type: "authentication_error",
       code: 401,
     },
@@ -113,7 +133,7 @@ const UNAUTHORIZED = {
 };
 
 /** The headers a browser's preflight asks to send and the methods the API takes. */
-const CORS_ALLOW_HEADERS = "Authorization, Content-Type";
+const CORS_ALLOW_HEADERS = "Authorization, Content-Type, X-Api-Key, Anthropic-Version";
 const CORS_ALLOW_METHODS = "GET, POST, OPTIONS";
 
 /**
@@ -186,6 +206,10 @@ export function gateRoutes(c: RouterConfigInput): Record<string, unknown>[] {
           not: [
             { method: ["GET"], path: ["/health"] },
             { header: { Authorization: [`Bearer {file.${c.apiKeyFile}}`] } },
+            // The Anthropic API's own header (its curl examples, earlier SDKs; the JS SDK 1.x
+            // sends Bearer); llama-server reads it after Authorization (server-http.cpp), so
+            // the key reaches it either way.
+            { header: { "X-Api-Key": [`{file.${c.apiKeyFile}}`] } },
           ],
         },
       ],
@@ -324,6 +348,17 @@ export function serverMetricsRoute(c: RouterConfigInput): Record<string, unknown
   };
 }
 
+/** A proxy upstream: its dial and, with slots, the POSTs it takes at once (`max_requests`). */
+function upstreamOf(u: RouterUpstream): Record<string, unknown> {
+  if (u.slots === undefined) return { dial: u.dial };
+  if (!Number.isInteger(u.slots) || u.slots < 1)
+    throw new Error(
+      `router upstream ${u.node} (${u.dial}): slots ${u.slots} must be a whole number ≥ 1 ` +
+        "(llama-server's --parallel, sparkform:server.parallel)",
+    );
+  return { dial: u.dial, max_requests: u.slots };
+}
+
 /** Caddy's duration strings (caddy.Duration accepts Go's time.ParseDuration syntax). */
 const ms = (n: number): string => `${Math.round(n)}ms`;
 
@@ -347,6 +382,12 @@ export function dialOf(url: string): string {
  * Caddy's JSON for the router: one HTTP server on bind:port proxying every request to the
  * upstreams (least_conn), with
  *
+ * - stickiness: a POST with `X-Conversation-Id` (CONVERSATION_HEADER) goes to the same upstream
+ *   while it is healthy, undrained and has a free slot (rendezvous hashing over those, so one that
+ *   leaves moves only its own conversations);
+ * - a cap: an upstream with `slots` takes at most that many POSTs at once; when every healthy one
+ *   is full, a POST is answered 503 with `Retry-After: 1` (FULL_RETRY_AFTER_SECONDS) and an
+ *   OpenAI-shaped error at once, not queued (the OpenAI SDKs retry it);
  * - active health checks: GET /health on each upstream every `healthIntervalSeconds`, each
  *   waiting up to 10 s (a busy server answers it after requests); llama-server answers 200
  *   when its model is loaded, 503 while it loads; two failures in a row take an upstream out,
@@ -434,9 +475,10 @@ export function routerConfig(c: RouterConfigInput): Record<string, unknown> {
                 handle: [
                   {
                     handler: "reverse_proxy",
-                    upstreams: c.upstreams.map((u) => ({ dial: u.dial })),
+                    upstreams: c.upstreams.map(upstreamOf),
                     load_balancing: {
-                      // least_conn over the upstreams the drain file does not name
+                      // least_conn over the upstreams the drain file does not name, a
+                      // conversation kept on one, each capped at its slots
                       // (setup/router/main.go: sparkform_drain).
                       selection_policy: {
                         policy: "sparkform_drain",

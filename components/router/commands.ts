@@ -64,7 +64,11 @@ export function configText(
   return renderRouterConfig({
     bind: i.bind,
     port: i.port,
-    upstreams: i.upstreams.map((u) => ({ node: u.node, dial: dialOf(u.url) })),
+    upstreams: i.upstreams.map((u) => ({
+      node: u.node,
+      dial: dialOf(u.url),
+      ...(u.slots !== undefined ? { slots: u.slots } : {}),
+    })),
     unavailable: i.unavailable,
     healthIntervalSeconds: i.healthIntervalSeconds,
     ...(i.apiKey ? { apiKeyFile: keyFileForCaddy(i.port) } : {}),

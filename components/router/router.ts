@@ -62,7 +62,8 @@ const provider = delegatingProvider(path.join(__dirname, "provider.ts"));
 /**
  * Caddy on the client node as an enabled systemd user unit (`sparkform-router-<port>`,
  * Restart=on-failure): a foreign Host or Origin refused (403), the key required (401),
- * least-connections over the upstreams, active health checks,
+ * least-connections over the upstreams (a conversation kept on one, each capped at its slots:
+ * a 503 with Retry-After when all are full), active health checks,
  * retries of a request whose upstream is gone, streamed responses, no request logs, and a 503
  * with `unavailable` when no upstream is healthy. The binary is built on the control node for the
  * node's architecture (artifact.ts), copied and checked by sha256 before it starts. Refresh reads

@@ -12,6 +12,11 @@ export interface RouterUpstreamInput {
   readonly node: string;
   /** The llama-server's URL, e.g. http://10.0.0.2:8080. */
   readonly url: string;
+  /**
+   * Its request slots (`--parallel`): the POSTs the router sends it at once, at most. Absent
+   * (state written before issue 37): no cap.
+   */
+  readonly slots?: number;
 }
 
 export interface RouterInputs {

@@ -247,6 +247,18 @@ export function smokeCommand(i: LlamaServerInputs): RemoteScript {
   });
 }
 
+/**
+ * smoke.py --apis on the client: one token of the Anthropic Messages API (/v1/messages) and of
+ * the OpenAI Responses API (/v1/responses), the key in the header each API documents.
+ */
+export function apisSmokeCommand(i: LlamaServerInputs): RemoteScript {
+  return programCommand(programFor(i.programs.smoke, SERVER_PROGRAMS.smoke), {
+    args: ["--apis", serverUrl(i), i.smokeRequest.prompt],
+    ...apiKeyEnv(i.apiKey),
+    display: `smoke: POST ${serverUrl(i)}/v1/messages and /v1/responses (one token each: which APIs this build speaks)`,
+  });
+}
+
 const smokeRequestArgs = (i: LlamaServerInputs): string[] => [
   String(i.smokeRequest.tokens),
   String(i.smokeRequest.seed),

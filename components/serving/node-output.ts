@@ -4,7 +4,14 @@
 import { NodeOutputError } from "../schema/node-json";
 import { programJsonParser } from "../schema/program-json";
 import { type UnitState, type UnitStatus, unitStatusParser } from "../unit/status";
-import type { SeenDevice, ServerStatus, ServerUnitState, SmokeChat } from "./state";
+import type {
+  ApiProbe,
+  SeenDevice,
+  ServedApi,
+  ServerStatus,
+  ServerUnitState,
+  SmokeChat,
+} from "./state";
 
 const fail = (what: string) => (node: string, path: string, detail: string) =>
   new NodeOutputError(what, node, path, detail);
@@ -44,7 +51,7 @@ const parseUnitStatus = unitStatusParser("llama-server status (native/unit/statu
 export const parseServerStatus = (stdout: string, node: string): ServerStatus =>
   serverStatusOf(parseUnitStatus(stdout, node));
 
-/** smoke.py's two modes, each a shape of native/serving/smoke.schema.json. */
+/** smoke.py's three modes, each a shape of native/serving/smoke.schema.json. */
 export const parseSmoke = programJsonParser<SmokeRun>(
   "serving/smoke.py",
   fail("smoke generation (native/serving/smoke.py)"),
@@ -56,6 +63,13 @@ export const parseReferenceRun = programJsonParser<CompletionRun>(
   "serving/smoke.py",
   fail("single-node reference generation (native/serving/smoke.py --reference)"),
   "reference",
+);
+
+/** smoke.py --apis: one token of each API besides the OpenAI chat (components/serving/apis.ts). */
+export const parseApiProbes = programJsonParser<Record<ServedApi, ApiProbe>>(
+  "serving/smoke.py",
+  fail("API check (native/serving/smoke.py --apis)"),
+  "apis",
 );
 
 /** worker-log.py's two modes, each a shape of native/serving/worker-log.schema.json. */

@@ -9,7 +9,9 @@
 //              a device without its model buffer or a layer elsewhere fails the create
 //   smoke      native/serving/smoke.py on the client: a streamed chat timed to its first token
 //              (readiness, with start.sh's seconds to port and /health), /completion (greedy,
-//              token ids), then the same on a reference llama-server without --rpc, stopped afterwards
+//              token ids), one token each of the Anthropic Messages and OpenAI Responses APIs
+//              (smoke.py --apis: a verdict, components/serving/apis.ts), then the same
+//              /completion on a reference llama-server without --rpc, stopped afterwards
 //   fast path  native/serving/worker-log.py on each worker: `[graph_recompute]` after the
 //              first `[graph_compute]` in the worker's GGML_RPC_DEBUG log
 import type * as pulumi from "@pulumi/pulumi";
@@ -22,7 +24,9 @@ import { keyDigest } from "../unit/api-key";
 import { ownerOf, parseUnitStartTimings } from "../unit/commands";
 import { claimUnit, type OwnerCheck, refusedByOwner } from "../unit/owner";
 import { ownerDrift, startedOf } from "../unit/status";
+import { apiVerdicts, describeApis } from "./apis";
 import {
+  apisSmokeCommand,
   referenceSmokeCommand,
   referenceStartCommand,
   referenceStopCommand,
@@ -36,6 +40,7 @@ import {
 } from "./commands";
 import {
   type CompletionRun,
+  parseApiProbes,
   parseReferenceRun,
   parseServerStatus,
   parseSmoke,
@@ -248,6 +253,16 @@ async function smoke(i: LlamaServerInputs, started: StartTimings): Promise<Smoke
   const counts = await Promise.all(
     i.workers.map((w, k) => workerLogCounts(w, i.programs, sizes[k]?.size ?? 0)),
   );
+  // After the counts (the wire proof and the fast path judge the smoke's own requests).
+  const probes = parseApiProbes(
+    (
+      await openNode(i.target).run(apisSmokeCommand(i), {
+        step: "llama-server API check",
+        timeoutMs: 600_000,
+      })
+    ).stdout,
+    i.target.name,
+  );
   // After the server's requests (the reference's load is not in their timing or byte counts).
   const reference = skip ? undefined : await referenceRun(i);
   const client: WireEnd = {
@@ -275,6 +290,8 @@ async function smoke(i: LlamaServerInputs, started: StartTimings): Promise<Smoke
     fabricEnds: i.workers.length ? [client, ...workerEnds] : [],
     readiness: { ...started, firstTokenSeconds: run.stream.firstTokenSeconds },
   };
+  const { apis, failures: apiFailures } = apiVerdicts(probes);
+  out.apis = apis;
   // What the smoke generated: the streamed chat's token events, /completion's and the chat's.
   const generated = run.stream.tokenEvents + run.tokens.length + run.chat.completionTokens;
   const offWire = wireProofFailure(client, workerEnds, {
@@ -300,6 +317,7 @@ async function smoke(i: LlamaServerInputs, started: StartTimings): Promise<Smoke
     const failure = workerLogFailure(i.workers[k] as ServingWorker, c);
     if (failure) throw new Error(`${who}: ${failure}`);
   });
+  if (apiFailures.length > 0) throw new Error(`${who}: ${apiFailures.join("\n")}`);
   return out;
 }
 
@@ -380,6 +398,7 @@ async function converge(i: LlamaServerInputs, was?: string): Promise<LlamaServer
       (smokeOut.fabricEnds?.length
         ? `; over the fabric: ${smokeOut.fabricEnds.map((e) => `${e.node} ${e.iface} ${e.bytes} B`).join(", ")}`
         : "") +
+      `; APIs: ${describeApis(smokeOut.apis)}` +
       (ready
         ? `; first token (TTFT, streamed chat) in ${ready.firstTokenSeconds.toFixed(2)} s, port open ${ready.portOpenSeconds.toFixed(1)} s and /health 200 ${ready.healthSeconds.toFixed(1)} s after the unit's start`
         : ""),

@@ -396,11 +396,13 @@ export class Serving extends pulumi.ComponentResource {
     const active = [this.server, ...this.replicas];
     // Where each server listens is configuration (its bind and port), so the router's upstreams
     // are known at preview: a server's update does not show the router changing.
+    // Each takes at most its slots at once through the router (more would queue inside it).
     const everyServer = [
-      { node: client, url: serverUrl({ bind: cfg.bind, port: cfg.port }) },
+      { node: client, url: serverUrl({ bind: cfg.bind, port: cfg.port }), slots: cfg.parallel },
       ...candidates.map(({ node: n, endpoint }) => ({
         node: n,
         url: serverUrl({ bind: fabricHost(endpoint), port: cfg.port }),
+        slots: cfg.parallel,
       })),
     ];
     const upstreams = this.topology.apply((t) =>

@@ -5,7 +5,7 @@ import type { LlamaServerOutputs, ServingDrainOutputs } from "./state";
 
 /**
  * Not filled, as absent means something: `topology`, `owner`, `status.guard` (no guard unit to
- * judge), `smoke.fabricBytes`/`fabricEnds`/`readiness` (not measured then: kept unmeasured,
+ * judge), `smoke.fabricBytes`/`fabricEnds`/`readiness`/`apis` (not measured then: kept unmeasured,
  * never invented), and `evidence` (the diff restarts a server without it, as it always has).
  */
 export const upgradeLlamaServer: StateUpgrade<LlamaServerOutputs> = (olds) => ({

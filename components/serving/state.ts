@@ -56,6 +56,28 @@ export interface SmokeChat {
   characters: number;
 }
 
+/** The APIs besides OpenAI's chat completions that the smoke asks (components/serving/apis.ts). */
+export type ServedApi = "messages" | "responses";
+
+/**
+ * What smoke.py --apis saw of one API: the HTTP status, the answer's type field ("" when it
+ * had none) and, when it was not 200, the start of the server's error. Read, never kept.
+ */
+export interface ApiProbe {
+  status: number;
+  type: string;
+  error: string;
+}
+
+/**
+ * An API's verdict at create: "supported" (200 with that API's own answer) or "not served" (the
+ * build answered 404). The status, never the answer's text nor its timing.
+ */
+export interface ApiVerdict {
+  verdict: "supported" | "not served";
+  status: number;
+}
+
 /** One end of the client↔worker rail, and the bytes it carried during the smoke (rx + tx). */
 export interface WireEnd {
   node: string;
@@ -158,6 +180,11 @@ export interface SmokeOutput {
    * Kept from create on: a refresh does not measure it again.
    */
   readiness?: Readiness;
+  /**
+   * The Anthropic Messages and OpenAI Responses APIs as one token each found them, at create
+   * (absent in state written before they were checked, and for a standby).
+   */
+  apis?: Record<ServedApi, ApiVerdict>;
 }
 
 /**

@@ -29,6 +29,12 @@ const SMOKE_REFERENCE =
   "stopped by stop.sh, and smoke.py only asks it (--reference); smoke.py is the smoke's client, " +
   "not part of how the server runs, so a running llama-server needs no restart for it";
 
+const SMOKE_APIS =
+  "issue 37 item 4: smoke.py --apis asks the Anthropic Messages and OpenAI Responses APIs one " +
+  "token each, a mode of its own that the earlier modes do not run; smoke.py is the smoke's " +
+  "client, not part of how the server runs, so a running llama-server needs no restart for it " +
+  "(its status says the APIs were not checked until its next start)";
+
 const FAST_PATH_WINDOW =
   "worker-log.py counts any [graph_recompute] after the smoke's first [graph_compute], not only " +
   "the first one (another client's decode may open the window); it reads the worker's log for " +
@@ -52,9 +58,12 @@ export const PROGRAM_UPGRADES: Readonly<Record<string, ProgramUpgrade>> = {
     why: ITEM_34_6,
   },
   "serving/smoke.py": {
-    from: ["b367d5b2baa2f90baf7071c0f014e37025fa5dbc353693abceda1bff23c5f5c0"],
-    to: "29bbd71be53831acae49b6076bb584563da819142e18e86868aced2d4a2bb96a",
-    why: SMOKE_REFERENCE,
+    from: [
+      "b367d5b2baa2f90baf7071c0f014e37025fa5dbc353693abceda1bff23c5f5c0",
+      "29bbd71be53831acae49b6076bb584563da819142e18e86868aced2d4a2bb96a",
+    ],
+    to: "2a24477c8585a8fa7223032479701f126fe061e85f2bd8fb2dea38d58b989121",
+    why: `${SMOKE_REFERENCE}; ${SMOKE_APIS}`,
   },
   "serving/worker-log.py": {
     from: ["7ac76e05788a9653d9cd9e776de174f69c38cbe3ca12b658c14b4c98a5c14983"],

@@ -11,7 +11,13 @@
 # llama-server without --rpc on a loopback port): native/unit/start.sh starts it as every
 # supervised server starts (the build's digest checked, a port someone else holds refused) and
 # stop.sh stops it, so this program only asks it.
+# With --apis, one tiny request (one token) to each of the other APIs clients speak: the
+# Anthropic Messages API (/v1/messages, the key in that API's own header, x-api-key) and
+# the OpenAI Responses API (/v1/responses). Per API only the HTTP status and the answer's type
+# field ("message", "response"), never its text; the control node judges them
+# (components/serving/apis.ts, apiVerdicts): a build without the route answers 404.
 # Arguments: URL TOKENS SEED PROMPT WORKER_ADDRS | --reference URL TOKENS SEED PROMPT
+# | --apis URL PROMPT
 # WORKER_ADDRS: the workers' IPv4 addresses, comma-separated ("-": no workers).
 # The API key, when the server has one, arrives as SPARKFORM_API_KEY (the secret preamble); the
 # reference has none.
@@ -135,6 +141,53 @@ def streamed(url, prompt, tokens, seed, key):
     return {"firstTokenSeconds": round(first, 4), "tokenEvents": events}
 
 
+# Per API: its path, the body of a one-token request, the key in the header the API documents,
+# and the field of the answer that names its type.
+APIS = {
+    "messages": {
+        "path": "/v1/messages",
+        "body": lambda prompt: {
+            "model": "sparkform",
+            "max_tokens": 1,
+            "messages": [{"role": "user", "content": prompt}],
+        },
+        "headers": lambda key: {
+            "anthropic-version": "2023-06-01",
+            **({"x-api-key": key} if key else {}),
+        },
+        "type": "type",
+    },
+    "responses": {
+        "path": "/v1/responses",
+        "body": lambda prompt: {"model": "sparkform", "max_output_tokens": 1, "input": prompt},
+        "headers": lambda key: {"Authorization": f"Bearer {key}"} if key else {},
+        "type": "object",
+    },
+}
+
+
+def api_probe(url, api, prompt, key):
+    """One request to `api`: its status, the answer's type field, and, when it is not 200, the
+    start of the server's error (it names what was refused; a 200's text is never kept)."""
+    a = APIS[api]
+    req = urllib.request.Request(
+        url + a["path"],
+        data=json.dumps(a["body"](prompt)).encode(),
+        headers={"Content-Type": "application/json", **a["headers"](key)},
+    )
+    try:
+        with urllib.request.urlopen(req, timeout=600) as r:
+            status, raw = r.status, r.read()
+    except urllib.error.HTTPError as e:
+        return {"status": e.code, "type": "", "error": e.read(2000).decode("utf-8", "replace")}
+    try:
+        out = json.loads(raw)
+    except ValueError:
+        out = None
+    kind = out.get(a["type"]) if isinstance(out, dict) else None
+    return {"status": status, "type": kind if isinstance(kind, str) else "", "error": ""}
+
+
 def route_devs(addrs):
     """The interfaces the kernel sends to each of `addrs` through (`ip -o route get`)."""
     devs = []
@@ -159,6 +212,10 @@ def devs_bytes(devs):
 
 
 def main(argv):
+    if argv[:1] == ["--apis"]:
+        url, prompt = argv[1], argv[2]
+        key = os.environ.pop("SPARKFORM_API_KEY", "")
+        return {api: api_probe(url, api, prompt, key) for api in APIS}
     if argv[:1] == ["--reference"]:
         url, tokens, seed, prompt = argv[1], int(argv[2]), int(argv[3]), argv[4]
         return completion(url, prompt, tokens, seed, "")

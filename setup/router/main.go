@@ -6,16 +6,28 @@
 package main
 
 import (
+	"bytes"
+	"context"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"hash/fnv"
+	"io"
+	"math"
+	"math/rand/v2"
+	"net"
 	"net/http"
 	"os"
+	"sort"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/caddyserver/caddy/v2"
 	caddycmd "github.com/caddyserver/caddy/v2/cmd"
+	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp/reverseproxy"
 
-	_ "github.com/caddyserver/caddy/v2/modules/caddyhttp"
 	_ "github.com/caddyserver/caddy/v2/modules/caddyhttp/headers"
 	_ "github.com/caddyserver/caddy/v2/modules/filestorage"
 	_ "github.com/caddyserver/caddy/v2/modules/metrics"
@@ -23,14 +35,74 @@ import (
 
 func init() { caddy.RegisterModule(new(DrainSelection)) }
 
-// DrainSelection is least_conn over the upstreams that a drain file does not name. A replica
-// about to restart is taken out of rotation by writing its dial (host:port, one per line) into
-// the file (native/router/roll.py, temp name then rename) and put back by removing the line.
-// Why not the admin API: every change through it reloads the whole config, and a reload gives
-// the streams in flight only the grace period before it cuts them; a file read at selection
-// touches nothing in flight, and a router that restarts (a boot) reads the same file.
-// When every available upstream is drained, the drained ones still serve: a drain never turns
-// an answer the router could give into a 503.
+// ConversationHeader names the conversation a request belongs to; the client sets it (any
+// text: a chat's id). Requests that carry the same value go to the same llama-server while it
+// is healthy, undrained and has a free slot, so the prompt it already holds in its KV cache is
+// reused instead of computed again.
+const ConversationHeader = "X-Conversation-Id"
+
+// Without that header a POST's conversation is its prompt's beginning: a chat's messages up to
+// and including the first user message, or a completion prompt's first promptBytes, hashed.
+// The body is read for it up to prefixLimit bytes, or whatever arrived within prefixWait (a
+// client that uploads slowly is held back no longer), and passed on whole and unchanged. The
+// wait is long for a body sent with its headers, as clients send it: on a busy node (2 cores,
+// tests running) 20 ms passed before the first bytes were read, and the turn lost its server.
+const (
+	prefixLimit = 64 << 10
+	prefixWait  = 250 * time.Millisecond
+	promptBytes = 1024
+)
+
+// A conversation known only by its prompt goes to its own upstream while that one has no more
+// than boundedLoad times its share of the POSTs in flight (consistent hashing with bounded
+// loads): many requests that begin alike (a benchmark, one question asked by many) still spread.
+// The bound is never under boundedMin: at low load it would be one request, and a turn sent the
+// instant the last one ended (whose slot is given back just after the client has its answer)
+// would move.
+const (
+	boundedLoad = 1.25
+	boundedMin  = 2
+)
+
+// FullRetryAfter is the Retry-After (seconds) of the 503 a request gets when every server is
+// busy with as many requests as it has slots: about one short answer's time. The OpenAI SDKs
+// retry a 503 after it (twice by default).
+const FullRetryAfter = "1"
+
+// fullBody is that 503's body, shaped as the OpenAI API's errors (the SDKs read error.message).
+const fullBody = `{"error":{"message":"every llama-server behind this router is busy with as many ` +
+	`requests as it has slots (sparkform:server.parallel): the router answers at once instead of ` +
+	`queueing; retry after Retry-After seconds (the OpenAI SDKs do), or give the servers more ` +
+	`slots or replicas","type":"server_busy","code":503}}` + "\n"
+
+// DrainSelection picks the llama-server for a request (issues 33 and 37):
+//
+//   - a drain file names upstreams that get no new request while another healthy one can take
+//     it: a replica about to restart is taken out of rotation by writing its dial (host:port,
+//     one per line) into the file (native/router/roll.py, temp name then rename) and put back by
+//     removing the line. Why not the admin API: every change through it reloads the whole
+//     config, and a reload gives the streams in flight only the grace period before it cuts
+//     them; a file read at selection touches nothing in flight, and a router that restarts (a
+//     boot) reads the same file. When every healthy upstream is drained (or the undrained ones
+//     are full), the drained ones still serve: a drain never turns an answer into a 503;
+//   - a POST carrying ConversationHeader goes to the first upstream with a free slot in that
+//     conversation's rendezvous order over the healthy, undrained upstreams (highest
+//     hash(key, dial) first): an upstream that leaves the set moves only its own conversations,
+//     and they come back when it returns. Without the header, the prompt's beginning is the key
+//     (promptKey), with bounded loads (boundedLoad); without either, the least busy upstream;
+//   - a POST is admitted only while its upstream has fewer requests in flight than its
+//     `max_requests` (llama-server's --parallel slots): when every healthy upstream is full,
+//     the request is answered 503 with Retry-After at once instead of queueing behind the
+//     slots. Other methods (GET /health, /v1/models, /slots) hold no slot and are never refused.
+//
+// Why the policy counts the POSTs itself instead of Caddy's Upstream.Full: Caddy's count
+// includes every request to that address (the metrics routes' too), it is checked and
+// incremented apart (concurrent requests pass the same check), and a full pool is Caddy's "no
+// upstreams available", which the handler retries for try_duration before answering, the queue
+// this is meant to refuse. So a slot is taken here under a lock, given back when the request's
+// handling ends (its context is done), and a full pool selects an upstream of the policy's own:
+// a listener on the loopback that answers the 503 (fullBody) at once, passed to the client as any
+// upstream's answer, not retried and counted against no server.
 type DrainSelection struct {
 	// The drain file; relative paths are from the working directory (the node user's home).
 	// Empty or missing: nothing is drained.
@@ -39,6 +111,13 @@ type DrainSelection struct {
 	mu      sync.Mutex
 	seen    os.FileInfo
 	drained map[string]bool
+
+	// POSTs in flight per dial (the slots taken), under slotsMu.
+	slotsMu sync.Mutex
+	busy    map[string]int
+
+	full     *reverseproxy.Upstream
+	fullStop func() error
 }
 
 // CaddyModule returns the Caddy module information.
@@ -47,6 +126,36 @@ func (*DrainSelection) CaddyModule() caddy.ModuleInfo {
 		ID:  "http.reverse_proxy.selection_policies.sparkform_drain",
 		New: func() caddy.Module { return new(DrainSelection) },
 	}
+}
+
+// Provision starts the loopback listener that answers a full pool's 503.
+func (d *DrainSelection) Provision(caddy.Context) error {
+	d.busy = map[string]int{}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return fmt.Errorf("sparkform_drain: cannot listen on 127.0.0.1 for the 503 it answers "+
+			"when every llama-server is full (%w); the router needs the node's IPv4 loopback", err)
+	}
+	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		h := w.Header()
+		h.Set("Content-Type", "application/json")
+		h.Set("Retry-After", FullRetryAfter)
+		h.Set("Cache-Control", "no-store")
+		w.WriteHeader(http.StatusServiceUnavailable)
+		_, _ = w.Write([]byte(fullBody))
+	})}
+	go func() { _ = srv.Serve(ln) }()
+	d.full = &reverseproxy.Upstream{Host: new(reverseproxy.Host), Dial: ln.Addr().String()}
+	d.fullStop = srv.Close
+	return nil
+}
+
+// Cleanup stops that listener.
+func (d *DrainSelection) Cleanup() error {
+	if d.fullStop != nil {
+		return d.fullStop()
+	}
+	return nil
 }
 
 // current is the set the file names now; the file is read again only when it changed (a new
@@ -79,24 +188,306 @@ func (d *DrainSelection) current() map[string]bool {
 	return set
 }
 
-// Select picks by least_conn among the available upstreams the file does not name, else among
-// all of them.
-func (d *DrainSelection) Select(pool reverseproxy.UpstreamPool, r *http.Request, w http.ResponseWriter) *reverseproxy.Upstream {
-	drained := d.current()
-	if len(drained) > 0 {
-		kept := make(reverseproxy.UpstreamPool, 0, len(pool))
-		for _, u := range pool {
-			if !drained[u.Dial] && u.Available() {
-				kept = append(kept, u)
-			}
-		}
-		if len(kept) > 0 {
-			pool = kept
-		}
-	}
-	return reverseproxy.LeastConnSelection{}.Select(pool, r, w)
+// ticket is a POST's slot: the dial it holds (moved when a failed dial makes Caddy select again)
+// and the dials it failed on.
+type ticket struct {
+	dial   string
+	failed map[string]bool
+	// The conversation, and whether the client named it (the header) or its prompt did.
+	key    string
+	header bool
 }
 
-var _ reverseproxy.Selector = (*DrainSelection)(nil)
+const ticketVar = "sparkform_slot"
+
+// Select picks the upstream (see DrainSelection). Caddy calls it again for the same request
+// only after the previous pick could not be dialled: that upstream is then tried last.
+func (d *DrainSelection) Select(pool reverseproxy.UpstreamPool, r *http.Request, w http.ResponseWriter) *reverseproxy.Upstream {
+	drained := d.current()
+	var kept, out []*reverseproxy.Upstream
+	for _, u := range pool {
+		if !u.Healthy() {
+			continue
+		}
+		if drained[u.Dial] {
+			out = append(out, u)
+		} else {
+			kept = append(kept, u)
+		}
+	}
+	if len(kept)+len(out) == 0 {
+		// None healthy: Caddy's "no upstreams available", retried until try_duration, then the
+		// error route's 503 with the reason.
+		return nil
+	}
+	if r.Method != http.MethodPost {
+		if len(kept) == 0 {
+			kept = out
+		}
+		return leastBusy(kept, nil)
+	}
+	t, _ := caddyhttp.GetVar(r.Context(), ticketVar).(*ticket)
+	if t == nil {
+		t = &ticket{failed: map[string]bool{}, key: r.Header.Get(ConversationHeader)}
+		t.header = t.key != ""
+		if !t.header {
+			t.key = promptKey(peekBody(r))
+		}
+		caddyhttp.SetVar(r.Context(), ticketVar, t)
+		// The slot is given back when the request's handling ends, however it ends.
+		context.AfterFunc(r.Context(), func() {
+			d.slotsMu.Lock()
+			defer d.slotsMu.Unlock()
+			if t.dial != "" {
+				d.busy[t.dial]--
+				t.dial = ""
+			}
+		})
+	}
+	d.slotsMu.Lock()
+	defer d.slotsMu.Unlock()
+	if t.dial != "" {
+		// A retry: the last pick could not be dialled. Its slot is given back; it is tried
+		// again only when no other upstream can take the request.
+		t.failed[t.dial] = true
+		d.busy[t.dial]--
+		t.dial = ""
+	}
+	// First the upstreams this request has not failed on, then (nothing else left) those.
+	for _, pass := range []bool{false, true} {
+		for _, tier := range [][]*reverseproxy.Upstream{kept, out} {
+			var free []*reverseproxy.Upstream
+			for _, u := range tier {
+				if t.failed[u.Dial] == pass && (u.MaxRequests <= 0 || d.busy[u.Dial] < u.MaxRequests) {
+					free = append(free, u)
+				}
+			}
+			if len(free) == 0 {
+				continue
+			}
+			var u *reverseproxy.Upstream
+			if t.key != "" {
+				u = rendezvous(tier, t.key, free, d.bound(tier, t.header))
+			}
+			if u == nil {
+				u = leastBusy(free, d.busy)
+			}
+			t.dial = u.Dial
+			d.busy[u.Dial]++
+			return u
+		}
+	}
+	return d.full
+}
+
+// rendezvous is the first of `free` in the key's rendezvous order over `tier` (highest score
+// first) with fewer than `bound` POSTs in flight, so a conversation keeps its upstream while
+// that one stays in the tier and has a slot; nil when none is under the bound.
+func rendezvous(tier []*reverseproxy.Upstream, key string, free []*reverseproxy.Upstream, bound func(*reverseproxy.Upstream) bool) *reverseproxy.Upstream {
+	order := append([]*reverseproxy.Upstream(nil), tier...)
+	sort.SliceStable(order, func(i, j int) bool { return score(key, order[i].Dial) > score(key, order[j].Dial) })
+	for _, u := range order {
+		for _, f := range free {
+			if f == u && bound(u) {
+				return u
+			}
+		}
+	}
+	return nil
+}
+
+// bound is whether an upstream of the tier may take one more request of a conversation: always
+// when the client named it, else while it holds no more than boundedLoad times the tier's
+// share of the POSTs in flight, this one counted (slotsMu held).
+func (d *DrainSelection) bound(tier []*reverseproxy.Upstream, header bool) func(*reverseproxy.Upstream) bool {
+	if header {
+		return func(*reverseproxy.Upstream) bool { return true }
+	}
+	total := 1
+	for _, u := range tier {
+		total += d.busy[u.Dial]
+	}
+	limit := max(boundedMin, int(math.Ceil(boundedLoad*float64(total)/float64(len(tier)))))
+	return func(u *reverseproxy.Upstream) bool { return d.busy[u.Dial] < limit }
+}
+
+// peekBody is the first bytes of the request's body: up to prefixLimit, or all of it, or what
+// arrived within prefixWait. r.Body is replaced by a reader of the same bytes, whole; nothing is
+// read for a body that is absent.
+func peekBody(r *http.Request) []byte {
+	if r.Body == nil || r.Body == http.NoBody || r.ContentLength == 0 {
+		return nil
+	}
+	p := &pumped{chunks: make(chan chunk, 4), done: r.Context().Done()}
+	go p.pump(r.Body)
+	r.Body = p
+	wait := time.NewTimer(prefixWait)
+	defer wait.Stop()
+	for len(p.cur) < prefixLimit && p.err == nil {
+		select {
+		case c := <-p.chunks:
+			p.cur, p.err = append(p.cur, c.b...), c.err
+		case <-wait.C:
+			return p.cur
+		case <-p.done:
+			return p.cur
+		}
+	}
+	return p.cur
+}
+
+type chunk struct {
+	b   []byte
+	err error
+}
+
+// pumped gives a body's bytes as a goroutine reads them (peekBody waits on them a bounded
+// time; the proxy reads them after). Close leaves the body open, as Caddy's own wrapper does
+// for a dial that failed (its retry sends the body again); the server closes it when the
+// request ends, which ends the pump.
+type pumped struct {
+	chunks chan chunk
+	done   <-chan struct{}
+	cur    []byte
+	err    error
+}
+
+func (p *pumped) pump(body io.Reader) {
+	for {
+		b := make([]byte, 32<<10)
+		n, err := body.Read(b)
+		select {
+		case p.chunks <- chunk{b[:n], err}:
+		case <-p.done:
+			return
+		}
+		if err != nil {
+			return
+		}
+	}
+}
+
+func (p *pumped) Read(b []byte) (int, error) {
+	for len(p.cur) == 0 {
+		if p.err != nil {
+			return 0, p.err
+		}
+		select {
+		case c := <-p.chunks:
+			p.cur, p.err = c.b, c.err
+		case <-p.done:
+			return 0, context.Canceled
+		}
+	}
+	n := copy(b, p.cur)
+	p.cur = p.cur[n:]
+	return n, nil
+}
+
+func (p *pumped) Close() error { return nil }
+
+// promptKey is the conversation a body's beginning names: the chat's messages up to and
+// including the first user message (a system prompt alone is shared by many conversations),
+// or the first promptBytes of a completion's prompt, hashed; "" when the prefix holds neither.
+func promptKey(prefix []byte) string {
+	dec := json.NewDecoder(bytes.NewReader(prefix))
+	if tok, err := dec.Token(); err != nil || tok != json.Delim('{') {
+		return ""
+	}
+	h := fnv.New128a()
+	for dec.More() {
+		tok, err := dec.Token()
+		name, ok := tok.(string)
+		if err != nil || !ok {
+			return ""
+		}
+		switch name {
+		case "messages":
+			if tok, err := dec.Token(); err != nil || tok != json.Delim('[') {
+				return ""
+			}
+			start := dec.InputOffset()
+			for dec.More() {
+				var m struct {
+					Role    string          `json:"role"`
+					Content json.RawMessage `json:"content"`
+				}
+				if err := dec.Decode(&m); err != nil {
+					if len(prefix) < prefixLimit {
+						return ""
+					}
+					// Messages longer than the prefix (a long system prompt): as far as it goes.
+					_, _ = h.Write(prefix[start:])
+					return "messages " + hex.EncodeToString(h.Sum(nil))
+				}
+				_, _ = h.Write([]byte(m.Role + "\x00"))
+				_, _ = h.Write(append(m.Content, 0))
+				if m.Role == "user" {
+					return "messages " + hex.EncodeToString(h.Sum(nil))
+				}
+			}
+			return ""
+		case "prompt":
+			// Its first promptBytes, though the prefix may end inside it.
+			rest := bytes.TrimLeft(prefix[dec.InputOffset():], " \t\r\n:")
+			var p json.RawMessage
+			if dec.Decode(&p) == nil {
+				rest = p
+			}
+			_, _ = h.Write(rest[:min(len(rest), promptBytes)])
+			return "prompt " + hex.EncodeToString(h.Sum(nil))
+		default:
+			var skip json.RawMessage
+			if err := dec.Decode(&skip); err != nil {
+				return ""
+			}
+		}
+	}
+	return ""
+}
+
+// score is hash(key, dial), mixed (splitmix64's finalizer) so that dials differing in one
+// digit do not order alike.
+func score(key, dial string) uint64 {
+	h := fnv.New64a()
+	_, _ = h.Write([]byte(key))
+	_, _ = h.Write([]byte{0})
+	_, _ = h.Write([]byte(dial))
+	x := h.Sum64()
+	x ^= x >> 30
+	x *= 0xbf58476d1ce4e5b9
+	x ^= x >> 27
+	x *= 0x94d049bb133111eb
+	return x ^ x>>31
+}
+
+// leastBusy is least_conn: the upstream with the fewest requests in flight (the slots this
+// policy counts when `slots` is given, else Caddy's count of every request), ties at random.
+func leastBusy(pool []*reverseproxy.Upstream, slots map[string]int) *reverseproxy.Upstream {
+	var best *reverseproxy.Upstream
+	least, ties := -1, 0
+	for _, u := range pool {
+		n := u.NumRequests()
+		if slots != nil {
+			n = slots[u.Dial]
+		}
+		switch {
+		case least < 0 || n < least:
+			best, least, ties = u, n, 1
+		case n == least:
+			ties++
+			if rand.IntN(ties) == 0 {
+				best = u
+			}
+		}
+	}
+	return best
+}
+
+var (
+	_ reverseproxy.Selector = (*DrainSelection)(nil)
+	_ caddy.Provisioner     = (*DrainSelection)(nil)
+	_ caddy.CleanerUpper    = (*DrainSelection)(nil)
+)
 
 func main() { caddycmd.Main() }

@@ -6,7 +6,11 @@
 // seconds with at most one failed request, it comes back when healthy, no upstream at all is a
 // 503 with the reason at once, streams arrive streamed, the API key reaches the upstream as sent,
 // each server's own /metrics is reachable by its node's name, and nothing a client sent is in
-// Caddy's output.
+// Caddy's output. The stand-ins also answer the Anthropic Messages API and the OpenAI Responses
+// API as llama-server does (issue 37 item 4): no llama-server runs here outside the simulated
+// cluster (the host build, sim/llama, has no llama-server target), so the router's key gate and
+// forwarding of both, their SDKs, and smoke.py --apis's verdicts are checked against them; the
+// real build answers them in the e2e run.
 import { type ChildProcess, spawn } from "node:child_process";
 import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import * as http from "node:http";
@@ -16,8 +20,18 @@ import * as os from "node:os";
 import * as path from "node:path";
 import OpenAI from "openai";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { createRequire } from "node:module";
+import { execa } from "execa";
 import { type RouterArtifact, routerBinary } from "../../components/router/artifact";
-import { HEALTH_FAILS, renderRouterConfig } from "../../components/router/caddy-config";
+import {
+  CONVERSATION_HEADER,
+  FULL_RETRY_AFTER_SECONDS,
+  HEALTH_FAILS,
+  renderRouterConfig,
+} from "../../components/router/caddy-config";
+import { programPath } from "../../components/native-script";
+import { apiVerdicts } from "../../components/serving/apis";
+import { parseApiProbes } from "../../components/serving/node-output";
 
 const UNAVAILABLE = "no llama-server is up: the replicas are down or loading; retry shortly";
 /** The stack's API key (sparkform:serverApiKey), in a 0600 file Caddy reads per request. */
@@ -26,6 +40,36 @@ const BEARER = `Bearer ${KEY}`;
 /** The one origin the router lets in (sparkform:server.router.allowedOrigins). */
 const ALLOWED_ORIGIN = "https://app.example";
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
+/**
+ * The Anthropic SDK (a devDependency), named by a variable so that a checkout without it still
+ * type-checks: its test runs where it is installed and is skipped elsewhere.
+ */
+const ANTHROPIC_SDK = "@anthropic-ai/sdk";
+const requireHere = createRequire(__filename);
+const anthropicInstalled = (() => {
+  try {
+    requireHere.resolve(ANTHROPIC_SDK);
+    return true;
+  } catch {
+    return false;
+  }
+})();
+/** The part of the Anthropic SDK's client this test calls. */
+interface AnthropicClient {
+  messages: {
+    create(body: {
+      model: string;
+      max_tokens: number;
+      messages: { role: "user"; content: string }[];
+    }): Promise<{ type: string; content: { type: string; text?: string }[] }>;
+  };
+}
+type AnthropicCtor = new (o: {
+  apiKey: string;
+  baseURL: string;
+  maxRetries: number;
+}) => AnthropicClient;
 
 /** A stand-in llama-server: counts what reaches it, can turn unhealthy, die and come back. */
 class Upstream {
@@ -43,7 +87,28 @@ class Upstream {
   streaming = 0;
   /** The request targets of the GET /metrics it answered (path and query, as received). */
   scrapes: string[] = [];
+  /** The APIs its build lacks: 404, as llama-server answers a route it does not have. */
+  without = new Set<"/v1/messages" | "/v1/responses">();
+  /** The key headers of its /v1/messages and /v1/responses requests, as received. */
+  apiKeys: { path: string; authorization?: string; xApiKey?: string }[] = [];
+  /** Non-streamed chat completions are answered only after this many ms (a slot kept busy). */
+  holdMs = 0;
+  /** While set, they are answered only at release(). */
+  holding = false;
+  private held: (() => void)[] = [];
+  /** Non-streamed chat completions being answered now, and the most at once. */
+  inFlight = 0;
+  mostInFlight = 0;
+  /** Completions answered, and the X-Conversation-Id each carried. */
+  answered = 0;
+  conversations: (string | undefined)[] = [];
   constructor(readonly name: string) {}
+
+  /** Answers every completion held. */
+  release(): void {
+    this.holding = false;
+    for (const done of this.held.splice(0)) done();
+  }
 
   /** llama-server's `--metrics` answer, in small: Prometheus text, this stand-in's own. */
   get metricsText(): string {
@@ -90,6 +155,60 @@ class Upstream {
         res.end(this.metricsText);
         return;
       }
+      if (req.url === "/v1/messages" || req.url === "/v1/responses") {
+        const api = req.url;
+        this.apiKeys.push({
+          path: api,
+          ...(req.headers.authorization ? { authorization: req.headers.authorization } : {}),
+          ...(typeof req.headers["x-api-key"] === "string"
+            ? { xApiKey: req.headers["x-api-key"] }
+            : {}),
+        });
+        req.resume();
+        req.on("end", () => {
+          if (this.without.has(api)) {
+            res.writeHead(404, { "Content-Type": "text/plain" });
+            res.end("File Not Found");
+            return;
+          }
+          res.writeHead(200, { "Content-Type": "application/json" });
+          const text = `from ${this.name}`;
+          // llama-server's answers (tools/server/server-task.cpp), in small.
+          res.end(
+            JSON.stringify(
+              api === "/v1/messages"
+                ? {
+                    id: "msg_1",
+                    type: "message",
+                    role: "assistant",
+                    model: "m",
+                    content: [{ type: "text", text }],
+                    stop_reason: "max_tokens",
+                    stop_sequence: null,
+                    usage: { input_tokens: 1, output_tokens: 1 },
+                  }
+                : {
+                    id: "resp_1",
+                    object: "response",
+                    created_at: 0,
+                    status: "completed",
+                    model: "m",
+                    output: [
+                      {
+                        type: "message",
+                        id: "msg_1",
+                        status: "completed",
+                        role: "assistant",
+                        content: [{ type: "output_text", text, annotations: [] }],
+                      },
+                    ],
+                    usage: { input_tokens: 1, output_tokens: 1, total_tokens: 2 },
+                  },
+            ),
+          );
+        });
+        return;
+      }
       if (req.url === "/v1/chat/completions") {
         req.on("close", () => {
           if (!req.complete) this.cutShort++;
@@ -98,23 +217,33 @@ class Upstream {
         req.on("data", (d: Buffer) => (body += d.toString()));
         req.on("end", () => {
           if (!/"stream":\s*true/.test(body)) {
-            // What the OpenAI SDK's non-streamed create() reads.
-            res.writeHead(200, { "Content-Type": "application/json" });
-            res.end(
-              JSON.stringify({
-                id: "c1",
-                object: "chat.completion",
-                created: 0,
-                model: "m",
-                choices: [
-                  {
-                    index: 0,
-                    message: { role: "assistant", content: `from ${this.name}` },
-                    finish_reason: "stop",
-                  },
-                ],
-              }),
-            );
+            this.conversations.push(req.headers["x-conversation-id"] as string | undefined);
+            this.inFlight++;
+            this.mostInFlight = Math.max(this.mostInFlight, this.inFlight);
+            const answer = () => {
+              this.inFlight--;
+              this.answered++;
+              // What the OpenAI SDK's non-streamed create() reads.
+              res.writeHead(200, { "Content-Type": "application/json" });
+              res.end(
+                JSON.stringify({
+                  id: "c1",
+                  object: "chat.completion",
+                  created: 0,
+                  model: "m",
+                  choices: [
+                    {
+                      index: 0,
+                      message: { role: "assistant", content: `from ${this.name}` },
+                      finish_reason: "stop",
+                    },
+                  ],
+                }),
+              );
+            };
+            if (this.holding) this.held.push(answer);
+            else if (this.holdMs > 0) setTimeout(answer, this.holdMs);
+            else answer();
             return;
           }
           res.writeHead(200, { "Content-Type": "text/event-stream", "Cache-Control": "no-cache" });
@@ -157,6 +286,40 @@ async function freePort(): Promise<number> {
 }
 
 const hostArch = () => (os.arch() === "arm64" ? "aarch64" : "x86_64");
+
+/** Caddy on `config` (working directory `work`) once it answers GET /health; its output to `log`. */
+async function runCaddy(
+  bin: string,
+  work: string,
+  config: string,
+  base: string,
+  log: (text: string) => void,
+): Promise<ChildProcess> {
+  let output = "";
+  const caddy = spawn(bin, ["run", "--config", config], {
+    cwd: work,
+    env: {
+      PATH: process.env.PATH ?? "/usr/bin:/bin",
+      HOME: work,
+      XDG_DATA_HOME: path.join(work, "data"),
+      XDG_CONFIG_HOME: path.join(work, "data"),
+    },
+    stdio: ["ignore", "pipe", "pipe"],
+  });
+  const seen = (d: Buffer) => {
+    output += d.toString();
+    log(d.toString());
+  };
+  caddy.stdout?.on("data", seen);
+  caddy.stderr?.on("data", seen);
+  for (let i = 0; ; i++) {
+    const r = await fetch(`${base}/health`).catch(() => undefined);
+    if (r?.status === 200) return caddy;
+    if (i > 100 || caddy.exitCode !== null)
+      throw new Error(`caddy did not answer /health (exit ${caddy.exitCode}):\n${output}`);
+    await sleep(100);
+  }
+}
 
 describe("the router's Caddy in front of two upstreams", () => {
   let artifact: RouterArtifact;
@@ -264,25 +427,7 @@ describe("the router's Caddy in front of two upstreams", () => {
         drainFile: drain,
       }),
     );
-    caddy = spawn(artifact.path, ["run", "--config", config], {
-      cwd: work,
-      env: {
-        PATH: process.env.PATH ?? "/usr/bin:/bin",
-        HOME: work,
-        XDG_DATA_HOME: path.join(work, "data"),
-        XDG_CONFIG_HOME: path.join(work, "data"),
-      },
-      stdio: ["ignore", "pipe", "pipe"],
-    });
-    caddy.stdout?.on("data", (d: Buffer) => (output += d.toString()));
-    caddy.stderr?.on("data", (d: Buffer) => (output += d.toString()));
-    for (let i = 0; ; i++) {
-      const r = await fetch(`${base}/health`).catch(() => undefined);
-      if (r?.status === 200) break;
-      if (i > 100 || caddy.exitCode !== null)
-        throw new Error(`caddy did not answer /health (exit ${caddy.exitCode}):\n${output}`);
-      await sleep(100);
-    }
+    caddy = await runCaddy(artifact.path, work, config, base, (d) => (output += d));
   }, 30 * 60_000);
 
   afterAll(async () => {
@@ -457,6 +602,108 @@ describe("the router's Caddy in front of two upstreams", () => {
     expect(chunks).toBe(2);
     const wrong = new OpenAI({ apiKey: "wrong", baseURL: `${base}/v1`, maxRetries: 0 });
     await expect(wrong.models.list()).rejects.toMatchObject({ status: 401 });
+  });
+
+  it("takes the key as X-Api-Key too (the Anthropic API's header), and forwards /v1/messages and /v1/responses", async () => {
+    const before = a.requests + b.requests;
+    const body = JSON.stringify({ model: "m", max_tokens: 1, messages: [] });
+    const refused: Record<string, string>[] = [
+      {},
+      { "X-Api-Key": "wrong" },
+      { "X-Api-Key": `Bearer ${KEY}` },
+    ];
+    for (const h of refused) {
+      const r = await raw(
+        "POST",
+        "/v1/messages",
+        { ...h, "Content-Type": "application/json" },
+        body,
+      );
+      expect({ h, status: r.status }).toEqual({ h, status: 401 });
+      expect(r.body).toMatch(/X-Api-Key/);
+    }
+    expect(a.requests + b.requests).toBe(before);
+    a.apiKeys = [];
+    b.apiKeys = [];
+    for (const p of ["/v1/messages", "/v1/responses"]) {
+      const r = await raw(
+        "POST",
+        p,
+        { "X-Api-Key": KEY, "Content-Type": "application/json" },
+        body,
+      );
+      expect({ p, status: r.status }).toEqual({ p, status: 200 });
+    }
+    // The key as sent: llama-server checks it too (X-Api-Key after Authorization).
+    expect([...a.apiKeys, ...b.apiKeys].map((k) => k.xApiKey)).toEqual([KEY, KEY]);
+  });
+
+  it("serves the OpenAI SDK's responses.create with the key", async () => {
+    const client = new OpenAI({ apiKey: KEY, baseURL: `${base}/v1`, maxRetries: 0 });
+    const r = await client.responses.create({ model: "m", input: "hi", max_output_tokens: 1 });
+    expect(r.object).toBe("response");
+    expect(r.output_text).toMatch(/^from [ab]$/);
+    const wrong = new OpenAI({ apiKey: "wrong", baseURL: `${base}/v1`, maxRetries: 0 });
+    await expect(
+      wrong.responses.create({ model: "m", input: "hi", max_output_tokens: 1 }),
+    ).rejects.toMatchObject({ status: 401 });
+  });
+
+  it.skipIf(!anthropicInstalled)(
+    "serves the official Anthropic SDK with the key, where the SDK is installed",
+    async () => {
+      const { Anthropic } = requireHere(ANTHROPIC_SDK) as { Anthropic: AnthropicCtor };
+      // Its base URL is the endpoint without /v1 (it adds /v1/messages).
+      const client = new Anthropic({ apiKey: KEY, baseURL: base, maxRetries: 0 });
+      const m = await client.messages.create({
+        model: "m",
+        max_tokens: 1,
+        messages: [{ role: "user", content: "hi" }],
+      });
+      expect(m.type).toBe("message");
+      expect(m.content[0]?.text).toMatch(/^from [ab]$/);
+      const wrong = new Anthropic({ apiKey: "wrong", baseURL: base, maxRetries: 0 });
+      await expect(
+        wrong.messages.create({
+          model: "m",
+          max_tokens: 1,
+          messages: [{ role: "user", content: "hi" }],
+        }),
+      ).rejects.toMatchObject({ status: 401 });
+    },
+  );
+
+  it("smoke.py --apis through the router: both supported; a build without /v1/responses is said, and passes", async () => {
+    const probe = async () => {
+      const r = await execa("python3", [programPath("serving/smoke.py"), "--apis", base, "hello"], {
+        reject: false,
+        timeout: 60_000,
+        env: { SPARKFORM_API_KEY: KEY },
+      });
+      expect(r.stderr).toBe("");
+      return apiVerdicts(parseApiProbes(r.stdout, "spark-1"));
+    };
+    expect(await probe()).toEqual({
+      apis: {
+        messages: { verdict: "supported", status: 200 },
+        responses: { verdict: "supported", status: 200 },
+      },
+      failures: [],
+    });
+    a.without.add("/v1/responses");
+    b.without.add("/v1/responses");
+    try {
+      expect(await probe()).toEqual({
+        apis: {
+          messages: { verdict: "supported", status: 200 },
+          responses: { verdict: "not served", status: 404 },
+        },
+        failures: [],
+      });
+    } finally {
+      a.without.clear();
+      b.without.clear();
+    }
   });
 
   it("keeps both upstreams in rotation after clients abort their uploads", async () => {
@@ -794,5 +1041,262 @@ describe("the router's Caddy in front of two upstreams", () => {
     );
     // It did log: Caddy's start and its health checker.
     expect(output).toMatch(/health_checker|serving initial configuration|server running/);
+  });
+});
+
+describe("the router's Caddy keeps a conversation on one upstream and caps each at its slots", () => {
+  const SLOTS = 2;
+  const ups = [new Upstream("a"), new Upstream("b"), new Upstream("c")];
+  let work = "";
+  let base = "";
+  let drain = "";
+  let caddy: ChildProcess | undefined;
+  let output = "";
+
+  interface Answer {
+    status: number;
+    upstream?: string;
+    retryAfter: string | null;
+    contentType: string | null;
+    body: string;
+    ms: number;
+  }
+
+  type Message = { role: string; content: string };
+  /** One non-streamed chat completion, in the conversation `key` when given. */
+  async function ask(
+    key?: string,
+    messages: Message[] = [{ role: "user", content: "hi" }],
+  ): Promise<Answer> {
+    const t = Date.now();
+    const r = await fetch(`${base}/v1/chat/completions`, {
+      method: "POST",
+      headers: {
+        "Content-Type": "application/json",
+        ...(key ? { [CONVERSATION_HEADER]: key } : {}),
+      },
+      body: JSON.stringify({ model: "m", messages }),
+      signal: AbortSignal.timeout(20_000),
+    });
+    const body = await r.text();
+    return {
+      status: r.status,
+      upstream: /"from ([abc])"/.exec(body)?.[1],
+      retryAfter: r.headers.get("retry-after"),
+      contentType: r.headers.get("content-type"),
+      body,
+      ms: Date.now() - t,
+    };
+  }
+
+  const keys = Array.from({ length: 24 }, (_, k) => `conversation-${k}`);
+  /** Where each conversation's next request lands (one after another: no slot is ever full). */
+  async function homes(): Promise<Map<string, string | undefined>> {
+    const m = new Map<string, string | undefined>();
+    for (const k of keys) m.set(k, (await ask(k)).upstream);
+    return m;
+  }
+
+  /** Until the checks have seen `u` fail (or pass) enough times to take it out (or back). */
+  async function checked(u: Upstream, healthy: boolean): Promise<void> {
+    u.healthy = healthy;
+    const seen = () => (healthy ? u.passedChecks : u.failedChecks);
+    const from = seen();
+    while (seen() < from + (healthy ? 2 : HEALTH_FAILS + 1)) await sleep(100);
+  }
+
+  beforeAll(async () => {
+    const artifact = await routerBinary({
+      arch: hostArch(),
+      progress: (l) => void process.stderr.write(`${l}\n`),
+    });
+    work = mkdtempSync(path.join(os.tmpdir(), "sparkform-router-slots-"));
+    for (const u of ups) await u.start();
+    const port = await freePort();
+    base = `http://127.0.0.1:${port}`;
+    drain = path.join(work, "router.drain");
+    const config = path.join(work, "router.json");
+    writeFileSync(
+      config,
+      renderRouterConfig({
+        bind: "127.0.0.1",
+        port,
+        upstreams: ups.map((u) => ({ node: u.name, dial: `127.0.0.1:${u.port}`, slots: SLOTS })),
+        unavailable: UNAVAILABLE,
+        healthIntervalSeconds: 1,
+        dataDir: path.join(work, "data"),
+        drainFile: drain,
+      }),
+    );
+    caddy = await runCaddy(artifact.path, work, config, base, (d) => (output += d));
+  }, 30 * 60_000);
+
+  afterAll(async () => {
+    caddy?.kill("SIGTERM");
+    for (const u of ups) await u.kill();
+    if (work) rmSync(work, { recursive: true, force: true });
+  });
+
+  it("sends every request of a conversation (X-Conversation-Id) to the same upstream, 20 in a row", async () => {
+    const first = await homes();
+    for (const k of keys) {
+      for (let i = 0; i < 20; i++) expect((await ask(k)).upstream).toBe(first.get(k));
+    }
+    // The conversations spread over the upstreams, and the header reaches them as sent.
+    expect(new Set(first.values())).toEqual(new Set(["a", "b", "c"]));
+    expect(ups.flatMap((u) => u.conversations)).toContain("conversation-0");
+  });
+
+  it("keeps a conversation that names none on one upstream by its prompt's beginning, turn after turn", async () => {
+    const seen = new Set<string | undefined>();
+    for (let k = 0; k < 12; k++) {
+      const messages = [
+        { role: "system", content: "You are terse." },
+        { role: "user", content: `question ${k}` },
+      ];
+      const home = (await ask(undefined, messages)).upstream;
+      seen.add(home);
+      for (let i = 0; i < 5; i++) {
+        messages.push(
+          { role: "assistant", content: `answer ${i}` },
+          { role: "user", content: `follow-up ${i}` },
+        );
+        expect((await ask(undefined, messages)).upstream).toBe(home);
+      }
+    }
+    // Conversations that begin differently spread.
+    expect(seen.size).toBeGreaterThan(1);
+  });
+
+  it("moves only a drained or unhealthy upstream's conversations, and they come back to it", async () => {
+    const first = await homes();
+    const [a, , c] = ups as [Upstream, Upstream, Upstream];
+    writeFileSync(drain, `127.0.0.1:${a.port}\n`);
+    const drained = await homes();
+    for (const k of keys) {
+      if (first.get(k) === "a") expect(drained.get(k)).not.toBe("a");
+      else expect(drained.get(k)).toBe(first.get(k));
+    }
+    rmSync(drain);
+    expect(await homes()).toEqual(first);
+    await checked(c, false);
+    const down = await homes();
+    for (const k of keys) {
+      if (first.get(k) === "c") expect(down.get(k)).not.toBe("c");
+      else expect(down.get(k)).toBe(first.get(k));
+    }
+    await checked(c, true);
+    expect(await homes()).toEqual(first);
+  });
+
+  it("answers a conversation whose upstream died from the next one at once, not after the checks", async () => {
+    const first = await homes();
+    const c = ups[2]!;
+    const key = keys.find((k) => first.get(k) === "c")!;
+    const port = c.port;
+    await c.kill();
+    // c is still in rotation (its checks have not failed yet): the refused dial is tried
+    // again on another upstream, not on c until the checks take it out.
+    const r = await ask(key);
+    expect(r.status).toBe(200);
+    expect(r.upstream).not.toBe("c");
+    expect(r.ms).toBeLessThan(HEALTH_FAILS * 1000);
+    await c.start(port);
+    await checked(c, true);
+    expect((await ask(key)).upstream).toBe("c");
+  });
+
+  it("sends a conversation whose upstream is full to the next one, not to a 503", async () => {
+    for (const u of ups) u.holding = true;
+    const key = keys[0]!;
+    const held = Array.from({ length: SLOTS + 1 }, () => ask(key));
+    while (ups.reduce((n, u) => n + u.inFlight, 0) < SLOTS + 1) await sleep(20);
+    // Its upstream has both its slots, another one the third; the third upstream nothing.
+    expect(ups.map((u) => u.inFlight).sort()).toEqual([0, 1, SLOTS]);
+    for (const u of ups) u.release();
+    for (const r of await Promise.all(held)) expect(r.status).toBe(200);
+  });
+
+  it("caps each upstream at its slots: of N + k requests at once, exactly k get 503 with Retry-After at once", async () => {
+    for (const u of ups) {
+      u.holding = true;
+      u.mostInFlight = 0;
+    }
+    const N = SLOTS * ups.length;
+    const k = 3;
+    const back: Answer[] = [];
+    const all = Array.from({ length: N + k }, (_, i) =>
+      ask(i % 2 ? keys[i] : undefined).then((r) => (back.push(r), r)),
+    );
+    for (let w = 0; back.length < k && w < 250; w++) await sleep(20);
+    await sleep(500);
+    // The k refused came back while the N admitted are held: none of them waited for a slot.
+    expect(back).toHaveLength(k);
+    for (const r of back) {
+      expect(r.status).toBe(503);
+      expect(r.retryAfter).toBe(String(FULL_RETRY_AFTER_SECONDS));
+      expect(r.contentType).toBe("application/json");
+      expect(JSON.parse(r.body)).toMatchObject({
+        error: { type: "server_busy", code: 503, message: expect.stringMatching(/slots/) },
+      });
+      expect(r.ms).toBeLessThan(1500);
+    }
+    expect(ups.map((u) => u.inFlight)).toEqual([SLOTS, SLOTS, SLOTS]);
+    // What holds no slot is not refused: the health check and the model list answer.
+    expect((await fetch(`${base}/health`)).status).toBe(200);
+    expect((await fetch(`${base}/v1/models`)).status).toBe(200);
+    for (const u of ups) u.release();
+    const answers = await Promise.all(all);
+    expect(answers.filter((r) => r.status === 200)).toHaveLength(N);
+    expect(ups.map((u) => u.mostInFlight)).toEqual([SLOTS, SLOTS, SLOTS]);
+    // A slot given back takes the retry.
+    expect((await ask()).status).toBe(200);
+  });
+
+  it("answers every request of the OpenAI SDK (maxRetries 2) with twice the slots at once, never over the slots", async () => {
+    for (const u of ups) {
+      u.holdMs = 400;
+      u.mostInFlight = 0;
+    }
+    try {
+      const client = new OpenAI({ apiKey: "none", baseURL: `${base}/v1`, maxRetries: 2 });
+      const before = ups.reduce((n, u) => n + u.answered, 0);
+      const n = 2 * SLOTS * ups.length;
+      const t = Date.now();
+      const answers = await Promise.all(
+        Array.from({ length: n }, (_, i) =>
+          client.chat.completions.create({
+            model: "m",
+            messages: [{ role: "user", content: `question ${i}` }],
+          }),
+        ),
+      );
+      const took = Date.now() - t;
+      process.stderr.write(`router: ${n} SDK requests on ${n / 2} slots in ${took} ms\n`);
+      // Half were refused and retried after the 503's Retry-After.
+      expect(took).toBeGreaterThanOrEqual(FULL_RETRY_AFTER_SECONDS * 1000);
+      for (const r of answers) expect(r.choices[0]?.message.content).toMatch(/^from [abc]$/);
+      // Each answered once: none lost, none sent twice to a server.
+      expect(ups.reduce((m, u) => m + u.answered, 0) - before).toBe(n);
+      for (const u of ups) expect(u.mostInFlight).toBeLessThanOrEqual(SLOTS);
+      const refused = new OpenAI({ apiKey: "none", baseURL: `${base}/v1`, maxRetries: 0 });
+      for (const u of ups) u.holding = true;
+      const held = Array.from({ length: SLOTS * ups.length }, () => ask());
+      while (ups.reduce((m, u) => m + u.inFlight, 0) < SLOTS * ups.length) await sleep(20);
+      await expect(
+        refused.chat.completions.create({ model: "m", messages: [{ role: "user", content: "x" }] }),
+      ).rejects.toMatchObject({ status: 503, type: "server_busy" });
+      for (const u of ups) u.release();
+      await Promise.all(held);
+    } finally {
+      for (const u of ups) {
+        u.holdMs = 0;
+        u.release();
+      }
+    }
+  });
+
+  it("wrote nothing a client sent", () => {
+    expect(output).not.toMatch(/conversation-|question |\/v1\/chat\/completions/);
   });
 });

@@ -60,7 +60,7 @@ const DECLARED: Record<string, readonly string[]> = {
   "rpc-worker/prewarm.py": [],
   "rpc-worker/prune.py": [],
   "rpc-worker/rpc-hello.py": [],
-  "serving/smoke.py": ["server", "reference"],
+  "serving/smoke.py": ["server", "reference", "apis"],
   "serving/worker-log.py": ["size", "counts"],
   "tree/prepare-dir.sh": [],
   "tree/remove-dir.sh": [],

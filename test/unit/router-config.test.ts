@@ -56,6 +56,19 @@ describe("routerConfig", () => {
     });
   });
 
+  it("caps an upstream with slots at that many requests (max_requests, counted by sparkform_drain)", () => {
+    const p = proxy(cfg({ upstreams: two.map((u) => ({ ...u, slots: 4 })) }));
+    expect(p.upstreams).toEqual([
+      { dial: "10.0.0.1:8080", max_requests: 4 },
+      { dial: "10.0.0.2:8080", max_requests: 4 },
+    ]);
+    expect(p.load_balancing.selection_policy).toEqual({ policy: "sparkform_drain" });
+    for (const slots of [0, 1.5, -1])
+      expect(() => cfg({ upstreams: [{ ...two[0]!, slots }] })).toThrow(
+        /spark-1 \(10\.0\.0\.1:8080\): slots .* must be a whole number ≥ 1 .*--parallel/,
+      );
+  });
+
   it("checks GET /health every second, waiting for a busy server (its HTTP threads are the requests')", () => {
     const a = proxy(cfg()).health_checks.active;
     expect(a.uri).toBe("/health");
@@ -201,7 +214,7 @@ describe("routerConfig", () => {
     ).toThrow(/differ in more than case/);
   });
 
-  it("requires Bearer <the key file's key> on every route but GET /health", () => {
+  it("requires Bearer <the key file's key> (or the Anthropic API's X-Api-Key) on every route but GET /health", () => {
     const routes = server(cfg({ apiKeyFile: ".cache/sparkform/router/router-8000.key" })).routes;
     const gate = routes.find((r: J) => r.handle[0].status_code === 401);
     expect(gate.match).toEqual([
@@ -209,6 +222,7 @@ describe("routerConfig", () => {
         not: [
           { method: ["GET"], path: ["/health"] },
           { header: { Authorization: ["Bearer {file..cache/sparkform/router/router-8000.key}"] } },
+          { header: { "X-Api-Key": ["{file..cache/sparkform/router/router-8000.key}"] } },
         ],
       },
     ]);
