@@ -53,6 +53,13 @@ export interface RouterConfigInput {
    * native/router/roll.py). Relative paths are from the unit's working directory. Absent: none.
    */
   readonly drainFile?: string;
+  /**
+   * The bounded wait of a POST that finds every server's slots busy (setup/router/main.go):
+   * `depth` POSTs at most wait at once (default: the healthy servers' slots together; 0: none
+   * waits), each at most `waitSeconds` (default QUEUE_WAIT_SECONDS); past either bound the 503
+   * with Retry-After.
+   */
+  readonly queue?: { readonly depth?: number; readonly waitSeconds?: number };
 }
 
 /** How long one active /health check may take (see routerConfig). */
@@ -70,10 +77,14 @@ export const RETRY_AFTER_SECONDS = 2;
 export const CONVERSATION_HEADER = "X-Conversation-Id";
 
 /**
- * The Retry-After of the 503 (OpenAI-shaped JSON) a POST gets at once when every healthy server
- * has all its slots busy: setup/router/main.go's FullRetryAfter.
+ * The Retry-After of the 503 (OpenAI-shaped JSON) a POST gets when every healthy server has all
+ * its slots busy and the queue is full or it waited its bound: setup/router/main.go's
+ * FullRetryAfter.
  */
 export const FULL_RETRY_AFTER_SECONDS = 1;
+
+/** How long a POST waits at most for a slot before its 503 (main.go's queueWaitDefault). */
+export const QUEUE_WAIT_SECONDS = 10;
 
 /** Caddy's LogSampling.interval is a Go time.Duration in JSON: nanoseconds. 60 s. */
 export const HEALTH_LOG_SAMPLING_NS = 60_000_000_000;
@@ -359,6 +370,19 @@ function upstreamOf(u: RouterUpstream): Record<string, unknown> {
   return { dial: u.dial, max_requests: u.slots };
 }
 
+/** The policy's queue fields; absent ones keep main.go's defaults. */
+function queueOf(q: RouterConfigInput["queue"]): Record<string, unknown> {
+  if (q === undefined) return {};
+  if (q.depth !== undefined && !(Number.isInteger(q.depth) && q.depth >= 0))
+    throw new Error(`router queue depth ${q.depth}: a whole number ≥ 0 (0: no POST waits)`);
+  if (q.waitSeconds !== undefined && !(q.waitSeconds > 0))
+    throw new Error(`router queue waitSeconds ${q.waitSeconds}: more than 0 seconds`);
+  return {
+    ...(q.depth !== undefined ? { queue_depth: q.depth } : {}),
+    ...(q.waitSeconds !== undefined ? { queue_wait: ms(q.waitSeconds * 1000) } : {}),
+  };
+}
+
 /** Caddy's duration strings (caddy.Duration accepts Go's time.ParseDuration syntax). */
 const ms = (n: number): string => `${Math.round(n)}ms`;
 
@@ -386,8 +410,10 @@ export function dialOf(url: string): string {
  *   while it is healthy, undrained and has a free slot (rendezvous hashing over those, so one that
  *   leaves moves only its own conversations);
  * - a cap: an upstream with `slots` takes at most that many POSTs at once; when every healthy one
- *   is full, a POST is answered 503 with `Retry-After: 1` (FULL_RETRY_AFTER_SECONDS) and an
- *   OpenAI-shaped error at once, not queued (the OpenAI SDKs retry it);
+ *   is full, a POST waits for a slot in a bounded queue (`queue`: as many as the slots, 10 s
+ *   each, by default) and past it is answered 503 with `Retry-After: 1`
+ *   (FULL_RETRY_AFTER_SECONDS) and an OpenAI-shaped error, never queued without bound (the
+ *   OpenAI SDKs retry it);
  * - active health checks: GET /health on each upstream every `healthIntervalSeconds`, each
  *   waiting up to 10 s (a busy server answers it after requests); llama-server answers 200
  *   when its model is loaded, 503 while it loads; two failures in a row take an upstream out,
@@ -483,6 +509,7 @@ export function routerConfig(c: RouterConfigInput): Record<string, unknown> {
                       selection_policy: {
                         policy: "sparkform_drain",
                         ...(c.drainFile ? { file: c.drainFile } : {}),
+                        ...queueOf(c.queue),
                       },
                       retries,
                       try_duration: ms(tryDurationMs),

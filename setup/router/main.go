@@ -65,15 +65,30 @@ const (
 )
 
 // FullRetryAfter is the Retry-After (seconds) of the 503 a request gets when every server is
-// busy with as many requests as it has slots: about one short answer's time. The OpenAI SDKs
-// retry a 503 after it (twice by default).
+// busy with as many requests as it has slots and the queue in front of them is full (or the
+// request waited its bound there): about one short answer's time. The OpenAI SDKs retry a 503
+// after it (twice by default).
 const FullRetryAfter = "1"
 
 // fullBody is that 503's body, shaped as the OpenAI API's errors (the SDKs read error.message).
 const fullBody = `{"error":{"message":"every llama-server behind this router is busy with as many ` +
-	`requests as it has slots (sparkform:server.parallel): the router answers at once instead of ` +
-	`queueing; retry after Retry-After seconds (the OpenAI SDKs do), or give the servers more ` +
-	`slots or replicas","type":"server_busy","code":503}}` + "\n"
+	`requests as it has slots (sparkform:server.parallel) and the router's queue is full, or this ` +
+	`request waited there as long as it may: the router answers instead of queueing without bound; ` +
+	`retry after Retry-After seconds (the OpenAI SDKs do), or give the servers more slots or ` +
+	`replicas","type":"server_busy","code":503}}` + "\n"
+
+// A POST that finds every server full waits for a slot, a bounded while: at most QueueDepth such
+// POSTs wait at once (default: as many as the healthy servers have slots, so a burst of twice the
+// slots is answered in full without a retry), each at most QueueWait (default queueWaitDefault).
+// Past either bound it gets the 503 at once. Why wait at all: a slot is usually free again within
+// one short answer, and a client without retries (curl, a script) would otherwise fail where a
+// second later it would have been served; why bounded: a queue without bound hides an overloaded
+// cluster behind ever longer answers, and the SDKs' retry after Retry-After does the rest.
+const queueWaitDefault = 10 * time.Second
+
+// queuePoll is how often a waiting POST looks again without being woken (an upstream that came
+// back healthy, or a drain lifted, frees no slot and wakes nobody).
+const queuePoll = 250 * time.Millisecond
 
 // DrainSelection picks the llama-server for a request (issues 33 and 37):
 //
@@ -92,8 +107,10 @@ const fullBody = `{"error":{"message":"every llama-server behind this router is 
 //     (promptKey), with bounded loads (boundedLoad); without either, the least busy upstream;
 //   - a POST is admitted only while its upstream has fewer requests in flight than its
 //     `max_requests` (llama-server's --parallel slots): when every healthy upstream is full,
-//     the request is answered 503 with Retry-After at once instead of queueing behind the
-//     slots. Other methods (GET /health, /v1/models, /slots) hold no slot and are never refused.
+//     the request waits for a slot in a bounded queue (QueueDepth, QueueWait) and past those
+//     bounds is answered 503 with Retry-After at once instead of queueing without bound. A POST
+//     that arrives while others wait queues behind them (it does not take the slot they wait
+//     for). Other methods (GET /health, /v1/models, /slots) hold no slot and are never refused.
 //
 // Why the policy counts the POSTs itself instead of Caddy's Upstream.Full: Caddy's count
 // includes every request to that address (the metrics routes' too), it is checked and
@@ -107,6 +124,11 @@ type DrainSelection struct {
 	// The drain file; relative paths are from the working directory (the node user's home).
 	// Empty or missing: nothing is drained.
 	File string `json:"file,omitempty"`
+	// POSTs that may wait for a slot at once; absent: the healthy upstreams' slots together.
+	// 0: none waits (every POST past the slots gets the 503 at once).
+	QueueDepth *int `json:"queue_depth,omitempty"`
+	// How long one POST may wait for a slot; absent or 0: queueWaitDefault.
+	QueueWait caddy.Duration `json:"queue_wait,omitempty"`
 
 	mu      sync.Mutex
 	seen    os.FileInfo
@@ -115,6 +137,9 @@ type DrainSelection struct {
 	// POSTs in flight per dial (the slots taken), under slotsMu.
 	slotsMu sync.Mutex
 	busy    map[string]int
+	// POSTs waiting for a slot, and the channel closed (then replaced) when a slot is given back.
+	waiting int
+	freed   chan struct{}
 
 	full     *reverseproxy.Upstream
 	fullStop func() error
@@ -131,6 +156,13 @@ func (*DrainSelection) CaddyModule() caddy.ModuleInfo {
 // Provision starts the loopback listener that answers a full pool's 503.
 func (d *DrainSelection) Provision(caddy.Context) error {
 	d.busy = map[string]int{}
+	d.freed = make(chan struct{})
+	if d.QueueWait <= 0 {
+		d.QueueWait = caddy.Duration(queueWaitDefault)
+	}
+	if d.QueueDepth != nil && *d.QueueDepth < 0 {
+		return fmt.Errorf("sparkform_drain: queue_depth %d is negative; use 0 (no queue) or more", *d.QueueDepth)
+	}
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return fmt.Errorf("sparkform_drain: cannot listen on 127.0.0.1 for the 503 it answers "+
@@ -203,18 +235,7 @@ const ticketVar = "sparkform_slot"
 // Select picks the upstream (see DrainSelection). Caddy calls it again for the same request
 // only after the previous pick could not be dialled: that upstream is then tried last.
 func (d *DrainSelection) Select(pool reverseproxy.UpstreamPool, r *http.Request, w http.ResponseWriter) *reverseproxy.Upstream {
-	drained := d.current()
-	var kept, out []*reverseproxy.Upstream
-	for _, u := range pool {
-		if !u.Healthy() {
-			continue
-		}
-		if drained[u.Dial] {
-			out = append(out, u)
-		} else {
-			kept = append(kept, u)
-		}
-	}
+	kept, out := d.tiers(pool)
 	if len(kept)+len(out) == 0 {
 		// None healthy: Caddy's "no upstreams available", retried until try_duration, then the
 		// error route's 503 with the reason.
@@ -239,7 +260,7 @@ func (d *DrainSelection) Select(pool reverseproxy.UpstreamPool, r *http.Request,
 			d.slotsMu.Lock()
 			defer d.slotsMu.Unlock()
 			if t.dial != "" {
-				d.busy[t.dial]--
+				d.release(t.dial)
 				t.dial = ""
 			}
 		})
@@ -250,10 +271,69 @@ func (d *DrainSelection) Select(pool reverseproxy.UpstreamPool, r *http.Request,
 		// A retry: the last pick could not be dialled. Its slot is given back; it is tried
 		// again only when no other upstream can take the request.
 		t.failed[t.dial] = true
-		d.busy[t.dial]--
+		d.release(t.dial)
 		t.dial = ""
 	}
-	// First the upstreams this request has not failed on, then (nothing else left) those.
+	// A POST that arrives while others wait queues behind them instead of taking the slot they
+	// wait for; a retry (t.failed set) has waited its turn already.
+	if d.waiting == 0 || len(t.failed) > 0 {
+		if u := d.pick(kept, out, t); u != nil {
+			return u
+		}
+	}
+	if d.waiting >= d.depth(pool) {
+		return d.full
+	}
+	d.waiting++
+	defer func() { d.waiting-- }()
+	deadline := time.Now().Add(time.Duration(d.QueueWait))
+	for {
+		freed := d.freed
+		d.slotsMu.Unlock()
+		wait := min(queuePoll, time.Until(deadline))
+		timer := time.NewTimer(max(wait, 0))
+		select {
+		case <-freed:
+		case <-timer.C:
+		case <-r.Context().Done():
+		}
+		timer.Stop()
+		kept, out = d.tiers(pool)
+		d.slotsMu.Lock()
+		if r.Context().Err() != nil {
+			// The client went away while it waited: nobody reads the answer.
+			return d.full
+		}
+		if u := d.pick(kept, out, t); u != nil {
+			return u
+		}
+		if !time.Now().Before(deadline) {
+			return d.full
+		}
+	}
+}
+
+// tiers splits the healthy upstreams into those the drain file does not name (kept) and those
+// it does (out).
+func (d *DrainSelection) tiers(pool reverseproxy.UpstreamPool) (kept, out []*reverseproxy.Upstream) {
+	drained := d.current()
+	for _, u := range pool {
+		if !u.Healthy() {
+			continue
+		}
+		if drained[u.Dial] {
+			out = append(out, u)
+		} else {
+			kept = append(kept, u)
+		}
+	}
+	return kept, out
+}
+
+// pick takes a slot for the request on the conversation's upstream (or the least busy) with one
+// free: first the upstreams it has not failed on, the undrained before the drained; nil when
+// every one is full (slotsMu held).
+func (d *DrainSelection) pick(kept, out []*reverseproxy.Upstream, t *ticket) *reverseproxy.Upstream {
 	for _, pass := range []bool{false, true} {
 		for _, tier := range [][]*reverseproxy.Upstream{kept, out} {
 			var free []*reverseproxy.Upstream
@@ -277,7 +357,29 @@ func (d *DrainSelection) Select(pool reverseproxy.UpstreamPool, r *http.Request,
 			return u
 		}
 	}
-	return d.full
+	return nil
+}
+
+// release gives a slot back and wakes the POSTs waiting for one (slotsMu held).
+func (d *DrainSelection) release(dial string) {
+	d.busy[dial]--
+	close(d.freed)
+	d.freed = make(chan struct{})
+}
+
+// depth is how many POSTs may wait for a slot: QueueDepth, or the healthy upstreams' slots
+// together (an upstream without a cap is never full, so it adds none).
+func (d *DrainSelection) depth(pool reverseproxy.UpstreamPool) int {
+	if d.QueueDepth != nil {
+		return *d.QueueDepth
+	}
+	n := 0
+	for _, u := range pool {
+		if u.Healthy() && u.MaxRequests > 0 {
+			n += u.MaxRequests
+		}
+	}
+	return n
 }
 
 // rendezvous is the first of `free` in the key's rendezvous order over `tier` (highest score

@@ -1046,6 +1046,9 @@ describe("the router's Caddy in front of two upstreams", () => {
 
 describe("the router's Caddy keeps a conversation on one upstream and caps each at its slots", () => {
   const SLOTS = 2;
+  /** The bounded queue in front of the slots: this many POSTs wait at most, each this long. */
+  const QUEUE = 2;
+  const QUEUE_WAIT_MS = 1500;
   const ups = [new Upstream("a"), new Upstream("b"), new Upstream("c")];
   let work = "";
   let base = "";
@@ -1126,6 +1129,7 @@ describe("the router's Caddy keeps a conversation on one upstream and caps each 
         healthIntervalSeconds: 1,
         dataDir: path.join(work, "data"),
         drainFile: drain,
+        queue: { depth: QUEUE, waitSeconds: QUEUE_WAIT_MS / 1000 },
       }),
     );
     caddy = await runCaddy(artifact.path, work, config, base, (d) => (output += d));
@@ -1217,7 +1221,17 @@ describe("the router's Caddy keeps a conversation on one upstream and caps each 
     for (const r of await Promise.all(held)) expect(r.status).toBe(200);
   });
 
-  it("caps each upstream at its slots: of N + k requests at once, exactly k get 503 with Retry-After at once", async () => {
+  /** A 503 from the router's full pool: Retry-After, OpenAI-shaped JSON naming the slots. */
+  function expectFull(r: Answer): void {
+    expect(r.status).toBe(503);
+    expect(r.retryAfter).toBe(String(FULL_RETRY_AFTER_SECONDS));
+    expect(r.contentType).toBe("application/json");
+    expect(JSON.parse(r.body)).toMatchObject({
+      error: { type: "server_busy", code: 503, message: expect.stringMatching(/slots/) },
+    });
+  }
+
+  it("caps each upstream at its slots: of N + q + k requests at once, q wait for a slot and k get 503 with Retry-After at once", async () => {
     for (const u of ups) {
       u.holding = true;
       u.mostInFlight = 0;
@@ -1225,32 +1239,43 @@ describe("the router's Caddy keeps a conversation on one upstream and caps each 
     const N = SLOTS * ups.length;
     const k = 3;
     const back: Answer[] = [];
-    const all = Array.from({ length: N + k }, (_, i) =>
+    const all = Array.from({ length: N + QUEUE + k }, (_, i) =>
       ask(i % 2 ? keys[i] : undefined).then((r) => (back.push(r), r)),
     );
     for (let w = 0; back.length < k && w < 250; w++) await sleep(20);
-    await sleep(500);
-    // The k refused came back while the N admitted are held: none of them waited for a slot.
+    await sleep(300);
+    // The k refused came back while the N admitted are held and the q wait: the refused did
+    // not wait for a slot.
     expect(back).toHaveLength(k);
     for (const r of back) {
-      expect(r.status).toBe(503);
-      expect(r.retryAfter).toBe(String(FULL_RETRY_AFTER_SECONDS));
-      expect(r.contentType).toBe("application/json");
-      expect(JSON.parse(r.body)).toMatchObject({
-        error: { type: "server_busy", code: 503, message: expect.stringMatching(/slots/) },
-      });
-      expect(r.ms).toBeLessThan(1500);
+      expectFull(r);
+      expect(r.ms).toBeLessThan(QUEUE_WAIT_MS);
     }
     expect(ups.map((u) => u.inFlight)).toEqual([SLOTS, SLOTS, SLOTS]);
     // What holds no slot is not refused: the health check and the model list answer.
     expect((await fetch(`${base}/health`)).status).toBe(200);
     expect((await fetch(`${base}/v1/models`)).status).toBe(200);
+    // Slots given back inside the wait: the q waiting take them, none refused.
     for (const u of ups) u.release();
     const answers = await Promise.all(all);
-    expect(answers.filter((r) => r.status === 200)).toHaveLength(N);
+    expect(answers.filter((r) => r.status === 200)).toHaveLength(N + QUEUE);
     expect(ups.map((u) => u.mostInFlight)).toEqual([SLOTS, SLOTS, SLOTS]);
-    // A slot given back takes the retry.
     expect((await ask()).status).toBe(200);
+  });
+
+  it("bounds the wait: a POST queued while every slot stays busy gets the 503 after the queue's wait, not later", async () => {
+    for (const u of ups) u.holding = true;
+    const N = SLOTS * ups.length;
+    const held = Array.from({ length: N }, () => ask());
+    while (ups.reduce((n, u) => n + u.inFlight, 0) < N) await sleep(20);
+    const waited = await Promise.all(Array.from({ length: QUEUE }, () => ask()));
+    for (const r of waited) {
+      expectFull(r);
+      expect(r.ms).toBeGreaterThanOrEqual(QUEUE_WAIT_MS - 50);
+      expect(r.ms).toBeLessThan(QUEUE_WAIT_MS + 1000);
+    }
+    for (const u of ups) u.release();
+    for (const r of await Promise.all(held)) expect(r.status).toBe(200);
   });
 
   it("answers every request of the OpenAI SDK (maxRetries 2) with twice the slots at once, never over the slots", async () => {
@@ -1273,7 +1298,7 @@ describe("the router's Caddy keeps a conversation on one upstream and caps each 
       );
       const took = Date.now() - t;
       process.stderr.write(`router: ${n} SDK requests on ${n / 2} slots in ${took} ms\n`);
-      // Half were refused and retried after the 503's Retry-After.
+      // Those past the slots and the queue were refused and retried after the 503's Retry-After.
       expect(took).toBeGreaterThanOrEqual(FULL_RETRY_AFTER_SECONDS * 1000);
       for (const r of answers) expect(r.choices[0]?.message.content).toMatch(/^from [abc]$/);
       // Each answered once: none lost, none sent twice to a server.

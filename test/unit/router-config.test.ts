@@ -69,6 +69,21 @@ describe("routerConfig", () => {
       );
   });
 
+  it("bounds the queue in front of the slots as configured (queue_depth, queue_wait); left out, main.go's defaults", () => {
+    const policy = (queue?: { depth?: number; waitSeconds?: number }) =>
+      proxy(cfg(queue ? { queue } : {})).load_balancing.selection_policy;
+    expect(policy()).toEqual({ policy: "sparkform_drain" });
+    expect(policy({ depth: 0 })).toEqual({ policy: "sparkform_drain", queue_depth: 0 });
+    expect(policy({ depth: 4, waitSeconds: 1.5 })).toEqual({
+      policy: "sparkform_drain",
+      queue_depth: 4,
+      queue_wait: "1500ms",
+    });
+    for (const depth of [-1, 0.5])
+      expect(() => policy({ depth })).toThrow(/queue depth .*whole number ≥ 0/);
+    expect(() => policy({ waitSeconds: 0 })).toThrow(/waitSeconds 0: more than 0 seconds/);
+  });
+
   it("checks GET /health every second, waiting for a busy server (its HTTP threads are the requests')", () => {
     const a = proxy(cfg()).health_checks.active;
     expect(a.uri).toBe("/health");
