@@ -19,6 +19,7 @@ import {
 import { tmpdir } from "node:os";
 import * as path from "node:path";
 import { execa, type ResultPromise } from "execa";
+import Anthropic from "@anthropic-ai/sdk";
 import OpenAI from "openai";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import {
@@ -106,6 +107,7 @@ interface ServingOut {
     graphCompute: number;
     graphRecompute: number;
     fabricBytes: number;
+    apis?: Record<"messages" | "responses", { verdict: string; status: number }>;
     fabricEnds: { node: string; iface: string; bytes: number }[];
   };
 }
@@ -659,6 +661,60 @@ describe.skipIf(
       log(`wrong key: ${String(refused)} / ${String(chatRefused)}`);
       expect(chatRefused).toBeInstanceOf(OpenAI.AuthenticationError);
       await traffic(openai(API_KEY));
+      const state = await cli.run(["stack", "export", "--show-secrets", "-s", stack]);
+      expect(state.output).not.toContain(CLIENT_PROMPT);
+    },
+    STEP_MS,
+  );
+
+  it(
+    "the other APIs through `sparkform endpoint`: the official Anthropic SDK (messages) and the OpenAI SDK's responses.create, as the smoke found them",
+    async () => {
+      const s = await stackOutput<ServingOut>("serving");
+      log(`smoke's APIs: ${JSON.stringify(s.smoke.apis)}`);
+      // The pinned llama-server registers both routes (components/serving/apis.ts).
+      expect(s.smoke.apis?.messages).toEqual({ verdict: "supported", status: 200 });
+      expect(s.smoke.apis?.responses).toEqual({ verdict: "supported", status: 200 });
+      await stopEndpoint();
+      const said = await startEndpoint();
+      expect(said).toContain(
+        "APIs: OpenAI chat completions, Anthropic Messages (/v1/messages, 200)",
+      );
+      expect(said).toContain(`ANTHROPIC_BASE_URL=http://127.0.0.1:${LOCAL_PORT} `);
+      // The Anthropic SDK sends the key as X-Api-Key and appends /v1/messages to its base URL.
+      const anthropic = new Anthropic({
+        baseURL: `http://127.0.0.1:${LOCAL_PORT}`,
+        apiKey: API_KEY,
+        maxRetries: 0,
+      });
+      const message = await anthropic.messages.create({
+        model: "m",
+        max_tokens: 6,
+        messages: [{ role: "user", content: CLIENT_PROMPT }],
+      });
+      log(`messages: ${message.usage.output_tokens} tokens, stop ${message.stop_reason}`);
+      expect(message.type).toBe("message");
+      expect(message.usage.output_tokens).toBeGreaterThan(0);
+      expect(message.content.some((c) => c.type === "text")).toBe(true);
+      const wrong = await new Anthropic({
+        baseURL: `http://127.0.0.1:${LOCAL_PORT}`,
+        apiKey: "not-the-key",
+        maxRetries: 0,
+      }).messages
+        .create({ model: "m", max_tokens: 1, messages: [{ role: "user", content: "hi" }] })
+        .then(
+          () => undefined,
+          (e: unknown) => e,
+        );
+      expect(wrong).toBeInstanceOf(Anthropic.AuthenticationError);
+      const response = await openai(API_KEY).responses.create({
+        model: "m",
+        input: CLIENT_PROMPT,
+        max_output_tokens: 6,
+      });
+      log(`responses: ${response.usage?.output_tokens} tokens, status ${response.status}`);
+      expect(response.object).toBe("response");
+      expect(response.usage?.output_tokens).toBeGreaterThan(0);
       const state = await cli.run(["stack", "export", "--show-secrets", "-s", stack]);
       expect(state.output).not.toContain(CLIENT_PROMPT);
     },
