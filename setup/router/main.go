@@ -98,8 +98,9 @@ const queuePoll = 250 * time.Millisecond
 //     removing the line. Why not the admin API: every change through it reloads the whole
 //     config, and a reload gives the streams in flight only the grace period before it cuts
 //     them; a file read at selection touches nothing in flight, and a router that restarts (a
-//     boot) reads the same file. When every healthy upstream is drained (or the undrained ones
-//     are full), the drained ones still serve: a drain never turns an answer into a 503;
+//     boot) reads the same file. When every healthy upstream is drained, the drained ones still
+//     serve: a drain never turns an answer into a 503. While an undrained one is healthy but
+//     full, a POST waits in the queue for its slot instead (a drained server is about to stop);
 //   - a POST carrying ConversationHeader goes to the first upstream with a free slot in that
 //     conversation's rendezvous order over the healthy, undrained upstreams (highest
 //     hash(key, dial) first): an upstream that leaves the set moves only its own conversations,
@@ -137,9 +138,10 @@ type DrainSelection struct {
 	// POSTs in flight per dial (the slots taken), under slotsMu.
 	slotsMu sync.Mutex
 	busy    map[string]int
-	// POSTs waiting for a slot, and the channel closed (then replaced) when a slot is given back.
-	waiting int
-	freed   chan struct{}
+	// POSTs waiting for a slot, first come first served: a slot given back goes straight to the
+	// first waiter (handed over under slotsMu), so a POST arriving that instant cannot take it
+	// and find the queue still counting the waiter it just served.
+	queue []*waiter
 
 	full     *reverseproxy.Upstream
 	fullStop func() error
@@ -156,7 +158,6 @@ func (*DrainSelection) CaddyModule() caddy.ModuleInfo {
 // Provision starts the loopback listener that answers a full pool's 503.
 func (d *DrainSelection) Provision(caddy.Context) error {
 	d.busy = map[string]int{}
-	d.freed = make(chan struct{})
 	if d.QueueWait <= 0 {
 		d.QueueWait = caddy.Duration(queueWaitDefault)
 	}
@@ -276,41 +277,91 @@ func (d *DrainSelection) Select(pool reverseproxy.UpstreamPool, r *http.Request,
 	}
 	// A POST that arrives while others wait queues behind them instead of taking the slot they
 	// wait for; a retry (t.failed set) has waited its turn already.
-	if d.waiting == 0 || len(t.failed) > 0 {
+	if len(d.queue) == 0 || len(t.failed) > 0 {
 		if u := d.pick(kept, out, t); u != nil {
 			return u
 		}
 	}
-	if d.waiting >= d.depth(pool) {
+	if len(d.queue) >= d.depth(pool) {
 		return d.full
 	}
-	d.waiting++
-	defer func() { d.waiting-- }()
+	me := &waiter{t: t, ready: make(chan struct{})}
+	d.queue = append(d.queue, me)
 	deadline := time.Now().Add(time.Duration(d.QueueWait))
 	for {
-		freed := d.freed
 		d.slotsMu.Unlock()
-		wait := min(queuePoll, time.Until(deadline))
-		timer := time.NewTimer(max(wait, 0))
+		timer := time.NewTimer(max(min(queuePoll, time.Until(deadline)), 0))
 		select {
-		case <-freed:
+		case <-me.ready:
 		case <-timer.C:
 		case <-r.Context().Done():
 		}
 		timer.Stop()
 		kept, out = d.tiers(pool)
 		d.slotsMu.Lock()
+		if me.handed != "" {
+			// A slot was handed over: this request holds it now.
+			t.dial, me.handed = me.handed, ""
+			if r.Context().Err() == nil {
+				if u := find(kept, out, t.dial); u != nil && !t.failed[t.dial] {
+					return u
+				}
+			}
+			// Gone, unhealthy or failed for this request: passed on to the next waiter.
+			d.release(t.dial)
+			t.dial = ""
+			if r.Context().Err() != nil {
+				return d.full
+			}
+			d.queue = append([]*waiter{me}, d.queue...)
+			me.ready = make(chan struct{})
+			continue
+		}
 		if r.Context().Err() != nil {
 			// The client went away while it waited: nobody reads the answer.
+			d.dequeue(me)
 			return d.full
 		}
+		// Nothing handed over: an upstream back in rotation (or a drain lifted) frees no slot and
+		// hands none, so a waiter looks for itself now and then.
 		if u := d.pick(kept, out, t); u != nil {
+			d.dequeue(me)
 			return u
 		}
 		if !time.Now().Before(deadline) {
+			d.dequeue(me)
 			return d.full
 		}
 	}
+}
+
+// waiter is a POST in the queue: the dial handed to it, and closed ready when it was.
+type waiter struct {
+	t      *ticket
+	handed string
+	ready  chan struct{}
+}
+
+// dequeue takes a waiter out of the queue (slotsMu held).
+func (d *DrainSelection) dequeue(w *waiter) {
+	for i, x := range d.queue {
+		if x == w {
+			d.queue = append(d.queue[:i:i], d.queue[i+1:]...)
+			return
+		}
+	}
+}
+
+// find is the healthy upstream with this dial, undrained or drained.
+func find(kept, out []*reverseproxy.Upstream, dial string) *reverseproxy.Upstream {
+	for _, tier := range [][]*reverseproxy.Upstream{kept, out} {
+		for _, u := range tier {
+			if u.Dial == dial {
+				return u
+			}
+		}
+	}
+	return nil
 }
 
 // tiers splits the healthy upstreams into those the drain file does not name (kept) and those
@@ -331,11 +382,26 @@ func (d *DrainSelection) tiers(pool reverseproxy.UpstreamPool) (kept, out []*rev
 }
 
 // pick takes a slot for the request on the conversation's upstream (or the least busy) with one
-// free: first the upstreams it has not failed on, the undrained before the drained; nil when
-// every one is full (slotsMu held).
+// free; nil when every one is full (slotsMu held). An upstream
+// this request could not dial is picked only when no other is left at all: while the others are
+// merely full the request waits for their slots, not for a dead node's dial to fail again.
 func (d *DrainSelection) pick(kept, out []*reverseproxy.Upstream, t *ticket) *reverseproxy.Upstream {
+	// The drained serve only when no undrained upstream is healthy: while one is merely full,
+	// a POST waits for its slot rather than land on a server about to restart (roll.py waits
+	// for that server's slots to go idle, and a POST sent to it then would be cut by the stop).
+	tiers := [][]*reverseproxy.Upstream{kept}
+	if len(kept) == 0 {
+		tiers = [][]*reverseproxy.Upstream{out}
+	}
+	others := false
+	for _, u := range tiers[0] {
+		others = others || !t.failed[u.Dial]
+	}
 	for _, pass := range []bool{false, true} {
-		for _, tier := range [][]*reverseproxy.Upstream{kept, out} {
+		if pass && others {
+			break
+		}
+		for _, tier := range tiers {
 			var free []*reverseproxy.Upstream
 			for _, u := range tier {
 				if t.failed[u.Dial] == pass && (u.MaxRequests <= 0 || d.busy[u.Dial] < u.MaxRequests) {
@@ -360,11 +426,16 @@ func (d *DrainSelection) pick(kept, out []*reverseproxy.Upstream, t *ticket) *re
 	return nil
 }
 
-// release gives a slot back and wakes the POSTs waiting for one (slotsMu held).
+// release gives a slot back: to the first POST waiting, at once, or to the pool (slotsMu held).
 func (d *DrainSelection) release(dial string) {
+	if len(d.queue) > 0 {
+		w := d.queue[0]
+		d.queue = d.queue[1:]
+		w.handed = dial
+		close(w.ready)
+		return
+	}
 	d.busy[dial]--
-	close(d.freed)
-	d.freed = make(chan struct{})
 }
 
 // depth is how many POSTs may wait for a slot: QueueDepth, or the healthy upstreams' slots
