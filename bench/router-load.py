@@ -62,17 +62,21 @@ CLIENTS = int(SPEC.get("clients", 1))
 REQUESTS = int(SPEC.get("requests", 1))
 TIMEOUT = float(SPEC.get("timeout", 120))
 STREAM = MODE == "ttft"
+
+
+def one_prompt_body(**more):
+    """The request body of the load, ttft and burst modes: SPEC's prompt, greedy, seeded."""
+    return {
+        "messages": [{"role": "user", "content": SPEC["prompt"]}],
+        "max_tokens": int(SPEC["maxTokens"]),
+        "temperature": 0,
+        "seed": 42,
+        **more,
+    }
+
+
 if MODE in ("load", "ttft"):
-    BODY = json.dumps(
-        {
-            "messages": [{"role": "user", "content": SPEC["prompt"]}],
-            "max_tokens": int(SPEC["maxTokens"]),
-            "temperature": 0,
-            "seed": 42,
-            "cache_prompt": False,
-            "stream": STREAM,
-        }
-    ).encode()
+    BODY = json.dumps(one_prompt_body(cache_prompt=False, stream=STREAM)).encode()
 HEADERS = {"Content-Type": "application/json", "Accept": "application/json"}
 if KEY:
     HEADERS["Authorization"] = "Bearer " + KEY
@@ -188,16 +192,22 @@ def client(i, start):
         c.close()
 
 
-def run_load():
+def run_clients(work):
+    """Seconds from CLIENTS threads' start together (work(i, barrier) waits on it) to the last
+    one's end."""
     start = threading.Barrier(CLIENTS + 1)
-    threads = [threading.Thread(target=client, args=(i, start), daemon=True) for i in range(CLIENTS)]
+    threads = [threading.Thread(target=work, args=(i, start), daemon=True) for i in range(CLIENTS)]
     for t in threads:
         t.start()
     start.wait()
     t0 = time.perf_counter()
     for t in threads:
         t.join()
-    wall = time.perf_counter() - t0
+    return time.perf_counter() - t0
+
+
+def run_load():
+    wall = run_clients(client)
     print(
         json.dumps(
             {
@@ -362,14 +372,7 @@ def should_retry(status, resp):
 
 def burst_client(start, t_base, out, idx):
     tries = int(SPEC.get("tries", 5))
-    body = {
-        "messages": [{"role": "user", "content": SPEC["prompt"]}],
-        "max_tokens": int(SPEC["maxTokens"]),
-        "temperature": 0,
-        "seed": 42,
-        "ignore_eos": True,
-        "stream": False,
-    }
+    body = one_prompt_body(ignore_eos=True, stream=False)
     attempts, slept = [], 0.0
     start.wait()
     t0 = time.perf_counter()
@@ -379,19 +382,29 @@ def burst_client(start, t_base, out, idx):
         resp, data = None, None
         try:
             status, resp, data, t = post(TARGETS[0], body, HEADERS, TIMEOUT)
-            a = {"status": status, "latency": round(t, 6), "retryAfter": resp.getheader("retry-after")}
+            a = {
+                "status": status,
+                "latency": round(t, 6),
+                "retryAfter": resp.getheader("retry-after"),
+            }
             if status != 200:
                 a["error"] = reason(status, data if isinstance(data, bytes) else b"")
         except Exception as e:
             status = 0
-            a = {"status": 0, "latency": round(time.perf_counter() - sent, 6), "retryAfter": None,
-                 "error": short(type(e).__name__ + ": " + str(e))}
+            a = {
+                "status": 0,
+                "latency": round(time.perf_counter() - sent, 6),
+                "retryAfter": None,
+                "error": short(type(e).__name__ + ": " + str(e)),
+            }
         attempts.append(a)
         row = {"status": status}
         if status == 200 and isinstance(data, dict):
             prompt_ms = num(data, "timings", "prompt_ms")
             predicted_ms = num(data, "timings", "predicted_ms")
-            server = (prompt_ms + predicted_ms) / 1000 if prompt_ms is not None and predicted_ms is not None else None
+            server = None
+            if prompt_ms is not None and predicted_ms is not None:
+                server = (prompt_ms + predicted_ms) / 1000
             end = time.perf_counter()
             row.update(
                 serverSeconds=None if server is None else round(server, 6),
@@ -439,23 +452,28 @@ def poll_slots(url, stop, out):
 def run_burst():
     out = [None] * CLIENTS
     slots, stop = [], threading.Event()
-    pollers = [threading.Thread(target=poll_slots, args=(u, stop, slots), daemon=True) for u in SPEC.get("slots", [])]
+    pollers = [
+        threading.Thread(target=poll_slots, args=(u, stop, slots), daemon=True)
+        for u in SPEC.get("slots", [])
+    ]
     for p in pollers:
         p.start()
-    start = threading.Barrier(CLIENTS + 1)
     t_base = time.perf_counter()
-    threads = [threading.Thread(target=burst_client, args=(start, t_base, out, i), daemon=True) for i in range(CLIENTS)]
-    for t in threads:
-        t.start()
-    start.wait()
-    t0 = time.perf_counter()
-    for t in threads:
-        t.join()
-    wall = time.perf_counter() - t0
+    wall = run_clients(lambda i, start: burst_client(start, t_base, out, i))
     stop.set()
     for p in pollers:
         p.join()
-    print(json.dumps({"mode": MODE, "clients": CLIENTS, "wall": round(wall, 6), "requests": out, "slots": slots}))
+    print(
+        json.dumps(
+            {
+                "mode": MODE,
+                "clients": CLIENTS,
+                "wall": round(wall, 6),
+                "requests": out,
+                "slots": slots,
+            }
+        )
+    )
 
 
 {"load": run_load, "ttft": run_load, "conversation": run_conversation, "burst": run_burst}[MODE]()
