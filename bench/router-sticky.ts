@@ -354,6 +354,11 @@ export interface ConversationRow {
   /** Cached ÷ prompt tokens over every second turn. */
   cachedShare: number;
   sources: CacheSource[];
+  /**
+   * Second turns that found less cached than their first turn's whole prompt: the conversation
+   * was answered by another server (or its slot's cache was overwritten in between).
+   */
+  missed: number;
 }
 
 export interface BurstRow {
@@ -487,6 +492,16 @@ export function analyzeBurst(
   };
 }
 
+/** A sample's second turns whose cached tokens fall short of their first turn's prompt. */
+export function missedTurns(s: ConversationSample): number {
+  return secondTurns(s).filter((x) => {
+    const first = s.turns.find((y) => y.conversation === x.conversation && y.turn === 1);
+    const had = first && turnCache(first)?.prompt;
+    const got = turnCache(x)?.cached;
+    return had !== undefined && got !== undefined && got < had;
+  }).length;
+}
+
 /** The tables' numbers from the samples (pure). */
 export function analyzeSticky(samples: readonly StickySample[], t: RouterTargets): StickyAnalysis {
   const convs = samples.filter((s): s is ConversationSample => s.kind === "conversation");
@@ -512,6 +527,7 @@ export function analyzeSticky(samples: readonly StickySample[], t: RouterTargets
         cached: summarizeOrEmpty(caches.map((c) => c.cached)),
         cachedShare: promptSum > 0 ? withPrompt.reduce((a, c) => a + c.cached, 0) / promptSum : NaN,
         sources: [...new Set(caches.map((c) => c.source))],
+        missed: ss.reduce((a, smp) => a + missedTurns(smp), 0),
       };
     },
   );
@@ -811,15 +827,20 @@ export function stickyMarkdown(r: StickyResult): string {
           : "") +
         "; temperature 0, `cache_prompt: true`.",
       "",
-      "| variant | conversations | turn 2 latency median (min–max), ms | turn 2 p90, ms | turn 2 prompt tokens | of them from cache | share from cache | turn 1 latency, ms | failed turns |",
-      "|---|---:|---|---:|---|---|---:|---|---:|",
+      "| variant | conversations | turn 2 latency median (min–max), ms | turn 2 p90, ms | turn 2 prompt tokens | of them from cache | share from cache | turn 1 latency, ms | turn 2 missing turn 1's prompt | failed turns |",
+      "|---|---:|---|---:|---|---|---:|---|---:|---:|",
       ...a.conversations.map(
         (x) =>
           `| ${CONVERSATION_TEXT[x.variant]} | ${x.conversations} | ${msRange(x.turn2)} | ${ms(x.turn2p90)} | ` +
-          `${tokens(x.prompt)} | ${tokens(x.cached)} | ${Number.isFinite(x.cachedShare) ? `${(100 * x.cachedShare).toFixed(0)}%` : "–"} | ${msRange(x.turn1)} | ${x.failed} |`,
+          `${tokens(x.prompt)} | ${tokens(x.cached)} | ${Number.isFinite(x.cachedShare) ? `${(100 * x.cachedShare).toFixed(0)}%` : "–"} | ${msRange(x.turn1)} | ${x.missed} | ${x.failed} |`,
       ),
       "",
       cacheSourceText(a.conversations),
+      "",
+      "Turn 2 missing turn 1's prompt: second turns that found less of their prompt cached than " +
+        "the whole first turn's prompt, so another server answered them (or their slot's cache " +
+        "was overwritten in between): with the header the router keeps a conversation on its " +
+        "server only while that one has a free slot.",
       "",
       `Turn 2 latency, per round (median ÷ round-robin's median, same round): sticky ÷ round-robin ${x2(a.stickyRatio)}, ` +
         `prefix ÷ round-robin ${x2(a.prefixRatio)}.`,

@@ -25,6 +25,7 @@ import {
   initialWords,
   maxOverlap,
   measureSticky,
+  missedTurns,
   parseBurst,
   parseConversation,
   slotsOf,
@@ -203,6 +204,8 @@ describe("parsers", () => {
 });
 
 describe("summaries", () => {
+  /** A first turn's prompt tokens, and the second's (the first's, its answer and more). */
+  const prompt = (n: 1 | 2) => (n === 1 ? 150 : 200);
   const turn = (
     conversation: number,
     n: 1 | 2,
@@ -216,8 +219,8 @@ describe("summaries", () => {
     status: 200,
     latency,
     ...(fields === "timings"
-      ? { cacheN: cached, promptN: 200 - cached, cachedTokens: null, promptTokens: null }
-      : { cacheN: null, promptN: null, cachedTokens: cached, promptTokens: 200 }),
+      ? { cacheN: cached, promptN: prompt(n) - cached, cachedTokens: null, promptTokens: null }
+      : { cacheN: null, promptN: null, cachedTokens: cached, promptTokens: prompt(n) }),
     completionTokens: 8,
   });
   const conv = (
@@ -315,11 +318,17 @@ describe("summaries", () => {
     ]);
     const a = analyzeSticky(samples, t);
     expect(
-      a.conversations.map((c) => [c.variant, c.conversations, c.cached.median, c.cachedShare]),
+      a.conversations.map((c) => [
+        c.variant,
+        c.conversations,
+        c.cached.median,
+        c.cachedShare,
+        c.missed,
+      ]),
     ).toEqual([
-      ["sticky", 4, 180, 0.9],
-      ["prefix", 4, 180, 0.9],
-      ["round-robin", 4, 0, 0],
+      ["sticky", 4, 180, 0.9, 0],
+      ["prefix", 4, 180, 0.9, 0],
+      ["round-robin", 4, 0, 0, 4],
     ]);
     expect(a.conversations[0]!.turn2.median).toBeCloseTo(0.02);
     expect(a.conversations[0]!.turn1.median).toBeCloseTo(0.5);
@@ -668,6 +677,14 @@ describe("router-load.py's conversation and burst modes against a stub", () => {
       [2, 2, 200],
     ]);
     expect(o.turns.filter((x) => x.turn === 1).every((x) => x.cacheN === 0)).toBe(true);
+    const sample = {
+      kind: "conversation",
+      variant: "sticky",
+      round: 0,
+      load1: 0,
+      wall: o.wall,
+    } as const;
+    expect(missedTurns({ ...sample, turns: o.turns })).toBe(0);
     const second = o.turns.filter((x) => x.turn === 2);
     expect(second.every((x) => x.cacheN! > 40 && x.cacheN! + x.promptN! === x.promptTokens)).toBe(
       true,
@@ -706,6 +723,16 @@ describe("router-load.py's conversation and burst modes against a stub", () => {
     expect(rr.turns.map((x) => x.server)).toEqual([0, 1, 1, 0]);
     expect(stub.seen.map((s) => s.at)).toEqual(["s1", "s2", "s2", "s1"]);
     expect(rr.turns.every((x) => x.cacheN === 0)).toBe(true);
+    expect(
+      missedTurns({
+        kind: "conversation",
+        variant: "round-robin",
+        round: 0,
+        load1: 0,
+        wall: rr.wall,
+        turns: rr.turns,
+      }),
+    ).toBe(2);
     stub.reset();
     stub.timings = false;
     const px = parseConversation(
