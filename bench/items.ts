@@ -7,6 +7,7 @@ import { modelBytesMarkdown, runModelBytes } from "./model-bytes";
 import { type NoopCommand, noopMarkdown, runNoop } from "./noop";
 import { quietMarkdown, runQuiet } from "./quiet";
 import { routerMarkdown, runRouter } from "./router";
+import { runRouterSticky, stickyMarkdown } from "./router-sticky";
 import { runServingLoad, servingLoadMarkdown } from "./serving-load";
 import { runSimItems, SIM_ITEMS } from "./sim-items";
 import { runSwap, swapMarkdown } from "./swap";
@@ -62,6 +63,16 @@ export const ITEMS: readonly Item[] = [
     needs: "stack",
     run: (c) => runRouter({ stack: c.stack, node: c.node, runs: c.runs, log: c.log }),
     markdown: (r) => section("9. Router: its cost, replicas, TTFT", routerMarkdown(r)),
+  }),
+  item({
+    name: "router-sticky",
+    needs: "stack",
+    run: (c) => runRouterSticky({ stack: c.stack, node: c.node, runs: c.runs, log: c.log }),
+    markdown: (r) =>
+      section(
+        "Issue 37: a conversation sticky against round-robin, a burst past the slots",
+        stickyMarkdown(r),
+      ),
   }),
   item({
     name: "swap",

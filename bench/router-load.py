@@ -1,6 +1,6 @@
-# The router bench's load (bench/router.ts), run ON the client node so that ssh is not in the
-# measurement: `python3 - SPEC < router-load.py`. Python's standard library only (the nodes have
-# python3 and no pip).
+# The router benches' load (bench/router.ts, bench/router-sticky.ts), run ON the client node so
+# that ssh is not in the measurement: `python3 - SPEC < router-load.py`. Python's standard library
+# only (the nodes have python3 and no pip).
 #
 # SPEC (JSON): {"mode": "load" | "ttft", "urls": [base URL, ...], "clients": N, "requests": R,
 #               "maxTokens": 8, "prompt": "...", "timeout": 120}
@@ -11,15 +11,44 @@
 # several servers with no router. Mode "ttft" streams (stream: true) and also times each
 # request's first `data:` chunk carrying content.
 #
+# Mode "conversation" (issue 37, sticky vs round-robin): {"mode": "conversation", "urls": [...],
+#   "route": "same" | "alternate", "header": bool, "seed": "...", "conversations": N,
+#   "words": W, "maxTokens": [first, second], "timeout": 120}
+# One client, the conversations one after another, each two non-streamed turns with
+# cache_prompt true (llama-server's default, said explicitly: the KV cache is what is measured):
+# a system prompt and a user message of W words made from the seed (distinct per conversation),
+# then the whole history (the answer as received) and a short user message. Conversation i's
+# first turn goes to urls[i % n], its second to the same URL ("same") or the next ("alternate":
+# what a round-robin proxy does to it); with "header" both carry X-Conversation-Id. Per turn:
+# status, latency, and the prompt tokens served from cache as the server reports them
+# (timings.cache_n and timings.prompt_n, usage.prompt_tokens_details.cached_tokens and
+# usage.prompt_tokens: each null when absent, so the bench says which it read).
+#
+# Mode "burst" (a burst past the slots): {"mode": "burst", "urls": [the router], "clients": N,
+#   "maxTokens": M, "prompt": "...", "tries": 5, "slots": [server base URL, ...], "poll": 0.05,
+#   "timeout": 120}
+# N clients started together, each one non-streamed request (ignore_eos, so it generates M
+# tokens), retried as the OpenAI SDKs retry: on 408, 409, 429, 5xx or a connection error (and
+# as x-should-retry says), up to `tries` tries, after retry-after-ms, else Retry-After (seconds,
+# or an HTTP date), else the SDK's backoff (0.5 s doubling to 8 s, minus up to 25% jitter).
+# Per request every try's status, Retry-After and latency, the seconds slept, the final status
+# and the server's own seconds (timings.prompt_ms + predicted_ms), so the bench can tell the
+# time a request waited before its server took it. Meanwhile a thread reads GET /slots of each
+# of `slots` every `poll` seconds: the most slots processing at once per server.
+#
 # API_KEY may be defined by the sender above this text (prepended on stdin, so the key is in no
 # command line); when set, every request carries `Authorization: Bearer <key>`.
 #
-# Prints one JSON line: wall seconds (from the start of all clients to the end of the last), each
-# successful request's latency (and TTFT) in seconds, completion tokens, failures (HTTP status
-# and a short reason), reconnects (a kept-alive connection the server had closed, retried once on
-# a fresh one). The generated text is read and dropped: it is never printed.
+# Prints one JSON line. Load and ttft: wall seconds (from the start of all clients to the end of
+# the last), each successful request's latency (and TTFT) in seconds, completion tokens,
+# failures (HTTP status and a short reason), reconnects (a kept-alive connection the server had
+# closed, retried once on a fresh one). The generated text is read and dropped: it is never
+# printed (a conversation keeps its first answer in memory for the second turn only).
+import email.utils
+import hashlib
 import http.client
 import json
+import random
 import sys
 import threading
 import time
@@ -29,20 +58,25 @@ SPEC = json.loads(sys.argv[1])
 KEY = globals().get("API_KEY")
 MODE = SPEC["mode"]
 URLS = SPEC["urls"]
-CLIENTS = int(SPEC["clients"])
-REQUESTS = int(SPEC["requests"])
+CLIENTS = int(SPEC.get("clients", 1))
+REQUESTS = int(SPEC.get("requests", 1))
 TIMEOUT = float(SPEC.get("timeout", 120))
 STREAM = MODE == "ttft"
-BODY = json.dumps(
-    {
+
+
+def one_prompt_body(**more):
+    """The request body of the load, ttft and burst modes: SPEC's prompt, greedy, seeded."""
+    return {
         "messages": [{"role": "user", "content": SPEC["prompt"]}],
         "max_tokens": int(SPEC["maxTokens"]),
         "temperature": 0,
         "seed": 42,
-        "cache_prompt": False,
-        "stream": STREAM,
+        **more,
     }
-).encode()
+
+
+if MODE in ("load", "ttft"):
+    BODY = json.dumps(one_prompt_body(cache_prompt=False, stream=STREAM)).encode()
 HEADERS = {"Content-Type": "application/json", "Accept": "application/json"}
 if KEY:
     HEADERS["Authorization"] = "Bearer " + KEY
@@ -50,11 +84,11 @@ if KEY:
 STALE = (http.client.RemoteDisconnected, ConnectionResetError, BrokenPipeError)
 
 
-def target(url):
+def target(url, path="/v1/chat/completions"):
     u = urllib.parse.urlsplit(url)
     if u.scheme != "http":
         raise SystemExit("only http:// URLs: " + url)
-    return u.hostname, u.port or 80, u.path.rstrip("/") + "/v1/chat/completions"
+    return u.hostname, u.port or 80, u.path.rstrip("/") + path
 
 
 TARGETS = [target(u) for u in URLS]
@@ -158,28 +192,288 @@ def client(i, start):
         c.close()
 
 
-start = threading.Barrier(CLIENTS + 1)
-threads = [threading.Thread(target=client, args=(i, start), daemon=True) for i in range(CLIENTS)]
-for t in threads:
-    t.start()
-start.wait()
-t0 = time.perf_counter()
-for t in threads:
-    t.join()
-wall = time.perf_counter() - t0
-print(
-    json.dumps(
-        {
-            "mode": MODE,
-            "clients": CLIENTS,
-            "requests": REQUESTS,
-            "wall": round(wall, 6),
-            "ok": len(latencies),
-            "latencies": [round(x, 6) for x in latencies],
-            "ttft": [round(x, 6) for x in ttfts],
-            "completionTokens": totals["tokens"],
-            "reconnects": totals["reconnects"],
-            "failures": failures,
-        }
+def run_clients(work):
+    """Seconds from CLIENTS threads' start together (work(i, barrier) waits on it) to the last
+    one's end."""
+    start = threading.Barrier(CLIENTS + 1)
+    threads = [threading.Thread(target=work, args=(i, start), daemon=True) for i in range(CLIENTS)]
+    for t in threads:
+        t.start()
+    start.wait()
+    t0 = time.perf_counter()
+    for t in threads:
+        t.join()
+    return time.perf_counter() - t0
+
+
+def run_load():
+    wall = run_clients(client)
+    print(
+        json.dumps(
+            {
+                "mode": MODE,
+                "clients": CLIENTS,
+                "requests": REQUESTS,
+                "wall": round(wall, 6),
+                "ok": len(latencies),
+                "latencies": [round(x, 6) for x in latencies],
+                "ttft": [round(x, 6) for x in ttfts],
+                "completionTokens": totals["tokens"],
+                "reconnects": totals["reconnects"],
+                "failures": failures,
+            }
+        )
     )
-)
+
+
+# Conversations: words that tokenize to about one token each in most vocabularies, so W words
+# are about W tokens of prompt.
+WORDS = (
+    "the sea ship wind blue harbor sail storm wave sand shell rope deck crew map star night "
+    "light moon tide fish gull rock cliff boat oar net salt river cloud rain sun morning road "
+    "town market bread apple garden tree stone bridge lamp door window house fire table book "
+    "song bell field horse hill snow winter summer green red small old new quiet"
+).split()
+SYSTEM = "You are a helpful assistant. Answer in one short sentence."
+FOLLOW_UP = "Say that again in fewer words."
+CONVERSATION_HEADER = "X-Conversation-Id"
+
+
+def story(seed, i, words):
+    """Conversation i's first user message: W words picked by a hash of (seed, i, position)."""
+    out = []
+    for j in range(words):
+        h = hashlib.sha256(f"{seed}/{i}/{j}".encode()).digest()
+        out.append(WORDS[h[0] % len(WORDS)])
+    return f"Story {seed}-{i}: " + " ".join(out) + ". What is this story about?"
+
+
+def post(url_target, body, headers, timeout):
+    """(status, headers, parsed JSON or raw bytes, seconds) of one POST on a fresh connection."""
+    host, port, path = url_target
+    conn = http.client.HTTPConnection(host, port, timeout=timeout)
+    t0 = time.perf_counter()
+    try:
+        conn.request("POST", path, body=json.dumps(body).encode(), headers=headers)
+        resp = conn.getresponse()
+        raw = resp.read()
+        t = time.perf_counter() - t0
+        data = None
+        if resp.status == 200:
+            try:
+                data = json.loads(raw)
+            except ValueError:
+                data = None
+        return resp.status, resp, data if data is not None else raw, t
+    finally:
+        conn.close()
+
+
+def num(d, *keys):
+    """d[k1][k2]… when every step is there and the end is a number, else None."""
+    for k in keys:
+        if not isinstance(d, dict) or k not in d:
+            return None
+        d = d[k]
+    return d if isinstance(d, (int, float)) and not isinstance(d, bool) else None
+
+
+def cache_fields(d):
+    return {
+        "cacheN": num(d, "timings", "cache_n"),
+        "promptN": num(d, "timings", "prompt_n"),
+        "cachedTokens": num(d, "usage", "prompt_tokens_details", "cached_tokens"),
+        "promptTokens": num(d, "usage", "prompt_tokens"),
+        "completionTokens": num(d, "usage", "completion_tokens") or 0,
+    }
+
+
+def run_conversation():
+    seed = str(SPEC["seed"])
+    n = int(SPEC["conversations"])
+    words = int(SPEC["words"])
+    first_tokens, second_tokens = (int(x) for x in SPEC["maxTokens"])
+    alternate = SPEC.get("route") == "alternate"
+    turns = []
+    t_all = time.perf_counter()
+    for i in range(n):
+        messages = [
+            {"role": "system", "content": SYSTEM},
+            {"role": "user", "content": story(seed, i, words)},
+        ]
+        headers = dict(HEADERS)
+        if SPEC.get("header"):
+            headers[CONVERSATION_HEADER] = f"{seed}-{i}"
+        for turn, max_tokens in ((1, first_tokens), (2, second_tokens)):
+            k = (i + (1 if alternate and turn == 2 else 0)) % len(TARGETS)
+            body = {
+                "messages": messages,
+                "max_tokens": max_tokens,
+                "temperature": 0,
+                "seed": 42,
+                "cache_prompt": True,
+                "stream": False,
+            }
+            row = {"conversation": i, "turn": turn, "server": k}
+            try:
+                status, _, data, t = post(TARGETS[k], body, headers, TIMEOUT)
+            except Exception as e:
+                row.update(status=0, latency=None, error=short(type(e).__name__ + ": " + str(e)))
+                turns.append(row)
+                break
+            row.update(status=status, latency=round(t, 6))
+            if status != 200 or not isinstance(data, dict):
+                row["error"] = reason(status, data if isinstance(data, bytes) else b"")
+                turns.append(row)
+                break
+            row.update(cache_fields(data))
+            turns.append(row)
+            if turn == 1:
+                choices = data.get("choices") or [{}]
+                answer = (choices[0].get("message") or {}).get("content") or ""
+                messages = messages + [
+                    {"role": "assistant", "content": answer},
+                    {"role": "user", "content": FOLLOW_UP},
+                ]
+    wall = time.perf_counter() - t_all
+    print(json.dumps({"mode": MODE, "wall": round(wall, 6), "turns": turns}))
+
+
+def retry_wait(resp, retries_done):
+    """Seconds the OpenAI SDK waits before its next try (its retryRequest): retry-after-ms,
+    else Retry-After as seconds or an HTTP date, else exponential backoff with jitter."""
+    wait = None
+    if resp is not None:
+        ms = resp.getheader("retry-after-ms")
+        try:
+            wait = float(ms) / 1000 if ms else None
+        except ValueError:
+            wait = None
+        after = resp.getheader("retry-after")
+        if after and not wait:
+            try:
+                wait = float(after)
+            except ValueError:
+                try:
+                    wait = email.utils.parsedate_to_datetime(after).timestamp() - time.time()
+                except (TypeError, ValueError):
+                    wait = None
+    if wait is None:
+        wait = min(0.5 * 2**retries_done, 8.0) * (1 - random.random() * 0.25)
+    return max(0.0, wait)
+
+
+def should_retry(status, resp):
+    says = resp.getheader("x-should-retry") if resp is not None else None
+    if says in ("true", "false"):
+        return says == "true"
+    return status == 0 or status in (408, 409, 429) or status >= 500
+
+
+def burst_client(start, t_base, out, idx):
+    tries = int(SPEC.get("tries", 5))
+    body = one_prompt_body(ignore_eos=True, stream=False)
+    attempts, slept = [], 0.0
+    start.wait()
+    t0 = time.perf_counter()
+    row = {"status": 0}
+    for n in range(tries):
+        sent = time.perf_counter()
+        resp, data = None, None
+        try:
+            status, resp, data, t = post(TARGETS[0], body, HEADERS, TIMEOUT)
+            a = {
+                "status": status,
+                "latency": round(t, 6),
+                "retryAfter": resp.getheader("retry-after"),
+            }
+            if status != 200:
+                a["error"] = reason(status, data if isinstance(data, bytes) else b"")
+        except Exception as e:
+            status = 0
+            a = {
+                "status": 0,
+                "latency": round(time.perf_counter() - sent, 6),
+                "retryAfter": None,
+                "error": short(type(e).__name__ + ": " + str(e)),
+            }
+        attempts.append(a)
+        row = {"status": status}
+        if status == 200 and isinstance(data, dict):
+            prompt_ms = num(data, "timings", "prompt_ms")
+            predicted_ms = num(data, "timings", "predicted_ms")
+            server = None
+            if prompt_ms is not None and predicted_ms is not None:
+                server = (prompt_ms + predicted_ms) / 1000
+            end = time.perf_counter()
+            row.update(
+                serverSeconds=None if server is None else round(server, 6),
+                sent=round(sent - t_base, 6),
+                end=round(end - t_base, 6),
+                completionTokens=num(data, "usage", "completion_tokens") or 0,
+            )
+            break
+        if n + 1 == tries or not should_retry(status, resp):
+            break
+        w = retry_wait(resp, n)
+        a["slept"] = round(w, 6)
+        slept += w
+        time.sleep(w)
+    row.update(attempts=attempts, total=round(time.perf_counter() - t0, 6), slept=round(slept, 6))
+    out[idx] = row
+
+
+def poll_slots(url, stop, out):
+    """The most slots processing at once on one server, read every `poll` seconds."""
+    host, port, path = target(url, "/slots")
+    r = {"url": url, "max": 0, "slots": None, "polls": 0, "error": None}
+    out.append(r)
+    interval = float(SPEC.get("poll", 0.05))
+    while not stop.is_set():
+        conn = http.client.HTTPConnection(host, port, timeout=5)
+        try:
+            conn.request("GET", path, headers=HEADERS)
+            resp = conn.getresponse()
+            raw = resp.read()
+            if resp.status != 200:
+                r["error"] = f"GET /slots answered {resp.status}: {reason(resp.status, raw)}"
+                return
+            slots = json.loads(raw)
+            busy = sum(1 for s in slots if isinstance(s, dict) and s.get("is_processing"))
+            r.update(max=max(r["max"], busy), slots=len(slots), polls=r["polls"] + 1)
+        except Exception as e:
+            r["error"] = short(type(e).__name__ + ": " + str(e))
+            return
+        finally:
+            conn.close()
+        stop.wait(interval)
+
+
+def run_burst():
+    out = [None] * CLIENTS
+    slots, stop = [], threading.Event()
+    pollers = [
+        threading.Thread(target=poll_slots, args=(u, stop, slots), daemon=True)
+        for u in SPEC.get("slots", [])
+    ]
+    for p in pollers:
+        p.start()
+    t_base = time.perf_counter()
+    wall = run_clients(lambda i, start: burst_client(start, t_base, out, i))
+    stop.set()
+    for p in pollers:
+        p.join()
+    print(
+        json.dumps(
+            {
+                "mode": MODE,
+                "clients": CLIENTS,
+                "wall": round(wall, 6),
+                "requests": out,
+                "slots": slots,
+            }
+        )
+    )
+
+
+{"load": run_load, "ttft": run_load, "conversation": run_conversation, "burst": run_burst}[MODE]()

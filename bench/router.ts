@@ -563,35 +563,58 @@ function execute(command: string, args: string[], input: string): Promise<Execut
   });
 }
 
+/** router-load.py on the load's node: how a sample runs, how its command reads in the report. */
+export interface NodeLoad {
+  /** Runs the load program with this SPEC on the node (ssh, the program and key on stdin). */
+  exec(spec: string): Promise<Executed>;
+  /** The command as the report shows it (the key never in it). */
+  shown(spec: string): string;
+  /** Whether the requests carry the stack's API key. */
+  apiKey: boolean;
+}
+
+/**
+ * The load program on `node` for `stack`'s targets; an error when the router or the server
+ * listens on another node's loopback, which the load could not reach from `node`.
+ */
+export function nodeLoad(stack: string, node: string, t: RouterTargets, item: string): NodeLoad {
+  const local = [t.endpoint, t.direct].filter(isLoopbackUrl);
+  if (local.length && node !== t.node)
+    throw new Error(
+      `${local.join(" and ")} listen on ${t.node}'s loopback: run the ${item} item with --node ${t.node}`,
+    );
+  const sshConfig = readStack(stack).config.sshConfigPath;
+  const key = readApiKey(stack);
+  const script = fs.readFileSync(SCRIPT, "utf8");
+  // The key travels inside the program on stdin, so it is on no command line (ps on the node).
+  const program = `${key ? `API_KEY = ${JSON.stringify(key)}\n` : ""}${script}`;
+  const sshArgs = [...(sshConfig ? ["-F", sshConfig] : []), node];
+  const remote = (spec: string) => shJoin(["python3", "-", spec]);
+  return {
+    exec: (spec) => execute("ssh", [...sshArgs, remote(spec)], program),
+    shown: (spec) =>
+      `ssh ${sshArgs.join(" ")} ${remote(spec)} < bench/router-load.py` +
+      (key ? " (with API_KEY = sparkform:serverApiKey prepended)" : ""),
+    apiKey: key !== undefined,
+  };
+}
+
 export async function runRouter(opts: RouterOptions): Promise<RouterResult> {
   const outputs = outputsOf(opts.stack);
   const t = routerTargets(outputs.serving);
-  const local = [t.endpoint, t.direct].filter(isLoopbackUrl);
-  if (local.length && opts.node !== t.node)
-    throw new Error(
-      `${local.join(" and ")} listen on ${t.node}'s loopback: run the router item with --node ${t.node}`,
-    );
-  const sshConfig = readStack(opts.stack).config.sshConfigPath;
-  const key = readApiKey(opts.stack);
   const requests = Number(process.env.BENCH_ROUTER_REQUESTS ?? REQUESTS_DEFAULT);
   if (!Number.isInteger(requests) || requests < 1)
     throw new Error(
       `BENCH_ROUTER_REQUESTS=${process.env.BENCH_ROUTER_REQUESTS}: a whole number ≥ 1`,
     );
-  const script = fs.readFileSync(SCRIPT, "utf8");
-  // The key travels inside the program on stdin, so it is on no command line (ps on the node).
-  const program = `${key ? `API_KEY = ${JSON.stringify(key)}\n` : ""}${script}`;
-  const sshArgs = [...(sshConfig ? ["-F", sshConfig] : []), opts.node];
-  const remote = (spec: string) => shJoin(["python3", "-", spec]);
+  const load = nodeLoad(opts.stack, opts.node, t, "router");
   const { samples, failures } = await measureRouter(t, {
     runs: opts.runs,
     requests,
-    exec: (spec) => execute("ssh", [...sshArgs, remote(spec)], program),
+    exec: load.exec,
     log: opts.log,
   });
-  const shown = (spec: string) =>
-    `ssh ${sshArgs.join(" ")} ${remote(spec)} < bench/router-load.py` +
-    (key ? " (with API_KEY = sparkform:serverApiKey prepended)" : "");
+  const shown = load.shown;
   const commands: Record<string, string> = {};
   for (const v of routerVariants(t))
     commands[`${v}, N clients`] = shown(loadSpec(t, v, "load", 4, requests)).replace(
@@ -608,7 +631,7 @@ export async function runRouter(opts: RouterOptions): Promise<RouterResult> {
     maxTokens: MAX_TOKENS,
     prompt: PROMPT,
     hostCpus: os.cpus().length,
-    apiKey: key !== undefined,
+    apiKey: load.apiKey,
     targets: t,
     commands,
     samples,
@@ -617,9 +640,10 @@ export async function runRouter(opts: RouterOptions): Promise<RouterResult> {
   };
 }
 
-const ms = (s: number) => (Number.isFinite(s) ? `${(1000 * s).toFixed(1)}` : "–");
-const msRange = (s: Summary) => (s.n ? `${ms(s.median)} (${ms(s.min)}–${ms(s.max)})` : "–");
-const x2 = (s: Summary) =>
+/** Seconds as milliseconds, one decimal; "–" when not measured. */
+export const ms = (s: number) => (Number.isFinite(s) ? `${(1000 * s).toFixed(1)}` : "–");
+export const msRange = (s: Summary) => (s.n ? `${ms(s.median)} (${ms(s.min)}–${ms(s.max)})` : "–");
+export const x2 = (s: Summary) =>
   s.n ? `${s.median.toFixed(2)}× (${s.min.toFixed(2)}–${s.max.toFixed(2)})` : "–";
 const rate = (s: Summary) =>
   s.n ? `${s.median.toFixed(1)} (${s.min.toFixed(1)}–${s.max.toFixed(1)})` : "–";

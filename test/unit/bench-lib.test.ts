@@ -46,6 +46,7 @@ describe("selected", () => {
       "model-bytes",
       "serving",
       "router",
+      "router-sticky",
       "swap",
       "coldup",
       "egress",
