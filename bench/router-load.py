@@ -245,7 +245,10 @@ def story(seed, i, words):
     for j in range(words):
         h = hashlib.sha256(f"{seed}/{i}/{j}".encode()).digest()
         out.append(WORDS[h[0] % len(WORDS)])
-    return f"Story {seed}-{i}: " + " ".join(out) + ". What is this story about?"
+    # A short id, not the seed itself: on small slots (the simulated cluster's model reads about
+    # a token per character, 256 per slot) every character of fixed text is a token less for W.
+    tag = hashlib.sha256(f"{seed}/{i}".encode()).hexdigest()[:6]
+    return f"Story {tag}: " + " ".join(out) + ". What is it about?"
 
 
 def post(url_target, body, headers, timeout):
@@ -297,10 +300,9 @@ def run_conversation():
     turns = []
     t_all = time.perf_counter()
     for i in range(n):
-        messages = [
-            {"role": "system", "content": SYSTEM},
-            {"role": "user", "content": story(seed, i, words)},
-        ]
+        # No system prompt where the spec says so (small slots): the same for every variant.
+        messages = [{"role": "system", "content": SYSTEM}] if SPEC.get("system", True) else []
+        messages.append({"role": "user", "content": story(seed, i, words)})
         headers = dict(HEADERS)
         if SPEC.get("header"):
             headers[CONVERSATION_HEADER] = f"{seed}-{i}"

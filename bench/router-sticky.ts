@@ -76,10 +76,20 @@ export function conversationSpec(
     seed,
     conversations,
     words,
-    maxTokens: TURN_TOKENS,
+    // Small slots (the simulated model's 256 tokens, about one per character): no system prompt
+    // and short answers, so a story worth caching fits both turns.
+    maxTokens: small(t) ? SMALL_TURN_TOKENS : TURN_TOKENS,
+    system: !small(t),
     timeout: 120,
   });
 }
+
+/** Slots smaller than this (tokens) get no system prompt (the simulated model's are 256). */
+export const SYSTEM_PROMPT_MIN_CONTEXT = 1024;
+/** max_tokens of the two turns on such slots. */
+export const SMALL_TURN_TOKENS = [4, 4] as const;
+const small = (t: RouterTargets): boolean =>
+  (t.context ?? Number.POSITIVE_INFINITY) < SYSTEM_PROMPT_MIN_CONTEXT;
 
 /** Slots behind the router: `--parallel` of each server (the plan's), all servers together. */
 export const slotsOf = (t: RouterTargets): number =>
@@ -100,9 +110,13 @@ export function burstSpec(t: RouterTargets, clients: number, maxTokens: number):
   });
 }
 
-/** The first guess of the first user message's words: a share of the slot's context. */
+/**
+ * The first guess of the first user message's words: a small share of the slot's context, small
+ * enough for a tokenizer of many tokens per word (the simulated cluster's tiny model reads about
+ * ten per word: 76 words were 799 tokens, past its 256-token slots); fitWords scales it after.
+ */
 export const initialWords = (context: number | undefined): number =>
-  Math.max(16, Math.min(300, Math.floor(0.3 * (context ?? 4096))));
+  Math.max(4, Math.min(300, Math.floor(0.015 * (context ?? 4096))));
 
 /**
  * Words for a second turn of about TARGET_PROMPT_TOKENS prompt tokens, or as many as the slot's
@@ -113,10 +127,10 @@ export const initialWords = (context: number | undefined): number =>
 export function fitWords(words: number, promptTokens: number, context: number | undefined): number {
   const target = Math.min(
     TARGET_PROMPT_TOKENS,
-    (context ?? Number.POSITIVE_INFINITY) - TURN_TOKENS[1] - 24,
+    (context ?? Number.POSITIVE_INFINITY) - TURN_TOKENS[1] - 48,
   );
   const scale = (target / promptTokens) * (target < promptTokens ? 0.9 : 1);
-  return Math.max(8, Math.min(2000, Math.floor(words * scale)));
+  return Math.max(2, Math.min(2000, Math.floor(words * scale)));
 }
 
 /**

@@ -71,7 +71,13 @@ describe("specs and sizing", () => {
       header: true,
       conversations: 8,
       words: 50,
+      // The fixture's 256-token slots: short answers, no system prompt.
+      maxTokens: [4, 4],
+      system: false,
+    });
+    expect(JSON.parse(conversationSpec({ ...t, context: 4096 }, "sticky", "s", 50))).toMatchObject({
       maxTokens: [16, 8],
+      system: true,
     });
     expect(spec("prefix")).toMatchObject({
       urls: ["http://127.0.0.1:8090"],
@@ -103,13 +109,14 @@ describe("specs and sizing", () => {
   });
 
   it("words fit the slot's context, a few hundred tokens where it is large", () => {
-    expect(initialWords(256)).toBe(76);
-    expect(initialWords(undefined)).toBe(300);
-    expect(initialWords(8)).toBe(16);
-    // 76 words gave 160 tokens: 224 fit a 256-token slot (8 for the answer, 24 spare).
-    expect(fitWords(76, 160, 256)).toBe(106);
+    expect(initialWords(256)).toBe(4);
+    expect(initialWords(undefined)).toBe(61);
+    expect(initialWords(100_000)).toBe(300);
+    expect(initialWords(8)).toBe(4);
+    // 76 words gave 160 tokens: 200 fit a 256-token slot (8 for the answer, 48 spare).
+    expect(fitWords(76, 160, 256)).toBe(95);
     // Too long: scaled down with a tenth more margin.
-    expect(fitWords(200, 320, 256)).toBe(Math.floor(200 * (224 / 320) * 0.9));
+    expect(fitWords(200, 320, 256)).toBe(Math.floor(200 * (200 / 320) * 0.9));
     // A large context: 400 tokens.
     expect(fitWords(300, 390, 8192)).toBe(307);
   });
@@ -699,15 +706,23 @@ describe("router-load.py's conversation and burst modes against a stub", () => {
       "t1-2",
     ]);
     // Distinct first messages; turn 2 repeats the history, the answer as received, and asks more.
-    const firsts = stub.seen.filter((_, i) => i % 2 === 0).map((s) => s.body.messages![1]!.content);
+    // The fixture's slots hold 256 tokens: no system prompt (SYSTEM_PROMPT_MIN_CONTEXT).
+    const firsts = stub.seen.filter((_, i) => i % 2 === 0).map((s) => s.body.messages![0]!.content);
     expect(new Set(firsts).size).toBe(3);
-    expect(firsts[0]).toMatch(/^Story t1-0: (\w+ ){39}\w+\. What is this story about\?$/);
+    expect(firsts[0]).toMatch(/^Story [0-9a-f]{6}: (\w+ ){39}\w+\. What is it about\?$/);
     const turn2 = stub.seen[1]!.body;
-    expect(turn2.messages!.map((m) => m.role)).toEqual(["system", "user", "assistant", "user"]);
-    expect(turn2.messages![2]!.content).toBe("The ship sails home.");
-    expect(turn2.max_tokens).toBe(8);
+    expect(turn2.messages!.map((m) => m.role)).toEqual(["user", "assistant", "user"]);
+    expect(turn2.messages![1]!.content).toBe("The ship sails home.");
+    expect(
+      JSON.parse(conversationSpec({ ...targets(), context: 4096 }, "sticky", "t", 8)),
+    ).toMatchObject({ system: true });
+    expect(JSON.parse(conversationSpec(targets(), "sticky", "t", 8))).toMatchObject({
+      system: false,
+    });
+    // Small slots: short answers (SMALL_TURN_TOKENS).
+    expect(turn2.max_tokens).toBe(4);
     expect(stub.seen[0]!.body).toMatchObject({
-      max_tokens: 16,
+      max_tokens: 4,
       cache_prompt: true,
       temperature: 0,
       stream: false,
@@ -855,7 +870,8 @@ describe("router-load.py's conversation and burst modes against a stub", () => {
       ["conversation", 1],
       ["burst", 1],
     ]);
-    expect(calibration.words).toBeGreaterThan(76);
+    // Scaled up from the first guess (a stub of a word a token), never past the slot.
+    expect(calibration.words).toBeGreaterThan(initialWords(256));
     expect(calibration.promptTokens).toBeLessThanOrEqual(224);
     expect(calibration.burstMaxTokens).toBe(200);
     expect(samples.map((s) => s.variant)).toEqual([
