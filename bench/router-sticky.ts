@@ -78,7 +78,7 @@ export function conversationSpec(
     words,
     // Small slots (the simulated model's 256 tokens, about one per character): no system prompt
     // and short answers, so a story worth caching fits both turns.
-    maxTokens: small(t) ? SMALL_TURN_TOKENS : TURN_TOKENS,
+    maxTokens: turnTokens(t),
     system: !small(t),
     timeout: 120,
   });
@@ -90,6 +90,8 @@ export const SYSTEM_PROMPT_MIN_CONTEXT = 1024;
 export const SMALL_TURN_TOKENS = [4, 4] as const;
 const small = (t: RouterTargets): boolean =>
   (t.context ?? Number.POSITIVE_INFINITY) < SYSTEM_PROMPT_MIN_CONTEXT;
+const turnTokens = (t: RouterTargets): readonly [number, number] =>
+  small(t) ? SMALL_TURN_TOKENS : TURN_TOKENS;
 
 /** Slots behind the router: `--parallel` of each server (the plan's), all servers together. */
 export const slotsOf = (t: RouterTargets): number =>
@@ -833,9 +835,9 @@ export function stickyMarkdown(r: StickyResult): string {
   ];
   if (a.conversations.length) {
     out.push(
-      `${CONVERSATIONS} conversations per variant and round, one after another on one client: a system prompt and a ` +
+      `${CONVERSATIONS} conversations per variant and round, one after another on one client: ${small(t) ? `no system prompt (slots under ${SYSTEM_PROMPT_MIN_CONTEXT} tokens) and ` : "a system prompt and "}a ` +
         `${c.words}-word user message (distinct per conversation, round and variant, so no server held it before), ` +
-        `\`max_tokens\` ${TURN_TOKENS[0]}; then the whole history, the answer and a short user message, \`max_tokens\` ${TURN_TOKENS[1]}` +
+        `\`max_tokens\` ${turnTokens(t)[0]}; then the whole history, the answer and a short user message, \`max_tokens\` ${turnTokens(t)[1]}` +
         (c.promptTokens
           ? ` (the check conversation's second turn: ${c.promptTokens} prompt tokens)`
           : "") +
