@@ -237,37 +237,51 @@ export interface RailAddress {
   readonly node: string;
   readonly rail: number;
   readonly address: string;
+  /**
+   * A ring's cable this rail is an end of ("spark-1↔spark-2"): its subnet is the cable's, not
+   * the rail number's (the two ends' rail numbers differ). Unset: the rail number's subnet.
+   */
+  readonly link?: string;
+}
+
+/** A link's rails in a message: "rail 0", or a ring cable whose ends differ, "rail 0↔1". */
+export function railsLabel(ra: number, rb: number): string {
+  return ra === rb ? `rail ${ra}` : `rail ${ra}↔${rb}`;
 }
 
 /**
  * Every rail on its own subnet, each node's address on a rail inside it and unique, and no
- * two rails sharing a subnet (the transport picks the HCA by the socket's local address).
+ * two rails sharing a subnet (the transport picks the HCA by the socket's local address). In a
+ * ring every cable is its own subnet, so a rail is held to its cable's (`link`).
  */
 export function checkAddresses(all: readonly RailAddress[]): Map<string, CheckResult> {
   const out = new Map<string, CheckResult>();
   const key = (a: RailAddress) => `${a.node}/${a.rail}`;
-  const railSubnet = new Map<number, string>();
+  const group = (a: RailAddress) => a.link ?? a.rail;
+  const named = (g: string | number) => (typeof g === "number" ? `rail ${g}` : `link ${g}`);
+  const railSubnet = new Map<string | number, string>();
   for (const a of all) {
     const s = subnetOf(a.address);
-    if (s && !railSubnet.has(a.rail)) railSubnet.set(a.rail, s);
+    if (s && !railSubnet.has(group(a))) railSubnet.set(group(a), s);
   }
   for (const a of all) {
     const s = subnetOf(a.address);
-    const want = railSubnet.get(a.rail);
+    const want = railSubnet.get(group(a));
     const problems: string[] = [];
     if (s === null)
       problems.push(`${a.address} is not an IPv4 address with a prefix (a.b.c.d/len)`);
-    else if (s !== want) problems.push(`${a.address} is outside rail ${a.rail}'s subnet ${want}`);
+    else if (s !== want)
+      problems.push(`${a.address} is outside ${named(group(a))}'s subnet ${want}`);
     const dup = all.filter((o) => o !== a && addressOf(o.address) === addressOf(a.address));
     if (dup.length) {
       problems.push(
         `${addressOf(a.address)} is also used by ${dup.map((d) => `${d.node} rail ${d.rail}`).join(", ")}`,
       );
     }
-    const shared = [...railSubnet].filter(([r, sub]) => r !== a.rail && sub === s);
+    const shared = [...railSubnet].filter(([r, sub]) => r !== group(a) && sub === s);
     if (shared.length) {
       problems.push(
-        `rail ${a.rail} shares subnet ${s} with rail ${shared.map(([r]) => r).join(", ")}`,
+        `${named(group(a))} shares subnet ${s} with ${shared.map(([r]) => named(r)).join(", ")}`,
       );
     }
     out.set(

@@ -7,6 +7,7 @@ import {
   checkReachable,
   classify,
   portChecks,
+  railsLabel,
   thresholds,
   type CheckResult,
   type FabricThresholds,
@@ -26,7 +27,7 @@ export function linkViolations(l: ReportLink, t: Partial<FabricThresholds> = {})
     throughputGbps: l.throughputGbps,
     method: "tcp" as const,
   };
-  const label = `${l.link} rail ${l.rail}`;
+  const label = `${l.link} ${railsLabel(l.ports.a.rail, l.ports.b.rail)}`;
   const all = [
     ...portChecks(l.ports.a, l.ports.b, th),
     ...l.checks.filter((c) => c.check === "address"),

@@ -9,7 +9,7 @@ import type { FactSource, PortFacts } from "./ports";
 export interface ReportLink {
   readonly link: string;
   readonly rail: number;
-  readonly topology: "point-to-point" | "switch";
+  readonly topology: "point-to-point" | "switch" | "ring";
   readonly gidIndex: number;
   readonly ports: { readonly a: PortFacts; readonly b: PortFacts };
   readonly source: FactSource;
