@@ -216,7 +216,7 @@ export function ringIssues(
     }
   }
   for (const n of nodeNames) {
-    const [first, second] = peersOf.get(n) ?? [];
+    const [first, second] = [...(peersOf.get(n) ?? [])].sort((x, y) => x.rail - y.rail);
     if (!first || !second || first.peer !== second.peer) continue;
     const missing = nodeNames.find((m) => m !== n && m !== first.peer);
     out.push({
@@ -353,9 +353,10 @@ export function topologyOfRails(
 
 /**
  * The address (prefix dropped) `from` reaches `to` at over the fabric, known at preview. A ring
- * gives each pair its own cable and subnet, so it is `to`'s end of the link joining the two;
- * a cable or a switch joins them on every rail both have, so it is `preferred` (the node's
- * sparkform:nodes[].fabricAddress) when that is one of them, else `to`'s address on the first.
+ * gives each pair its own cable and subnet, so it is `to`'s end of the link joining the two
+ * (its other addresses are on cables to the third node). A cable or a switch joins the pair on
+ * every rail both have, so `to`'s one address serves every peer: `preferred` (the node's
+ * sparkform:nodes[].fabricAddress) when given, else `to`'s address on the first rail both have.
  * Undefined when no link joins them.
  */
 export function linkAddress(
@@ -364,11 +365,9 @@ export function linkAddress(
   to: string,
   preferred?: string,
 ): string | undefined {
-  const bare = (cidr: string) => cidr.replace(/\/\d+$/, "");
-  const joining = fabricLinks(fabric.topology, [from, to], (n) => fabric.rails[n]);
-  const ends = joining.map((l) => bare((l.a === to ? l.ra : l.rb).address));
-  if (fabric.topology === "ring") return ends[0];
-  return preferred !== undefined && ends.includes(preferred) ? preferred : ends[0];
+  if (fabric.topology !== "ring" && preferred !== undefined) return preferred;
+  const [l] = fabricLinks(fabric.topology, [from, to], (n) => fabric.rails[n]);
+  return l && (l.a === to ? l.ra : l.rb).address.replace(/\/\d+$/, "");
 }
 
 /** The fabric stage: every rail measured between every pair of nodes. */
