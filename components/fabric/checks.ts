@@ -310,7 +310,18 @@ export interface Measured {
   readonly method: "tcp" | "rdma";
 }
 
-export function checkReachable(from: string, to: PortFacts, m: Measured): CheckResult {
+/**
+ * Whether the probe's client reached the far end. `cable`: the near end's port when the link is
+ * a ring's cable. The probe's server runs on the configured peer itself, bound to its own
+ * address, so a cable in the wrong port never reaches another node: it reaches none, and the
+ * failure names the cable, which node's which port must go to which node's which port.
+ */
+export function checkReachable(
+  from: string,
+  to: PortFacts,
+  m: Measured,
+  cable?: PortFacts,
+): CheckResult {
   if (m.error === null) {
     return {
       check: "reachable",
@@ -318,10 +329,13 @@ export function checkReachable(from: string, to: PortFacts, m: Measured): CheckR
       message: `${from} reaches ${to.node} on rail ${to.rail} (${addressOf(to.address)}), TCP p50 ${m.rttP50Us} µs`,
     };
   }
+  const fix = cable
+    ? `in the ring, ${cable.node}'s ${cable.iface} (rail ${cable.rail}, ${cable.address}) must be cabled to ${to.node}'s ${to.iface} (rail ${to.rail}, ${to.address}), their own subnet: check that cable is in those two ports (in another port it reaches another node, or none), then that the link is up on both ends (ip link), and that nothing filters the probe port`
+    : `check the link is up on both ends (cable, ip link), the address and prefix on ${to.iface}, and that nothing filters the probe port`;
   return {
     check: "reachable",
     ok: false,
-    message: `${from} cannot reach ${to.node} on rail ${to.rail} at ${addressOf(to.address)} (${m.error}): check the link is up on both ends (cable, ip link), the address and prefix on ${to.iface}, and that nothing filters the probe port`,
+    message: `${from} cannot reach ${to.node} on rail ${to.rail} at ${addressOf(to.address)} (${m.error}): ${fix}`,
   };
 }
 

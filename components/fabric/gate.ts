@@ -31,7 +31,7 @@ export function linkViolations(l: ReportLink, t: Partial<FabricThresholds> = {})
   const all = [
     ...portChecks(l.ports.a, l.ports.b, th),
     ...l.checks.filter((c) => c.check === "address"),
-    checkReachable(l.ports.a.node, l.ports.b, m),
+    checkReachable(l.ports.a.node, l.ports.b, m, l.topology === "ring" ? l.ports.a : undefined),
     checkBandwidth(
       classify(label, m, speeds.length ? Math.min(...speeds) : null, l.classReferenceGbps, th),
     ),

@@ -245,7 +245,7 @@ async function evaluate(
   const checks = [
     ...portChecks(ports.a, ports.b, inputs.thresholds),
     ...inputs.addressChecks,
-    checkReachable(inputs.a.node, ports.b, m),
+    checkReachable(inputs.a.node, ports.b, m, inputs.topology === "ring" ? ports.a : undefined),
     checkBandwidth(cls),
   ];
   return {

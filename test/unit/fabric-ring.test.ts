@@ -2,7 +2,8 @@
 // topology (point-to-point and switch exactly as before), their keys, and the address one node
 // reaches another at.
 import { describe, expect, it } from "vitest";
-import { checkAddresses } from "../../components/fabric/checks";
+import { checkAddresses, checkReachable } from "../../components/fabric/checks";
+import type { PortFacts } from "../../components/fabric/ports";
 import {
   fabricLinks,
   linkAddress,
@@ -216,6 +217,33 @@ describe("checkAddresses in a ring", () => {
     );
     expect(bad.get("spark-2/1")?.message).toBe(
       "spark-2 rail 1: 10.10.99.2/24 is outside link spark-1↔spark-2's subnet 10.10.12.0/24: give each rail its own subnet and each node a unique address on it (sparkform:nodes[].rails)",
+    );
+  });
+});
+
+describe("a miscabled ring found by measurement", () => {
+  const port = (node: string, r: number, address: string) =>
+    ({ node, rail: r, iface: `fabric${r}`, address }) as PortFacts;
+  const unreached = {
+    error: "TimeoutError: timed out",
+    rttP50Us: null,
+    rttP99Us: null,
+    throughputGbps: null,
+    method: "tcp" as const,
+  };
+
+  it("names the cable: which node's which port goes to which node's which port", () => {
+    const a = port("spark-1", 0, "10.10.12.1/24");
+    const b = port("spark-2", 1, "10.10.12.2/24");
+    expect(checkReachable("spark-1", b, unreached, a)).toEqual({
+      check: "reachable",
+      ok: false,
+      message:
+        "spark-1 cannot reach spark-2 on rail 1 at 10.10.12.2 (TimeoutError: timed out): in the ring, spark-1's fabric0 (rail 0, 10.10.12.1/24) must be cabled to spark-2's fabric1 (rail 1, 10.10.12.2/24), their own subnet: check that cable is in those two ports (in another port it reaches another node, or none), then that the link is up on both ends (ip link), and that nothing filters the probe port",
+    });
+    // Not a ring: the message it always had.
+    expect(checkReachable("spark-1", b, unreached).message).toBe(
+      "spark-1 cannot reach spark-2 on rail 1 at 10.10.12.2 (TimeoutError: timed out): check the link is up on both ends (cable, ip link), the address and prefix on fabric1, and that nothing filters the probe port",
     );
   });
 });
