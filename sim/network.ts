@@ -246,24 +246,7 @@ async function createRing(s: SimState): Promise<void> {
   const ns = (index: number) => s.nodes.find((n) => n.index === index)?.netns as string;
   for (const { ends } of cables) {
     const [a, b] = ends;
-    await run("ip", [
-      "link",
-      "add",
-      railIface(a.rail),
-      "netns",
-      ns(a.index),
-      "mtu",
-      String(fabricMtu),
-      "type",
-      "veth",
-      "peer",
-      "name",
-      railIface(b.rail),
-      "netns",
-      ns(b.index),
-      "mtu",
-      String(fabricMtu),
-    ]);
+    await run("ip", veth(railIface(a.rail), ns(a.index), railIface(b.rail), ns(b.index)));
   }
   for (const n of s.nodes) {
     for (let rail = 0; rail < fabricRails; rail++) {
@@ -276,28 +259,18 @@ async function createRing(s: SimState): Promise<void> {
   }
 }
 
+/** `ip` argv for a veth pair at the fabric's MTU: `ifA` in namespace `nsA`, `ifB` in `nsB`. */
+function veth(ifA: string, nsA: string, ifB: string, nsB: string): string[] {
+  const mtu = ["mtu", String(fabricMtu)];
+  const ends = [ifA, "netns", nsA, ...mtu, "type", "veth", "peer", "name", ifB, "netns", nsB];
+  return ["link", "add", ...ends, ...mtu];
+}
+
 async function createRail(s: SimState, rail: number, subnet: string): Promise<void> {
   const iface = railIface(rail);
   if (s.nodes.length === 2) {
     const [a, b] = s.nodes as [SimState["nodes"][0], SimState["nodes"][0]];
-    await run("ip", [
-      "link",
-      "add",
-      iface,
-      "netns",
-      a.netns,
-      "mtu",
-      String(fabricMtu),
-      "type",
-      "veth",
-      "peer",
-      "name",
-      iface,
-      "netns",
-      b.netns,
-      "mtu",
-      String(fabricMtu),
-    ]);
+    await run("ip", veth(iface, a.netns, iface, b.netns));
   } else if (s.nodes.length > 2) {
     const sw = names.railNetns(s.runId, rail);
     if (rail === 0) s.fabricNetns = sw;
@@ -308,24 +281,7 @@ async function createRail(s: SimState, rail: number, subnet: string): Promise<vo
     await ipn(sw, "link", "set", "switch0", "up");
     for (const n of s.nodes) {
       const port = switchPort(n.index);
-      await run("ip", [
-        "link",
-        "add",
-        port,
-        "netns",
-        sw,
-        "mtu",
-        String(fabricMtu),
-        "type",
-        "veth",
-        "peer",
-        "name",
-        iface,
-        "netns",
-        n.netns,
-        "mtu",
-        String(fabricMtu),
-      ]);
+      await run("ip", veth(port, sw, iface, n.netns));
       await ipn(sw, "link", "set", port, "master", "switch0", "up");
     }
   }
