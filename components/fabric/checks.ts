@@ -280,9 +280,11 @@ export function checkAddresses(all: readonly RailAddress[]): Map<string, CheckRe
     }
     const shared = [...railSubnet].filter(([r, sub]) => r !== group(a) && sub === s);
     if (shared.length) {
-      problems.push(
-        `${named(group(a))} shares subnet ${s} with ${shared.map(([r]) => named(r)).join(", ")}`,
-      );
+      const others = shared.map(([r]) => r);
+      // Rail numbers read as they always have ("rail 1, 2"); a ring's cables by name.
+      const whom =
+        a.link === undefined ? `rail ${others.join(", ")}` : others.map(named).join(", ");
+      problems.push(`${named(group(a))} shares subnet ${s} with ${whom}`);
     }
     out.set(
       key(a),

@@ -203,6 +203,13 @@ describe("linkAddress", () => {
 });
 
 describe("checkAddresses in a ring", () => {
+  it("says rail numbers as before where there is no ring", () => {
+    const same = [0, 1, 2].map((r) => ({ node: "a", rail: r, address: `10.0.${r}.1/16` }));
+    expect(checkAddresses(same).get("a/0")?.message).toContain(
+      "rail 0 shares subnet 10.0.0.0/16 with rail 1, 2",
+    );
+  });
+
   it("holds each rail to its cable's subnet, not its rail number's", () => {
     const all = fabricLinks("ring", three, (n) => ringRails[n as "spark-1"]).flatMap((l) => [
       { node: l.a, rail: l.ra.rail, address: l.ra.address, link: `${l.a}↔${l.b}` },
