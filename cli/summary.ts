@@ -3,7 +3,7 @@
 // (`pulumi stack output --json`, never --show-secrets) and returns lines; a stage whose outputs
 // are absent is left out, or said to be "not configured" where a reader would look for it.
 import { human } from "../components/bytes";
-import { railLinks } from "../components/fabric/config";
+import { fabricLinks, railsLabel, topologyOfRails } from "../components/fabric/config";
 import { servedModelPath } from "../components/outputs";
 import { describeApis } from "../components/serving/apis";
 import { renderLlamaCppEx } from "../components/serving/render";
@@ -173,14 +173,17 @@ function fabricSection(fabric: Outputs["fabric"] | undefined, opts: SummaryOptio
   const railsOf = (node: string) => fabric[node]?.rails;
   const fixture = Object.values(fabric).some((n) => n.rails.some((r) => r.source === "fixture"));
   // One row per link the fabric stage measured (each end records it; the first end is read).
-  const rows = railLinks(Object.keys(fabric), railsOf).flatMap(({ a, b, rail, ra }) => {
+  const rails = Object.fromEntries(Object.entries(fabric).map(([n, s]) => [n, s.rails]));
+  const links = fabricLinks(topologyOfRails(rails), Object.keys(fabric), railsOf);
+  const rows = links.flatMap((l) => {
+    const { a, b, ra } = l;
     const link = ra.links.find((l) => l.peer === b);
     if (!link) return [];
     const gbps = link.throughputGbps;
     const rtt = link.rttP50Us;
     return [
       [
-        `rail ${rail}`,
+        railsLabel(l),
         `${a}↔${b}`,
         link.class,
         gbps === null ? "-" : `${gbps.toFixed(2)} Gbit/s`,

@@ -7,6 +7,7 @@ import type { PreStageLayout } from "./aliases";
 import { type BuildSummary, Builds } from "./build/builds";
 import type { StackConfig } from "./stack-config";
 import { Fabric, type FabricNodeSummary } from "./fabric/fabric";
+import { linkAddress } from "./fabric/config";
 import { stagedKey } from "./model/config";
 import { ModelDirClaims } from "./model/dir-claims";
 import { Model } from "./model/model";
@@ -72,6 +73,7 @@ export class SparkCluster extends pulumi.ComponentResource {
     });
     const child = { parent: this };
 
+    const ringFabric = config.fabric?.topology === "ring" ? config.fabric : undefined;
     const nodes = new Nodes(
       `${name}-node`,
       {
@@ -80,6 +82,8 @@ export class SparkCluster extends pulumi.ComponentResource {
         ...(config.privateKey ? { privateKey: config.privateKey } : {}),
         diskPaths: config.diskPaths,
         preStage: preStage(),
+        // A ring's peers copy from each other over the cable joining them.
+        ...(ringFabric ? { reach: (from, to) => linkAddress(ringFabric, from, to) } : {}),
       },
       child,
     );

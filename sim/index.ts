@@ -16,9 +16,14 @@ import {
   listLinks,
   listNetns,
   listSimRoutes,
+  cutKey,
   mgmtHost,
+  nodeRails,
+  railCount,
   railsSelected,
   railSubnets,
+  ringEnd,
+  ringOf,
   setFabricLink,
   shapeRail,
   shapeRails,
@@ -97,8 +102,13 @@ const defaultLog: Log = (line) => {
 export const maxNodes = 4;
 
 export interface SimUpOptions {
-  /** How many nodes (2–4, default 2). */
+  /** How many nodes (2–4, default 2; a ring's three). */
   nodes?: number;
+  /**
+   * The fabric a ring (three nodes, each pair its own cable and /24; network.ts ringCables)
+   * instead of a cable pair or a switch. Default: no.
+   */
+  ring?: boolean;
   log?: Log;
 }
 
@@ -109,9 +119,15 @@ export interface SimUpOptions {
  */
 export async function simUp(opts: SimUpOptions = {}): Promise<SimCluster> {
   const log = opts.log ?? defaultLog;
-  const count = opts.nodes ?? 2;
+  const ring = opts.ring === true;
+  const count = opts.nodes ?? (ring ? 3 : 2);
   if (!Number.isInteger(count) || count < 2 || count > maxNodes) {
     throw new Error(`sim: --nodes must be an integer from 2 to ${maxNodes} (got ${opts.nodes})`);
+  }
+  if (ring && count !== 3) {
+    throw new Error(
+      `sim: --ring is three nodes (each node's two rails cabled to the other two), not ${count}: use --nodes 3, or no --ring for a switch`,
+    );
   }
   await ensureHostPrerequisites({ install: true, log });
   const dir = ensureDir(simStateDir());
@@ -128,6 +144,11 @@ export async function simUp(opts: SimUpOptions = {}): Promise<SimCluster> {
         if (opts.nodes !== undefined && existing.nodeCount !== count) {
           throw new Error(
             `sim: already up with ${existing.nodeCount} nodes (run ${existing.runId}); run \`sim down\` first to change that`,
+          );
+        }
+        if (opts.ring !== undefined && (existing.ring === true) !== ring) {
+          throw new Error(
+            `sim: already up ${existing.ring ? "as a ring" : "without a ring"} (run ${existing.runId}); run \`sim down\` first to change that`,
           );
         }
         // A cluster made before its rails had a line rate gets it now (`replace`: idempotent),
@@ -153,7 +174,8 @@ export async function simUp(opts: SimUpOptions = {}): Promise<SimCluster> {
     try {
       state = await withLock(globalLockPath, "network", async () => {
         const runId = await newRunId();
-        const subnets = await chooseSubnets(runId);
+        // A ring's subnets are its cables', one per pair of nodes.
+        const subnets = ring ? await chooseSubnets(runId, count) : await chooseSubnets(runId);
         writeRegistry({
           runId,
           stateDir: dir,
@@ -162,7 +184,7 @@ export async function simUp(opts: SimUpOptions = {}): Promise<SimCluster> {
           fabricSubnet: subnets.fabric,
           railSubnets: subnets.rails,
         });
-        const s = initialState(runId, dir, count, image.key, image.rootfs, subnets);
+        const s = initialState(runId, dir, count, image.key, image.rootfs, subnets, ring);
         writeState(s);
         log(
           `sim: run ${runId}: mgmt ${s.mgmtSubnet} on ${s.bridge}, fabric rails ${subnets.rails.join(", ")}`,
@@ -210,6 +232,7 @@ function initialState(
   imageKey: string,
   imageRootfs: string,
   subnets: { mgmt: string; fabric: string; rails: string[] },
+  ring = false,
 ): SimState {
   const forced = process.env.SPARKFORM_SIM_ROOT_MODE;
   const rootMode = forced === "copy" || !overlaySupported() ? "copy" : "overlay";
@@ -241,6 +264,7 @@ function initialState(
     mgmtSubnet: subnets.mgmt,
     fabricSubnet: subnets.fabric,
     railSubnets: subnets.rails,
+    ...(ring ? { ring: true } : {}),
     controlAddress: hostIn(subnets.mgmt, controlHost),
     bridge: names.bridge(runId),
     fabricNetns: undefined,
@@ -285,14 +309,12 @@ async function bootCluster(s: SimState, log: Log): Promise<SimCluster> {
     mgmtAddress: hostIn(s.mgmtSubnet, mgmtHost(n.index)),
     sshPort: 22,
     user: "spark",
-    fabricAddress: hostIn(s.fabricSubnet, fabricHost(n.index)),
+    // A ring node's rail 0 is on the cable to its successor, not on fabricSubnet.
+    fabricAddress: s.ring
+      ? (nodeRails(s, n.index)[0]?.address.split("/")[0] ?? "")
+      : hostIn(s.fabricSubnet, fabricHost(n.index)),
     fabricIface,
-    rails: railSubnets(s).map((subnet, rail) => ({
-      rail,
-      iface: railIface(rail),
-      address: `${hostIn(subnet, fabricHost(n.index))}/24`,
-      subnet,
-    })),
+    rails: nodeRails(s, n.index),
     hostKey: hostKeyFromPub(
       fs.readFileSync(path.join(n.root, "etc/ssh/ssh_host_ed25519_key.pub"), "utf8"),
     ),
@@ -327,7 +349,7 @@ async function bootCluster(s: SimState, log: Log): Promise<SimCluster> {
     fabricSubnet: s.fabricSubnet,
     railSubnets: railSubnets(s),
     fabricMtu,
-    fabricTopology: s.nodes.length > 2 ? "switch" : "point-to-point",
+    fabricTopology: s.ring ? "ring" : s.nodes.length > 2 ? "switch" : "point-to-point",
     toolchain,
     imageKey: s.imageKey,
     stackConfigPath: stackFile,
@@ -542,17 +564,25 @@ export async function simStatus(): Promise<SimStatus> {
       const pid = nodePid(n);
       const leader = pid ? leaderPid(pid) : undefined;
       const peer = c.nodes[(i + 1) % c.nodes.length];
+      // A ring's rails go to different peers: each rail's is the node at its cable's other end.
+      const cables = ringOf(s);
+      const railPeer = (rail: number) => {
+        const e = cables && ringEnd(cables, n.index, rail);
+        return e
+          ? c.nodes.find((x) => x.name === s.nodes.find((m) => m.index === e.peer)?.name)
+          : undefined;
+      };
       const st: SimNodeStatus = {
         name: n.name,
         running: !!leader,
         sshReachable: false,
         fabric: { iface: fabricIface, state: await fabricOperState(n.netns), peer: peer?.name },
         rails: await Promise.all(
-          railSubnets(s).map(async (_, rail) => ({
+          Array.from({ length: railCount(s) }, async (_, rail) => ({
             rail,
             iface: railIface(rail),
             state: await fabricOperState(n.netns, railIface(rail)),
-            peer: peer?.name,
+            peer: (railPeer(rail) ?? peer)?.name,
           })),
         ),
       };
@@ -577,7 +607,12 @@ export async function simStatus(): Promise<SimStatus> {
         st.userManager = um.stdout.trim();
         if (peer && peer.name !== n.name) {
           for (const r of st.rails) {
-            const addr = peer.rails?.[r.rail]?.address.split("/")[0] ?? peer.fabricAddress;
+            const far = railPeer(r.rail);
+            const mine = c.nodes[i]?.rails?.[r.rail]?.subnet;
+            const addr = far
+              ? (far.rails.find((x) => x.subnet === mine)?.address.split("/")[0] ??
+                far.fabricAddress)
+              : (peer.rails?.[r.rail]?.address.split("/")[0] ?? peer.fabricAddress);
             r.rtt = parseTcpRtt(
               await execIn(leader, tcpRttArgv(addr, 22, 10), { timeoutMs: 30_000 }),
             );
@@ -654,13 +689,17 @@ export async function simStop(node: string): Promise<void> {
  */
 async function powerNics(s: SimState, n: NodeRuntime, state: "up" | "down"): Promise<void> {
   await runRaw("ip", ["-n", n.netns, "link", "set", mgmtIface, state]);
-  for (const [rail] of railSubnets(s).entries()) {
-    const cut =
-      !s.fabricNetns &&
-      s.cutLinks.some((k) => {
-        const [pair, r] = k.split("@");
-        return Number(r ?? 0) === rail && (pair ?? "").split("|").includes(n.name);
-      });
+  const cables = ringOf(s);
+  for (let rail = 0; rail < railCount(s); rail++) {
+    // A ring's cut is keyed by the pair alone: the peer on this rail's cable.
+    const peer = cables && s.nodes.find((m) => m.index === ringEnd(cables, n.index, rail)?.peer);
+    const cut = peer
+      ? s.cutLinks.includes(cutKey(n.name, peer.name, 0))
+      : !s.fabricNetns &&
+        s.cutLinks.some((k) => {
+          const [pair, r] = k.split("@");
+          return Number(r ?? 0) === rail && (pair ?? "").split("|").includes(n.name);
+        });
     if (state === "down" || !cut)
       await runRaw("ip", ["-n", n.netns, "link", "set", railIface(rail), state]);
   }

@@ -1,7 +1,9 @@
 // Networks: the management bridge on the host, one namespace per node with a veth onto the
 // bridge, and the fabric — two rails on two subnets, as on the lab's pair; each rail a veth pair
 // straight between two node namespaces, or for N > 2 a bridge (the rail's "switch") inside a
-// namespace of its own. The host gets no route to the fabric:
+// namespace of its own; or (`sim up --ring`, three nodes) a ring: each pair of nodes its own veth
+// on its own /24, each node's fabric0 to the next node and fabric1 to the one before, as NVIDIA's
+// three-Spark ring cables them. The host gets no route to the fabric:
 // only an `unreachable` route, so that trying fails at once instead of leaking to a gateway.
 import * as fs from "node:fs";
 import { ipJson, run, runRaw } from "./exec";
@@ -14,7 +16,7 @@ import {
   railIface,
   routeProto,
 } from "./paths";
-import type { SimState } from "./state";
+import type { SimRail, SimState } from "./state";
 import { readRegistry } from "./state";
 
 export interface Subnets {
@@ -68,8 +70,11 @@ function candidates(runId: string, prefixes: readonly string[]): string[] {
 const mgmtPrefixes = ["10.213", "172.29", "10.187"];
 const fabricPrefixes = ["10.214", "172.30", "10.188"];
 
-/** Picks free /24s (mgmt, one per rail): none overlaps a host route (any table), an address, or another run. */
-export async function chooseSubnets(runId: string): Promise<Subnets> {
+/**
+ * Picks free /24s (mgmt, one per rail, or per cable of a ring: `fabricCount`): none overlaps a
+ * host route (any table), an address, or another run.
+ */
+export async function chooseSubnets(runId: string, fabricCount = fabricRails): Promise<Subnets> {
   type Route = { dst?: string };
   type Addr = { addr_info?: Array<{ family?: string; local?: string; prefixlen?: number }> };
   const taken: string[] = [];
@@ -89,7 +94,7 @@ export async function chooseSubnets(runId: string): Promise<Subnets> {
     return c;
   };
   const mgmt = free(mgmtPrefixes);
-  const rails = Array.from({ length: fabricRails }, () => free(fabricPrefixes));
+  const rails = Array.from({ length: fabricCount }, () => free(fabricPrefixes));
   const [fabric] = rails;
   if (!mgmt || !fabric || rails.some((r) => !r))
     throw new Error("sim: no free private /24 left for the sim's networks");
@@ -145,36 +150,127 @@ export async function createNetwork(s: SimState): Promise<void> {
     await ipn(n.netns, "link", "set", mgmtIface, "up");
   }
   s.railNetns = [];
+  if (s.ring) {
+    await createRing(s);
+    return;
+  }
   for (const [rail, subnet] of railSubnets(s).entries()) await createRail(s, rail, subnet);
 }
 
-/** Rail 0's subnet first: states written before rails had only fabricSubnet. */
+/**
+ * Rail 0's subnet first: states written before rails had only fabricSubnet. A ring's are its
+ * cables' (one per pair of nodes), not its rails': railCount says how many rails a node has.
+ */
 export function railSubnets(s: Pick<SimState, "fabricSubnet" | "railSubnets">): string[] {
   return s.railSubnets?.length ? s.railSubnets : [s.fabricSubnet];
+}
+
+/** How many rails each node has: a ring's two, else one per subnet. */
+export function railCount(s: Pick<SimState, "fabricSubnet" | "railSubnets" | "ring">): number {
+  return s.ring ? fabricRails : railSubnets(s).length;
+}
+
+/** One cable of a ring: its subnet and its two ends (node index, rail). */
+export interface RingCable {
+  subnet: string;
+  ends: [{ index: number; rail: number }, { index: number; rail: number }];
+}
+
+/**
+ * A ring's cables over `subnets` (one each): cable k joins node k+1's rail 0 to the next node's
+ * rail 1, so each node's fabric0 goes to its successor and fabric1 to its predecessor; the rail
+ * numbers of a cable's ends differ, as on the real ring.
+ */
+export function ringCables(count: number, subnets: readonly string[]): RingCable[] {
+  if (subnets.length !== count)
+    throw new Error(`sim: a ring of ${count} nodes needs ${count} subnets (got ${subnets.length})`);
+  return subnets.map((subnet, k) => ({
+    subnet,
+    ends: [
+      { index: k + 1, rail: 0 },
+      { index: ((k + 1) % count) + 1, rail: 1 },
+    ],
+  }));
+}
+
+/** Node `index`'s end of `rail` in a ring: its cable's subnet, its address there, the peer. */
+export function ringEnd(
+  cables: readonly RingCable[],
+  index: number,
+  rail: number,
+): { subnet: string; address: string; peer: number } | undefined {
+  for (const c of cables) {
+    const mine = c.ends.findIndex((e) => e.index === index && e.rail === rail);
+    const other = c.ends[1 - mine];
+    if (mine >= 0 && other) {
+      const address = `${hostIn(c.subnet, fabricHost(index))}/24`;
+      return { subnet: c.subnet, address, peer: other.index };
+    }
+  }
+  return undefined;
+}
+
+/** What the ring's layout is read from: the flag, the node count, the subnets. */
+type Layout = Pick<SimState, "ring" | "fabricSubnet" | "railSubnets"> & {
+  nodes: readonly unknown[];
+};
+
+/** The ring of a state made with `--ring` (undefined for a cable pair or a switch). */
+export function ringOf(s: Layout) {
+  return s.ring ? ringCables(s.nodes.length, railSubnets(s)) : undefined;
+}
+
+/**
+ * A node's rails as cluster.json records them: per rail its interface, address and subnet (a
+ * ring's: its end of the cable there; otherwise the rail's subnet).
+ */
+export function nodeRails(s: Layout, index: number): SimRail[] {
+  const cables = ringOf(s);
+  if (!cables) {
+    return railSubnets(s).map((subnet, rail) => ({
+      rail,
+      iface: railIface(rail),
+      address: `${hostIn(subnet, fabricHost(index))}/24`,
+      subnet,
+    }));
+  }
+  return Array.from({ length: fabricRails }, (_, rail) => ringEnd(cables, index, rail)).flatMap(
+    (e, rail) =>
+      e ? [{ rail, iface: railIface(rail), address: e.address, subnet: e.subnet }] : [],
+  );
+}
+
+/** A ring: one veth per cable between its two nodes' namespaces, each end its node's rail. */
+async function createRing(s: SimState): Promise<void> {
+  const cables = ringOf(s) ?? [];
+  const ns = (index: number) => s.nodes.find((n) => n.index === index)?.netns as string;
+  for (const { ends } of cables) {
+    const [a, b] = ends;
+    await run("ip", veth(railIface(a.rail), ns(a.index), railIface(b.rail), ns(b.index)));
+  }
+  for (const n of s.nodes) {
+    for (let rail = 0; rail < fabricRails; rail++) {
+      const end = ringEnd(cables, n.index, rail);
+      if (!end) continue;
+      await ipn(n.netns, "addr", "add", end.address, "dev", railIface(rail));
+      await shapeRail(n.netns, rail, fabricLineMbit);
+      await ipn(n.netns, "link", "set", railIface(rail), "up");
+    }
+  }
+}
+
+/** `ip` argv for a veth pair at the fabric's MTU: `ifA` in namespace `nsA`, `ifB` in `nsB`. */
+function veth(ifA: string, nsA: string, ifB: string, nsB: string): string[] {
+  const mtu = ["mtu", String(fabricMtu)];
+  const ends = [ifA, "netns", nsA, ...mtu, "type", "veth", "peer", "name", ifB, "netns", nsB];
+  return ["link", "add", ...ends, ...mtu];
 }
 
 async function createRail(s: SimState, rail: number, subnet: string): Promise<void> {
   const iface = railIface(rail);
   if (s.nodes.length === 2) {
     const [a, b] = s.nodes as [SimState["nodes"][0], SimState["nodes"][0]];
-    await run("ip", [
-      "link",
-      "add",
-      iface,
-      "netns",
-      a.netns,
-      "mtu",
-      String(fabricMtu),
-      "type",
-      "veth",
-      "peer",
-      "name",
-      iface,
-      "netns",
-      b.netns,
-      "mtu",
-      String(fabricMtu),
-    ]);
+    await run("ip", veth(iface, a.netns, iface, b.netns));
   } else if (s.nodes.length > 2) {
     const sw = names.railNetns(s.runId, rail);
     if (rail === 0) s.fabricNetns = sw;
@@ -185,24 +281,7 @@ async function createRail(s: SimState, rail: number, subnet: string): Promise<vo
     await ipn(sw, "link", "set", "switch0", "up");
     for (const n of s.nodes) {
       const port = switchPort(n.index);
-      await run("ip", [
-        "link",
-        "add",
-        port,
-        "netns",
-        sw,
-        "mtu",
-        String(fabricMtu),
-        "type",
-        "veth",
-        "peer",
-        "name",
-        iface,
-        "netns",
-        n.netns,
-        "mtu",
-        String(fabricMtu),
-      ]);
+      await run("ip", veth(port, sw, iface, n.netns));
       await ipn(sw, "link", "set", port, "master", "switch0", "up");
     }
   }
@@ -249,7 +328,7 @@ export async function shapeRail(netns: string, rail: number, mbit: number): Prom
 export async function shapeRails(s: SimState): Promise<void> {
   if (s.nodes.length < 2) return;
   for (const n of s.nodes) {
-    for (const [rail] of railSubnets(s).entries()) await shapeRail(n.netns, rail, fabricLineMbit);
+    for (let rail = 0; rail < railCount(s); rail++) await shapeRail(n.netns, rail, fabricLineMbit);
   }
 }
 
@@ -278,10 +357,10 @@ export const switchPort = (index: number) => `port${index}`;
 
 /** The rails a fault acts on: `rail` (checked against the cluster's), or every rail. */
 export function railsSelected(
-  s: Pick<SimState, "fabricSubnet" | "railSubnets">,
+  s: Pick<SimState, "fabricSubnet" | "railSubnets" | "ring">,
   rail: number | undefined,
 ): number[] {
-  const count = railSubnets(s).length;
+  const count = railCount(s);
   if (rail !== undefined && (!Number.isInteger(rail) || rail < 0 || rail >= count)) {
     throw new Error(`sim: --rail must be 0..${count - 1} (got ${String(rail)})`);
   }
@@ -315,6 +394,25 @@ export async function setFabricLink(
     return n;
   };
   const rails = railsSelected(s, rail);
+  const cables = ringOf(s);
+  if (cables) {
+    // A ring's cable is the pair's one link: both its ends go, whatever their rail numbers.
+    const x = node(a);
+    const y = node(b);
+    const cable = cables.find(
+      (c) => c.ends.some((e) => e.index === x.index) && c.ends.some((e) => e.index === y.index),
+    );
+    if (!cable || a === b)
+      throw new Error(`sim: no cable joins ${a} and ${b} in the ring; name two different nodes`);
+    for (const e of cable.ends) {
+      const n = e.index === x.index ? x : y;
+      await ipn(n.netns, "link", "set", railIface(e.rail), state);
+    }
+    const key = cutKey(a, b, 0);
+    s.cutLinks = s.cutLinks.filter((k) => k !== key);
+    if (state === "down") s.cutLinks.push(key);
+    return;
+  }
   if (s.fabricNetns) {
     const ends = [a, b].filter((x) => x !== "switch");
     if (ends.length !== 1 || (a !== "switch" && b !== "switch")) {

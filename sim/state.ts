@@ -53,7 +53,7 @@ export interface SimCluster {
   /** One /24 per rail. */
   railSubnets: string[];
   fabricMtu: number;
-  fabricTopology: "point-to-point" | "switch";
+  fabricTopology: "point-to-point" | "switch" | "ring";
   toolchain: SimToolchain;
   imageKey: string;
   /** The stack config written for this cluster (see stack.ts). */
@@ -89,6 +89,11 @@ export interface SimState {
   fabricSubnet: string;
   /** One /24 per rail (rail 0's is fabricSubnet); absent in states written before rails. */
   railSubnets?: string[];
+  /**
+   * The fabric is a ring (`sim up --ring`, three nodes): railSubnets are its cables' subnets,
+   * one per pair of nodes (network.ts ringCables). Absent: rails on a cable pair or a switch.
+   */
+  ring?: boolean;
   controlAddress: string;
   bridge: string;
   fabricNetns?: string;

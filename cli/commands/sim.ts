@@ -21,12 +21,13 @@ export const summary =
   "the simulated cluster: up, status, down, stop, start, link, rate, exec, info";
 
 export const usage = `usage: sparkform sim <verb> (as root)
-  up [--nodes N] [--json]        bring the cluster up (N = 2..4, default 2); prints the stack values
+  up [--nodes N] [--ring] [--json]  bring the cluster up (N = 2..4, default 2); prints the stack values;
+                                 --ring: three nodes cabled as a ring (each pair its own veth and /24)
   status [--json]                each node: running, ssh, linger, user manager, fabric link + TCP RTT
   down                           stop everything, remove every namespace, link, bridge and mount
   stop <node> | start <node>     power a node off / on
   link <a> <b> up|down [--rail R]  cut or restore the fabric between two nodes (N > 2: <node> switch),
-                                 on one rail (0, 1) or on both
+                                 on one rail (0, 1) or on both; a ring: the pair's one cable
   rate <node> <Mbit/s>|line [--rail R]  shape a node's end of a rail (a slow port), or give it
                                  back its line rate (${fabricLineMbit} Mbit/s); one rail or both
   exec <node> [--user U] -- cmd  run a command inside a node (root unless --user)
@@ -132,14 +133,14 @@ export async function run(argv: string[]): Promise<number> {
     case "up": {
       const { values } = verbArgs(
         args,
-        { nodes: { type: "string" }, json: { type: "boolean" } },
+        { nodes: { type: "string" }, ring: { type: "boolean" }, json: { type: "boolean" } },
         0,
       );
       const nodes = values.nodes === undefined ? undefined : Number(values.nodes);
       if (nodes !== undefined && !Number.isInteger(nodes)) {
         throw new UsageError("--nodes takes a number");
       }
-      const c = await simUp({ nodes });
+      const c = await simUp({ nodes, ...(values.ring ? { ring: true } : {}) });
       out(values.json ? JSON.stringify(c, null, 2) : formatCluster(c));
       return 0;
     }

@@ -7,7 +7,7 @@ import { createHash } from "node:crypto";
 import type { PortNeed } from "../../components/config/descriptor";
 import type { StackConfigData } from "../../components/stack-config";
 import { portChecks } from "../../components/fabric/checks";
-import { fabricThresholds, railLinks } from "../../components/fabric/config";
+import { fabricLinks, fabricThresholds, railsLabel } from "../../components/fabric/config";
 import { fixtureRdma } from "../../components/fabric/fixture";
 import { liveRdma, portFacts } from "../../components/fabric/ports";
 import { modelDir } from "../../components/model/resolve";
@@ -378,8 +378,9 @@ export function fabricFindings(
   const t = fabricThresholds(cfg);
   const out: Finding[] = [];
   const names = config.nodes.map((n) => n.name).filter((n) => cfg.rails[n]);
-  for (const { a, b, ra, rb } of railLinks(names, (n) => cfg.rails[n])) {
-    const where = `${a}↔${b} rail ${ra.rail}`;
+  for (const l of fabricLinks(cfg.topology, names, (n) => cfg.rails[n])) {
+    const { a, b, ra, rb } = l;
+    const where = `${a}↔${b} ${railsLabel(l)}`;
     const fa = facts.get(a);
     const fb = facts.get(b);
     if (!fa || !fb) {

@@ -3,6 +3,7 @@
 import { stackBuildFlags } from "../../components/build/tree-commit";
 import type { StackConfigData } from "../../components/stack-config";
 import { addressOf } from "../../components/fabric/checks";
+import { linkAddress } from "../../components/fabric/config";
 import { checkCudaArchPinned } from "../../policies/build";
 import { checkModelPinned } from "../../policies/model";
 import { checkHostKeyPinned } from "../../policies/node";
@@ -54,7 +55,9 @@ export function policyFindings(config: StackConfigData, recordedCommit?: string)
     for (const name of w.nodes) {
       const node = config.nodes.find((n) => n.name === name);
       const rails = config.fabric?.rails[name]?.map((r) => addressOf(r.address)) ?? [];
-      const bind = node?.fabricAddress ?? "";
+      // Where the stack binds it: in a ring, its end of the cable to the client.
+      const own = node?.fabricAddress;
+      const bind = (config.fabric && linkAddress(config.fabric, w.client, name, own)) ?? own ?? "";
       const evidence = {
         bind,
         managementAddress: node?.host ?? "",

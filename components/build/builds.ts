@@ -106,9 +106,9 @@ export class Builds extends pulumi.ComponentResource implements Stage<BuildSumma
           target: nodes.target(node),
           treeDigest: sync.digest,
           ...(fanOut
-            ? { fanOutFrom: fanOutSource(nodes.peer(seed), seedBuild) }
+            ? { fanOutFrom: fanOutSource(nodes.peer(seed, node), seedBuild) }
             : seed !== undefined
-              ? { cacheFrom: nodes.peer(seed) }
+              ? { cacheFrom: nodes.peer(seed, node) }
               : {}),
         },
         // cacheFrom and fanOutFrom carry the seed's connection too.

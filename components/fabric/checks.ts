@@ -237,38 +237,54 @@ export interface RailAddress {
   readonly node: string;
   readonly rail: number;
   readonly address: string;
+  /**
+   * A ring's cable this rail is an end of ("spark-1↔spark-2"): its subnet is the cable's, not
+   * the rail number's (the two ends' rail numbers differ). Unset: the rail number's subnet.
+   */
+  readonly link?: string;
+}
+
+/** A link's rails in a message: "rail 0", or a ring cable whose ends differ, "rail 0↔1". */
+export function railsLabel(ra: number, rb: number): string {
+  return ra === rb ? `rail ${ra}` : `rail ${ra}↔${rb}`;
 }
 
 /**
  * Every rail on its own subnet, each node's address on a rail inside it and unique, and no
- * two rails sharing a subnet (the transport picks the HCA by the socket's local address).
+ * two rails sharing a subnet (the transport picks the HCA by the socket's local address). In a
+ * ring every cable is its own subnet, so a rail is held to its cable's (`link`).
  */
 export function checkAddresses(all: readonly RailAddress[]): Map<string, CheckResult> {
   const out = new Map<string, CheckResult>();
   const key = (a: RailAddress) => `${a.node}/${a.rail}`;
-  const railSubnet = new Map<number, string>();
+  const group = (a: RailAddress) => a.link ?? a.rail;
+  const named = (g: string | number) => (typeof g === "number" ? `rail ${g}` : `link ${g}`);
+  const railSubnet = new Map<string | number, string>();
   for (const a of all) {
     const s = subnetOf(a.address);
-    if (s && !railSubnet.has(a.rail)) railSubnet.set(a.rail, s);
+    if (s && !railSubnet.has(group(a))) railSubnet.set(group(a), s);
   }
   for (const a of all) {
     const s = subnetOf(a.address);
-    const want = railSubnet.get(a.rail);
+    const want = railSubnet.get(group(a));
     const problems: string[] = [];
     if (s === null)
       problems.push(`${a.address} is not an IPv4 address with a prefix (a.b.c.d/len)`);
-    else if (s !== want) problems.push(`${a.address} is outside rail ${a.rail}'s subnet ${want}`);
+    else if (s !== want)
+      problems.push(`${a.address} is outside ${named(group(a))}'s subnet ${want}`);
     const dup = all.filter((o) => o !== a && addressOf(o.address) === addressOf(a.address));
     if (dup.length) {
       problems.push(
         `${addressOf(a.address)} is also used by ${dup.map((d) => `${d.node} rail ${d.rail}`).join(", ")}`,
       );
     }
-    const shared = [...railSubnet].filter(([r, sub]) => r !== a.rail && sub === s);
+    const shared = [...railSubnet].filter(([r, sub]) => r !== group(a) && sub === s);
     if (shared.length) {
-      problems.push(
-        `rail ${a.rail} shares subnet ${s} with rail ${shared.map(([r]) => r).join(", ")}`,
-      );
+      const others = shared.map(([r]) => r);
+      // Rail numbers read as they always have ("rail 1, 2"); a ring's cables by name.
+      const whom =
+        a.link === undefined ? `rail ${others.join(", ")}` : others.map(named).join(", ");
+      problems.push(`${named(group(a))} shares subnet ${s} with ${whom}`);
     }
     out.set(
       key(a),
@@ -296,7 +312,18 @@ export interface Measured {
   readonly method: "tcp" | "rdma";
 }
 
-export function checkReachable(from: string, to: PortFacts, m: Measured): CheckResult {
+/**
+ * Whether the probe's client reached the far end. `cable`: the near end's port when the link is
+ * a ring's cable. The probe's server runs on the configured peer itself, bound to its own
+ * address, so a cable in the wrong port never reaches another node: it reaches none, and the
+ * failure names the cable, which node's which port must go to which node's which port.
+ */
+export function checkReachable(
+  from: string,
+  to: PortFacts,
+  m: Measured,
+  cable?: PortFacts,
+): CheckResult {
   if (m.error === null) {
     return {
       check: "reachable",
@@ -304,10 +331,13 @@ export function checkReachable(from: string, to: PortFacts, m: Measured): CheckR
       message: `${from} reaches ${to.node} on rail ${to.rail} (${addressOf(to.address)}), TCP p50 ${m.rttP50Us} µs`,
     };
   }
+  const fix = cable
+    ? `in the ring, ${cable.node}'s ${cable.iface} (rail ${cable.rail}, ${cable.address}) must be cabled to ${to.node}'s ${to.iface} (rail ${to.rail}, ${to.address}), their own subnet: check that cable is in those two ports (in another port it reaches another node, or none), then that the link is up on both ends (ip link), and that nothing filters the probe port`
+    : `check the link is up on both ends (cable, ip link), the address and prefix on ${to.iface}, and that nothing filters the probe port`;
   return {
     check: "reachable",
     ok: false,
-    message: `${from} cannot reach ${to.node} on rail ${to.rail} at ${addressOf(to.address)} (${m.error}): check the link is up on both ends (cable, ip link), the address and prefix on ${to.iface}, and that nothing filters the probe port`,
+    message: `${from} cannot reach ${to.node} on rail ${to.rail} at ${addressOf(to.address)} (${m.error}): ${fix}`,
   };
 }
 

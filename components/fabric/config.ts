@@ -5,7 +5,7 @@
 import { z } from "zod";
 import { section, type StageDescriptor } from "../config/descriptor";
 import type { CheckContext, Salvaged } from "../config/section";
-import { DEFAULT_THRESHOLDS, type FabricThresholds } from "./checks";
+import { DEFAULT_THRESHOLDS, railsLabel as label, subnetOf, type FabricThresholds } from "./checks";
 import { DEFAULT_REFRESH_SECONDS } from "./readings";
 
 /** `sparkform:fabric.probe` when unset: 2000 round trips, 2 s of bulk send, 0.2 s on refresh. */
@@ -39,8 +39,12 @@ const fixtureName = z
   .regex(/^sysfs-[a-z0-9-]+$/, 'names a sysfs fixture under test/fixtures, like "sysfs-spark"');
 
 export const fabricConfigSchema = z.strictObject({
-  /** point-to-point (2 nodes, cables) or switch (3–4 nodes); default from the node count. */
-  topology: z.enum(["point-to-point", "switch"]).optional(),
+  /**
+   * point-to-point (2 nodes, cables) or switch (3–4 nodes); default from the node count. ring
+   * (3 nodes, each node's two ports cabled to the other two, each cable its own subnet) is never
+   * the default: it is said explicitly.
+   */
+  topology: z.enum(["point-to-point", "switch", "ring"]).optional(),
   /** Per node name, its rails. */
   rails: z.record(z.string(), z.array(railSchema).min(1).max(8)),
   /**
@@ -133,10 +137,103 @@ export function railIssues(
   return out;
 }
 
+type Issue = { path: (string | number)[]; message: string };
+type AddressedRail = { rail: number; address: string };
+
+/** Per subnet, the rails in it (node, rail, its index in the node's list), in node order. */
+function railsBySubnet(
+  rails: Readonly<Record<string, readonly AddressedRail[]>>,
+  nodeNames: readonly string[],
+): Map<string, { node: string; rail: AddressedRail; index: number }[]> {
+  const out = new Map<string, { node: string; rail: AddressedRail; index: number }[]>();
+  for (const node of nodeNames) {
+    (rails[node] ?? []).forEach((rail, index) => {
+      const s = subnetOf(rail.address);
+      if (s !== null) out.set(s, [...(out.get(s) ?? []), { node, rail, index }]);
+    });
+  }
+  return out;
+}
+
+/**
+ * What is wrong with a ring's cabling as configured: three nodes, two rails each, every subnet
+ * one cable (two rails of two nodes), each node's two cables to the two other nodes. Judged
+ * before anything runs, since a ring measured with a cable in the wrong port reads as a healthy
+ * link between the wrong nodes. Paths are relative to `sparkform:fabric`.
+ */
+export function ringIssues(
+  rails: Readonly<Record<string, readonly AddressedRail[]>>,
+  nodeNames: readonly string[],
+): Issue[] {
+  if (nodeNames.length !== 3) {
+    const fix =
+      nodeNames.length < 3
+        ? "two nodes are one cable per rail: use topology: point-to-point"
+        : `a ${nodeNames.length}-node ring needs ${nodeNames.length} ports per node (a Spark has two): use topology: switch`;
+    return [
+      {
+        path: ["topology"],
+        message: `is ring with ${nodeNames.length} nodes; a ring is three nodes, each node's two ports cabled to the other two: ${fix}`,
+      },
+    ];
+  }
+  const out: Issue[] = [];
+  for (const n of nodeNames) {
+    const count = rails[n]?.length ?? 0;
+    if (rails[n] && count !== 2) {
+      out.push({
+        path: ["rails", n],
+        message: `lists ${count} rail${count === 1 ? "" : "s"}; in a ring each node has two, one cable to each other node: list both ports`,
+      });
+    }
+  }
+  const peersOf = new Map<string, { peer: string; rail: number; subnet: string }[]>();
+  for (const [subnet, ends] of railsBySubnet(rails, nodeNames)) {
+    const [x, y] = ends;
+    if (ends.length === 1 && x) {
+      out.push({
+        path: ["rails", x.node, x.index],
+        message: `${x.node} rail ${x.rail.rail} (${x.rail.address}) is the only rail on subnet ${subnet}: in a ring a subnet is one cable, and this cable's other end is not configured; give the rail at its other end an address in ${subnet}`,
+      });
+    } else if (ends.length > 2) {
+      out.push({
+        path: ["rails", ends[2]!.node, ends[2]!.index],
+        message: `subnet ${subnet} is used by ${ends.map((e) => `${e.node} rail ${e.rail.rail}`).join(", ")}: in a ring a subnet is one cable with two ends; give each cable its own subnet`,
+      });
+    } else if (x && y && x.node === y.node) {
+      out.push({
+        path: ["rails", x.node, y.index],
+        message: `${x.node}'s rails ${x.rail.rail} and ${y.rail.rail} share subnet ${subnet}: a cable joins two nodes; give each of its rails the subnet of the cable to its peer`,
+      });
+    } else if (x && y) {
+      for (const [me, other] of [
+        [x, y],
+        [y, x],
+      ] as const) {
+        const list = peersOf.get(me.node) ?? [];
+        peersOf.set(me.node, [...list, { peer: other.node, rail: me.rail.rail, subnet }]);
+      }
+    }
+  }
+  for (const n of nodeNames) {
+    const [first, second] = [...(peersOf.get(n) ?? [])].sort((x, y) => x.rail - y.rail);
+    if (!first || !second || first.peer !== second.peer) continue;
+    const missing = nodeNames.find((m) => m !== n && m !== first.peer);
+    out.push({
+      path: ["rails", n],
+      message: `${n}'s rails ${first.rail} and ${second.rail} both reach ${first.peer} (subnets ${first.subnet} and ${second.subnet}: the link ${n}↔${first.peer} twice): a cable is in the wrong port; cable rail ${second.rail} to ${missing ?? "the third node"} and give both its ends an address in one subnet of their own`,
+    });
+  }
+  return out;
+}
+
 /** Every node lists its rails, and only nodes do (judged once the nodes are there). */
 export function crossCheck(fabric: Salvaged<FabricConfig>, ctx: CheckContext): void {
   if (fabric.rails === undefined || ctx.names.length === 0) return;
-  for (const i of railIssues(fabric.rails, ctx.names)) ctx.add(["fabric", ...i.path], i.message);
+  const issues = railIssues(fabric.rails, ctx.names);
+  if (fabric.topology === "ring" && issues.length === 0)
+    issues.push(...ringIssues(fabric.rails, ctx.names));
+  for (const i of issues) ctx.add(["fabric", ...i.path], i.message);
 }
 
 /**
@@ -147,8 +244,12 @@ export function parseFabricConfig(raw: unknown, nodeNames: readonly string[]): S
   const r = fabricConfigSchema.safeParse(raw);
   const where = (p: readonly PropertyKey[]) =>
     `sparkform:fabric${p.map((x) => (typeof x === "number" ? `[${x}]` : `.${String(x)}`)).join("")}`;
+  const issues = (d: FabricConfig) => {
+    const rails = railIssues(d.rails, nodeNames);
+    return rails.length || d.topology !== "ring" ? rails : ringIssues(d.rails, nodeNames);
+  };
   const lines = r.success
-    ? railIssues(r.data.rails, nodeNames).map((i) => `  ${where(i.path)}: ${i.message}`)
+    ? issues(r.data).map((i) => `  ${where(i.path)}: ${i.message}`)
     : r.error.issues.map((i) => `  ${where(i.path)}: ${i.message}`);
   if (lines.length) {
     throw new Error(
@@ -163,7 +264,7 @@ export function fabricThresholds(c: FabricConfig): FabricThresholds {
   return { ...DEFAULT_THRESHOLDS, ...t, gidIndex: c.gidIndex };
 }
 
-/** The links of a topology: every pair of nodes (one cable for two; the switch for more). */
+/** The pairs of nodes a switch or a cable joins: every pair. */
 export function linkPairs(nodes: readonly string[]): [string, string][] {
   const out: [string, string][] = [];
   for (let i = 0; i < nodes.length; i++) {
@@ -172,20 +273,101 @@ export function linkPairs(nodes: readonly string[]): [string, string][] {
   return out;
 }
 
+/** One link the fabric measures: `a`'s rail `ra` to `b`'s rail `rb` (`rail`: `ra`'s number). */
+export interface RailLink<R> {
+  a: string;
+  b: string;
+  rail: number;
+  ra: R;
+  rb: R;
+}
+
 /**
- * The links the fabric measures: every pair of `nodes` (linkPairs) on every rail both ends
- * have, each end's rail as `railsOf` gives it (the config's rails, or a stage's output's).
+ * The links the fabric measures, each once, each end's rail as `railsOf` gives it (the config's
+ * rails, or a stage's output's). point-to-point and switch: every pair of `nodes` on every rail
+ * number both ends have. ring: per subnet the two rails in it (a cable; the rail numbers of its
+ * ends need not match), in node order, then the first end's rail order.
  */
-export function railLinks<R extends { rail: number }>(
+export function fabricLinks<R extends { rail: number; address: string }>(
+  topology: FabricTopology,
   nodes: readonly string[],
   railsOf: (node: string) => readonly R[] | undefined,
-): { a: string; b: string; rail: number; ra: R; rb: R }[] {
-  return linkPairs(nodes).flatMap(([a, b]) =>
+): RailLink<R>[] {
+  if (topology !== "ring") {
+    return linkPairs(nodes).flatMap(([a, b]) =>
+      (railsOf(a) ?? []).flatMap((ra) => {
+        const rb = (railsOf(b) ?? []).find((r) => r.rail === ra.rail);
+        return rb ? [{ a, b, rail: ra.rail, ra, rb }] : [];
+      }),
+    );
+  }
+  return nodes.flatMap((a, i) =>
     (railsOf(a) ?? []).flatMap((ra) => {
-      const rb = (railsOf(b) ?? []).find((r) => r.rail === ra.rail);
-      return rb ? [{ a, b, rail: ra.rail, ra, rb }] : [];
+      const s = subnetOf(ra.address);
+      const far = nodes
+        .slice(i + 1)
+        .flatMap((b) =>
+          (railsOf(b) ?? []).filter((r) => subnetOf(r.address) === s).map((rb) => ({ b, rb })),
+        );
+      return s !== null && far.length === 1 && far[0]
+        ? [{ a, b: far[0].b, rail: ra.rail, ra, rb: far[0].rb }]
+        : [];
     }),
   );
+}
+
+/** A link's rails in a message: "rail 0", or a ring cable whose ends differ, "rail 0↔1". */
+export function railsLabel(l: RailLink<{ rail: number }>): string {
+  return label(l.ra.rail, l.rb.rail);
+}
+
+/**
+ * A link's key, its FabricLink's name after `<stack>-fabric-`. point-to-point and switch:
+ * `<a>-<b>-rail<N>` (recorded in state: never changes). A ring cable's ends carry different rail
+ * numbers, so its key names both ports, `<a>-rail<Na>-<b>-rail<Nb>`: unambiguous (one cable per
+ * port) and stable while the cable stays in those ports; re-cabled, it is a new link, measured
+ * anew, not an old one's reading carried over.
+ */
+export function linkKey(topology: FabricTopology, l: RailLink<{ rail: number }>): string {
+  return topology === "ring"
+    ? `${l.a}-rail${l.ra.rail}-${l.b}-rail${l.rb.rail}`
+    : `${l.a}-${l.b}-rail${l.rail}`;
+}
+
+/**
+ * The topology of recorded rails when the config is not at hand (a stack's exported `fabric`):
+ * three nodes whose every subnet is one cable between two of them is a ring; otherwise the
+ * default from the node count.
+ */
+export function topologyOfRails(
+  rails: Readonly<Record<string, readonly AddressedRail[]>>,
+): FabricTopology {
+  const nodes = Object.keys(rails);
+  const subnets = [...railsBySubnet(rails, nodes).values()];
+  const ring =
+    nodes.length === 3 &&
+    subnets.length > 0 &&
+    subnets.every((e) => e.length === 2 && e[0]?.node !== e[1]?.node);
+  return ring ? "ring" : nodes.length > 2 ? "switch" : "point-to-point";
+}
+
+/**
+ * The address (prefix dropped) `from` reaches `to` at over the fabric, known at preview. A ring
+ * gives each pair its own cable and subnet, so it is `to`'s end of the link joining the two
+ * (its other addresses are on cables to the third node). A cable or a switch joins the pair on
+ * every rail both have, so `to`'s one address serves every peer: `preferred` (the node's
+ * sparkform:nodes[].fabricAddress) when given, else `to`'s address on the first rail both have.
+ * Undefined when no link joins them.
+ */
+export function linkAddress(
+  fabric: Pick<StackFabric, "topology" | "rails">,
+  from: string,
+  to: string,
+  preferred?: string,
+): string | undefined {
+  if (fabric.topology !== "ring" && preferred !== undefined) return preferred;
+  const [l] = fabricLinks(fabric.topology, [from, to], (n) => fabric.rails[n]);
+  return l && (l.a === to ? l.ra : l.rb).address.replace(/\/\d+$/, "");
 }
 
 /** The fabric stage: every rail measured between every pair of nodes. */

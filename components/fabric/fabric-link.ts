@@ -17,7 +17,7 @@ const provider = delegatingProvider(path.join(__dirname, "provider.ts"));
 export interface FabricLinkArgs {
   readonly link: string;
   readonly rail: number;
-  readonly topology: "point-to-point" | "switch";
+  readonly topology: "point-to-point" | "switch" | "ring";
   /** The probe client's end and the server's: target, rail, fixture, CPUs, program-time port. */
   readonly a: pulumi.Input<FabricEnd>;
   readonly b: pulumi.Input<FabricEnd>;

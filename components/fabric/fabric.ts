@@ -1,6 +1,6 @@
 // The Fabric stage: one FabricLink per link and rail over the SparkNode stage's nodes — every
 // pair of nodes (a cable for two, the rail's switch for three or four) on every rail both ends
-// have. Per node it exports the rails' summary; the NCCL env block follows from the ports found.
+// have, or a ring's three cables (config.ts fabricLinks). Per node it exports the rails' summary; the NCCL env block follows from the ports found.
 import * as pulumi from "@pulumi/pulumi";
 import type { Nodes } from "../node/nodes";
 import type { SparkNode } from "../node/spark-node";
@@ -9,7 +9,7 @@ import type { Stage } from "../stage";
 import type { SshTarget } from "../transport";
 import { checkAddresses, type BandwidthClass, type CheckResult } from "./checks";
 import type { Validated } from "../config/descriptor";
-import { linkPairs, type FabricConfig, type StackFabric } from "./config";
+import { fabricLinks, linkAddress, linkKey, type FabricConfig, type StackFabric } from "./config";
 import { fixtureRdma } from "./fixture";
 import { liveRdma, portFacts, type FactSource, type RailConfig, type RdmaSource } from "./ports";
 import { FabricLink } from "./fabric-link";
@@ -70,16 +70,17 @@ const end = (
 
 /**
  * The fabric of the cluster: `${name}-<a>-<b>-rail<N>` for every pair of nodes and every
- * rail both have. Fixture RDMA facts (sparkform:fabric.rdmaFixture[s]) are read on the control
+ * rail both have; a ring's cables `${name}-<a>-rail<Na>-<b>-rail<Nb>` (config.ts linkKey). Fixture RDMA facts (sparkform:fabric.rdmaFixture[s]) are read on the control
  * node at program time and labelled; the measurement runs on the nodes.
  */
 export class Fabric extends pulumi.ComponentResource implements Stage<FabricNodeSummary> {
   readonly byNode: pulumi.Output<Record<string, FabricNodeSummary>>;
   readonly ready: readonly FabricLink[];
-  /** Per link and rail, keyed `<a>-<b>-rail<N>`. */
+  /** Per link and rail, keyed `<a>-<b>-rail<N>` (a ring: `<a>-rail<Na>-<b>-rail<Nb>`). */
   readonly links: Readonly<Record<string, FabricLink>>;
   private readonly ends = new Map<FabricLink, readonly [string, string]>();
   private readonly rails: FabricConfig["rails"];
+  private readonly topology: StackFabric["topology"];
 
   constructor(name: string, args: FabricArgs, opts?: pulumi.ComponentResourceOptions) {
     super("sparkform:index:Fabric", name, {}, opts);
@@ -87,47 +88,58 @@ export class Fabric extends pulumi.ComponentResource implements Stage<FabricNode
     this.rails = cfg.rails;
     const names = args.nodes.names;
     const topology = cfg.topology;
+    this.topology = topology;
     const fixtures = new Map<string, RdmaSource | null>();
     for (const n of names) {
       const f = cfg.rdmaFixtures?.[n] ?? cfg.rdmaFixture;
       fixtures.set(n, f ? fixtureRdma(f) : null);
     }
+    const all = fabricLinks(topology, names, (n) => cfg.rails[n]);
+    // A ring's subnets are its cables, not its rail numbers: each rail is judged against its link's.
+    const cable = new Map(
+      topology === "ring"
+        ? all.flatMap((l) => [
+            [`${l.a}/${l.ra.rail}`, `${l.a}↔${l.b}`],
+            [`${l.b}/${l.rb.rail}`, `${l.a}↔${l.b}`],
+          ])
+        : [],
+    );
     const addressChecks = checkAddresses(
       names.flatMap((n) =>
-        (cfg.rails[n] ?? []).map((r) => ({ node: n, rail: r.rail, address: r.address })),
+        (cfg.rails[n] ?? []).map((r) => {
+          const link = cable.get(`${n}/${r.rail}`);
+          return { node: n, rail: r.rail, address: r.address, ...(link ? { link } : {}) };
+        }),
       ),
     );
     const links: Record<string, FabricLink> = {};
-    for (const [a, b] of linkPairs(names)) {
-      for (const ra of cfg.rails[a] ?? []) {
-        const rb = (cfg.rails[b] ?? []).find((r) => r.rail === ra.rail);
-        if (!rb) continue;
-        const key = `${a}-${b}-rail${ra.rail}`;
-        const na = args.nodes.of(a);
-        const nb = args.nodes.of(b);
-        const endOf = (node: string, res: SparkNode, rail: RailConfig) =>
-          pulumi
-            .all([res.target, res.facts])
-            .apply(([t, f]) => end(node, t, f, rail, fixtures.get(node) ?? null, cfg.gidIndex));
-        links[key] = new FabricLink(
-          `${name}-${key}`,
-          {
-            link: `${a}↔${b}`,
-            rail: ra.rail,
-            topology,
-            a: endOf(a, na, ra),
-            b: endOf(b, nb, rb),
-            config: cfg,
-            addressChecks: [
-              addressChecks.get(`${a}/${ra.rail}`),
-              addressChecks.get(`${b}/${rb.rail}`),
-            ].filter((c): c is CheckResult => c !== undefined),
-          },
-          // The ends carry both nodes' connections (and the key, when one is configured).
-          args.nodes.childOpts({ parent: this, dependsOn: [na, nb] }, ["a", "b"]),
-        );
-        this.ends.set(links[key], [a, b]);
-      }
+    for (const l of all) {
+      const { a, b, ra, rb } = l;
+      const key = linkKey(topology, l);
+      const na = args.nodes.of(a);
+      const nb = args.nodes.of(b);
+      const endOf = (node: string, res: SparkNode, rail: RailConfig) =>
+        pulumi
+          .all([res.target, res.facts])
+          .apply(([t, f]) => end(node, t, f, rail, fixtures.get(node) ?? null, cfg.gidIndex));
+      links[key] = new FabricLink(
+        `${name}-${key}`,
+        {
+          link: `${a}↔${b}`,
+          rail: ra.rail,
+          topology,
+          a: endOf(a, na, ra),
+          b: endOf(b, nb, rb),
+          config: cfg,
+          addressChecks: [
+            addressChecks.get(`${a}/${ra.rail}`),
+            addressChecks.get(`${b}/${rb.rail}`),
+          ].filter((c): c is CheckResult => c !== undefined),
+        },
+        // The ends carry both nodes' connections (and the key, when one is configured).
+        args.nodes.childOpts({ parent: this, dependsOn: [na, nb] }, ["a", "b"]),
+      );
+      this.ends.set(links[key], [a, b]);
     }
     this.links = links;
     this.ready = Object.values(links);
@@ -141,9 +153,12 @@ export class Fabric extends pulumi.ComponentResource implements Stage<FabricNode
       for (const n of names) {
         out[n] = {
           rails: (cfg.rails[n] ?? []).map((r) => {
-            const mine = rs
-              .filter((x) => x.ports.a.node === n || x.ports.b.node === n)
-              .filter((x) => x.ports.a.rail === r.rail);
+            // Each end by its own rail: a ring cable's two ends carry different rail numbers.
+            const mine = rs.filter(
+              (x) =>
+                (x.ports.a.node === n && x.ports.a.rail === r.rail) ||
+                (x.ports.b.node === n && x.ports.b.rail === r.rail),
+            );
             const port = mine.map((x) => (x.ports.a.node === n ? x.ports.a : x.ports.b))[0];
             return {
               rail: r.rail,
@@ -167,7 +182,6 @@ export class Fabric extends pulumi.ComponentResource implements Stage<FabricNode
     this.registerOutputs({ byNode: this.byNode });
   }
 
-  /** Every link and rail `node` is an end of. */
   /**
    * The addresses of `node`'s configured rails, prefix length dropped (what a worker on it may
    * bind), known at preview; undefined when no rail is configured for it.
@@ -191,6 +205,15 @@ export class Fabric extends pulumi.ComponentResource implements Stage<FabricNode
     );
   }
 
+  /**
+   * The address `from` reaches `to` at over the fabric (config.ts linkAddress): a ring's pair
+   * by the cable joining them; otherwise `preferred` when it is one of `to`'s rails.
+   */
+  linkAddress(from: string, to: string, preferred?: string): string | undefined {
+    return linkAddress({ topology: this.topology, rails: this.rails }, from, to, preferred);
+  }
+
+  /** Every link and rail `node` is an end of. */
   linksOf(node: string): FabricLink[] {
     return Object.values(this.links).filter((l) => this.ends.get(l)?.includes(node));
   }

@@ -7,6 +7,7 @@ import {
   checkReachable,
   classify,
   portChecks,
+  railsLabel,
   thresholds,
   type CheckResult,
   type FabricThresholds,
@@ -26,11 +27,11 @@ export function linkViolations(l: ReportLink, t: Partial<FabricThresholds> = {})
     throughputGbps: l.throughputGbps,
     method: "tcp" as const,
   };
-  const label = `${l.link} rail ${l.rail}`;
+  const label = `${l.link} ${railsLabel(l.ports.a.rail, l.ports.b.rail)}`;
   const all = [
     ...portChecks(l.ports.a, l.ports.b, th),
     ...l.checks.filter((c) => c.check === "address"),
-    checkReachable(l.ports.a.node, l.ports.b, m),
+    checkReachable(l.ports.a.node, l.ports.b, m, l.topology === "ring" ? l.ports.a : undefined),
     checkBandwidth(
       classify(label, m, speeds.length ? Math.min(...speeds) : null, l.classReferenceGbps, th),
     ),

@@ -23,9 +23,11 @@ import {
   checkReachable,
   classify,
   portChecks,
+  railsLabel,
   type FabricThresholds,
   type Measured,
 } from "./checks";
+import { linkKey } from "./config";
 import { measure, perftestPresent, type ProbeSettings } from "./measure";
 import { PROBE_PROGRAM } from "./probe";
 import {
@@ -172,7 +174,7 @@ async function measureLink(
   ports: Ports,
   settings: ProbeSettings,
 ): Promise<RailReading> {
-  const label = `${inputs.link} rail ${inputs.rail}`;
+  const label = `${inputs.link} ${railsLabel(inputs.a.rail.rail, inputs.b.rail.rail)}`;
   const end = (e: FabricEnd) => ({
     node: e.node,
     target: e.target,
@@ -243,7 +245,7 @@ async function evaluate(
   const checks = [
     ...portChecks(ports.a, ports.b, inputs.thresholds),
     ...inputs.addressChecks,
-    checkReachable(inputs.a.node, ports.b, m),
+    checkReachable(inputs.a.node, ports.b, m, inputs.topology === "ring" ? ports.a : undefined),
     checkBandwidth(cls),
   ];
   return {
@@ -274,7 +276,13 @@ async function createLink(
   inputs: FabricLinkInputs,
 ): Promise<pulumi.dynamic.CreateResult<FabricLinkOutputs>> {
   return {
-    id: `${inputs.a.node}-${inputs.b.node}-rail${inputs.rail}`,
+    id: linkKey(inputs.topology, {
+      a: inputs.a.node,
+      b: inputs.b.node,
+      rail: inputs.rail,
+      ra: inputs.a.rail,
+      rb: inputs.b.rail,
+    }),
     // The program's port facts are the SparkNode's; the interfaces are read again, now.
     outs: await evaluate(inputs, programPorts(inputs), mgmtNow(inputs), "full"),
   };

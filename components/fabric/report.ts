@@ -1,7 +1,13 @@
 // The fabric report, pure: markdown and a topology picture (SVG) from the FabricLink outputs a
 // stack holds. Every node, port and rail; on every link the measured RTT, throughput and class;
 // facts from fixtures labelled as such in both. cli/commands/report.ts writes them (and a PNG).
-import type { BandwidthClass, CheckResult, FabricThresholds } from "./checks";
+import {
+  railsLabel,
+  subnetOf,
+  type BandwidthClass,
+  type CheckResult,
+  type FabricThresholds,
+} from "./checks";
 import { renderEnvBlock, RDMA_CONTAINER_FLAGS } from "./nccl";
 import type { FactSource, PortFacts } from "./ports";
 
@@ -9,7 +15,7 @@ import type { FactSource, PortFacts } from "./ports";
 export interface ReportLink {
   readonly link: string;
   readonly rail: number;
-  readonly topology: "point-to-point" | "switch";
+  readonly topology: "point-to-point" | "switch" | "ring";
   readonly gidIndex: number;
   readonly ports: { readonly a: PortFacts; readonly b: PortFacts };
   readonly source: FactSource;
@@ -32,6 +38,15 @@ export const ICMP_NOTE =
 
 const fmt = (v: number | null, unit: string, digits = 1) =>
   v === null ? "—" : `${v.toFixed(digits)} ${unit}`;
+
+/** A link's rails: "rail 0", or a ring cable whose ends carry different numbers, "rail 0↔1". */
+const railsOf = (l: ReportLink) => railsLabel(l.ports.a.rail, l.ports.b.rail);
+
+const TOPOLOGY_TEXT = {
+  "point-to-point": "point-to-point",
+  switch: "a switch per rail",
+  ring: "a ring (a cable per pair of nodes, each its own subnet)",
+} as const;
 
 const sortLinks = (ls: readonly ReportLink[]) =>
   [...ls].sort((x, y) => x.link.localeCompare(y.link) || x.rail - y.rail);
@@ -76,7 +91,7 @@ export function renderMarkdown(
   }
   const bad = ls.filter((l) => !l.healthy);
   out.push(
-    `${nodes.size} nodes, ${topology === "switch" ? "a switch per rail" : "point-to-point"}, ` +
+    `${nodes.size} nodes, ${TOPOLOGY_TEXT[topology]}, ` +
       `${new Set(ls.map((l) => l.rail)).size} rails, ${ls.length} links measured: ` +
       (bad.length ? `**${bad.length} failing**.` : "all healthy."),
     "",
@@ -99,7 +114,7 @@ export function renderMarkdown(
     const port = (p: PortFacts) =>
       `${p.node}:${p.iface}${p.rdmaDevice ? ` (${p.rdmaDevice}${p.source === "fixture" ? ", fixture" : ""})` : ""}`;
     out.push(
-      `| ${l.link} | ${l.rail} | ${port(l.ports.a)} ↔ ${port(l.ports.b)} | ${fmt(l.rttP50Us, "µs")} / ${fmt(l.rttP99Us, "µs")} | ${fmt(l.throughputGbps, "Gbit/s", 2)} | ${fmt(l.classReferenceGbps, "Gbit/s", 2)} | ${l.class}${l.healthy ? "" : " ✗"} |`,
+      `| ${l.link} | ${railsOf(l).replace(/^rail /, "")} | ${port(l.ports.a)} ↔ ${port(l.ports.b)} | ${fmt(l.rttP50Us, "µs")} / ${fmt(l.rttP99Us, "µs")} | ${fmt(l.throughputGbps, "Gbit/s", 2)} | ${fmt(l.classReferenceGbps, "Gbit/s", 2)} | ${l.class}${l.healthy ? "" : " ✗"} |`,
     );
   }
   out.push("");
@@ -108,7 +123,7 @@ export function renderMarkdown(
   if (failing.length === 0) out.push("Every check passes on every link and rail.", "");
   else {
     for (const { l, c } of failing)
-      out.push(`- **${l.link} rail ${l.rail}, ${c.check}**: ${c.message}`);
+      out.push(`- **${l.link} ${railsOf(l)}, ${c.check}**: ${c.message}`);
     out.push("");
   }
   out.push(
@@ -166,6 +181,8 @@ export function renderMarkdown(
 
 // ---- picture -----------------------------------------------------------------------------
 
+const nodeFill = 'fill="#eceff1" stroke="#455a64" stroke-width="2"';
+
 const COLOR: Record<BandwidthClass, string> = {
   healthy: "#2e7d32",
   degraded: "#ef6c00",
@@ -215,7 +232,8 @@ export function renderSvg(links: readonly ReportLink[], title = "sparkform fabri
   const names = [...nodes.keys()];
   const rails = [...new Set(ls.map((l) => l.rail))].sort((a, b) => a - b);
   const fx = fixtureOrigins(ls);
-  const switched = (ls[0]?.topology ?? "point-to-point") === "switch" || names.length > 2;
+  const topology = ls[0]?.topology ?? "point-to-point";
+  const switched = topology === "switch" || names.length > 2;
   const W = 1000;
   const parts: string[] = [];
   const boxW = 250;
@@ -233,9 +251,11 @@ export function renderSvg(links: readonly ReportLink[], title = "sparkform fabri
     ),
   );
   const nodeBox = (x: number, y: number, h: number, name: string) =>
-    `<rect x="${x}" y="${y}" width="${boxW}" height="${h}" rx="10" fill="#eceff1" stroke="#455a64" stroke-width="2"/>` +
+    `<rect x="${x}" y="${y}" width="${boxW}" height="${h}" rx="10" ${nodeFill}/>` +
     text(x + 12, y + 24, name, { size: 16, weight: "bold" });
-  if (!switched && names.length === 2) {
+  if (topology === "ring" && names.length === 3) {
+    y0 = ringPicture(ls, nodes, parts, y0, W);
+  } else if (!switched && names.length === 2) {
     const [left, right] = names as [string, string];
     const h = 50 + rails.length * railGap;
     const xl = 24;
@@ -351,4 +371,93 @@ export function renderSvg(links: readonly ReportLink[], title = "sparkform fabri
     "</svg>",
     "",
   ].join("\n");
+}
+
+/**
+ * A ring: the three nodes as a triangle, each edge a cable labelled with its subnet and the two
+ * ports it joins and coloured by its class (dashed when down), then every cable's numbers.
+ * Returns the y below it.
+ */
+function ringPicture(
+  ls: readonly ReportLink[],
+  nodes: Map<string, Map<number, PortFacts>>,
+  parts: string[],
+  top: number,
+  W: number,
+): number {
+  const boxW = 300;
+  const boxH = 120;
+  const names = [...nodes.keys()];
+  const at = new Map(
+    names.map((n, i) => {
+      const x = i === 0 ? (W - boxW) / 2 : i === 1 ? 24 : W - 24 - boxW;
+      const y = i === 0 ? top + 10 : top + 330;
+      return [n, { x, y, cx: x + boxW / 2, cy: y + boxH / 2 }];
+    }),
+  );
+  // Edges first, so the boxes cover their ends.
+  for (const l of ls) {
+    const a = at.get(l.ports.a.node);
+    const b = at.get(l.ports.b.node);
+    if (!a || !b) continue;
+    const color = colorOf(l);
+    parts.push(
+      `<line x1="${a.cx}" y1="${a.cy}" x2="${b.cx}" y2="${b.cy}" stroke="${color}" stroke-width="5"${l.class === "down" ? ' stroke-dasharray="10 8"' : ""}/>`,
+    );
+  }
+  for (const l of ls) {
+    const a = at.get(l.ports.a.node);
+    const b = at.get(l.ports.b.node);
+    if (!a || !b) continue;
+    const color = colorOf(l);
+    const mx = (a.cx + b.cx) / 2;
+    const my = (a.cy + b.cy) / 2;
+    // The bottom edge is labelled below it; a side edge outside the triangle, above its middle
+    // (where the line leans away from the text).
+    const flat = Math.abs(a.cy - b.cy) < 1;
+    const anchor = flat ? "middle" : mx < W / 2 ? "end" : "start";
+    const x = flat ? mx : mx < W / 2 ? mx - 14 : mx + 14;
+    const y = flat ? my + boxH / 2 + 4 : my - 44;
+    const subnet = subnetOf(l.ports.a.address) ?? l.ports.a.address;
+    const gbps = fmt(l.throughputGbps, "Gbit/s", 2);
+    parts.push(
+      text(x, y, `${subnet} · ${railsOf(l)}`, { size: 13, anchor, weight: "bold" }),
+      text(
+        x,
+        y + 16,
+        `${l.ports.a.node}:${l.ports.a.iface} ↔ ${l.ports.b.node}:${l.ports.b.iface}`,
+        {
+          size: 11,
+          anchor,
+          fill: "#546e7a",
+        },
+      ),
+      text(x, y + 32, `${gbps} · ${l.class}`, { size: 12, anchor, fill: color, weight: "bold" }),
+    );
+  }
+  for (const [name, { x, y }] of at) {
+    parts.push(
+      `<rect x="${x}" y="${y}" width="${boxW}" height="${boxH}" rx="10" ${nodeFill}/>`,
+      text(x + 12, y + 24, name, { size: 16, weight: "bold" }),
+    );
+    [...(nodes.get(name) ?? [])]
+      .sort(([r], [q]) => r - q)
+      .forEach(([r, p], j) => {
+        const py = y + 50 + j * 36;
+        parts.push(
+          text(x + 12, py, `rail ${r}: ${portLabel(p)}`, { size: 12 }),
+          text(x + 12, py + 15, p.address, { size: 11, fill: "#546e7a" }),
+        );
+      });
+  }
+  let y0 = top + 330 + boxH + 90;
+  parts.push(text(24, y0, "Every cable, measured:", { size: 14, weight: "bold" }));
+  y0 += 8;
+  for (const l of ls) {
+    y0 += 20;
+    parts.push(
+      text(36, y0, `${l.link} ${railsOf(l)}: ${metrics(l)}`, { size: 12, fill: colorOf(l) }),
+    );
+  }
+  return y0 + 30;
 }

@@ -25,7 +25,7 @@ export interface FabricLinkInputs {
   /** "spark-1↔spark-2". */
   link: string;
   rail: number;
-  topology: "point-to-point" | "switch";
+  topology: "point-to-point" | "switch" | "ring";
   /** The probe client's end. */
   a: FabricEnd;
   /** The probe server's end. */

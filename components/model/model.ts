@@ -169,7 +169,7 @@ export class Model extends pulumi.ComponentResource implements Stage<ModelOnNode
         (node) =>
           new ModelReplica(
             `${name}-${node}`,
-            { ...common, target: nodes.target(node), source: nodes.peer(first) },
+            { ...common, target: nodes.target(node), source: nodes.peer(first, node) },
             replicaOpts([...nodes.ready, source]),
           ),
       ),

@@ -27,6 +27,12 @@ export interface NodesArgs {
   readonly diskPaths: readonly string[];
   /** Where stacks made before the stage layout have these nodes (aliases, no replacement). */
   readonly preStage?: PreStageLayout;
+  /**
+   * Where `from` reaches `to` over the fabric when that is not `to`'s one fabricAddress: a
+   * ring's pairs each have their own cable and subnet (components/fabric/config.ts
+   * linkAddress). Default: every node reaches `to` at its fabricAddress.
+   */
+  readonly reach?: (from: string, to: string) => string | undefined;
 }
 
 /**
@@ -43,12 +49,14 @@ export class Nodes extends pulumi.ComponentResource implements Stage<SparkNodeFa
   private readonly configs: ReadonlyMap<string, NodeConfig>;
   private readonly targets: ReadonlyMap<string, pulumi.Output<SshTarget>>;
   private readonly resources: ReadonlyMap<string, SparkNode>;
+  private readonly reach: NodesArgs["reach"];
 
   constructor(name: string, args: NodesArgs, opts?: pulumi.ComponentResourceOptions) {
     super("sparkform:index:Nodes", name, {}, opts);
     this.names = args.config.map((n) => n.name);
     this.secretConnections = args.privateKey !== undefined;
     this.configs = new Map(args.config.map((n) => [n.name, n]));
+    this.reach = args.reach;
     const targets = new Map<string, pulumi.Output<SshTarget>>();
     for (const node of args.config) {
       const plain = sshTarget(node, args.ssh);
@@ -106,9 +114,13 @@ export class Nodes extends pulumi.ComponentResource implements Stage<SparkNodeFa
     return this.lookup(this.configs, node).host;
   }
 
-  /** `node` as its peers reach it: connection plus fabric address. */
-  peer(node: string): pulumi.Output<PeerSpec> {
-    const fabricAddress = this.fabricAddress(node);
+  /**
+   * `node` as its peers reach it: connection plus fabric address; as `from` reaches it when
+   * given (a ring: the address on the cable joining the two).
+   */
+  peer(node: string, from?: string): pulumi.Output<PeerSpec> {
+    const fabricAddress =
+      (from === undefined ? undefined : this.reach?.(from, node)) ?? this.fabricAddress(node);
     return this.target(node).apply((target) => ({
       target,
       ...(fabricAddress ? { fabricAddress } : {}),

@@ -49,7 +49,8 @@ export interface RpcWorkersArgs {
   readonly models?: readonly Model[];
   /**
    * The Fabric stage: the workers start after its links are measured, and each may bind only
-   * its node's rail addresses. Default: each binds its node's fabricAddress.
+   * its node's rail addresses; in a ring each binds its end of the cable to the client. Default:
+   * each binds its node's fabricAddress.
    */
   readonly fabric?: Fabric;
   /** More resources every worker waits for (the serving stage's drain). Default: none. */
@@ -106,11 +107,18 @@ export class RpcWorkers extends pulumi.ComponentResource implements Stage<Worker
           builtOn,
         }));
     };
+    // Where `from` reaches `to`: in a ring each pair has its own cable and subnet, so the client
+    // dials each worker (and the worker sees the client) on the link joining the two; otherwise
+    // the node's fabricAddress (components/fabric/config.ts linkAddress).
+    const reach = (from: string, to: string) => {
+      const own = nodes.fabricAddress(to);
+      return args.fabric?.linkAddress(from, to, own) ?? own;
+    };
     const entries = wc.nodes.map((node) => {
       // The staged models this node holds a copy of.
       const mine = (args.models ?? []).filter((m) => m.names.includes(node));
-      const cfg = nodes.fabricAddress(node) as string;
-      const clientFabric = nodes.fabricAddress(wc.client) as string;
+      const cfg = reach(wc.client, node) as string;
+      const clientFabric = reach(node, wc.client) as string;
       const w = new RpcWorker(
         `${name}-${node}`,
         {
@@ -175,7 +183,7 @@ export class RpcWorkers extends pulumi.ComponentResource implements Stage<Worker
     this.endpoints = wc.nodes.map((node, k) => ({
       node,
       device: `RPC${k}`,
-      endpoint: `${nodes.fabricAddress(node) ?? ""}:${wc.port}`,
+      endpoint: `${reach(wc.client, node) ?? ""}:${wc.port}`,
     }));
     this.perNode = new PerNode(this, "rpc worker", entries);
     this.ready = this.perNode.values();

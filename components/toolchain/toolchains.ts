@@ -67,7 +67,7 @@ export class Toolchains extends pulumi.ComponentResource implements Stage<Toolch
               {
                 ...common,
                 target: nodes.target(node),
-                source: nodes.peer(tc.source),
+                source: nodes.peer(tc.source, node),
                 expectedDigest: source.digest,
               },
               childOpts(node, { dependsOn: [...nodes.ready, source] }, ["target", "source"]),

@@ -106,6 +106,8 @@ describe("RpcWorkers", () => {
     const fabric = {
       ready: [],
       railAddresses: (n: string) => (n === "spark-2" ? ["10.0.0.2", "10.1.0.2"] : undefined),
+      // Not a ring: a peer reaches a node at its own fabric address.
+      linkAddress: (_from: string, _to: string, own?: string) => own,
     } as unknown as Fabric;
     workers("t2-worker", config, fabric);
     const inputs = await inputsOf(registered, "t2-worker-spark-2");

@@ -20,6 +20,8 @@ interface Registration {
 }
 
 const registrations: Registration[] = [];
+/** Each resource's inputs as the engine was given them, by name. */
+const inputsOf = new Map<string, Record<string, unknown>>();
 const HOST_KEY = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIGx0ZXN0a2V5Zm9yc3Bhcmtmb3Jtc3RhZ2V0ZXN0cw";
 const COMMIT = "80fb11ac0f0e0d0c0b0a09080706050403020100";
 
@@ -38,19 +40,27 @@ beforeAll(async () => {
 
   await pulumi.runtime.setMocks(
     {
-      newResource: (args) => ({
-        id: `${args.name}-id`,
-        // The measured outputs a real provider would return, so later stages can read them.
-        state: {
-          ...args.inputs,
-          digest: `digest-of-${args.name}`,
-          facts: { arch: "x86_64" },
-          nodeFiles: [],
-          // A NativeBuild's measured outputs, which the worker stage reads.
-          installDir: "/home/spark/.cache/sparkform/llama-build/out/key",
-          artifacts: { "bin/ggml-rpc-server": "0".repeat(64) },
-        },
-      }),
+      newResource: (args) => {
+        inputsOf.set(args.name, args.inputs);
+        const a = args.inputs.a as { port?: unknown } | undefined;
+        const b = args.inputs.b as { port?: unknown } | undefined;
+        return {
+          id: `${args.name}-id`,
+          // The measured outputs a real provider would return, so later stages can read them.
+          state: {
+            ...args.inputs,
+            digest: `digest-of-${args.name}`,
+            // (cpu and netdevs: what a FabricLink's ends read at program time, for the ring.)
+            facts: { arch: "x86_64", cpu: { performanceCores: null }, netdevs: [] },
+            nodeFiles: [],
+            // A NativeBuild's measured outputs, which the worker stage reads.
+            installDir: "/home/spark/.cache/sparkform/llama-build/out/key",
+            artifacts: { "bin/ggml-rpc-server": "0".repeat(64) },
+            // A FabricLink's measured ports: its ends' program-time ones.
+            ...(a?.port ? { ports: { a: a.port, b: b?.port } } : {}),
+          },
+        };
+      },
       call: (args) => {
         throw new Error(`unexpected call ${args.token}`);
       },
@@ -124,7 +134,11 @@ function nodes(n: number) {
 const value = <T>(o: pulumi.Output<T>): Promise<T> => new Promise((resolve) => o.apply(resolve));
 
 /** Build a cluster in a fresh registration log and wait until every child is registered. */
-async function cluster(name: string, n: number, opts: { privateKey?: string } = {}) {
+async function cluster(
+  name: string,
+  n: number,
+  opts: { privateKey?: string; extra?: Record<string, unknown> } = {},
+) {
   const { SparkCluster } = await import("../../components/cluster");
   const { parseStackConfig } = await import("../../components/stack-config");
   registrations.length = 0;
@@ -148,6 +162,7 @@ async function cluster(name: string, n: number, opts: { privateKey?: string } = 
             files: ["tiny-llama-f16.gguf"],
             endpoint: hub.url,
           },
+          ...opts.extra,
         },
         { projectDir: work },
       ),
@@ -265,6 +280,70 @@ describe("SparkCluster on 2 nodes", () => {
     for (const stage of ["node", "toolchain", "tree", "build"]) {
       expect(byName(`local-${stage}-spark-2`).secretOutputs).toEqual([]);
     }
+  });
+});
+
+describe("SparkCluster on three nodes in a ring", () => {
+  // Each cable its own subnet; each node's fabricAddress its rail 0's, on the cable to its successor.
+  const rails = {
+    "spark-1": [
+      { rail: 0, iface: "fabric0", address: "10.10.12.1/24" },
+      { rail: 1, iface: "fabric1", address: "10.10.13.1/24" },
+    ],
+    "spark-2": [
+      { rail: 0, iface: "fabric0", address: "10.10.23.2/24" },
+      { rail: 1, iface: "fabric1", address: "10.10.12.2/24" },
+    ],
+    "spark-3": [
+      { rail: 0, iface: "fabric0", address: "10.10.13.3/24" },
+      { rail: 1, iface: "fabric1", address: "10.10.23.3/24" },
+    ],
+  };
+  let c: Awaited<ReturnType<typeof cluster>>;
+  beforeAll(async () => {
+    c = await cluster("ring", 3, {
+      extra: {
+        nodes: nodes(3).map((n) => ({
+          ...n,
+          fabricAddress: rails[n.name as "spark-1"][0]!.address.split("/")[0],
+        })),
+        fabric: { topology: "ring", rails, rdmaFixture: "sysfs-spark" },
+        worker: { nodes: ["spark-2", "spark-3"] },
+      },
+    });
+    await Promise.all((c.fabric?.ready ?? []).map((l) => value(l.urn)));
+  });
+
+  it("measures one link per cable, named by both its ports", () => {
+    expect(registrations.filter((r) => r.type === `${DYN}:FabricLink`).map((r) => r.name)).toEqual([
+      "ring-fabric-spark-1-rail0-spark-2-rail1",
+      "ring-fabric-spark-1-rail1-spark-3-rail0",
+      "ring-fabric-spark-2-rail0-spark-3-rail1",
+    ]);
+  });
+
+  it("the client dials each worker, and each worker sees the client, on the cable joining them", () => {
+    expect(c.workers?.endpoints.map((e) => [e.node, e.endpoint])).toEqual([
+      ["spark-2", "10.10.12.2:50052"],
+      ["spark-3", "10.10.13.3:50052"],
+    ]);
+    expect(inputsOf.get("ring-worker-spark-2")).toMatchObject({
+      bind: "10.10.12.2",
+      client: { fabricAddress: "10.10.12.1" },
+    });
+    expect(inputsOf.get("ring-worker-spark-3")).toMatchObject({
+      bind: "10.10.13.3",
+      client: { fabricAddress: "10.10.13.1" },
+    });
+  });
+
+  it("each node copies from the first over the cable joining the two", () => {
+    const from = (resource: string, key: string) =>
+      (inputsOf.get(resource)?.[key] as { fabricAddress?: string } | undefined)?.fabricAddress;
+    expect(from("ring-model-spark-2", "source")).toBe("10.10.12.1");
+    expect(from("ring-model-spark-3", "source")).toBe("10.10.13.1");
+    expect(from("ring-toolchain-spark-3", "source")).toBe("10.10.13.1");
+    expect(from("ring-build-spark-3", "cacheFrom")).toBe("10.10.13.1");
   });
 });
 
