@@ -61,6 +61,18 @@ export function oneNodeBytes(
   return { weights, kv, margin, total: weights + kv + margin };
 }
 
+/** A choice with its reason, known once every node's fit is. */
+function choiceOf(
+  topology: Topology,
+  servers: string[],
+  why: string,
+  oneNodeBytes: number,
+  fitsEach: (boolean | undefined)[],
+): TopologyChoice {
+  const known = fitsEach.every((f) => f !== undefined);
+  return { topology, reason: `${topology}: ${why}`, known, servers, oneNodeBytes, fitsEach };
+}
+
 /** The topology for `input` (see the top of this file). Never throws. */
 export function chooseTopology(input: TopologyInput): TopologyChoice {
   const { requested, nodes } = input;
@@ -84,14 +96,8 @@ export function chooseTopology(input: TopologyInput): TopologyChoice {
     })
     .join(", ");
   const all = nodes.map((n) => n.node);
-  const choice = (topology: Topology, servers: string[], why: string): TopologyChoice => ({
-    topology,
-    reason: `${topology}: ${why}`,
-    known,
-    servers,
-    oneNodeBytes: need.total,
-    fitsEach,
-  });
+  const choice = (topology: Topology, servers: string[], why: string): TopologyChoice =>
+    choiceOf(topology, servers, why, need.total, fitsEach);
   const fitsEvery = known && fitsEach.every(Boolean);
   const fitsClient = fitsEach[0] === true;
 
@@ -269,12 +275,7 @@ export function chooseModelsTopology(input: {
           ? `${needText}, and every serving node has room for them (${all.join(", ")}): a llama-server per model on each, behind the router`
           : `${needText}, ${nodes.length > 1 ? "which not every serving node has" : `and ${client} has room for them`}: a llama-server per model on ${client}`;
   return {
-    topology,
-    reason: `${topology}: ${why}`,
-    known,
-    servers,
-    oneNodeBytes: need.total,
-    fitsEach,
+    ...choiceOf(topology, servers, why, need.total, fitsEach),
     ...(misfit !== undefined ? { misfit } : {}),
   };
 }

@@ -28,6 +28,7 @@ import {
   FULL_RETRY_AFTER_SECONDS,
   HEALTH_FAILS,
   renderRouterConfig,
+  type RouterConfigInput,
 } from "../../components/router/caddy-config";
 import { programPath } from "../../components/native-script";
 import { apiVerdicts } from "../../components/serving/apis";
@@ -319,6 +320,39 @@ async function runCaddy(
       throw new Error(`caddy did not answer /health (exit ${caddy.exitCode}):\n${output}`);
     await sleep(100);
   }
+}
+
+/**
+ * The router's Caddy on a free port in front of `ups` (started here), with the config `input`
+ * renders for its working directory and port; its output to `log`.
+ */
+async function startRouter(
+  prefix: string,
+  ups: readonly Upstream[],
+  input: (work: string, port: number) => RouterConfigInput,
+  log: (text: string) => void,
+): Promise<{ work: string; base: string; caddy: ChildProcess }> {
+  const artifact = await routerBinary({
+    arch: hostArch(),
+    progress: (l) => void process.stderr.write(`${l}\n`),
+  });
+  const work = mkdtempSync(path.join(os.tmpdir(), prefix));
+  for (const u of ups) await u.start();
+  const port = await freePort();
+  const base = `http://127.0.0.1:${port}`;
+  const config = path.join(work, "router.json");
+  writeFileSync(config, renderRouterConfig(input(work, port)));
+  return { work, base, caddy: await runCaddy(artifact.path, work, config, base, log) };
+}
+
+/** Stops what startRouter started, and removes its directory. */
+async function stopRouter(
+  r: { work: string; caddy: ChildProcess } | undefined,
+  ups: readonly Upstream[],
+): Promise<void> {
+  r?.caddy.kill("SIGTERM");
+  for (const u of ups) await u.kill();
+  if (r?.work) rmSync(r.work, { recursive: true, force: true });
 }
 
 describe("the router's Caddy in front of two upstreams", () => {
@@ -1050,10 +1084,9 @@ describe("the router's Caddy keeps a conversation on one upstream and caps each 
   const QUEUE = 2;
   const QUEUE_WAIT_MS = 1500;
   const ups = [new Upstream("a"), new Upstream("b"), new Upstream("c")];
-  let work = "";
+  let router: Awaited<ReturnType<typeof startRouter>> | undefined;
   let base = "";
   let drain = "";
-  let caddy: ChildProcess | undefined;
   let output = "";
 
   interface Answer {
@@ -1109,37 +1142,28 @@ describe("the router's Caddy keeps a conversation on one upstream and caps each 
   }
 
   beforeAll(async () => {
-    const artifact = await routerBinary({
-      arch: hostArch(),
-      progress: (l) => void process.stderr.write(`${l}\n`),
-    });
-    work = mkdtempSync(path.join(os.tmpdir(), "sparkform-router-slots-"));
-    for (const u of ups) await u.start();
-    const port = await freePort();
-    base = `http://127.0.0.1:${port}`;
-    drain = path.join(work, "router.drain");
-    const config = path.join(work, "router.json");
-    writeFileSync(
-      config,
-      renderRouterConfig({
-        bind: "127.0.0.1",
-        port,
-        upstreams: ups.map((u) => ({ node: u.name, dial: `127.0.0.1:${u.port}`, slots: SLOTS })),
-        unavailable: UNAVAILABLE,
-        healthIntervalSeconds: 1,
-        dataDir: path.join(work, "data"),
-        drainFile: drain,
-        queue: { depth: QUEUE, waitSeconds: QUEUE_WAIT_MS / 1000 },
-      }),
+    router = await startRouter(
+      "sparkform-router-slots-",
+      ups,
+      (work, port) => {
+        drain = path.join(work, "router.drain");
+        return {
+          bind: "127.0.0.1",
+          port,
+          upstreams: ups.map((u) => ({ node: u.name, dial: `127.0.0.1:${u.port}`, slots: SLOTS })),
+          unavailable: UNAVAILABLE,
+          healthIntervalSeconds: 1,
+          dataDir: path.join(work, "data"),
+          drainFile: drain,
+          queue: { depth: QUEUE, waitSeconds: QUEUE_WAIT_MS / 1000 },
+        };
+      },
+      (d) => (output += d),
     );
-    caddy = await runCaddy(artifact.path, work, config, base, (d) => (output += d));
+    base = router.base;
   }, 30 * 60_000);
 
-  afterAll(async () => {
-    caddy?.kill("SIGTERM");
-    for (const u of ups) await u.kill();
-    if (work) rmSync(work, { recursive: true, force: true });
-  });
+  afterAll(() => stopRouter(router, ups));
 
   it("sends every request of a conversation (X-Conversation-Id) to the same upstream, 20 in a row", async () => {
     const first = await homes();
@@ -1333,9 +1357,8 @@ describe("the router's Caddy in front of two models served side by side (server.
   const b1 = new Upstream("b1");
   const ups = [a1, a2, b1];
   const QUEUE_WAIT_MS = 1500;
-  let work = "";
+  let router: Awaited<ReturnType<typeof startRouter>> | undefined;
   let base = "";
-  let caddy: ChildProcess | undefined;
   let output = "";
 
   /** One non-streamed chat completion naming `model` (none: the field left out). */
@@ -1367,42 +1390,33 @@ describe("the router's Caddy in front of two models served side by side (server.
   }
 
   beforeAll(async () => {
-    const artifact = await routerBinary({
-      arch: hostArch(),
-      progress: (l) => void process.stderr.write(`${l}\n`),
-    });
-    work = mkdtempSync(path.join(os.tmpdir(), "sparkform-router-models-"));
-    for (const u of ups) await u.start();
-    const port = await freePort();
-    base = `http://127.0.0.1:${port}`;
-    const keyFile = path.join(work, "router.key");
-    writeFileSync(keyFile, `${KEY}\n`, { mode: 0o600 });
-    const config = path.join(work, "router.json");
-    writeFileSync(
-      config,
-      renderRouterConfig({
-        bind: "127.0.0.1",
-        port,
-        upstreams: [
-          { node: "spark-1", dial: `127.0.0.1:${a1.port}`, slots: 1, model: "a" },
-          { node: "spark-1", dial: `127.0.0.1:${b1.port}`, slots: 1, model: "b" },
-          { node: "spark-2", dial: `127.0.0.1:${a2.port}`, slots: 1, model: "a" },
-        ],
-        unavailable: UNAVAILABLE,
-        healthIntervalSeconds: 1,
-        dataDir: path.join(work, "data"),
-        apiKeyFile: keyFile,
-        queue: { depth: 1, waitSeconds: QUEUE_WAIT_MS / 1000 },
-      }),
+    router = await startRouter(
+      "sparkform-router-models-",
+      ups,
+      (work, port) => {
+        const keyFile = path.join(work, "router.key");
+        writeFileSync(keyFile, `${KEY}\n`, { mode: 0o600 });
+        return {
+          bind: "127.0.0.1",
+          port,
+          upstreams: [
+            { node: "spark-1", dial: `127.0.0.1:${a1.port}`, slots: 1, model: "a" },
+            { node: "spark-1", dial: `127.0.0.1:${b1.port}`, slots: 1, model: "b" },
+            { node: "spark-2", dial: `127.0.0.1:${a2.port}`, slots: 1, model: "a" },
+          ],
+          unavailable: UNAVAILABLE,
+          healthIntervalSeconds: 1,
+          dataDir: path.join(work, "data"),
+          apiKeyFile: keyFile,
+          queue: { depth: 1, waitSeconds: QUEUE_WAIT_MS / 1000 },
+        };
+      },
+      (d) => (output += d),
     );
-    caddy = await runCaddy(artifact.path, work, config, base, (d) => (output += d));
+    base = router.base;
   }, 30 * 60_000);
 
-  afterAll(async () => {
-    caddy?.kill("SIGTERM");
-    for (const u of ups) await u.kill();
-    if (work) rmSync(work, { recursive: true, force: true });
-  });
+  afterAll(() => stopRouter(router, ups));
 
   it("the OpenAI SDK gets an answer from each model by name, only from that model's servers", async () => {
     const client = new OpenAI({ apiKey: KEY, baseURL: `${base}/v1`, maxRetries: 0 });
