@@ -292,16 +292,4 @@ describe("sparkform:server.models: model and b served side by side", () => {
       ["b", 8082, ["spark-1", "spark-2"]],
     ]);
   });
-
-  it("is refused before any server starts when the pair does not fit a node together", async () => {
-    await expect(
-      program(undefined, {
-        context: 256,
-        models: ["model", "b"],
-        memory: { "spark-1": 2e9, "spark-2": 100e9 },
-      }),
-    ).rejects.toThrow(
-      /sparkform:server\.models: models model \(.* weights \+ .* KV\) and b \(.*\) need 2\.\d GB together on spark-1, .* and spark-1 has 2\.0 GB usable \(server\.memory\); serve fewer models, or smaller quantizations/,
-    );
-  });
 });
