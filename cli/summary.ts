@@ -231,6 +231,17 @@ function servingSection(
             ` (switch: pulumi config set --path sparkform:server.model <name>, then pulumi up: the workers keep running)`,
         ]
       : []),
+    ...(serving.served && serving.served.length > 1
+      ? [
+          `  models  served side by side, a request's "model" picks the servers: ` +
+            serving.served
+              .map(
+                (m) =>
+                  `${m.model} (${m.servers.map((x) => `${x.node} ${x.url} ${x.health}`).join(", ")})`,
+              )
+              .join("; "),
+        ]
+      : []),
     ...(serving.topologyReason ? [`  topology  ${serving.topologyReason}`] : []),
     ...(serving.endpoint
       ? [

@@ -16,6 +16,7 @@ import { Nodes } from "./node/nodes";
 import { RpcWorkers, type WorkerSummary } from "./rpc-worker/workers";
 import { ServingDrain } from "./serving/drain";
 import { Serving, type ServingSummary } from "./serving/serving";
+import { SPARKFORM_MODEL } from "./serving/config";
 import { type ToolchainSummary, Toolchains } from "./toolchain/toolchains";
 import { type TreeSummary, Trees } from "./tree/trees";
 
@@ -190,7 +191,15 @@ export class SparkCluster extends pulumi.ComponentResource {
     // llama-server on the client node: it needs the model, the builds and the workers.
     if (server && drain && builds && model && workers) {
       // The server section's cross-check refused a server.model that sparkform:models lacks.
-      const selected = server.model;
+      // server.models: every one served side by side, the first where server.model's goes
+      // (`model` names sparkform:model itself; the cross-check refused an unstaged name).
+      const servedList = server.models?.map((alias) => ({
+        alias,
+        model: alias === SPARKFORM_MODEL ? model : (this.staged[alias] as Model),
+      }));
+      const first = server.models?.[0];
+      const selected =
+        first !== undefined ? (first === SPARKFORM_MODEL ? undefined : first) : server.model;
       const served = selected === undefined ? model : (this.staged[selected] as Model);
       this.servingStage = new Serving(
         `${name}-serving`,
@@ -202,6 +211,7 @@ export class SparkCluster extends pulumi.ComponentResource {
             live: stagedKey(selected),
             staged: [stagedKey(undefined), ...Object.keys(this.staged).map(stagedKey)],
           },
+          ...(servedList ? { served: servedList } : {}),
           workers,
           ...(fabric ? { fabric } : {}),
           config: server,

@@ -70,6 +70,8 @@ export interface ServingOutput {
   servers?: ServingSummary["servers"];
   /** The live model and the staged ones (absent before staging: `model` was served). */
   models?: ServingSummary["models"];
+  /** The models served side by side (sparkform:server.models); absent with one. */
+  served?: ServingSummary["served"];
   plan: PlanSummary;
   server: ServingSummary["server"];
   placement: ServingSummary["placement"];
@@ -85,6 +87,7 @@ export function servingOutput(
     ...(s.endpoint !== undefined ? { endpoint: s.endpoint } : {}),
     ...(s.servers !== undefined ? { servers: s.servers } : {}),
     ...(s.models !== undefined ? { models: s.models } : {}),
+    ...(s.served !== undefined ? { served: s.served } : {}),
     plan: planSummary(s.plan),
     server: s.server,
     placement: s.placement,

@@ -188,6 +188,7 @@ export function readyLines(
   served: { node: string; host: string; port: number; what: string },
   stack?: string,
   apis?: Partial<Record<ServedApi, ApiVerdict>>,
+  models?: readonly string[],
 ): string[] {
   const key = `$(sparkform key${stack ? ` --stack ${stack}` : ""})`;
   // The key is never printed here: a terminal's scrollback and a screen share are not secrets.
@@ -196,6 +197,12 @@ export function readyLines(
     `  through ssh to ${served.node}, where the ${served.what} listens on ${served.host}:${served.port}`,
     `  API key (every request but GET /health needs it): export OPENAI_API_KEY=${key}`,
     `  APIs: ${describeApis(apis)}`,
+    // Several models side by side (sparkform:server.models): the request's model picks one.
+    ...(models !== undefined && models.length > 1
+      ? [
+          `  models: ${models.join(", ")} (a request's "model" picks the server; GET /v1/models lists them)`,
+        ]
+      : []),
     // The Anthropic SDK appends /v1/messages to its base URL (OpenAI's SDK wants /v1 in it).
     ...(apis?.messages?.verdict === "supported"
       ? [
@@ -226,8 +233,9 @@ export async function run(argv: string[]): Promise<number> {
     sockets.add(c);
     c.once("close", () => sockets.delete(c));
   });
-  for (const line of readyLines(port, served, view.name, view.outputs.serving?.smoke?.apis))
-    out(line);
+  const serving = view.outputs.serving;
+  const models = serving?.served?.map((m) => m.model);
+  for (const line of readyLines(port, served, view.name, serving?.smoke?.apis, models)) out(line);
   // Until Ctrl-C (or SIGTERM): then the listener ends, and each connection with its ssh.
   await new Promise<void>((resolve) => {
     const stop = () => {

@@ -16,6 +16,12 @@ export interface RouterUpstream {
    * (the upstream's `max_requests`, counted by sparkform_drain). Absent: no cap.
    */
   readonly slots?: number;
+  /**
+   * The model it serves (its `--alias`, the id clients send), when several are served side by
+   * side (sparkform:server.models): the router sends a POST only to the upstreams of the model its
+   * body names. Absent on every upstream: one model, the field is not read.
+   */
+  readonly model?: string;
 }
 
 export interface RouterConfigInput {
@@ -275,8 +281,56 @@ export const UPSTREAM_TRANSPORT = {
 /** The upstreams' CORS headers never reach a client (llama-server reflects any Origin). */
 const NO_UPSTREAM_CORS = { response: { delete: ["Access-Control-*"] } } as const;
 
-/** `GET /servers/<node>/metrics`: where a scraper finds that node's llama-server's /metrics. */
-export const serverMetricsPath = (node: string): string => `/servers/${node}/metrics`;
+/**
+ * `GET /servers/<node>/metrics`: where a scraper finds that node's llama-server's /metrics; with
+ * several models served, `/servers/<node>/<model>/metrics` for each model's server there, and
+ * the first model's at the plain path too (a scraper configured for one model keeps working).
+ */
+export const serverMetricsPath = (node: string, model?: string): string =>
+  model === undefined ? `/servers/${node}/metrics` : `/servers/${node}/${model}/metrics`;
+
+/** The model ids a client may name, in their order (none, or one: the field is not read). */
+export function servedModels(upstreams: readonly RouterUpstream[]): string[] {
+  const models = [...new Set(upstreams.map((u) => u.model))];
+  if (models.some((m) => m === undefined) && models.length > 1)
+    throw new Error(
+      `router upstreams: ${upstreams
+        .filter((u) => u.model === undefined)
+        .map((u) => `${u.node} (${u.dial})`)
+        .join(", ")} name no model while others do; with several models served, every ` +
+        "upstream names the one it serves",
+    );
+  return models.filter((m): m is string => m !== undefined);
+}
+
+/**
+ * GET /v1/models (and /models, llama-server's other path) with several models served: every
+ * served model by its id, in the OpenAI list's shape, answered by the router itself (each
+ * server lists only its own). After gateRoutes: it needs the key as every route does.
+ */
+export function modelsRoute(models: readonly string[]): Record<string, unknown> {
+  return {
+    match: [{ method: ["GET"], path: ["/v1/models", "/models"] }],
+    handle: [
+      {
+        handler: "static_response",
+        status_code: 200,
+        headers: { "Content-Type": ["application/json"], "Cache-Control": ["no-store"] },
+        body: `${JSON.stringify({
+          object: "list",
+          data: models.map((id) => ({ id, object: "model", created: 0, owned_by: "sparkform" })),
+        })}\n`,
+      },
+    ],
+    terminal: true,
+  };
+}
+
+/**
+ * Model ids go into paths (serverMetricsPath) and the policy's JSON: the staged names' alphabet
+ * (sparkform:models keys, components/model/config.ts stagedNameSchema).
+ */
+const MODEL_ID = /^[a-z0-9](?:[a-z0-9-]{0,30}[a-z0-9])?$/;
 
 /**
  * GET /servers/<node>/metrics: that node's llama-server's own `/metrics` (it runs with
@@ -298,8 +352,15 @@ export const serverMetricsPath = (node: string): string => `/servers/${node}/met
  * in case would share a path: refused, with what to do.
  */
 export function serverMetricsRoute(c: RouterConfigInput): Record<string, unknown> {
+  const several = servedModels(c.upstreams).length > 1;
   const seen = new Map<string, string>();
-  for (const { node } of c.upstreams) {
+  for (const { node, model } of c.upstreams) {
+    if (model !== undefined && !MODEL_ID.test(model))
+      throw new Error(
+        `router upstream model ${JSON.stringify(model)}: not a staged model's name (lowercase ` +
+          "letters, digits and '-'), which the router puts in paths and matches literally; " +
+          "name a model of sparkform:models",
+      );
     if (!NODE_NAME.test(node))
       throw new Error(
         `router upstream node ${JSON.stringify(node)}: not a node name (letters, digits, ` +
@@ -307,6 +368,8 @@ export function serverMetricsRoute(c: RouterConfigInput): Record<string, unknown
           "metrics route GET /servers/<node>/metrics; fix the node's name in sparkform:nodes",
       );
     const other = seen.get(node.toLowerCase());
+    // Several models: one server per model on a node, the node named once per model.
+    if (several && other === node) continue;
     if (other !== undefined)
       throw new Error(
         `router upstreams ${JSON.stringify(other)} and ${JSON.stringify(node)}: the router's ` +
@@ -316,15 +379,29 @@ export function serverMetricsRoute(c: RouterConfigInput): Record<string, unknown
       );
     seen.set(node.toLowerCase(), node);
   }
-  const nodes = c.upstreams.map((u) => u.node).join(", ");
+  const nodes = [...new Set(c.upstreams.map((u) => u.node))].join(", ");
+  // Each server's path(s): its node's (the first model's there), and with several models its
+  // node's and model's.
+  const firstOnNode = new Set<string>();
+  const paths = c.upstreams.map((u) => {
+    const own = several ? [serverMetricsPath(u.node, u.model)] : [];
+    if (firstOnNode.has(u.node)) return own;
+    firstOnNode.add(u.node);
+    return [serverMetricsPath(u.node), ...own];
+  });
   return {
-    match: [{ method: ["GET"], path: [serverMetricsPath("*")] }],
+    match: [
+      {
+        method: ["GET"],
+        path: [serverMetricsPath("*"), ...(several ? [serverMetricsPath("*", "*")] : [])],
+      },
+    ],
     handle: [
       {
         handler: "subroute",
         routes: [
-          ...c.upstreams.map((u) => ({
-            match: [{ path: [serverMetricsPath(u.node)] }],
+          ...c.upstreams.map((u, k) => ({
+            match: [{ path: paths[k] }],
             handle: [
               {
                 handler: "reverse_proxy",
@@ -347,7 +424,11 @@ export function serverMetricsRoute(c: RouterConfigInput): Record<string, unknown
                 },
                 body:
                   `no llama-server of this stack runs on that node: the servers' metrics are ` +
-                  `GET /servers/<node>/metrics for the nodes ${nodes}\n`,
+                  `GET /servers/<node>/metrics for the nodes ${nodes}` +
+                  (several
+                    ? `, and GET /servers/<node>/<model>/metrics for the models ${servedModels(c.upstreams).join(", ")}`
+                    : "") +
+                  "\n",
               },
             ],
             terminal: true,
@@ -433,6 +514,12 @@ export function dialOf(url: string): string {
  * - an error route that answers any proxy error (no upstream available, an upstream that died
  *   mid-request) with 503, the `unavailable` text and `Retry-After`, at once.
  *
+ * - several models (every upstream names its `model`, more than one model among them): a POST
+ *   goes to the upstreams of the model its JSON body names (none named: the first model's), each
+ *   model's with its own stickiness, slots and queue; a model not served is answered 404 in the
+ *   OpenAI API's shape (`model_not_found`, naming the served ones) by the policy itself, and
+ *   GET /v1/models lists every served model (modelsRoute).
+ *
  * In front of the proxy, gateRoutes: a foreign Host or Origin gets 403, a request without the
  * key 401, before anything reaches an upstream; then GET /servers/<node>/metrics, that server's
  * own (serverMetricsRoute), and GET /metrics, Caddy's own (METRICS_ROUTE).
@@ -466,6 +553,15 @@ export function routerConfig(c: RouterConfigInput): Record<string, unknown> {
       : Math.max(500, 2 * tryIntervalMs);
   const retries = Math.ceil(tryDurationMs / tryIntervalMs);
   const unavailable = c.unavailable.endsWith("\n") ? c.unavailable : `${c.unavailable}\n`;
+  // Several models: the policy routes a POST by its body's model among that model's upstreams.
+  const models = servedModels(c.upstreams);
+  const byModel =
+    models.length > 1
+      ? {
+          models: Object.fromEntries(c.upstreams.map((u) => [u.dial, u.model])),
+          default_model: models[0],
+        }
+      : {};
   return {
     admin: { disabled: true, config: { persist: false } },
     logging: {
@@ -497,6 +593,7 @@ export function routerConfig(c: RouterConfigInput): Record<string, unknown> {
               ...gateRoutes(c),
               serverMetricsRoute(c),
               METRICS_ROUTE,
+              ...(models.length > 1 ? [modelsRoute(models)] : []),
               {
                 handle: [
                   {
@@ -510,6 +607,7 @@ export function routerConfig(c: RouterConfigInput): Record<string, unknown> {
                         policy: "sparkform_drain",
                         ...(c.drainFile ? { file: c.drainFile } : {}),
                         ...queueOf(c.queue),
+                        ...byModel,
                       },
                       retries,
                       try_duration: ms(tryDurationMs),

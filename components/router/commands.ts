@@ -68,6 +68,7 @@ export function configText(
       node: u.node,
       dial: dialOf(u.url),
       ...(u.slots !== undefined ? { slots: u.slots } : {}),
+      ...(u.model !== undefined ? { model: u.model } : {}),
     })),
     unavailable: i.unavailable,
     healthIntervalSeconds: i.healthIntervalSeconds,

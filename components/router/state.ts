@@ -17,6 +17,11 @@ export interface RouterUpstreamInput {
    * (state written before issue 37): no cap.
    */
   readonly slots?: number;
+  /**
+   * The model it serves (its `--alias`) when several are served side by side
+   * (sparkform:server.models); absent with one model.
+   */
+  readonly model?: string;
 }
 
 export interface RouterInputs {

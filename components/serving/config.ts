@@ -19,7 +19,7 @@ import type { CheckContext, Salvaged } from "../config/section";
 import { type ModelConfig, type ModelsConfig, stagedNameSchema } from "../model/config";
 import { unitPrefix } from "../unit/names";
 import { servingOutputCut } from "./output";
-import type { StackWorker, WorkerConfig } from "../rpc-worker/config";
+import { type StackWorker, WORKER_PORT_DEFAULT, type WorkerConfig } from "../rpc-worker/config";
 
 /** llama-server's port unless `sparkform:server.port` says otherwise. */
 export const SERVER_PORT_DEFAULT = 8080;
@@ -39,6 +39,8 @@ export const SERVER_COMPUTE_MARGIN_DEFAULT = 1024 ** 3;
 /** The runbook: "n_gpu_layers: 99, always. n_gpu_layers: 0 costs 57% of decode". */
 export const SERVER_GPU_LAYERS_DEFAULT = 99;
 export const TOPOLOGY_REQUESTS = ["auto", "single", "replicas", "layer-split"] as const;
+/** Models one stack serves side by side at most: each is a llama-server per serving node. */
+export const SERVED_MODELS_MAX = 8;
 export const SMOKE_DEFAULT = { prompt: "The capital of France is", tokens: 16, seed: 42 };
 
 /**
@@ -208,6 +210,27 @@ export const serverConfigSchema = z
      */
     model: stagedNameSchema.optional(),
     /**
+     * The staged models served side by side, each by its own llama-server (exclusive with
+     * `model`): names under `sparkform:models`, `model` for sparkform:model itself. The router
+     * sends a request to the servers of the model its `model` field names (a request without
+     * one: the first). The servers listen on `port`, `port + 2`, … (servedPorts).
+     */
+    models: z
+      .array(stagedNameSchema)
+      .min(1, "is empty; name the staged models to serve, e.g. [model, b], or leave it out")
+      .max(SERVED_MODELS_MAX, `lists more than ${SERVED_MODELS_MAX} models; serve fewer at once`)
+      .superRefine((ms, ctx) => {
+        for (const [i, m] of ms.entries())
+          if (ms.indexOf(m) < i)
+            ctx.addIssue({
+              code: "custom",
+              path: [i],
+              message: `names ${m} twice; each served model has one llama-server per node, list it once`,
+              input: m,
+            });
+      })
+      .optional(),
+    /**
      * The router on the client node (Caddy's reverse_proxy, components/router/): the one
      * OpenAI-compatible URL in front of the server or the replicas. `port` default 8090; `bind`
      * default 127.0.0.1 (any other address needs the secret sparkform:serverApiKey, which the
@@ -233,15 +256,46 @@ export const serverConfigSchema = z
     ...rssGuardKeys("server"),
   })
   .superRefine((s, ctx) => {
-    for (const taken of [s.port, s.port + 1])
-      if (s.router.port === taken)
-        ctx.addIssue({
-          code: "custom",
-          path: ["router", "port"],
-          message:
-            `is ${taken}, which llama-server ${taken === s.port ? "listens on (server.port)" : "'s single-node reference uses (server.port + 1)"}; ` +
-            `give the router another port, e.g. ${ROUTER_PORT_DEFAULT === s.port || ROUTER_PORT_DEFAULT === s.port + 1 ? s.port + 10 : ROUTER_PORT_DEFAULT}`,
-        });
+    if (s.model !== undefined && s.models !== undefined)
+      ctx.addIssue({
+        code: "custom",
+        path: ["models"],
+        message:
+          `and server.model are both set; server.model serves one staged model, server.models ` +
+          `several side by side: keep one (e.g. \`pulumi config rm --path sparkform:server.model\` ` +
+          `and list ${s.model} in server.models)`,
+      });
+    if (s.models !== undefined && s.models.length > 1 && s.topology === "layer-split")
+      ctx.addIssue({
+        code: "custom",
+        path: ["topology"],
+        message:
+          `is layer-split, which splits one model across the nodes, and server.models serves ` +
+          `${s.models.length} side by side, each whole on a node; leave topology out (auto), or ` +
+          "serve the one model to split with server.model",
+      });
+    const served = servedPorts(s);
+    const last = served[served.length - 1];
+    if (last !== undefined && last.port + 1 > 65535)
+      ctx.addIssue({
+        code: "custom",
+        path: ["port"],
+        message:
+          `is ${s.port}, so the last of the ${served.length} served models' servers would listen ` +
+          `on ${last.port} and its single-node reference on ${last.port + 1}, past 65535 (the ` +
+          `servers take server.port, + 2, …, each reference its server's port + 1); give a lower ` +
+          `port, e.g. ${SERVER_PORT_DEFAULT}`,
+      });
+    const taken = takenPorts(served);
+    const clash = taken.find((t) => t.port === s.router.port);
+    if (clash !== undefined)
+      ctx.addIssue({
+        code: "custom",
+        path: ["router", "port"],
+        message:
+          `is ${clash.port}, which ${clash.what}; ` +
+          `give the router another port, e.g. ${freePortBeside(taken, ROUTER_PORT_DEFAULT, s.port + 10)}`,
+      });
     if (s.devices && s.tensorSplit && s.devices.length !== s.tensorSplit.length)
       ctx.addIssue({
         code: "custom",
@@ -253,6 +307,55 @@ export const serverConfigSchema = z
   });
 
 export type ServerConfig = z.infer<typeof serverConfigSchema>;
+
+/**
+ * The port of each served model's llama-server: `server.port` for the first (the only one
+ * without server.models), then + 2 each, because every server's single-node reference (the
+ * smoke's) listens on its port + 1 (commands.ts referencePort).
+ */
+export function servedPorts(
+  s: Pick<ServerConfig, "port" | "models">,
+): { model?: string; port: number }[] {
+  if (s.models === undefined) return [{ port: s.port }];
+  return s.models.map((model, i) => ({ model, port: s.port + 2 * i }));
+}
+
+/** What the served models' servers and their references listen on, said as a message says it. */
+function takenPorts(served: readonly { model?: string; port: number }[]) {
+  return served.flatMap(({ model, port }, i) => {
+    const whose = model === undefined ? "llama-server" : `llama-server of model ${model}`;
+    const key = i === 0 ? "server.port" : `server.port + ${2 * i}`;
+    return [
+      {
+        port,
+        what:
+          model === undefined
+            ? `llama-server listens on (server.port)`
+            : `the ${whose} listens on (${key})`,
+      },
+      {
+        port: port + 1,
+        what:
+          model === undefined
+            ? "llama-server's single-node reference uses (server.port + 1)"
+            : `the ${whose}'s single-node reference uses (server.port + ${2 * i + 1})`,
+      },
+    ];
+  });
+}
+
+/** `preferred` unless taken, else the first port from `from` up that none of `taken` uses. */
+function freePortBeside(
+  taken: readonly { port: number }[],
+  preferred: number,
+  from: number,
+): number {
+  const used = new Set(taken.map((t) => t.port));
+  if (!used.has(preferred)) return preferred;
+  let p = from;
+  while (used.has(p)) p++;
+  return p;
+}
 
 /** How to set the API key, as every message about it says it. */
 export const SERVER_API_KEY_FIX =
@@ -281,6 +384,9 @@ export const serverApiKeySchema = z
  */
 export type StackServer = ServerConfig & { node: string };
 
+/** In server.models, sparkform:model itself (the id it is served under, modelAlias). */
+export const SPARKFORM_MODEL = "model";
+
 /** What the server section reads from the others. */
 export type ServerCheckSections = {
   build?: object;
@@ -303,12 +409,53 @@ export function crossCheck(
   // nodes default to sparkform:model's.
   const selected = server.model;
   const staged = selected === undefined ? undefined : models?.[selected];
+  const stagedList = () =>
+    models && Object.keys(models).length > 0
+      ? `sparkform:models has ${Object.keys(models).sort().join(", ")}`
+      : "sparkform:models is not set";
   if (selected !== undefined && staged === undefined)
     ctx.add(
       ["server", "model"],
-      `${JSON.stringify(selected)} is not staged: ${models && Object.keys(models).length > 0 ? `sparkform:models has ${Object.keys(models).sort().join(", ")}` : "sparkform:models is not set"}; ` +
+      `${JSON.stringify(selected)} is not staged: ${stagedList()}; ` +
         "stage it there first (its files are fetched and verified at up), or leave server.model out to serve sparkform:model",
     );
+  for (const [i, name] of (server.models ?? []).entries()) {
+    if (name === SPARKFORM_MODEL && models?.[name] !== undefined)
+      ctx.add(
+        ["server", "models", i],
+        `is "${SPARKFORM_MODEL}", which in server.models means sparkform:model, but sparkform:models ` +
+          `stages a model of that name too; rename sparkform:models.${SPARKFORM_MODEL} (its name is the id clients send)`,
+      );
+    else if (name !== SPARKFORM_MODEL && models?.[name] === undefined)
+      ctx.add(
+        ["server", "models", i],
+        `${JSON.stringify(name)} is not staged: ${stagedList()}; stage it there first (its files ` +
+          `are fetched and verified at up), or name "${SPARKFORM_MODEL}" for sparkform:model`,
+      );
+    else if (name !== SPARKFORM_MODEL) {
+      const nodes = models?.[name]?.nodes ?? ctx.sections.model?.nodes;
+      const at = server.node ?? worker?.client ?? ctx.first;
+      if (at !== undefined && nodes !== undefined && !nodes.includes(at))
+        ctx.add(
+          ["server", "models", i],
+          `names ${name}, served on ${at}, which is not in sparkform:models.${name}.nodes ` +
+            `(${nodes.join(", ")}); add ${at} there (llama-server loads the model from its own disk)`,
+        );
+    }
+  }
+  const workerPort = worker?.port ?? WORKER_PORT_DEFAULT;
+  if (server.port !== undefined && worker !== undefined) {
+    const served = servedPorts({ port: server.port, models: server.models });
+    const hit = served.findIndex((p) => p.port === workerPort || p.port + 1 === workerPort);
+    if (hit >= 0 && server.models !== undefined)
+      ctx.add(
+        ["server", "models", hit],
+        `names ${server.models[hit]}, whose llama-server listens on ${served[hit]?.port} ` +
+          `(${hit === 0 ? "server.port" : `server.port + ${2 * hit}`}) with its single-node reference on the next port, and the ` +
+          `RPC worker listens on ${workerPort} (sparkform:worker.port); give server.port another ` +
+          `port, e.g. ${workerPort + 2}, or the worker another`,
+      );
+  }
   const model =
     ctx.sections.model && staged
       ? { ...staged, nodes: staged.nodes ?? ctx.sections.model.nodes }
@@ -426,7 +573,11 @@ export const stage = {
   ports: (sections, node) => {
     const s = (sections as { server?: StackServer }).server;
     return s?.node === node
-      ? [{ port: s.port, unitPrefix: unitPrefix("server"), what: "llama-server" }]
+      ? servedPorts(s).map(({ model, port }) => ({
+          port,
+          unitPrefix: unitPrefix("server"),
+          what: model === undefined ? "llama-server" : `llama-server (model ${model})`,
+        }))
       : [];
   },
 } as const satisfies StageDescriptor;

@@ -11,13 +11,26 @@ import type { Model } from "../model/model";
 import type { Nodes } from "../node/nodes";
 import type { RpcWorkers } from "../rpc-worker/workers";
 import { gatherByNode } from "../stage";
-import { type PlacementNode, planPlacement, type ServingPlan, usableMemory } from "./placement";
+import {
+  type PlacementModel,
+  type PlacementNode,
+  planPlacement,
+  type ServingPlan,
+  usableMemory,
+} from "./placement";
 import { renderings } from "./render";
 import { LlamaServer } from "./llama-server";
 import type { ServingEvidence, SmokeOutput } from "./provider";
 import type { SeenDevice } from "./state";
 import { serverUnit, serverUrl } from "./commands";
-import { chooseTopology, type Topology, type TopologyChoice, unavailableText } from "./topology";
+import {
+  chooseModelsTopology,
+  chooseTopology,
+  type Topology,
+  type TopologyChoice,
+  unavailableText,
+} from "./topology";
+import { servedPorts } from "./config";
 import { Router } from "../router/router";
 import { ServerApiKey } from "./api-key";
 
@@ -91,6 +104,12 @@ export interface ServingSummary {
   server: { node: string; url: string; unit: string; health: string };
   placement: SeenDevice[];
   smoke: SmokeOutput;
+  /**
+   * With several models served side by side (sparkform:server.models): each model's id (the
+   * `model` clients send), its servers' port, and its servers as `servers` lists them. Absent
+   * with one model.
+   */
+  served?: { model: string; port: number; servers: ServingSummary["servers"] }[];
 }
 
 export interface ServingArgs {
@@ -105,6 +124,12 @@ export interface ServingArgs {
    * Default: `model`, the only one.
    */
   readonly models?: { readonly live: string; readonly staged: readonly string[] };
+  /**
+   * The models served side by side (sparkform:server.models), by their id, `model` first (the
+   * first one is `model`): each gets a llama-server per serving node on its own port. Absent (or
+   * one): `model` alone, as before.
+   */
+  readonly served?: readonly { readonly alias: string; readonly model: Model }[];
   /** The worker stage: its endpoints (in rpcServers order) and each worker's state. */
   readonly workers: RpcWorkers;
   /** The Fabric stage: its per-node summary goes into the serving summary. Default: none. */
@@ -145,6 +170,11 @@ export class Serving extends pulumi.ComponentResource {
   readonly server: LlamaServer;
   /** The other nodes' replicas (topology replicas or auto; standby when auto splits). */
   readonly replicas: LlamaServer[];
+  /**
+   * The other models served side by side (sparkform:server.models after the first): each its
+   * client's server then its replicas', and their port. Empty with one model.
+   */
+  readonly others: { alias: string; port: number; servers: LlamaServer[] }[];
   readonly router: Router;
   /**
    * The key every llama-server and the router check (a secret): sparkform:serverApiKey, else
@@ -205,24 +235,36 @@ export class Serving extends pulumi.ComponentResource {
         }),
       })),
     );
-    const fileBytes = model.files.apply((fs) =>
-      fs.filter((f) => f.path.endsWith(".gguf")).reduce((a, f) => a + f.size, 0),
-    );
-    const ggufFile = model.files.apply((fs) => fs.find((f) => f.path.endsWith(".gguf"))?.path);
-    const placementModel = pulumi.all([model.gguf, fileBytes]).apply(([gguf, bytes]) => {
-      if (!gguf)
-        fail(
-          "sparkform:model has no .gguf file: the placement plan reads the GGUF header; list the model's .gguf in sparkform:model.files",
-        );
-      return { ...(gguf as NonNullable<typeof gguf>), fileBytes: bytes };
-    });
+    // A model's header with its file's size (what the plan reads), and its file on a node.
+    const modelParts = (m: Model, key: string) => {
+      const fileBytes = m.files.apply((fs) =>
+        fs.filter((f) => f.path.endsWith(".gguf")).reduce((a, f) => a + f.size, 0),
+      );
+      const ggufFile = m.files.apply((fs) => fs.find((f) => f.path.endsWith(".gguf"))?.path);
+      const placement = pulumi.all([m.gguf, fileBytes]).apply(([gguf, bytes]) => {
+        if (!gguf)
+          fail(
+            `sparkform:${key} has no .gguf file: the placement plan reads the GGUF header; list the model's .gguf in sparkform:${key}.files`,
+          );
+        return { ...(gguf as NonNullable<typeof gguf>), fileBytes: bytes };
+      });
+      const pathOn = (n: string) =>
+        pulumi
+          .all([m.of(n).dir, ggufFile])
+          .apply(([dir, f]) => `${dir.replace(/\/$/, "")}/${f ?? ""}`);
+      return { placement, pathOn };
+    };
+    const { placement: placementModel, pathOn: modelPathOn } = modelParts(model, "model");
     // The layer split: the client and every worker as RPC devices.
     const splitPlan = pulumi
       .all([placementModel, clientNode, pulumi.all(workerNodes)])
       .apply(([m, c, ws]) => planPlacement({ model: m, nodes: [c, ...ws], server: cfg }));
     // The whole model on one node (single, or a replica): its own device, no RPC.
-    const wholePlan = (n: pulumi.Output<PlacementNode>) =>
-      pulumi.all([placementModel, n]).apply(([m, p]) =>
+    const wholePlan = (
+      n: pulumi.Output<PlacementNode>,
+      of: pulumi.Output<PlacementModel> = placementModel,
+    ) =>
+      pulumi.all([of, n]).apply(([m, p]) =>
         planPlacement({
           model: m,
           nodes: [{ ...p, role: "client", device: clientDevice }],
@@ -234,30 +276,57 @@ export class Serving extends pulumi.ComponentResource {
     // The resources exist for `replicas` and `auto` alike (auto decides at up, from the
     // measured memory; a replica it does not use stays on standby), never for an explicit
     // layer-split or single, so those stacks keep exactly the resources they had.
-    const replicaNodes = args.workers.endpoints.filter(({ node: w }) => model.names.includes(w));
+    // Several models: each whole on a node, so a replica node holds every one of them.
+    const served = args.served !== undefined && args.served.length > 1 ? args.served : undefined;
+    const replicaNodes = args.workers.endpoints.filter(({ node: w }) =>
+      (served?.map((x) => x.model) ?? [model]).every((m) => m.names.includes(w)),
+    );
     const withReplicas = cfg.topology === "replicas" || cfg.topology === "auto";
     const candidates = withReplicas ? replicaNodes : [];
-    this.topology = pulumi
-      .all([placementModel, clientNode, pulumi.all(workerNodes)])
-      .apply(([m, c, ws]) =>
-        chooseTopology({
-          requested: cfg.topology,
-          model: m,
-          nodes: [c, ...ws.filter((w) => candidates.some((r) => r.node === w.node))].map((n) => ({
-            node: n.node,
-            ...(n.usableBytes !== undefined ? { usableBytes: n.usableBytes } : {}),
-          })),
-          server: cfg,
-        }),
-      );
+    const servingNodes = pulumi
+      .all([clientNode, pulumi.all(workerNodes)])
+      .apply(([c, ws]) => [c, ...ws.filter((w) => candidates.some((r) => r.node === w.node))]);
+    const others = (served ?? []).slice(1).map((x) => ({
+      alias: x.alias,
+      model: x.model,
+      ...modelParts(x.model, `models.${x.alias}`),
+    }));
+    this.topology = served
+      ? pulumi
+          .all([placementModel, pulumi.all(others.map((o) => o.placement)), servingNodes])
+          .apply(([first, rest, ns]) => {
+            const t = chooseModelsTopology({
+              requested: cfg.topology,
+              models: [first, ...rest].map((m, i) => ({
+                name: served[i]?.alias ?? "",
+                model: m,
+              })),
+              nodes: ns.map((n) => ({
+                node: n.node,
+                ...(n.usableBytes !== undefined ? { usableBytes: n.usableBytes } : {}),
+                declared: n.source === "declared",
+              })),
+              server: cfg,
+            });
+            // Refused before any server starts: one that did could not load its model.
+            if (t.misfit !== undefined) fail(`sparkform:server.models: ${t.misfit}`);
+            return t;
+          })
+      : pulumi.all([placementModel, servingNodes]).apply(([m, ns]) =>
+          chooseTopology({
+            requested: cfg.topology,
+            model: m,
+            nodes: ns.map((n) => ({
+              node: n.node,
+              ...(n.usableBytes !== undefined ? { usableBytes: n.usableBytes } : {}),
+            })),
+            server: cfg,
+          }),
+        );
     const clientWhole = wholePlan(clientNode);
     this.plan = pulumi
       .all([this.topology, splitPlan, clientWhole])
       .apply(([t, split, whole]) => (t.topology === "layer-split" ? split : whole));
-    const modelPathOn = (n: string) =>
-      pulumi
-        .all([model.of(n).dir, ggufFile])
-        .apply(([dir, f]) => `${dir.replace(/\/$/, "")}/${f ?? ""}`);
     const modelPath = modelPathOn(client);
     const rendered = pulumi
       .all([this.plan, modelPath])
@@ -393,20 +462,104 @@ export class Serving extends pulumi.ComponentResource {
       return previous;
     });
 
-    const active = [this.server, ...this.replicas];
+    // The other served models (sparkform:server.models): each a llama-server on the client
+    // and on every replica node, on its own port (server.port + 2 per model: each server's
+    // reference takes its port + 1), after the servers before it, so a roll of all of them
+    // takes one out of the router's rotation at a time. Their names are new ones (`-model-<id>-`):
+    // the first model's keep the names a one-model stack has.
+    const ports = servedPorts({ port: cfg.port, models: served?.map((x) => x.alias) });
+    this.others = others.map((o, j) => {
+      const port = ports[j + 1]?.port ?? cfg.port;
+      const flagsOf = (plan: pulumi.Output<ServingPlan>, p: pulumi.Output<string>, bind: string) =>
+        pulumi
+          .all([plan, p])
+          .apply(([pl, m]) => [
+            ...renderings(pl, m, { bind, port }).llamaServer,
+            "--alias",
+            o.alias,
+          ]);
+      const on = (
+        node: string,
+        bind: string,
+        memory: pulumi.Output<PlacementNode>,
+        standby: pulumi.Input<boolean>,
+        resource: string,
+      ) => {
+        const plan = wholePlan(memory, o.placement);
+        const path = o.pathOn(node);
+        previous = new LlamaServer(
+          resource,
+          {
+            ...common,
+            port,
+            unit: serverUnit(port),
+            target: nodes.target(node),
+            node,
+            bind,
+            plan,
+            flags: flagsOf(plan, path, bind),
+            build: {
+              installDir: builds.of(node).installDir,
+              artifacts: builds.of(node).artifacts,
+            },
+            modelPath: path,
+            workers: [],
+            standby,
+          },
+          nodes.childOpts(
+            {
+              parent: this,
+              dependsOn: [o.model.of(node), builds.of(node), ...args.workers.ready, previous],
+            },
+            ["target", "router"],
+          ),
+        );
+        return previous;
+      };
+      const base = `${name}-model-${o.alias}-server`;
+      return {
+        alias: o.alias,
+        port,
+        servers: [
+          on(client, cfg.bind, clientNode, false, base),
+          ...candidates.map(({ node: r, endpoint }) =>
+            on(
+              r,
+              fabricHost(endpoint),
+              workerNodes[
+                args.workers.endpoints.findIndex((e) => e.node === r)
+              ] as pulumi.Output<PlacementNode>,
+              this.topology.apply((t) => t.topology !== "replicas"),
+              `${base}-${r}`,
+            ),
+          ),
+        ],
+      };
+    });
+
+    const active = [this.server, ...this.replicas, ...this.others.flatMap((o) => o.servers)];
     // Where each server listens is configuration (its bind and port), so the router's upstreams
     // are known at preview: a server's update does not show the router changing.
     // Each takes at most its slots at once through the router (more would queue inside it).
-    const everyServer = [
-      { node: client, url: serverUrl({ bind: cfg.bind, port: cfg.port }), slots: cfg.parallel },
+    // With several models, each upstream carries the model it serves (the router routes by it).
+    const serversOf = (port: number, model?: string) => [
+      {
+        node: client,
+        url: serverUrl({ bind: cfg.bind, port }),
+        slots: cfg.parallel,
+        ...(model !== undefined ? { model } : {}),
+      },
       ...candidates.map(({ node: n, endpoint }) => ({
         node: n,
-        url: serverUrl({ bind: fabricHost(endpoint), port: cfg.port }),
+        url: serverUrl({ bind: fabricHost(endpoint), port }),
         slots: cfg.parallel,
+        ...(model !== undefined ? { model } : {}),
       })),
     ];
+    const everyServer = serversOf(cfg.port, served?.[0]?.alias);
+    const perModel = [everyServer, ...this.others.map((o) => serversOf(o.port, o.alias))];
     const upstreams = this.topology.apply((t) =>
-      everyServer.filter((_, k) => k === 0 || t.topology === "replicas"),
+      perModel.flatMap((xs) => xs.filter((_, k) => k === 0 || t.topology === "replicas")),
     );
     const r = cfg.router;
     this.router = new Router(
@@ -429,6 +582,20 @@ export class Serving extends pulumi.ComponentResource {
     );
 
     const s = this.server;
+    // One model's servers as the summary lists them: the client's, then the replicas' in use.
+    const listed = (xs: LlamaServer[]) =>
+      pulumi
+        .all([this.topology, pulumi.all(xs.map((x) => pulumi.all([x.url, x.health, x.smoke])))])
+        .apply(([t, ys]) =>
+          ys
+            .map(([url, health, smoke], k) => ({
+              node: k === 0 ? client : (candidates[k - 1]?.node ?? ""),
+              url,
+              health,
+              tokensPerSecond: smoke?.tokensPerSecond ?? 0,
+            }))
+            .filter((_, k) => k === 0 || t.topology === "replicas"),
+        );
     this.summary = pulumi.output({
       topology: this.topology.apply((t) => t.topology),
       topologyReason: this.topology.apply((t) => t.reason),
@@ -438,18 +605,23 @@ export class Serving extends pulumi.ComponentResource {
         path,
         staged: [...(args.models?.staged ?? ["model"])],
       })),
-      servers: pulumi
-        .all([this.topology, pulumi.all(active.map((x) => pulumi.all([x.url, x.health, x.smoke])))])
-        .apply(([t, xs]) =>
-          xs
-            .map(([url, health, smoke], k) => ({
-              node: k === 0 ? client : (candidates[k - 1]?.node ?? ""),
-              url,
-              health,
-              tokensPerSecond: smoke?.tokensPerSecond ?? 0,
-            }))
-            .filter((_, k) => k === 0 || t.topology === "replicas"),
-        ),
+      servers: listed([this.server, ...this.replicas]),
+      ...(served
+        ? {
+            served: pulumi.all(
+              [
+                {
+                  alias: served[0]?.alias ?? "",
+                  port: cfg.port,
+                  servers: [this.server, ...this.replicas],
+                },
+                ...this.others,
+              ].map((o) =>
+                listed(o.servers).apply((servers) => ({ model: o.alias, port: o.port, servers })),
+              ),
+            ),
+          }
+        : {}),
       plan: this.plan,
       renderings: rendered,
       server: { node: client, url: s.url, unit: s.unit, health: s.health },

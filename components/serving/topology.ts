@@ -61,6 +61,18 @@ export function oneNodeBytes(
   return { weights, kv, margin, total: weights + kv + margin };
 }
 
+/** A choice with its reason, known once every node's fit is. */
+function choiceOf(
+  topology: Topology,
+  servers: string[],
+  why: string,
+  oneNodeBytes: number,
+  fitsEach: (boolean | undefined)[],
+): TopologyChoice {
+  const known = fitsEach.every((f) => f !== undefined);
+  return { topology, reason: `${topology}: ${why}`, known, servers, oneNodeBytes, fitsEach };
+}
+
 /** The topology for `input` (see the top of this file). Never throws. */
 export function chooseTopology(input: TopologyInput): TopologyChoice {
   const { requested, nodes } = input;
@@ -84,14 +96,8 @@ export function chooseTopology(input: TopologyInput): TopologyChoice {
     })
     .join(", ");
   const all = nodes.map((n) => n.node);
-  const choice = (topology: Topology, servers: string[], why: string): TopologyChoice => ({
-    topology,
-    reason: `${topology}: ${why}`,
-    known,
-    servers,
-    oneNodeBytes: need.total,
-    fitsEach,
-  });
+  const choice = (topology: Topology, servers: string[], why: string): TopologyChoice =>
+    choiceOf(topology, servers, why, need.total, fitsEach);
   const fitsEvery = known && fitsEach.every(Boolean);
   const fitsClient = fitsEach[0] === true;
 
@@ -168,4 +174,108 @@ export function unavailableText(
     `No llama-server behind the router answers /health (${t.servers.join(", ")}): every replica ` +
     "is down or loading. Run `npx sparkform server status`, and `pulumi up` to restart them.\n"
   );
+}
+
+/** One of the models served side by side (sparkform:server.models): its id and its header. */
+export interface ServedModel {
+  name: string;
+  model: PlacementModel;
+}
+
+/** A serving node, with whether its usable bytes were declared (server.memory) or measured. */
+export interface ModelsNode extends TopologyNode {
+  declared?: boolean;
+}
+
+/**
+ * What the served models need together on one node that runs a llama-server for each: every
+ * model's weights and KV cache (as oneNodeBytes counts them), and one compute margin per server
+ * (each process has its own compute buffers).
+ */
+export function togetherBytes(
+  models: readonly ServedModel[],
+  server: TopologyInput["server"],
+): { each: { name: string; weights: number; kv: number }[]; margin: number; total: number } {
+  const each = models.map(({ name, model }) => {
+    const { weights, kv } = oneNodeBytes(model, server);
+    return { name, weights, kv };
+  });
+  const margin = server.computeMarginBytes * models.length;
+  return { each, margin, total: each.reduce((a, m) => a + m.weights + m.kv, margin) };
+}
+
+/** "a, b and c", as a sentence lists them. */
+const listed = (xs: readonly string[]): string =>
+  xs.length <= 1 ? (xs[0] ?? "") : `${xs.slice(0, -1).join(", ")} and ${xs[xs.length - 1]}`;
+
+/**
+ * The refusal when the served models do not fit `node` together: both (every) models with their
+ * sizes, the sum, and the node's usable memory with where it comes from; undefined when they fit
+ * or the node's memory is not known yet.
+ */
+export function modelsMisfit(
+  models: readonly ServedModel[],
+  node: ModelsNode,
+  server: TopologyInput["server"],
+): string | undefined {
+  const need = togetherBytes(models, server);
+  if (node.usableBytes === undefined || need.total <= node.usableBytes) return undefined;
+  const sizes = need.each.map(
+    (m, i) =>
+      `${m.name} (${size(m.weights)}${i === 0 ? " weights" : ""} + ${size(m.kv)}${i === 0 ? " KV" : ""})`,
+  );
+  return (
+    `models ${listed(sizes)} need ${size(need.total)} together on ${node.node}, with a ` +
+    `${size(server.computeMarginBytes)} compute margin for each of the ${models.length} servers, ` +
+    `and ${node.node} has ${size(node.usableBytes)} usable ` +
+    `(${node.declared ? "server.memory" : "measured"}); serve fewer models, or smaller quantizations`
+  );
+}
+
+/**
+ * How several models are served side by side (sparkform:server.models): each whole, by its own
+ * llama-server, on the client alone (`single`) or on every serving node (`replicas`); a layer
+ * split serves one model (the config refuses it with several). `auto` runs replicas when the
+ * models fit every node together, else single; `misfit` is the refusal when a node that must
+ * serve them has not the room (nothing is started then).
+ */
+export function chooseModelsTopology(input: {
+  requested: TopologyRequest;
+  models: readonly ServedModel[];
+  nodes: readonly ModelsNode[];
+  server: TopologyInput["server"];
+}): TopologyChoice & { misfit?: string } {
+  const { requested, models, nodes, server } = input;
+  const need = togetherBytes(models, server);
+  const fitsEach = nodes.map((n) =>
+    n.usableBytes === undefined ? undefined : need.total <= n.usableBytes,
+  );
+  const known = fitsEach.every((f) => f !== undefined);
+  const all = nodes.map((n) => n.node);
+  const client = all[0] ?? "";
+  const names = listed(models.map((m) => m.name));
+  const needText =
+    `models ${names} need ${size(need.total)} together on one node (weights + KV + a ` +
+    `${size(server.computeMarginBytes)} margin per server)`;
+  const replicas =
+    requested === "replicas" ||
+    (requested === "auto" && known && nodes.length > 1 && fitsEach.every(Boolean));
+  const servers = replicas ? all : [client];
+  const misfit = nodes
+    .filter((n) => servers.includes(n.node))
+    .map((n) => modelsMisfit(models, n, server))
+    .find((m) => m !== undefined);
+  const topology: Topology = replicas ? "replicas" : "single";
+  const why =
+    requested !== "auto"
+      ? `asked for (sparkform:server.topology): ${needText}`
+      : !known
+        ? `decided at up, when every node's usable memory is measured; ${needText}`
+        : replicas
+          ? `${needText}, and every serving node has room for them (${all.join(", ")}): a llama-server per model on each, behind the router`
+          : `${needText}, ${nodes.length > 1 ? "which not every serving node has" : `and ${client} has room for them`}: a llama-server per model on ${client}`;
+  return {
+    ...choiceOf(topology, servers, why, need.total, fitsEach),
+    ...(misfit !== undefined ? { misfit } : {}),
+  };
 }

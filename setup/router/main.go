@@ -10,6 +10,7 @@ import (
 	"context"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"hash/fnv"
 	"io"
@@ -92,6 +93,19 @@ const queuePoll = 250 * time.Millisecond
 
 // DrainSelection picks the llama-server for a request (issues 33 and 37):
 //
+//   - with several models served side by side (sparkform:server.models: one llama-server per
+//     model, `models` maps each upstream's dial to its model), only the upstreams of the model a
+//     POST's JSON body names (`"model"`, read from the body's beginning as the prompt is) are
+//     candidates, and everything below holds among them: their stickiness, their slots, their
+//     own bounded queue. A POST that names no model goes to default_model's (the first served);
+//     one that names a model not served is answered 404 by the policy's second loopback
+//     listener (notFoundBody), as the OpenAI API answers it. A GET with `?model=` goes to that
+//     model's upstreams. With one model (no `models`), a request's model field is not read:
+//     clients send anything, as they may to one llama-server. Why not llama-server's own router
+//     mode (--models-dir/--models-preset, in the pinned build's tools/server/server-models.cpp):
+//     it starts and stops its model instances itself (--models-max, autoload), under one unit,
+//     one port and one process's fate, where sparkform plans each model's memory, smokes,
+//     guards and rolls each server as its own unit;
 //   - a drain file names upstreams that get no new request while another healthy one can take
 //     it: a replica about to restart is taken out of rotation by writing its dial (host:port,
 //     one per line) into the file (native/router/roll.py, temp name then rename) and put back by
@@ -130,6 +144,11 @@ type DrainSelection struct {
 	QueueDepth *int `json:"queue_depth,omitempty"`
 	// How long one POST may wait for a slot; absent or 0: queueWaitDefault.
 	QueueWait caddy.Duration `json:"queue_wait,omitempty"`
+	// The model each upstream serves, by dial, when several are served side by side; empty:
+	// one model, and a request's model field is not read.
+	Models map[string]string `json:"models,omitempty"`
+	// The model of a POST whose body names none (required with Models).
+	DefaultModel string `json:"default_model,omitempty"`
 
 	mu      sync.Mutex
 	seen    os.FileInfo
@@ -138,13 +157,65 @@ type DrainSelection struct {
 	// POSTs in flight per dial (the slots taken), under slotsMu.
 	slotsMu sync.Mutex
 	busy    map[string]int
-	// POSTs waiting for a slot, first come first served: a slot given back goes straight to the
-	// first waiter (handed over under slotsMu), so a POST arriving that instant cannot take it
-	// and find the queue still counting the waiter it just served.
+	// POSTs waiting for a slot, first come first served (per model: a waiter takes only a slot
+	// of its model's servers): a slot given back goes straight to the first waiter of its model
+	// (handed over under slotsMu), so a POST arriving that instant cannot take it and find the
+	// queue still counting the waiter it just served.
 	queue []*waiter
 
 	full     *reverseproxy.Upstream
 	fullStop func() error
+	// The upstream that answers a POST naming a model not served (404), with Models only.
+	notFound     *reverseproxy.Upstream
+	notFoundStop func() error
+}
+
+// notFoundBody is the OpenAI API's answer to a model it does not have (the SDKs raise
+// NotFoundError), naming the ones served here.
+func notFoundBody(model string, served []string) []byte {
+	type apiError struct {
+		Message string `json:"message"`
+		Type    string `json:"type"`
+		Param   string `json:"param"`
+		Code    string `json:"code"`
+	}
+	b, _ := json.Marshal(struct {
+		Error apiError `json:"error"`
+	}{apiError{
+		Message: fmt.Sprintf("The model `%s` does not exist or is not served here; served: %s",
+			model, strings.Join(served, ", ")),
+		Type:  "invalid_request_error",
+		Param: "model",
+		Code:  "model_not_found",
+	}})
+	return append(b, '\n')
+}
+
+// served is the models served, sorted.
+func (d *DrainSelection) served() []string {
+	seen := map[string]bool{}
+	var out []string
+	for _, m := range d.Models {
+		if !seen[m] {
+			seen[m] = true
+			out = append(out, m)
+		}
+	}
+	sort.Strings(out)
+	return out
+}
+
+// loopback serves h on an ephemeral port of 127.0.0.1: an upstream of the policy's own, whose
+// answer Caddy passes to the client as any upstream's (not retried, counted against no server).
+func loopback(what string, h http.HandlerFunc) (*reverseproxy.Upstream, func() error, error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return nil, nil, fmt.Errorf("sparkform_drain: cannot listen on 127.0.0.1 for %s (%w); "+
+			"the router needs the node's IPv4 loopback", what, err)
+	}
+	srv := &http.Server{Handler: h}
+	go func() { _ = srv.Serve(ln) }()
+	return &reverseproxy.Upstream{Host: new(reverseproxy.Host), Dial: ln.Addr().String()}, srv.Close, nil
 }
 
 // CaddyModule returns the Caddy module information.
@@ -155,7 +226,8 @@ func (*DrainSelection) CaddyModule() caddy.ModuleInfo {
 	}
 }
 
-// Provision starts the loopback listener that answers a full pool's 503.
+// Provision starts the loopback listeners that answer a full pool's 503 and, with several
+// models, an unknown model's 404.
 func (d *DrainSelection) Provision(caddy.Context) error {
 	d.busy = map[string]int{}
 	if d.QueueWait <= 0 {
@@ -164,31 +236,68 @@ func (d *DrainSelection) Provision(caddy.Context) error {
 	if d.QueueDepth != nil && *d.QueueDepth < 0 {
 		return fmt.Errorf("sparkform_drain: queue_depth %d is negative; use 0 (no queue) or more", *d.QueueDepth)
 	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return fmt.Errorf("sparkform_drain: cannot listen on 127.0.0.1 for the 503 it answers "+
-			"when every llama-server is full (%w); the router needs the node's IPv4 loopback", err)
+	if len(d.Models) > 0 && !d.serves(d.DefaultModel) {
+		return fmt.Errorf("sparkform_drain: default_model %q is not one of the models served (%s); "+
+			"it must name one of them (the router's config is rendered by caddy-config.ts)",
+			d.DefaultModel, strings.Join(d.served(), ", "))
 	}
-	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		h := w.Header()
-		h.Set("Content-Type", "application/json")
-		h.Set("Retry-After", FullRetryAfter)
-		h.Set("Cache-Control", "no-store")
-		w.WriteHeader(http.StatusServiceUnavailable)
-		_, _ = w.Write([]byte(fullBody))
-	})}
-	go func() { _ = srv.Serve(ln) }()
-	d.full = &reverseproxy.Upstream{Host: new(reverseproxy.Host), Dial: ln.Addr().String()}
-	d.fullStop = srv.Close
-	return nil
+	var err error
+	d.full, d.fullStop, err = loopback("the 503 it answers when every llama-server is full",
+		func(w http.ResponseWriter, r *http.Request) {
+			h := w.Header()
+			h.Set("Content-Type", "application/json")
+			h.Set("Retry-After", FullRetryAfter)
+			h.Set("Cache-Control", "no-store")
+			w.WriteHeader(http.StatusServiceUnavailable)
+			_, _ = w.Write([]byte(fullBody))
+		})
+	if err != nil || len(d.Models) == 0 {
+		return err
+	}
+	served := d.served()
+	d.notFound, d.notFoundStop, err = loopback("the 404 it answers for a model not served",
+		func(w http.ResponseWriter, r *http.Request) {
+			// The body as the client sent it: the policy read its model from the same bytes.
+			prefix, _ := io.ReadAll(io.LimitReader(r.Body, prefixLimit))
+			h := w.Header()
+			h.Set("Content-Type", "application/json")
+			h.Set("Cache-Control", "no-store")
+			w.WriteHeader(http.StatusNotFound)
+			_, _ = w.Write(notFoundBody(bodyModel(prefix), served))
+		})
+	return err
 }
 
-// Cleanup stops that listener.
+// Cleanup stops those listeners.
 func (d *DrainSelection) Cleanup() error {
-	if d.fullStop != nil {
-		return d.fullStop()
+	var err error
+	for _, stop := range []func() error{d.fullStop, d.notFoundStop} {
+		if stop != nil {
+			err = errors.Join(err, stop())
+		}
 	}
-	return nil
+	return err
+}
+
+// serves is whether some upstream serves model.
+func (d *DrainSelection) serves(model string) bool {
+	for _, m := range d.Models {
+		if m == model {
+			return true
+		}
+	}
+	return false
+}
+
+// ofModel is the pool's upstreams that serve model.
+func (d *DrainSelection) ofModel(pool reverseproxy.UpstreamPool, model string) reverseproxy.UpstreamPool {
+	var out reverseproxy.UpstreamPool
+	for _, u := range pool {
+		if d.Models[u.Dial] == model {
+			out = append(out, u)
+		}
+	}
+	return out
 }
 
 // current is the set the file names now; the file is read again only when it changed (a new
@@ -229,6 +338,8 @@ type ticket struct {
 	// The conversation, and whether the client named it (the header) or its prompt did.
 	key    string
 	header bool
+	// The model it is for ("" with one model served).
+	model string
 }
 
 const ticketVar = "sparkform_slot"
@@ -236,15 +347,16 @@ const ticketVar = "sparkform_slot"
 // Select picks the upstream (see DrainSelection). Caddy calls it again for the same request
 // only after the previous pick could not be dialled: that upstream is then tried last.
 func (d *DrainSelection) Select(pool reverseproxy.UpstreamPool, r *http.Request, w http.ResponseWriter) *reverseproxy.Upstream {
-	kept, out := d.tiers(pool)
-	if len(kept)+len(out) == 0 {
-		// None healthy: Caddy's "no upstreams available", retried until try_duration, then the
-		// error route's 503 with the reason.
-		return nil
-	}
 	if r.Method != http.MethodPost {
+		if m := r.URL.Query().Get("model"); m != "" && d.serves(m) {
+			pool = d.ofModel(pool, m)
+		}
+		kept, out := d.tiers(pool)
 		if len(kept) == 0 {
 			kept = out
+		}
+		if len(kept) == 0 {
+			return nil
 		}
 		return leastBusy(kept, nil)
 	}
@@ -252,8 +364,16 @@ func (d *DrainSelection) Select(pool reverseproxy.UpstreamPool, r *http.Request,
 	if t == nil {
 		t = &ticket{failed: map[string]bool{}, key: r.Header.Get(ConversationHeader)}
 		t.header = t.key != ""
-		if !t.header {
-			t.key = promptKey(peekBody(r))
+		if !t.header || len(d.Models) > 0 {
+			prefix := peekBody(r)
+			if !t.header {
+				t.key = promptKey(prefix)
+			}
+			if len(d.Models) > 0 {
+				if t.model = bodyModel(prefix); t.model == "" {
+					t.model = d.DefaultModel
+				}
+			}
 		}
 		caddyhttp.SetVar(r.Context(), ticketVar, t)
 		// The slot is given back when the request's handling ends, however it ends.
@@ -266,6 +386,18 @@ func (d *DrainSelection) Select(pool reverseproxy.UpstreamPool, r *http.Request,
 			}
 		})
 	}
+	if len(d.Models) > 0 {
+		if !d.serves(t.model) {
+			return d.notFound
+		}
+		pool = d.ofModel(pool, t.model)
+	}
+	kept, out := d.tiers(pool)
+	if len(kept)+len(out) == 0 {
+		// None healthy: Caddy's "no upstreams available", retried until try_duration, then the
+		// error route's 503 with the reason.
+		return nil
+	}
 	d.slotsMu.Lock()
 	defer d.slotsMu.Unlock()
 	if t.dial != "" {
@@ -277,12 +409,12 @@ func (d *DrainSelection) Select(pool reverseproxy.UpstreamPool, r *http.Request,
 	}
 	// A POST that arrives while others wait queues behind them instead of taking the slot they
 	// wait for; a retry (t.failed set) has waited its turn already.
-	if len(d.queue) == 0 || len(t.failed) > 0 {
+	if d.queued(t.model) == 0 || len(t.failed) > 0 {
 		if u := d.pick(kept, out, t); u != nil {
 			return u
 		}
 	}
-	if len(d.queue) >= d.depth(pool) {
+	if d.queued(t.model) >= d.depth(pool) {
 		return d.full
 	}
 	me := &waiter{t: t, ready: make(chan struct{})}
@@ -426,20 +558,33 @@ func (d *DrainSelection) pick(kept, out []*reverseproxy.Upstream, t *ticket) *re
 	return nil
 }
 
-// release gives a slot back: to the first POST waiting, at once, or to the pool (slotsMu held).
+// release gives a slot back: to the first POST waiting for its model, at once, or to the pool
+// (slotsMu held).
 func (d *DrainSelection) release(dial string) {
-	if len(d.queue) > 0 {
-		w := d.queue[0]
-		d.queue = d.queue[1:]
-		w.handed = dial
-		close(w.ready)
-		return
+	for i, w := range d.queue {
+		if w.t.model == d.Models[dial] {
+			d.queue = append(d.queue[:i:i], d.queue[i+1:]...)
+			w.handed = dial
+			close(w.ready)
+			return
+		}
 	}
 	d.busy[dial]--
 }
 
-// depth is how many POSTs may wait for a slot: QueueDepth, or the healthy upstreams' slots
-// together (an upstream without a cap is never full, so it adds none).
+// queued is how many POSTs for the model wait (slotsMu held).
+func (d *DrainSelection) queued(model string) int {
+	n := 0
+	for _, w := range d.queue {
+		if w.t.model == model {
+			n++
+		}
+	}
+	return n
+}
+
+// depth is how many POSTs may wait for a slot (of one model's upstreams, with several): QueueDepth,
+// or the healthy upstreams' slots together (an upstream without a cap is never full, so it adds none).
 func (d *DrainSelection) depth(pool reverseproxy.UpstreamPool) int {
 	if d.QueueDepth != nil {
 		return *d.QueueDepth
@@ -614,6 +759,34 @@ func promptKey(prefix []byte) string {
 			if err := dec.Decode(&skip); err != nil {
 				return ""
 			}
+		}
+	}
+	return ""
+}
+
+// bodyModel is the `model` a JSON body's beginning names at its top level; "" when it names none
+// (or the prefix ends before it).
+func bodyModel(prefix []byte) string {
+	dec := json.NewDecoder(bytes.NewReader(prefix))
+	if tok, err := dec.Token(); err != nil || tok != json.Delim('{') {
+		return ""
+	}
+	for dec.More() {
+		tok, err := dec.Token()
+		name, ok := tok.(string)
+		if err != nil || !ok {
+			return ""
+		}
+		var v json.RawMessage
+		if err := dec.Decode(&v); err != nil {
+			return ""
+		}
+		if name == "model" {
+			var m string
+			if json.Unmarshal(v, &m) != nil {
+				return ""
+			}
+			return m
 		}
 	}
 	return ""

@@ -74,7 +74,7 @@ const value = <T>(o: pulumi.Output<T>): Promise<T> =>
   (o as unknown as { promise(): Promise<T> }).promise();
 
 /** The stack's config with model b staged; `served` is sparkform:server.model. */
-function config(served?: string) {
+function config(served?: string, server?: Record<string, unknown>) {
   return {
     nodes: [1, 2].map((i) => ({
       name: `spark-${i}`,
@@ -101,17 +101,21 @@ function config(served?: string) {
         endpoint: hub.url,
       },
     },
-    server: { context: 256, topology: "layer-split", ...(served ? { model: served } : {}) },
+    server: server ?? {
+      context: 256,
+      topology: "layer-split",
+      ...(served ? { model: served } : {}),
+    },
   };
 }
 
 /** Build the program for `served`; returns every resource's inputs and the serving summary. */
-async function program(served?: string) {
+async function program(served?: string, serverConfig?: Record<string, unknown>) {
   const { SparkCluster } = await import("../../components/cluster");
   const { parseStackConfig } = await import("../../components/stack-config");
   inputs.clear();
   const c = new SparkCluster("local", {
-    config: parseStackConfig(config(served), { projectDir: work }),
+    config: parseStackConfig(config(served, serverConfig), { projectDir: work }),
     projectDir: work,
   });
   const serving = await value(c.serving as NonNullable<typeof c.serving>);
@@ -226,5 +230,66 @@ describe("sparkform:models refused before anything runs", () => {
       { projectDir: work },
     );
     expect(parsed.models?.b?.nodes).toEqual(["spark-1"]);
+  });
+});
+
+describe("sparkform:server.models: model and b served side by side", () => {
+  /** Both nodes declare room for both models: replicas of each on each. */
+  const roomy = { "spark-1": 100e9, "spark-2": 100e9 };
+  let both: Awaited<ReturnType<typeof program>>;
+  beforeAll(async () => {
+    both = await program(undefined, { context: 256, models: ["model", "b"], memory: roomy });
+  });
+
+  it("keeps the first model's servers as a one-model stack names them; b's are new, on server.port + 2", () => {
+    const servers = [...both.inputs.entries()]
+      .filter(([, r]) => r.type.endsWith("sparkform:LlamaServer"))
+      .map(([n, r]) => [n, r.inputs.port, r.inputs.unit, r.inputs.modelPath]);
+    expect(servers).toEqual([
+      [
+        "local-serving-server",
+        8080,
+        "sparkform-llama-server-8080",
+        `~/models/sparkform/tiny-llama/${commitA}/tiny-llama-f16.gguf`,
+      ],
+      [
+        "local-serving-server-spark-2",
+        8080,
+        "sparkform-llama-server-8080",
+        `~/models/sparkform/tiny-llama/${commitA}/tiny-llama-f16.gguf`,
+      ],
+      [
+        "local-serving-model-b-server",
+        8082,
+        "sparkform-llama-server-8082",
+        `~/models/sparkform/tiny-llama-b/${commitB}/tiny-llama-b-f16.gguf`,
+      ],
+      [
+        "local-serving-model-b-server-spark-2",
+        8082,
+        "sparkform-llama-server-8082",
+        `~/models/sparkform/tiny-llama-b/${commitB}/tiny-llama-b-f16.gguf`,
+      ],
+    ]);
+    const flags = (n: string) => of(both.inputs, n).flags as string[];
+    expect(flags("local-serving-server").slice(-2)).toEqual(["--alias", "model"]);
+    expect(flags("local-serving-model-b-server").slice(-2)).toEqual(["--alias", "b"]);
+    expect(flags("local-serving-model-b-server")).toContain("8082");
+  });
+
+  it("gives the router every server with the model it serves, and lists each model's servers", () => {
+    expect(of(both.inputs, "local-serving-router").upstreams).toEqual([
+      { node: "spark-1", url: "http://127.0.0.1:8080", slots: 1, model: "model" },
+      { node: "spark-2", url: "http://192.168.100.2:8080", slots: 1, model: "model" },
+      { node: "spark-1", url: "http://127.0.0.1:8082", slots: 1, model: "b" },
+      { node: "spark-2", url: "http://192.168.100.2:8082", slots: 1, model: "b" },
+    ]);
+    expect(both.serving.topology).toBe("replicas");
+    expect(
+      both.serving.served?.map((m) => [m.model, m.port, m.servers.map((x) => x.node)]),
+    ).toEqual([
+      ["model", 8080, ["spark-1", "spark-2"]],
+      ["b", 8082, ["spark-1", "spark-2"]],
+    ]);
   });
 });

@@ -946,6 +946,63 @@ describe.skipIf(
   );
 
   it(
+    "two models served side by side (server.models): a pair that does not fit is refused naming both sizes; then the OpenAI SDK gets an answer from each by name, /v1/models lists both, an unknown model is NotFoundError",
+    async () => {
+      // Declared 1.5 GB per node: less than two servers' compute margins alone.
+      writeStackConfig([
+        "    topology: auto",
+        "    models: [model, b]",
+        "    memory: {spark-1: 1500000000, spark-2: 1500000000}",
+      ]);
+      const refused = await preview({ expectFailure: true });
+      expect(refused.output).toMatch(
+        /sparkform:server\.models: models model \(\d+\.\d (MB|GB) weights \+ \d+\.\d (MB|GB) KV\) and b \(\d+\.\d (MB|GB) \+ \d+\.\d (MB|GB)\) need \d+\.\d GB together on spark-1, .*spark-1 has 1\.5 GB usable \(server\.memory\); serve fewer models, or smaller quantizations/,
+      );
+
+      writeStackConfig(["    topology: auto", "    models: [model, b]"]);
+      await up();
+      const s = await stackOutput<ServingOut & { served: { model: string; port: number }[] }>(
+        "serving",
+      );
+      expect(s.served.map((m) => [m.model, m.port])).toEqual([
+        ["model", PORT],
+        ["b", PORT + 2],
+      ]);
+      const said = await startEndpoint();
+      expect(said).toContain("models: model, b");
+      try {
+        const client = openai(await stackKey());
+        const answers: Record<string, string> = {};
+        for (const model of ["model", "b"]) {
+          const chat = await client.chat.completions.create({
+            model,
+            messages: [{ role: "user", content: CLIENT_PROMPT }],
+            max_tokens: 6,
+          });
+          // Each server answers as its staged name (--alias).
+          expect(chat.model).toBe(model);
+          expect(chat.usage?.completion_tokens).toBeGreaterThan(0);
+          answers[model] = chat.choices[0]?.message.content ?? "";
+        }
+        log(`two models: ${JSON.stringify(answers)}`);
+        const ids: string[] = [];
+        for await (const m of client.models.list()) ids.push(m.id);
+        expect(ids).toEqual(["model", "b"]);
+        await expect(
+          client.chat.completions.create({
+            model: "not-served",
+            messages: [{ role: "user", content: CLIENT_PROMPT }],
+            max_tokens: 6,
+          }),
+        ).rejects.toBeInstanceOf(OpenAI.NotFoundError);
+      } finally {
+        await stopEndpoint();
+      }
+    },
+    STEP_MS,
+  );
+
+  it(
     "destroy leaves no sparkform unit and no listener but ssh on any node",
     async () => {
       await cli.run(["destroy", "--yes", "-s", stack]);

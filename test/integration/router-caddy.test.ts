@@ -28,6 +28,7 @@ import {
   FULL_RETRY_AFTER_SECONDS,
   HEALTH_FAILS,
   renderRouterConfig,
+  type RouterConfigInput,
 } from "../../components/router/caddy-config";
 import { programPath } from "../../components/native-script";
 import { apiVerdicts } from "../../components/serving/apis";
@@ -319,6 +320,39 @@ async function runCaddy(
       throw new Error(`caddy did not answer /health (exit ${caddy.exitCode}):\n${output}`);
     await sleep(100);
   }
+}
+
+/**
+ * The router's Caddy on a free port in front of `ups` (started here), with the config `input`
+ * renders for its working directory and port; its output to `log`.
+ */
+async function startRouter(
+  prefix: string,
+  ups: readonly Upstream[],
+  input: (work: string, port: number) => RouterConfigInput,
+  log: (text: string) => void,
+): Promise<{ work: string; base: string; caddy: ChildProcess }> {
+  const artifact = await routerBinary({
+    arch: hostArch(),
+    progress: (l) => void process.stderr.write(`${l}\n`),
+  });
+  const work = mkdtempSync(path.join(os.tmpdir(), prefix));
+  for (const u of ups) await u.start();
+  const port = await freePort();
+  const base = `http://127.0.0.1:${port}`;
+  const config = path.join(work, "router.json");
+  writeFileSync(config, renderRouterConfig(input(work, port)));
+  return { work, base, caddy: await runCaddy(artifact.path, work, config, base, log) };
+}
+
+/** Stops what startRouter started, and removes its directory. */
+async function stopRouter(
+  r: { work: string; caddy: ChildProcess } | undefined,
+  ups: readonly Upstream[],
+): Promise<void> {
+  r?.caddy.kill("SIGTERM");
+  for (const u of ups) await u.kill();
+  if (r?.work) rmSync(r.work, { recursive: true, force: true });
 }
 
 describe("the router's Caddy in front of two upstreams", () => {
@@ -1050,10 +1084,9 @@ describe("the router's Caddy keeps a conversation on one upstream and caps each 
   const QUEUE = 2;
   const QUEUE_WAIT_MS = 1500;
   const ups = [new Upstream("a"), new Upstream("b"), new Upstream("c")];
-  let work = "";
+  let router: Awaited<ReturnType<typeof startRouter>> | undefined;
   let base = "";
   let drain = "";
-  let caddy: ChildProcess | undefined;
   let output = "";
 
   interface Answer {
@@ -1109,37 +1142,28 @@ describe("the router's Caddy keeps a conversation on one upstream and caps each 
   }
 
   beforeAll(async () => {
-    const artifact = await routerBinary({
-      arch: hostArch(),
-      progress: (l) => void process.stderr.write(`${l}\n`),
-    });
-    work = mkdtempSync(path.join(os.tmpdir(), "sparkform-router-slots-"));
-    for (const u of ups) await u.start();
-    const port = await freePort();
-    base = `http://127.0.0.1:${port}`;
-    drain = path.join(work, "router.drain");
-    const config = path.join(work, "router.json");
-    writeFileSync(
-      config,
-      renderRouterConfig({
-        bind: "127.0.0.1",
-        port,
-        upstreams: ups.map((u) => ({ node: u.name, dial: `127.0.0.1:${u.port}`, slots: SLOTS })),
-        unavailable: UNAVAILABLE,
-        healthIntervalSeconds: 1,
-        dataDir: path.join(work, "data"),
-        drainFile: drain,
-        queue: { depth: QUEUE, waitSeconds: QUEUE_WAIT_MS / 1000 },
-      }),
+    router = await startRouter(
+      "sparkform-router-slots-",
+      ups,
+      (work, port) => {
+        drain = path.join(work, "router.drain");
+        return {
+          bind: "127.0.0.1",
+          port,
+          upstreams: ups.map((u) => ({ node: u.name, dial: `127.0.0.1:${u.port}`, slots: SLOTS })),
+          unavailable: UNAVAILABLE,
+          healthIntervalSeconds: 1,
+          dataDir: path.join(work, "data"),
+          drainFile: drain,
+          queue: { depth: QUEUE, waitSeconds: QUEUE_WAIT_MS / 1000 },
+        };
+      },
+      (d) => (output += d),
     );
-    caddy = await runCaddy(artifact.path, work, config, base, (d) => (output += d));
+    base = router.base;
   }, 30 * 60_000);
 
-  afterAll(async () => {
-    caddy?.kill("SIGTERM");
-    for (const u of ups) await u.kill();
-    if (work) rmSync(work, { recursive: true, force: true });
-  });
+  afterAll(() => stopRouter(router, ups));
 
   it("sends every request of a conversation (X-Conversation-Id) to the same upstream, 20 in a row", async () => {
     const first = await homes();
@@ -1323,5 +1347,160 @@ describe("the router's Caddy keeps a conversation on one upstream and caps each 
 
   it("wrote nothing a client sent", () => {
     expect(output).not.toMatch(/conversation-|question |\/v1\/chat\/completions/);
+  });
+});
+
+describe("the router's Caddy in front of two models served side by side (server.models)", () => {
+  /** Model a on two servers, model b on one; one slot each, one POST of a model may wait. */
+  const a1 = new Upstream("a1");
+  const a2 = new Upstream("a2");
+  const b1 = new Upstream("b1");
+  const ups = [a1, a2, b1];
+  const QUEUE_WAIT_MS = 1500;
+  let router: Awaited<ReturnType<typeof startRouter>> | undefined;
+  let base = "";
+  let output = "";
+
+  /** One non-streamed chat completion naming `model` (none: the field left out). */
+  async function ask(
+    model: string | undefined,
+    key?: string,
+  ): Promise<{ status: number; upstream?: string; body: string; ms: number }> {
+    const t = Date.now();
+    const r = await fetch(`${base}/v1/chat/completions`, {
+      method: "POST",
+      headers: {
+        "Content-Type": "application/json",
+        Authorization: BEARER,
+        ...(key ? { [CONVERSATION_HEADER]: key } : {}),
+      },
+      body: JSON.stringify({
+        ...(model !== undefined ? { model } : {}),
+        messages: [{ role: "user", content: `question for ${model ?? "none"}` }],
+      }),
+      signal: AbortSignal.timeout(20_000),
+    });
+    const body = await r.text();
+    return {
+      status: r.status,
+      upstream: /"from (a1|a2|b1)"/.exec(body)?.[1],
+      body,
+      ms: Date.now() - t,
+    };
+  }
+
+  beforeAll(async () => {
+    router = await startRouter(
+      "sparkform-router-models-",
+      ups,
+      (work, port) => {
+        const keyFile = path.join(work, "router.key");
+        writeFileSync(keyFile, `${KEY}\n`, { mode: 0o600 });
+        return {
+          bind: "127.0.0.1",
+          port,
+          upstreams: [
+            { node: "spark-1", dial: `127.0.0.1:${a1.port}`, slots: 1, model: "a" },
+            { node: "spark-1", dial: `127.0.0.1:${b1.port}`, slots: 1, model: "b" },
+            { node: "spark-2", dial: `127.0.0.1:${a2.port}`, slots: 1, model: "a" },
+          ],
+          unavailable: UNAVAILABLE,
+          healthIntervalSeconds: 1,
+          dataDir: path.join(work, "data"),
+          apiKeyFile: keyFile,
+          queue: { depth: 1, waitSeconds: QUEUE_WAIT_MS / 1000 },
+        };
+      },
+      (d) => (output += d),
+    );
+    base = router.base;
+  }, 30 * 60_000);
+
+  afterAll(() => stopRouter(router, ups));
+
+  it("the OpenAI SDK gets an answer from each model by name, only from that model's servers", async () => {
+    const client = new OpenAI({ apiKey: KEY, baseURL: `${base}/v1`, maxRetries: 0 });
+    // Each question its own conversation (by its prompt), so model a's spread over its two.
+    const from = async (model: string, i: number) => {
+      const r = await client.chat.completions.create({
+        model,
+        messages: [{ role: "user", content: `hi ${i}` }],
+      });
+      return r.choices[0]?.message.content;
+    };
+    const fromA = new Set<string | null | undefined>();
+    for (let i = 0; i < 16; i++) {
+      fromA.add(await from("a", i));
+      expect(await from("b", i)).toBe("from b1");
+    }
+    expect([...fromA].sort()).toEqual(["from a1", "from a2"]);
+  });
+
+  it("lists every served model on GET /v1/models (the SDK's models.list), with the key", async () => {
+    const client = new OpenAI({ apiKey: KEY, baseURL: `${base}/v1`, maxRetries: 0 });
+    const ids: string[] = [];
+    for await (const m of client.models.list()) ids.push(m.id);
+    expect(ids).toEqual(["a", "b"]);
+    expect((await fetch(`${base}/v1/models`)).status).toBe(401);
+  });
+
+  it("answers a model not served with the OpenAI API's 404 (the SDK's NotFoundError), reaching no server", async () => {
+    const before = ups.map((u) => u.answered);
+    const r = await ask("x");
+    expect(r.status).toBe(404);
+    expect(JSON.parse(r.body)).toEqual({
+      error: {
+        message: "The model `x` does not exist or is not served here; served: a, b",
+        type: "invalid_request_error",
+        param: "model",
+        code: "model_not_found",
+      },
+    });
+    const client = new OpenAI({ apiKey: KEY, baseURL: `${base}/v1`, maxRetries: 2 });
+    await expect(
+      client.chat.completions.create({
+        model: "gpt-4o",
+        messages: [{ role: "user", content: "x" }],
+      }),
+    ).rejects.toBeInstanceOf(OpenAI.NotFoundError);
+    expect(ups.map((u) => u.answered)).toEqual(before);
+  });
+
+  it("sends a POST that names no model to the first model's servers", async () => {
+    for (let i = 0; i < 4; i++) expect((await ask(undefined)).upstream).toMatch(/^a[12]$/);
+  });
+
+  it("keeps a conversation on one of its model's servers", async () => {
+    const first = (await ask("a", "chat-1")).upstream;
+    expect(first).toMatch(/^a[12]$/);
+    for (let i = 0; i < 10; i++) expect((await ask("a", "chat-1")).upstream).toBe(first);
+  });
+
+  it("counts slots and the queue per model: a full model b waits or gets 503 while model a is served at once", async () => {
+    b1.holding = true;
+    try {
+      const held = ask("b");
+      while (b1.inFlight < 1) await sleep(20);
+      // Model b's one slot is busy: the next b waits in b's queue (depth 1), the one after is
+      // refused at once.
+      const waiting = ask("b");
+      await sleep(200);
+      const refused = await ask("b");
+      expect(refused.status).toBe(503);
+      expect(refused.ms).toBeLessThan(QUEUE_WAIT_MS);
+      // Model a's servers and queue are its own: served at once, twice at a time.
+      const [x, y] = await Promise.all([ask("a"), ask("a")]);
+      expect([x.status, y.status]).toEqual([200, 200]);
+      expect(x.ms).toBeLessThan(QUEUE_WAIT_MS);
+      b1.release();
+      expect((await held).upstream).toBe("b1");
+      expect((await waiting).upstream).toBe("b1");
+    } finally {
+      b1.release();
+    }
+  });
+
+  it("wrote nothing a client sent", () => {
+    expect(output).not.toMatch(/question for|chat-1|\/v1\/chat\/completions/);
   });
 });

@@ -8,6 +8,7 @@ import {
   RETRY_AFTER_SECONDS,
   renderRouterConfig,
   routerConfig,
+  servedModels,
   serverMetricsRoute,
 } from "../../components/router/caddy-config";
 
@@ -327,5 +328,87 @@ describe("dialOf", () => {
   it("refuses https and paths", () => {
     expect(() => dialOf("https://10.0.0.2:8080")).toThrow(/only http/);
     expect(() => dialOf("http://10.0.0.2:8080/v1")).toThrow(/path/);
+  });
+});
+
+describe("routerConfig with several models served side by side (sparkform:server.models)", () => {
+  const models = [
+    { node: "spark-1", dial: "127.0.0.1:8080", slots: 2, model: "a" },
+    { node: "spark-1", dial: "127.0.0.1:8082", slots: 1, model: "b" },
+    { node: "spark-2", dial: "10.0.0.2:8080", slots: 2, model: "a" },
+    { node: "spark-2", dial: "10.0.0.2:8082", slots: 1, model: "b" },
+  ];
+
+  it("passes the policy each upstream's model by dial, and the first model for a POST naming none", () => {
+    const p = proxy(cfg({ upstreams: models }));
+    expect(p.load_balancing.selection_policy).toEqual({
+      policy: "sparkform_drain",
+      models: {
+        "127.0.0.1:8080": "a",
+        "127.0.0.1:8082": "b",
+        "10.0.0.2:8080": "a",
+        "10.0.0.2:8082": "b",
+      },
+      default_model: "a",
+    });
+    expect(p.upstreams).toEqual(models.map((u) => ({ dial: u.dial, max_requests: u.slots })));
+  });
+
+  it("answers GET /v1/models itself, every served model in the OpenAI list's shape, after the key gate", () => {
+    const routes = server(cfg({ upstreams: models, apiKeyFile: "k" })).routes as J[];
+    const at = routes.findIndex((r) => r.match?.[0]?.path?.includes("/v1/models"));
+    expect(at).toBeGreaterThan(routes.findIndex((r) => r.handle[0].status_code === 401));
+    const route = routes[at]!;
+    expect(route.match).toEqual([{ method: ["GET"], path: ["/v1/models", "/models"] }]);
+    expect(JSON.parse(route.handle[0].body)).toEqual({
+      object: "list",
+      data: [
+        { id: "a", object: "model", created: 0, owned_by: "sparkform" },
+        { id: "b", object: "model", created: 0, owned_by: "sparkform" },
+      ],
+    });
+  });
+
+  it("with one model, reads no model field and leaves /v1/models to the servers, as before", () => {
+    const one = models.filter((u) => u.model === "a");
+    const c = cfg({ upstreams: one });
+    expect(proxy(c).load_balancing.selection_policy).toEqual({ policy: "sparkform_drain" });
+    expect(server(c).routes.some((r: J) => r.match?.[0]?.path?.includes("/v1/models"))).toBe(false);
+    expect(servedModels(two)).toEqual([]);
+    expect(servedModels(one)).toEqual(["a"]);
+  });
+
+  it("routes each server's metrics by node and model, the node's first model at the plain path", () => {
+    const sub = serverMetricsRoute({
+      ...cfg(),
+      bind: "127.0.0.1",
+      port: 1,
+      unavailable: "x",
+      upstreams: models,
+    }).handle as J[];
+    const routes = sub[0]!.routes as J[];
+    expect(routes.slice(0, 4).map((r) => [r.match[0].path, r.handle[0].upstreams[0].dial])).toEqual(
+      [
+        [["/servers/spark-1/metrics", "/servers/spark-1/a/metrics"], "127.0.0.1:8080"],
+        [["/servers/spark-1/b/metrics"], "127.0.0.1:8082"],
+        [["/servers/spark-2/metrics", "/servers/spark-2/a/metrics"], "10.0.0.2:8080"],
+        [["/servers/spark-2/b/metrics"], "10.0.0.2:8082"],
+      ],
+    );
+    expect(routes.at(-1)!.handle[0].body).toContain(
+      "GET /servers/<node>/<model>/metrics for the models a, b",
+    );
+  });
+
+  it("refuses upstreams of which only some name a model, and a model id that is not a staged name", () => {
+    expect(() =>
+      cfg({ upstreams: [models[0]!, { node: "spark-2", dial: "10.0.0.2:8080" }] }),
+    ).toThrow(
+      "router upstreams: spark-2 (10.0.0.2:8080) name no model while others do; with several " +
+        "models served, every upstream names the one it serves",
+    );
+    expect(() => cfg({ upstreams: [{ ...models[0]!, model: "a/*" }, models[1]!] })).toThrow(
+      /not a staged model's name/,
+    );
   });
 });
