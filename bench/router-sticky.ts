@@ -877,7 +877,7 @@ export function stickyMarkdown(r: StickyResult): string {
         : "") +
       `), retried as the OpenAI SDKs do (Retry-After honoured, up to ${BURST_TRIES} tries); each server's \`GET /slots\` read every ${SLOTS_POLL_SECONDS * 1000} ms meanwhile. ` +
       `"Waited before its server took it": the answered try's latency less the server's own time (\`timings.prompt_ms + predicted_ms\`); "overall" counts from the first try, sleeps included. ` +
-      `The router's bound: at most ${QUEUE_BOUND_SECONDS} s (and at most S waiting) before its 503.`,
+      `The router's bound: at most ${QUEUE_BOUND_SECONDS} s (and at most 2×S waiting) before its 503.`,
     "",
     "| clients | rounds | answered / requests | 503s (with Retry-After) | other statuses | most tries | longest sleep, s | longest wait before its server took it, s | overall, s | seconds on the server, median | most in flight per server (slots) | overlap from timings (S) |",
     "|---|---:|---:|---|---|---:|---:|---:|---:|---|---|---:|",

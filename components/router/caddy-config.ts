@@ -61,7 +61,7 @@ export interface RouterConfigInput {
   readonly drainFile?: string;
   /**
    * The bounded wait of a POST that finds every server's slots busy (setup/router/main.go):
-   * `depth` POSTs at most wait at once (default: the healthy servers' slots together; 0: none
+   * `depth` POSTs at most wait at once (default: twice the healthy servers' slots; 0: none
    * waits), each at most `waitSeconds` (default QUEUE_WAIT_SECONDS); past either bound the 503
    * with Retry-After.
    */
@@ -491,7 +491,7 @@ export function dialOf(url: string): string {
  *   while it is healthy, undrained and has a free slot (rendezvous hashing over those, so one that
  *   leaves moves only its own conversations);
  * - a cap: an upstream with `slots` takes at most that many POSTs at once; when every healthy one
- *   is full, a POST waits for a slot in a bounded queue (`queue`: as many as the slots, 10 s
+ *   is full, a POST waits for a slot in a bounded queue (`queue`: twice the slots, 10 s
  *   each, by default) and past it is answered 503 with `Retry-After: 1`
  *   (FULL_RETRY_AFTER_SECONDS) and an OpenAI-shaped error, never queued without bound (the
  *   OpenAI SDKs retry it);

@@ -79,13 +79,19 @@ const fullBody = `{"error":{"message":"every llama-server behind this router is 
 	`replicas","type":"server_busy","code":503}}` + "\n"
 
 // A POST that finds every server full waits for a slot, a bounded while: at most QueueDepth such
-// POSTs wait at once (default: as many as the healthy servers have slots, so a burst of twice the
-// slots is answered in full without a retry), each at most QueueWait (default queueWaitDefault).
+// POSTs wait at once (default: queueSlotsFactor times the healthy servers' slots), each at most
+// QueueWait (default queueWaitDefault).
 // Past either bound it gets the 503 at once. Why wait at all: a slot is usually free again within
 // one short answer, and a client without retries (curl, a script) would otherwise fail where a
 // second later it would have been served; why bounded: a queue without bound hides an overloaded
 // cluster behind ever longer answers, and the SDKs' retry after Retry-After does the rest.
 const queueWaitDefault = 10 * time.Second
+
+// queueSlotsFactor: the default queue holds twice the slots, not once. A slot is given back when
+// its request's context ends, a moment after the client has its answer; a client that sends its
+// next request at once (the node-loss e2e's two clients on one slot) can arrive before that, find
+// the other client waiting, and with a queue of one slot be refused although a slot was freeing.
+const queueSlotsFactor = 2
 
 // queuePoll is how often a waiting POST looks again without being woken (an upstream that came
 // back healthy, or a drain lifted, frees no slot and wakes nobody).
@@ -139,7 +145,7 @@ type DrainSelection struct {
 	// The drain file; relative paths are from the working directory (the node user's home).
 	// Empty or missing: nothing is drained.
 	File string `json:"file,omitempty"`
-	// POSTs that may wait for a slot at once; absent: the healthy upstreams' slots together.
+	// POSTs that may wait for a slot at once; absent: twice the healthy upstreams' slots.
 	// 0: none waits (every POST past the slots gets the 503 at once).
 	QueueDepth *int `json:"queue_depth,omitempty"`
 	// How long one POST may wait for a slot; absent or 0: queueWaitDefault.
@@ -584,7 +590,8 @@ func (d *DrainSelection) queued(model string) int {
 }
 
 // depth is how many POSTs may wait for a slot (of one model's upstreams, with several): QueueDepth,
-// or the healthy upstreams' slots together (an upstream without a cap is never full, so it adds none).
+// or queueSlotsFactor times the healthy upstreams' slots (an upstream without a cap is never full,
+// so it adds none).
 func (d *DrainSelection) depth(pool reverseproxy.UpstreamPool) int {
 	if d.QueueDepth != nil {
 		return *d.QueueDepth
@@ -595,7 +602,7 @@ func (d *DrainSelection) depth(pool reverseproxy.UpstreamPool) int {
 			n += u.MaxRequests
 		}
 	}
-	return n
+	return queueSlotsFactor * n
 }
 
 // rendezvous is the first of `free` in the key's rendezvous order over `tier` (highest score
