@@ -309,7 +309,12 @@ export class Serving extends pulumi.ComponentResource {
               server: cfg,
             });
             // Refused before any server starts: one that did could not load its model.
-            if (t.misfit !== undefined) fail(`sparkform:server.models: ${t.misfit}`);
+            // Said once as itself too: thrown inside an output, the engine prints it behind one
+            // "error serializing property" per output it passes through.
+            if (t.misfit !== undefined) {
+              void pulumi.log.error(`sparkform:server.models: ${t.misfit}`, this);
+              fail(`sparkform:server.models: ${t.misfit}`);
+            }
             return t;
           })
       : pulumi.all([placementModel, servingNodes]).apply(([m, ns]) =>

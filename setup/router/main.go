@@ -415,6 +415,9 @@ func (d *DrainSelection) Select(pool reverseproxy.UpstreamPool, r *http.Request,
 	}
 	// A POST that arrives while others wait queues behind them instead of taking the slot they
 	// wait for; a retry (t.failed set) has waited its turn already.
+	if t.key != "" && len(t.failed) == 0 {
+		d.awaitHome(kept, t)
+	}
 	if d.queued(t.model) == 0 || len(t.failed) > 0 {
 		if u := d.pick(kept, out, t); u != nil {
 			return u
@@ -470,6 +473,33 @@ func (d *DrainSelection) Select(pool reverseproxy.UpstreamPool, r *http.Request,
 			d.dequeue(me)
 			return d.full
 		}
+	}
+}
+
+// homeGrace is how long a conversation's request waits for its own server's slot before it goes
+// to its next choice. A slot is given back when its request's context ends, a moment after the
+// client has its answer: a turn sent at once (a chat's next message, an agent's next step) found
+// its server still counted full and moved, losing the KV cache it came back for (router-caddy:
+// a one-slot server's conversation moved under load). Short, so a server that is really busy
+// sheds its conversations' new requests almost at once.
+const homeGrace = 100 * time.Millisecond
+
+// awaitHome waits up to homeGrace for a slot on the conversation's first choice among the
+// undrained servers when that one is full (slotsMu held; released while it waits).
+func (d *DrainSelection) awaitHome(kept []*reverseproxy.Upstream, t *ticket) {
+	var home *reverseproxy.Upstream
+	for _, u := range kept {
+		if home == nil || score(t.key, u.Dial) > score(t.key, home.Dial) {
+			home = u
+		}
+	}
+	if home == nil || home.MaxRequests <= 0 {
+		return
+	}
+	for deadline := time.Now().Add(homeGrace); d.busy[home.Dial] >= home.MaxRequests && time.Now().Before(deadline); {
+		d.slotsMu.Unlock()
+		time.Sleep(5 * time.Millisecond)
+		d.slotsMu.Lock()
 	}
 }
 
