@@ -14,7 +14,7 @@ import * as os from "node:os";
 import { NodeOutputError, nodeJsonParser } from "../components/schema/node-json";
 import { SERVER_PARALLEL_DEFAULT } from "../components/serving/config";
 import { outputsOf } from "./lib/outputs";
-import { tailMarkdown } from "./lib/report";
+import { tailOrNone } from "./lib/report";
 import { paired, rotation } from "./lib/rounds";
 import { load1, median, quantile, summarizeOrEmpty, type Summary } from "./lib/stats";
 import {
@@ -918,12 +918,10 @@ export function stickyMarkdown(r: StickyResult): string {
   }));
   const names = [...new Set(tail.map((x) => x.variant))];
   out.push(
-    ...(tail.length
-      ? tailMarkdown(
-          { samples: tail, variants: names, commands: r.commands, failures: r.failures },
-          4,
-        )
-      : ["No sample completed.", "", ...r.failures.map((f) => `- ${f}`), ""]),
+    ...tailOrNone(
+      { samples: tail, variants: names, commands: r.commands, failures: r.failures },
+      4,
+    ),
   );
   return out.join("\n");
 }

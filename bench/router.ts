@@ -19,7 +19,7 @@ import { readStack } from "../cli/stack";
 import { outputsOf } from "./lib/outputs";
 import { shJoin } from "../components/transport";
 import { repoRoot } from "../setup/pulumi/env";
-import { tailMarkdown } from "./lib/report";
+import { tailOrNone } from "./lib/report";
 import { load1, median, quantile, summarizeOrEmpty, type Summary } from "./lib/stats";
 import { paired, rotation } from "./lib/rounds";
 
@@ -786,12 +786,10 @@ export function routerMarkdown(r: RouterResult): string {
     return { variant: nameOf(s), seconds: s.mode === "ttft" ? x.ttft : x.latency, load1: s.load1 };
   });
   out.push(
-    ...(tail.length
-      ? tailMarkdown(
-          { samples: tail, variants: names, commands: r.commands, failures: r.failures },
-          4,
-        )
-      : ["No sample completed.", "", ...r.failures.map((f) => `- ${f}`), ""]),
+    ...tailOrNone(
+      { samples: tail, variants: names, commands: r.commands, failures: r.failures },
+      4,
+    ),
   );
   return out.join("\n");
 }

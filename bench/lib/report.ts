@@ -40,6 +40,13 @@ export function tailMarkdown(r: TailInput, digits = 2): string[] {
   ];
 }
 
+/** tailMarkdown, or, when no sample completed, that and the failures (the router benches). */
+export function tailOrNone(r: TailInput, digits = 2): string[] {
+  return r.samples.length
+    ? tailMarkdown(r, digits)
+    : ["No sample completed.", "", ...r.failures.map((f) => `- ${f}`), ""];
+}
+
 /** What the report's header says about the run: where, when, on what code, under what load. */
 export interface RunFacts {
   machine: Machine;
