@@ -557,41 +557,35 @@ func (d *DrainSelection) pick(kept, out []*reverseproxy.Upstream, t *ticket) *re
 	// The drained serve only when no undrained upstream is healthy: while one is merely full,
 	// a POST waits for its slot rather than land on a server about to restart (roll.py waits
 	// for that server's slots to go idle, and a POST sent to it then would be cut by the stop).
-	tiers := [][]*reverseproxy.Upstream{kept}
+	tier := kept
 	if len(kept) == 0 {
-		tiers = [][]*reverseproxy.Upstream{out}
+		tier = out
 	}
 	others := false
-	for _, u := range tiers[0] {
+	for _, u := range tier {
 		others = others || !t.failed[u.Dial]
 	}
-	for _, pass := range []bool{false, true} {
-		if pass && others {
-			break
-		}
-		for _, tier := range tiers {
-			var free []*reverseproxy.Upstream
-			for _, u := range tier {
-				if t.failed[u.Dial] == pass && (u.MaxRequests <= 0 || d.busy[u.Dial] < u.MaxRequests) {
-					free = append(free, u)
-				}
-			}
-			if len(free) == 0 {
-				continue
-			}
-			var u *reverseproxy.Upstream
-			if t.key != "" {
-				u = rendezvous(tier, t.key, free, d.bound(tier, t.header))
-			}
-			if u == nil {
-				u = leastBusy(free, d.busy)
-			}
-			t.dial = u.Dial
-			d.busy[u.Dial]++
-			return u
+	// First the upstreams this request has not failed on; those only when no other is left.
+	pass := !others
+	var free []*reverseproxy.Upstream
+	for _, u := range tier {
+		if t.failed[u.Dial] == pass && (u.MaxRequests <= 0 || d.busy[u.Dial] < u.MaxRequests) {
+			free = append(free, u)
 		}
 	}
-	return nil
+	if len(free) == 0 {
+		return nil
+	}
+	var u *reverseproxy.Upstream
+	if t.key != "" {
+		u = rendezvous(tier, t.key, free, d.bound(tier, t.header))
+	}
+	if u == nil {
+		u = leastBusy(free, d.busy)
+	}
+	t.dial = u.Dial
+	d.busy[u.Dial]++
+	return u
 }
 
 // release gives a slot back: to the first POST waiting for its model, at once, or to the pool
